@@ -1,0 +1,783 @@
+//! Cluster state and the bookkeeping every change goes through: allocating and releasing
+//! replicas, the free-GPU index, quota usage, events, and time accounting.
+//!
+//! All mutation of nodes and jobs happens through the methods here, so the invariants
+//! (no node or GPU over capacity, a job in one place only) are kept in one spot.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::event::{Event, Severity};
+use crate::model::*;
+
+/// Knobs of the scheduling cycle.
+#[derive(Clone, Debug, Serialize)]
+pub struct SchedConfig {
+    /// Every `aging_s` seconds of waiting raises a job's effective priority by one.
+    pub aging_s: u64,
+    pub backfill: bool,
+    pub preemption: bool,
+    /// Pending longer than this raises an alert (console) — seconds.
+    pub pending_alert_s: u64,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            aging_s: 600,
+            backfill: true,
+            preemption: true,
+            pending_alert_s: 3600,
+        }
+    }
+}
+
+/// Pool id used for nodes outside every pool.
+pub const NO_POOL: PoolId = PoolId::MAX;
+
+/// The whole cluster as the core knows it.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub pools: Vec<Pool>,
+    pub projects: Vec<Project>,
+    pub jobs: Vec<Job>,
+    pub quota_requests: Vec<QuotaRequest>,
+    pub events: Vec<Event>,
+    pub config: SchedConfig,
+    /// Price per GPU-hour by GPU model (lower-case); unknown models cost 0.
+    pub prices: BTreeMap<String, f64>,
+    /// Current time, seconds since the start.
+    pub now: u64,
+    /// Quota usage per project per pool.
+    pub(crate) usage: Vec<BTreeMap<PoolId, Resources>>,
+    /// GPU-milli-seconds used, by (project, GPU model).
+    pub(crate) gpu_ms: BTreeMap<(ProjectId, String), u128>,
+    /// Time of the last cost accrual per job.
+    pub(crate) accrued_at: Vec<u64>,
+    pub(crate) models: Vec<String>,
+    /// (pool, model id, free whole GPUs, node): candidate generation for placement.
+    pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
+    pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
+    pub(crate) node_by_name: HashMap<String, NodeId>,
+    pub(crate) job_by_name: HashMap<(String, String), JobId>,
+    /// Jobs in Pending phase (ordered by id for determinism).
+    pub(crate) pending: BTreeSet<JobId>,
+    /// Jobs in Restarting phase.
+    pub(crate) restarting: BTreeSet<JobId>,
+    pub(crate) next_request: u32,
+    /// Capacity per pool after overcommit (kept as nodes are added).
+    pub(crate) pool_cap: Vec<Resources>,
+}
+
+/// Why a cluster change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("no node named `{0}`")]
+    UnknownNode(String),
+    #[error("node `{node}` has no GPU {index} (it has {count})")]
+    UnknownGpu {
+        node: String,
+        index: u32,
+        count: usize,
+    },
+    #[error("no job named `{0}`")]
+    UnknownJob(String),
+    #[error("job name `{0}` matches several projects' jobs; write it as project/name")]
+    AmbiguousJob(String),
+    #[error("a job `{project}/{name}` already exists")]
+    DuplicateJob { project: String, name: String },
+    #[error("no quota request #{0}")]
+    UnknownRequest(u32),
+    #[error("quota request #{0} was already decided")]
+    RequestDecided(u32),
+    #[error("no pool named `{0}`")]
+    UnknownPool(String),
+    #[error("no project named `{0}`")]
+    UnknownProject(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Cluster {
+    pub fn new(config: SchedConfig) -> Cluster {
+        Cluster {
+            nodes: Vec::new(),
+            pools: Vec::new(),
+            projects: Vec::new(),
+            jobs: Vec::new(),
+            quota_requests: Vec::new(),
+            events: Vec::new(),
+            config,
+            prices: BTreeMap::new(),
+            now: 0,
+            usage: Vec::new(),
+            gpu_ms: BTreeMap::new(),
+            accrued_at: Vec::new(),
+            models: vec![String::new()],
+            index: BTreeSet::new(),
+            index_key: Vec::new(),
+            node_by_name: HashMap::new(),
+            job_by_name: HashMap::new(),
+            pending: BTreeSet::new(),
+            restarting: BTreeSet::new(),
+            next_request: 1,
+            pool_cap: Vec::new(),
+        }
+    }
+
+    // ----- construction -------------------------------------------------------------
+
+    pub fn add_pool(&mut self, pool: Pool) -> PoolId {
+        self.pools.push(pool);
+        self.pool_cap.push(Resources::default());
+        (self.pools.len() - 1) as PoolId
+    }
+
+    pub fn add_project(&mut self, p: Project) -> ProjectId {
+        self.projects.push(p);
+        self.usage.push(BTreeMap::new());
+        (self.projects.len() - 1) as ProjectId
+    }
+
+    /// Adds a node; its pool is the first pool whose selector its labels match.
+    pub fn add_node(&mut self, mut node: Node) -> NodeId {
+        let id = self.nodes.len() as NodeId;
+        node.pool = self.pool_for_labels(&node.labels);
+        if let Some(p) = node.pool {
+            let oc = self.pools[p as usize].overcommit;
+            let g = node.sched_gpus();
+            let cap = &mut self.pool_cap[p as usize];
+            cap.gpu_milli += g.len() as u64 * GPU_MILLI as u64;
+            cap.gpu_mem += g.iter().map(|g| g.memory).sum::<u64>();
+            cap.cpu_milli += (node.cpu_milli as f64 * oc.cpu) as u64;
+            cap.memory += (node.memory as f64 * oc.memory) as u64;
+            cap.disk += node.disk;
+        }
+        self.node_by_name.insert(node.name.clone(), id);
+        self.nodes.push(node);
+        self.index_key.push((NO_POOL, 0, 0, id));
+        self.reindex(id);
+        id
+    }
+
+    pub fn pool_for_labels(&self, labels: &BTreeMap<String, String>) -> Option<PoolId> {
+        self.pools
+            .iter()
+            .position(|p| p.selector.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .map(|i| i as PoolId)
+    }
+
+    pub(crate) fn model_id(&mut self, model: &str) -> u16 {
+        if let Some(i) = self.models.iter().position(|m| m == model) {
+            return i as u16;
+        }
+        self.models.push(model.to_string());
+        (self.models.len() - 1) as u16
+    }
+
+    pub(crate) fn model_id_of(&self, model: &str) -> Option<u16> {
+        self.models
+            .iter()
+            .position(|m| m == model)
+            .map(|i| i as u16)
+    }
+
+    /// Recomputes a node's key in the free-GPU index after any change to it.
+    pub(crate) fn reindex(&mut self, id: NodeId) {
+        let node = &self.nodes[id as usize];
+        let model = node.gpu_model().unwrap_or("").to_string();
+        let free = if node.ready() && !node.cordoned {
+            node.free_whole_gpus()
+        } else {
+            0
+        };
+        let pool = node.pool.unwrap_or(NO_POOL);
+        let mid = if node.sched_gpus().is_empty() {
+            0
+        } else {
+            self.model_id(&model)
+        };
+        let key = (pool, mid, free, id);
+        let old = self.index_key[id as usize];
+        if old != key {
+            self.index.remove(&old);
+        }
+        self.index.insert(key);
+        self.index_key[id as usize] = key;
+    }
+
+    // ----- lookups ------------------------------------------------------------------
+
+    pub fn node_id(&self, name: &str) -> Result<NodeId, ClusterError> {
+        self.node_by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))
+    }
+
+    pub fn pool_id(&self, name: &str) -> Option<PoolId> {
+        self.pools
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as PoolId)
+    }
+
+    pub fn project_id(&self, name: &str) -> Option<ProjectId> {
+        self.projects
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as ProjectId)
+    }
+
+    /// Finds a job by `name` or `project/name`.
+    pub fn job_id(&self, name: &str) -> Result<JobId, ClusterError> {
+        if let Some((p, n)) = name.split_once('/') {
+            return self
+                .job_by_name
+                .get(&(p.to_string(), n.to_string()))
+                .copied()
+                .ok_or_else(|| ClusterError::UnknownJob(name.to_string()));
+        }
+        let mut found = self.jobs.iter().filter(|j| j.spec.name == name);
+        match (found.next(), found.next()) {
+            (Some(j), None) => Ok(j.id),
+            (Some(_), Some(_)) => Err(ClusterError::AmbiguousJob(name.to_string())),
+            _ => Err(ClusterError::UnknownJob(name.to_string())),
+        }
+    }
+
+    pub fn job_ref(&self, id: JobId) -> String {
+        let j = &self.jobs[id as usize];
+        format!("job/{}/{}", j.spec.project, j.spec.name)
+    }
+
+    pub fn pool_name(&self, id: Option<PoolId>) -> &str {
+        id.and_then(|i| self.pools.get(i as usize))
+            .map(|p| p.name.as_str())
+            .unwrap_or("-")
+    }
+
+    /// Quota usage of a project in a pool.
+    pub fn usage(&self, project: ProjectId, pool: PoolId) -> Resources {
+        self.usage[project as usize]
+            .get(&pool)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn pending_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.pending.iter().map(|&i| &self.jobs[i as usize])
+    }
+
+    /// Node ids of a pool, in id order.
+    pub fn pool_nodes(&self, pool: PoolId) -> impl Iterator<Item = NodeId> + '_ {
+        self.index
+            .range((pool, 0, 0, 0)..=(pool, u16::MAX, u32::MAX, NodeId::MAX))
+            .map(|k| k.3)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+    }
+
+    /// Capacity of a pool's nodes (after overcommit), for quota admission.
+    pub fn pool_capacity(&self, pool: PoolId) -> Resources {
+        self.pool_cap[pool as usize]
+    }
+
+    pub fn overcommit_of(&self, node: &Node) -> Overcommit {
+        node.pool
+            .and_then(|p| self.pools.get(p as usize))
+            .map(|p| p.overcommit)
+            .unwrap_or_default()
+    }
+
+    // ----- events -------------------------------------------------------------------
+
+    pub fn emit(
+        &mut self,
+        severity: Severity,
+        reason: &'static str,
+        object: String,
+        message: String,
+    ) {
+        let seq = self.events.len() as u64;
+        self.events.push(Event {
+            seq,
+            time: self.now,
+            severity,
+            reason,
+            object,
+            message,
+        });
+    }
+
+    // ----- time ---------------------------------------------------------------------
+
+    /// Moves the clock forward. Time never goes back.
+    pub fn set_time(&mut self, now: u64) {
+        if now > self.now {
+            self.now = now;
+        }
+    }
+
+    /// Adds the GPU time a running job used since its last accrual to its project's bill.
+    pub(crate) fn accrue(&mut self, id: JobId) {
+        let now = self.now;
+        let j = &self.jobs[id as usize];
+        let since = self.accrued_at[id as usize];
+        if let (Some(pid), true) = (j.project, now > since) {
+            let dt = (now - since) as u128;
+            let mut by_model: Vec<(String, u128)> = Vec::new();
+            for p in &j.placements {
+                let node = &self.nodes[p.node as usize];
+                for s in &p.gpus {
+                    let model = node.gpus[s.gpu as usize].model.clone();
+                    by_model.push((model, s.milli as u128 * dt));
+                }
+            }
+            for (m, v) in by_model {
+                *self.gpu_ms.entry((pid, m)).or_default() += v;
+            }
+        }
+        self.accrued_at[id as usize] = now;
+    }
+
+    /// Brings every running job's cost up to now (before reporting).
+    pub fn accrue_all(&mut self) {
+        let running: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|j| !j.placements.is_empty())
+            .map(|j| j.id)
+            .collect();
+        for id in running {
+            self.accrue(id);
+        }
+    }
+
+    // ----- jobs ---------------------------------------------------------------------
+
+    /// Adds a job in Pending. Unknown projects or pools are kept, Pending, and explained.
+    pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClusterError> {
+        let key = (spec.project.clone(), spec.name.clone());
+        if self.job_by_name.contains_key(&key) {
+            return Err(ClusterError::DuplicateJob {
+                project: spec.project,
+                name: spec.name,
+            });
+        }
+        let id = self.jobs.len() as JobId;
+        let project = self.project_id(&spec.project);
+        let pool = self.pool_id(&spec.pool);
+        let desired = spec.replicas;
+        let msg = format!("submitted: {}", spec.shape());
+        self.jobs.push(Job {
+            id,
+            project,
+            pool,
+            phase: Phase::Pending,
+            submitted: self.now,
+            queued_since: self.now,
+            started: None,
+            finished: None,
+            placements: Vec::new(),
+            desired_replicas: desired,
+            restarts: 0,
+            restart_at: None,
+            borrowed: false,
+            wait_s: 0,
+            run_s: 0,
+            remaining_s: spec.est_runtime_s,
+            epoch: 0,
+            reason: "waiting for the next scheduling cycle".into(),
+            used_pct: 0,
+            spec,
+        });
+        self.accrued_at.push(self.now);
+        self.job_by_name.insert(key, id);
+        self.pending.insert(id);
+        self.emit(Severity::Normal, "Submitted", self.job_ref(id), msg);
+        Ok(id)
+    }
+
+    /// Commits one replica placement (already checked to fit).
+    pub(crate) fn allocate(&mut self, id: JobId, p: Placement) {
+        let n = &mut self.nodes[p.node as usize];
+        n.alloc_cpu += p.cpu;
+        n.alloc_mem += p.mem;
+        n.alloc_disk += p.disk;
+        for s in &p.gpus {
+            n.gpus[s.gpu as usize].allocs.push(GpuAlloc {
+                job: id,
+                milli: s.milli,
+                mem: s.mem,
+            });
+        }
+        if !n.jobs.contains(&id) {
+            n.jobs.push(id);
+        }
+        let node = p.node;
+        let res = placement_resources(&p);
+        let j = &mut self.jobs[id as usize];
+        if let (Some(pr), Some(pl)) = (j.project, j.pool) {
+            self.usage[pr as usize].entry(pl).or_default().add(&res);
+        }
+        if j.placements.is_empty() {
+            self.accrued_at[id as usize] = self.now;
+        }
+        j.placements.push(p);
+        self.reindex(node);
+    }
+
+    /// Releases one replica (the last one placed when `idx` is None).
+    pub(crate) fn release_replica(&mut self, id: JobId, idx: usize) {
+        self.accrue(id);
+        let p = self.jobs[id as usize].placements.remove(idx);
+        let still_here = self.jobs[id as usize]
+            .placements
+            .iter()
+            .any(|q| q.node == p.node);
+        let n = &mut self.nodes[p.node as usize];
+        n.alloc_cpu -= p.cpu;
+        n.alloc_mem -= p.mem;
+        n.alloc_disk -= p.disk;
+        for s in &p.gpus {
+            let g = &mut n.gpus[s.gpu as usize];
+            if let Some(pos) = g
+                .allocs
+                .iter()
+                .position(|a| a.job == id && a.milli == s.milli && a.mem == s.mem)
+            {
+                g.allocs.remove(pos);
+            }
+        }
+        if !still_here {
+            n.jobs.retain(|&j| j != id);
+        }
+        let res = placement_resources(&p);
+        let j = &self.jobs[id as usize];
+        if let (Some(pr), Some(pl)) = (j.project, j.pool) {
+            if let Some(u) = self.usage[pr as usize].get_mut(&pl) {
+                u.sub(&res);
+            }
+        }
+        self.reindex(p.node);
+    }
+
+    /// Releases every replica of a job.
+    pub(crate) fn release_all(&mut self, id: JobId) {
+        while !self.jobs[id as usize].placements.is_empty() {
+            let last = self.jobs[id as usize].placements.len() - 1;
+            self.release_replica(id, last);
+        }
+        self.jobs[id as usize].borrowed = false;
+    }
+
+    /// Moves a job to a new phase, keeping the pending/restarting sets and the
+    /// wait/run accounting right. Does not touch placements.
+    pub(crate) fn set_phase(&mut self, id: JobId, phase: Phase) {
+        let now = self.now;
+        let j = &mut self.jobs[id as usize];
+        match j.phase {
+            Phase::Pending => {
+                j.wait_s += now.saturating_sub(j.queued_since);
+                self.pending.remove(&id);
+            }
+            Phase::Running => {
+                if let Some(s) = j.started {
+                    j.run_s += now.saturating_sub(s);
+                }
+            }
+            Phase::Restarting => {
+                self.restarting.remove(&id);
+            }
+            _ => {}
+        }
+        j.phase = phase;
+        match phase {
+            Phase::Pending => {
+                j.queued_since = now;
+                self.pending.insert(id);
+            }
+            Phase::Running => {
+                j.started = Some(now);
+                j.epoch += 1;
+            }
+            Phase::Restarting => {
+                self.restarting.insert(id);
+            }
+            p if p.is_terminal() => {
+                j.finished = Some(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Seconds the job has waited in total, up to now.
+    pub fn wait_s(&self, j: &Job) -> u64 {
+        j.wait_s
+            + if j.phase == Phase::Pending {
+                self.now.saturating_sub(j.queued_since)
+            } else {
+                0
+            }
+    }
+
+    /// Seconds the job has run in total, up to now.
+    pub fn run_s(&self, j: &Job) -> u64 {
+        j.run_s
+            + match (j.phase, j.started) {
+                (Phase::Running, Some(s)) => self.now.saturating_sub(s),
+                _ => 0,
+            }
+    }
+
+    /// A job completed its work.
+    pub fn complete(&mut self, id: JobId, success: bool, reason: &str) {
+        if self.jobs[id as usize].phase.is_terminal() {
+            return;
+        }
+        self.release_all(id);
+        let phase = if success {
+            Phase::Succeeded
+        } else {
+            Phase::Failed
+        };
+        self.set_phase(id, phase);
+        self.jobs[id as usize].reason = reason.to_string();
+        let (sev, r) = if success {
+            (Severity::Normal, "Completed")
+        } else {
+            (Severity::Warning, "Failed")
+        };
+        self.emit(sev, r, self.job_ref(id), reason.to_string());
+    }
+
+    /// A running job failed (OOM, GPU fault, node loss). With `OnFailure` and restarts
+    /// left it waits out an exponential backoff and is queued again; else it fails.
+    pub fn fail_running(&mut self, id: JobId, reason: &'static str, message: String) {
+        let j = &self.jobs[id as usize];
+        if j.phase != Phase::Running {
+            return;
+        }
+        let policy = j.spec.restart;
+        let restarts = j.restarts;
+        self.release_all(id);
+        self.emit(Severity::Warning, reason, self.job_ref(id), message.clone());
+        match policy {
+            RestartPolicy::OnFailure {
+                max_restarts,
+                backoff_s,
+            } if restarts < max_restarts => {
+                let delay = backoff_s.saturating_mul(1u64 << restarts.min(10)).min(3600);
+                self.set_phase(id, Phase::Restarting);
+                let j = &mut self.jobs[id as usize];
+                j.restarts += 1;
+                j.restart_at = Some(self.now + delay);
+                j.remaining_s = j.spec.est_runtime_s;
+                j.reason = format!("{reason}: restarting in {delay}s");
+                let msg = format!(
+                    "restart {}/{} after {reason}, back-off {delay}s",
+                    restarts + 1,
+                    max_restarts
+                );
+                self.emit(Severity::Warning, "BackOff", self.job_ref(id), msg);
+            }
+            _ => {
+                self.set_phase(id, Phase::Failed);
+                let why = match policy {
+                    RestartPolicy::Never => format!("{reason} (restart policy Never)"),
+                    RestartPolicy::OnFailure { max_restarts, .. } => {
+                        format!("{reason} (restart limit {max_restarts} reached)")
+                    }
+                };
+                self.jobs[id as usize].reason = why.clone();
+                self.emit(Severity::Error, "Failed", self.job_ref(id), why);
+            }
+        }
+    }
+
+    /// A replica's node or GPU failed under a job. An inference service with other
+    /// replicas left loses just those replicas (the next cycle places replacements);
+    /// anything else fails as a whole and follows its restart policy.
+    pub(crate) fn lose(
+        &mut self,
+        id: JobId,
+        node: NodeId,
+        gpu: Option<u32>,
+        reason: &'static str,
+        message: String,
+    ) {
+        let j = &self.jobs[id as usize];
+        let hit: Vec<usize> = j
+            .placements
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.node == node && gpu.is_none_or(|g| p.gpus.iter().any(|s| s.gpu == g))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if j.is_inference() && j.phase == Phase::Running && hit.len() < j.placements.len() {
+            for &i in hit.iter().rev() {
+                self.release_replica(id, i);
+            }
+            let left = self.jobs[id as usize].running_replicas();
+            self.emit(
+                Severity::Warning,
+                "ReplicaLost",
+                self.job_ref(id),
+                format!(
+                    "{message}; {} replica(s) lost, {left} still serving, replacements queued",
+                    hit.len()
+                ),
+            );
+        } else {
+            self.fail_running(id, reason, message);
+        }
+    }
+
+    /// Queues Restarting jobs whose backoff has elapsed. Returns how many.
+    pub fn restart_due(&mut self) -> usize {
+        let due: Vec<JobId> = self
+            .restarting
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.jobs[i as usize]
+                    .restart_at
+                    .is_some_and(|t| t <= self.now)
+            })
+            .collect();
+        for &id in &due {
+            self.set_phase(id, Phase::Pending);
+            self.jobs[id as usize].restart_at = None;
+            self.emit(
+                Severity::Normal,
+                "Requeued",
+                self.job_ref(id),
+                "back-off elapsed, queued for restart".into(),
+            );
+        }
+        due.len()
+    }
+
+    /// Evicts a running job back to Pending (preemption, reclaim, drain, requeue).
+    pub(crate) fn evict(&mut self, id: JobId, reason: &'static str, message: String) {
+        if self.jobs[id as usize].placements.is_empty()
+            && self.jobs[id as usize].phase != Phase::Running
+        {
+            return;
+        }
+        self.release_all(id);
+        self.set_phase(id, Phase::Pending);
+        let j = &mut self.jobs[id as usize];
+        j.remaining_s = j.spec.est_runtime_s;
+        j.reason = message.clone();
+        self.emit(Severity::Warning, reason, self.job_ref(id), message);
+    }
+
+    /// Jobs holding a GPU on `node` (optionally only card `gpu`).
+    pub fn jobs_on(&self, node: NodeId, gpu: Option<u32>) -> Vec<JobId> {
+        let n = &self.nodes[node as usize];
+        match gpu {
+            None => n.jobs.clone(),
+            Some(g) => {
+                let mut v: Vec<JobId> = n.gpus[g as usize].allocs.iter().map(|a| a.job).collect();
+                v.dedup();
+                v
+            }
+        }
+    }
+
+    // ----- faults (from the simulation, the agent, or a real cluster) ---------------
+
+    /// Marks a GPU healthy or not; jobs on a GPU that turns unhealthy fail.
+    pub fn set_gpu_health(&mut self, node: NodeId, gpu: u32, health: Health) {
+        let n = &mut self.nodes[node as usize];
+        let Some(g) = n.gpus.get_mut(gpu as usize) else {
+            return;
+        };
+        if g.health == health {
+            return;
+        }
+        g.health = health.clone();
+        let obj = format!("gpu/{}/{}", n.name, gpu);
+        match &health {
+            Health::Unhealthy(why) => {
+                let why = why.clone();
+                self.emit(
+                    Severity::Error,
+                    "GpuUnhealthy",
+                    obj,
+                    format!("GPU unhealthy: {why}"),
+                );
+                for j in self.jobs_on(node, Some(gpu)) {
+                    let msg = format!(
+                        "GPU {}/{} failed under the job: {why}",
+                        self.nodes[node as usize].name, gpu
+                    );
+                    self.lose(j, node, Some(gpu), "GpuFailed", msg);
+                }
+            }
+            Health::Healthy => self.emit(
+                Severity::Normal,
+                "GpuHealthy",
+                obj,
+                "GPU healthy again".into(),
+            ),
+        }
+        self.reindex(node);
+    }
+
+    /// Sets a node's condition; jobs on a node that goes NotReady fail.
+    pub fn set_node_condition(&mut self, node: NodeId, cond: Condition) {
+        let n = &mut self.nodes[node as usize];
+        if n.condition == cond {
+            return;
+        }
+        n.condition = cond.clone();
+        let obj = format!("node/{}", n.name);
+        let name = n.name.clone();
+        match cond {
+            Condition::NotReady(why) => {
+                self.emit(
+                    Severity::Error,
+                    "NodeNotReady",
+                    obj,
+                    format!("NotReady: {why}"),
+                );
+                for j in self.jobs_on(node, None) {
+                    self.lose(
+                        j,
+                        node,
+                        None,
+                        "NodeLost",
+                        format!("node {name} went NotReady: {why}"),
+                    );
+                }
+            }
+            Condition::Ready => self.emit(Severity::Normal, "NodeReady", obj, "Ready".into()),
+        }
+        self.reindex(node);
+    }
+
+    /// Sets disk used outside jobs on a node (a filling disk).
+    pub fn set_disk_external(&mut self, node: NodeId, bytes: u64) {
+        let n = &mut self.nodes[node as usize];
+        n.disk_external = bytes.min(n.disk);
+        let pct = if n.disk > 0 {
+            n.disk_used() * 100 / n.disk
+        } else {
+            0
+        };
+        let (sev, reason) = if pct >= 90 {
+            (Severity::Warning, "DiskPressure")
+        } else {
+            (Severity::Normal, "DiskUsage")
+        };
+        let obj = format!("node/{}", n.name);
+        self.emit(sev, reason, obj, format!("disk {pct}% used"));
+    }
+}

@@ -1,0 +1,369 @@
+//! Operator commands: the one API the console, the CLI and scenarios use to act on
+//! the cluster. Each command either changes state and logs an event, or is refused with
+//! a reason and changes nothing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::event::Severity;
+use crate::model::*;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    RequestQuota {
+        project: String,
+        pool: String,
+        gpus: u32,
+        #[serde(default)]
+        reserved: bool,
+        #[serde(default)]
+        reason: String,
+    },
+    ApproveQuota {
+        id: u32,
+    },
+    RejectQuota {
+        id: u32,
+        #[serde(default)]
+        reason: String,
+    },
+    SetPriority {
+        job: String,
+        priority: i32,
+    },
+    CordonGpu {
+        node: String,
+        gpu: u32,
+    },
+    UncordonGpu {
+        node: String,
+        gpu: u32,
+    },
+    CordonNode {
+        node: String,
+    },
+    UncordonNode {
+        node: String,
+    },
+    DrainNode {
+        node: String,
+    },
+    Requeue {
+        job: String,
+    },
+    Cancel {
+        job: String,
+    },
+    Scale {
+        job: String,
+        replicas: u32,
+    },
+}
+
+impl Command {
+    /// Whether the console must ask for confirmation first.
+    pub fn is_destructive(&self) -> bool {
+        matches!(
+            self,
+            Command::DrainNode { .. }
+                | Command::Cancel { .. }
+                | Command::Requeue { .. }
+                | Command::RejectQuota { .. }
+                | Command::CordonNode { .. }
+        )
+    }
+}
+
+impl Cluster {
+    fn gpu_ref(&self, node: &str, gpu: u32) -> Result<NodeId, ClusterError> {
+        let n = self.node_id(node)?;
+        let count = self.nodes[n as usize].gpus.len();
+        if gpu as usize >= count {
+            return Err(ClusterError::UnknownGpu {
+                node: node.to_string(),
+                index: gpu,
+                count,
+            });
+        }
+        Ok(n)
+    }
+
+    /// Applies an operator command. Returns what happened, in words.
+    pub fn apply(&mut self, cmd: Command) -> Result<String, ClusterError> {
+        let msg = match cmd {
+            Command::RequestQuota {
+                project,
+                pool,
+                gpus,
+                reserved,
+                reason,
+            } => {
+                let pid = self
+                    .project_id(&project)
+                    .ok_or_else(|| ClusterError::UnknownProject(project.clone()))?;
+                let pl = self
+                    .pool_id(&pool)
+                    .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
+                if gpus == 0 {
+                    return Err(ClusterError::Invalid(
+                        "a quota request needs gpus > 0".into(),
+                    ));
+                }
+                let id = self.next_request;
+                self.next_request += 1;
+                self.quota_requests.push(QuotaRequest {
+                    id,
+                    project: pid,
+                    pool: pl,
+                    gpus,
+                    reserved,
+                    reason: reason.clone(),
+                    status: RequestStatus::Pending,
+                    created: self.now,
+                });
+                let m =
+                    format!("quota request #{id}: +{gpus} GPUs for {project} in {pool}: {reason}");
+                self.emit(
+                    Severity::Normal,
+                    "QuotaRequested",
+                    format!("quota/{project}/{pool}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::ApproveQuota { id } => {
+                let r = self.request_mut(id)?;
+                r.status = RequestStatus::Approved;
+                let (pid, pl, gpus, reserved) = (r.project, r.pool, r.gpus, r.reserved);
+                let q = self.projects[pid as usize].quotas.entry(pl).or_default();
+                let add = gpus as u64 * GPU_MILLI as u64;
+                if let Some(m) = q.max.gpu_milli.as_mut() {
+                    *m += add;
+                }
+                if reserved {
+                    q.reserved.gpu_milli += add;
+                }
+                let obj = format!(
+                    "quota/{}/{}",
+                    self.projects[pid as usize].name, self.pools[pl as usize].name
+                );
+                let m = format!(
+                    "approved quota request #{id}: +{gpus} GPUs{}",
+                    if reserved { " (reserved)" } else { "" }
+                );
+                self.emit(Severity::Normal, "QuotaApproved", obj, m.clone());
+                m
+            }
+            Command::RejectQuota { id, reason } => {
+                let r = self.request_mut(id)?;
+                r.status = RequestStatus::Rejected(reason.clone());
+                let (pid, pl) = (r.project, r.pool);
+                let obj = format!(
+                    "quota/{}/{}",
+                    self.projects[pid as usize].name, self.pools[pl as usize].name
+                );
+                let m = format!("rejected quota request #{id}: {reason}");
+                self.emit(Severity::Normal, "QuotaRejected", obj, m.clone());
+                m
+            }
+            Command::SetPriority { job, priority } => {
+                let id = self.job_id(&job)?;
+                let old = self.jobs[id as usize].spec.priority;
+                self.jobs[id as usize].spec.priority = priority;
+                let m = format!(
+                    "priority {} -> {}",
+                    priority_name(old),
+                    priority_name(priority)
+                );
+                self.emit(
+                    Severity::Normal,
+                    "PriorityChanged",
+                    self.job_ref(id),
+                    m.clone(),
+                );
+                m
+            }
+            Command::CordonGpu { node, gpu } => {
+                let n = self.gpu_ref(&node, gpu)?;
+                self.nodes[n as usize].gpus[gpu as usize].cordoned = true;
+                self.reindex(n);
+                let m =
+                    format!("GPU {node}/{gpu} cordoned: running work stays, nothing new is placed");
+                self.emit(
+                    Severity::Normal,
+                    "GpuCordoned",
+                    format!("gpu/{node}/{gpu}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::UncordonGpu { node, gpu } => {
+                let n = self.gpu_ref(&node, gpu)?;
+                self.nodes[n as usize].gpus[gpu as usize].cordoned = false;
+                self.reindex(n);
+                let m = format!("GPU {node}/{gpu} uncordoned");
+                self.emit(
+                    Severity::Normal,
+                    "GpuUncordoned",
+                    format!("gpu/{node}/{gpu}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::CordonNode { node } => {
+                let n = self.node_id(&node)?;
+                self.nodes[n as usize].cordoned = true;
+                self.reindex(n);
+                let m = format!("node {node} cordoned");
+                self.emit(
+                    Severity::Normal,
+                    "NodeCordoned",
+                    format!("node/{node}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::UncordonNode { node } => {
+                let n = self.node_id(&node)?;
+                self.nodes[n as usize].cordoned = false;
+                self.reindex(n);
+                let m = format!("node {node} uncordoned");
+                self.emit(
+                    Severity::Normal,
+                    "NodeUncordoned",
+                    format!("node/{node}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::DrainNode { node } => {
+                let n = self.node_id(&node)?;
+                self.nodes[n as usize].cordoned = true;
+                self.reindex(n);
+                let victims = self.jobs_on(n, None);
+                for &v in &victims {
+                    self.evict(
+                        v,
+                        "Evicted",
+                        format!("evicted: node {node} is being drained"),
+                    );
+                }
+                let m = format!(
+                    "node {node} drained: cordoned, {} job(s) requeued",
+                    victims.len()
+                );
+                self.emit(
+                    Severity::Warning,
+                    "NodeDrained",
+                    format!("node/{node}"),
+                    m.clone(),
+                );
+                m
+            }
+            Command::Requeue { job } => {
+                let id = self.job_id(&job)?;
+                let j = &self.jobs[id as usize];
+                match j.phase {
+                    Phase::Running => self.evict(id, "Requeued", "requeued by operator".into()),
+                    Phase::Failed | Phase::Cancelled | Phase::Restarting => {
+                        self.set_phase(id, Phase::Pending);
+                        let j = &mut self.jobs[id as usize];
+                        j.restarts = 0;
+                        j.remaining_s = j.spec.est_runtime_s;
+                        j.reason = "requeued by operator".into();
+                        self.emit(
+                            Severity::Normal,
+                            "Requeued",
+                            self.job_ref(id),
+                            "requeued by operator".into(),
+                        );
+                    }
+                    p => {
+                        return Err(ClusterError::Invalid(format!(
+                            "job {job} is {} and cannot be requeued",
+                            p.name()
+                        )))
+                    }
+                }
+                format!("job {job} requeued")
+            }
+            Command::Cancel { job } => {
+                let id = self.job_id(&job)?;
+                if self.jobs[id as usize].phase.is_terminal() {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} already ended ({})",
+                        self.jobs[id as usize].phase.name()
+                    )));
+                }
+                self.release_all(id);
+                self.set_phase(id, Phase::Cancelled);
+                self.jobs[id as usize].reason = "cancelled by operator".into();
+                self.emit(
+                    Severity::Normal,
+                    "Cancelled",
+                    self.job_ref(id),
+                    "cancelled by operator".into(),
+                );
+                format!("job {job} cancelled")
+            }
+            Command::Scale { job, replicas } => {
+                let id = self.job_id(&job)?;
+                let JobKind::Inference(a) = &self.jobs[id as usize].spec.kind else {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} is not an inference service"
+                    )));
+                };
+                if replicas < a.min || replicas > a.max {
+                    return Err(ClusterError::Invalid(format!(
+                        "replicas {replicas} outside the service's range {}..{}",
+                        a.min, a.max
+                    )));
+                }
+                self.scale(id, replicas, "by operator");
+                format!("job {job} scaled to {replicas} replicas")
+            }
+        };
+        Ok(msg)
+    }
+
+    fn request_mut(&mut self, id: u32) -> Result<&mut QuotaRequest, ClusterError> {
+        let r = self
+            .quota_requests
+            .iter_mut()
+            .find(|r| r.id == id)
+            .ok_or(ClusterError::UnknownRequest(id))?;
+        if r.status != RequestStatus::Pending {
+            return Err(ClusterError::RequestDecided(id));
+        }
+        Ok(r)
+    }
+
+    /// Sets an inference job's desired replicas; extra replicas are removed newest first,
+    /// missing ones are placed by the next cycle.
+    pub fn scale(&mut self, id: JobId, replicas: u32, why: &str) {
+        let j = &self.jobs[id as usize];
+        let old = j.desired_replicas;
+        if old == replicas {
+            return;
+        }
+        self.jobs[id as usize].desired_replicas = replicas;
+        if self.jobs[id as usize].phase == Phase::Running {
+            while self.jobs[id as usize].running_replicas() > replicas {
+                let last = self.jobs[id as usize].placements.len() - 1;
+                self.release_replica(id, last);
+            }
+        }
+        let (reason, sev) = if replicas < old {
+            ("ScaledDown", Severity::Normal)
+        } else {
+            ("ScaleUpRequested", Severity::Normal)
+        };
+        self.emit(
+            sev,
+            reason,
+            self.job_ref(id),
+            format!("desired replicas {old} -> {replicas} {why}"),
+        );
+    }
+}

@@ -1,0 +1,491 @@
+//! Why a job is Pending, exactly: the quota verdict, a per-node reason histogram, the
+//! queue position, the nearest node and what would make the job run.
+//!
+//! Every verdict here comes from the same `fit` and quota code the scheduler uses.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::fit::{fit, free_cpu, free_disk, free_mem, NodeReason};
+use crate::model::*;
+use crate::quantity::{fmt_bytes, fmt_cpu};
+use crate::schedule::QuotaVerdict;
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ReasonCount {
+    pub reason: String,
+    pub nodes: u32,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Nearest {
+    pub node: String,
+    pub lacks: Vec<String>,
+}
+
+/// The full answer to "why is this job not running".
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    pub job: String,
+    pub phase: String,
+    pub request: String,
+    pub pool: String,
+    pub quota: QuotaVerdict,
+    pub nodes_total: usize,
+    pub nodes_available: usize,
+    /// `0/12 nodes are available: 5 ..., 4 ...`
+    pub summary: String,
+    pub histogram: Vec<ReasonCount>,
+    pub fragmentation: Option<String>,
+    pub gang: Option<String>,
+    /// 1-based position among queued jobs, and the jobs ahead (first few).
+    pub queue_position: Option<usize>,
+    pub queue_length: usize,
+    pub ahead: Vec<String>,
+    pub nearest: Option<Nearest>,
+    pub suggestions: Vec<String>,
+    /// For running jobs: where they run.
+    pub placement: Vec<String>,
+    pub reason: String,
+}
+
+impl Cluster {
+    /// Per-node verdict for `mult` replicas of `spec` over the nodes the job may use.
+    pub fn node_verdicts(
+        &self,
+        spec: &JobSpec,
+        pool: Option<PoolId>,
+        mult: u32,
+    ) -> Vec<(NodeId, Result<Placement, NodeReason>)> {
+        let mut out = Vec::new();
+        for (p, _) in self.candidate_pools(pool) {
+            for n in self.pool_nodes(p) {
+                let node = &self.nodes[n as usize];
+                out.push((n, fit(node, n, self.overcommit_of(node), spec, mult)));
+            }
+        }
+        out
+    }
+
+    /// The one-line reason: `0/12 nodes are available: 5 ..., 4 ...`, plus the gang or
+    /// fragmentation note when that is the real cause.
+    pub fn headline(&self, id: JobId, replicas: u32) -> String {
+        let j = &self.jobs[id as usize];
+        let (summary, _, frag, gang, _) = self.histogram(j, replicas);
+        match (gang, frag) {
+            (_, Some(f)) => format!("{summary}; {f}"),
+            (Some(g), None) => format!("{summary}; {g}"),
+            _ => summary,
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn histogram(
+        &self,
+        j: &Job,
+        replicas: u32,
+    ) -> (
+        String,
+        Vec<ReasonCount>,
+        Option<String>,
+        Option<String>,
+        usize,
+    ) {
+        let same = j.spec.affinity == Affinity::SameNode;
+        let mult = if same { replicas.max(1) } else { 1 };
+        let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
+        let total = verdicts.len();
+        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        let mut ok = 0usize;
+        for (_, v) in &verdicts {
+            match v {
+                Ok(_) => ok += 1,
+                Err(r) => *counts.entry(r.phrase()).or_default() += 1,
+            }
+        }
+        let mut hist: Vec<ReasonCount> = counts
+            .into_iter()
+            .map(|(reason, nodes)| ReasonCount { reason, nodes })
+            .collect();
+        hist.sort_by(|a, b| b.nodes.cmp(&a.nodes).then_with(|| a.reason.cmp(&b.reason)));
+        let mut summary = format!("{ok}/{total} nodes are available");
+        if j.pool.is_none() {
+            summary = format!("pool `{}` does not exist", j.spec.pool);
+        }
+        if !hist.is_empty() {
+            let parts: Vec<String> = hist
+                .iter()
+                .map(|h| format!("{} {}", h.nodes, h.reason))
+                .collect();
+            summary.push_str(": ");
+            summary.push_str(&parts.join(", "));
+        }
+        // Fragmentation: enough compatible free GPUs in total, but not on one node.
+        let mut frag = None;
+        let want = j.spec.gpu.count * mult;
+        if want > 1 && !j.spec.gpu.shared && ok == 0 {
+            let mut free_total = 0u32;
+            let mut best = 0u32;
+            let mut holders = 0u32;
+            for (n, v) in &verdicts {
+                if let Err(NodeReason::InsufficientGpus { free, .. }) = v {
+                    let _ = n;
+                    free_total += free;
+                    best = best.max(*free);
+                    if *free > 0 {
+                        holders += 1;
+                    }
+                }
+            }
+            if free_total >= want {
+                frag = Some(format!(
+                    "fragmentation: {free_total} compatible GPUs are free across {holders} nodes, but at most {best} on any one node, and the job needs {want} on one node"
+                ));
+            }
+        }
+        let mut gang = None;
+        if replicas > 1 && !same && ok < replicas as usize {
+            gang = Some(format!(
+                "gang: all {replicas} replicas must start together{}, but only {ok} node(s) can take one now",
+                if j.spec.affinity == Affinity::Spread { " on distinct nodes" } else { "" }
+            ));
+        }
+        (summary, hist, frag, gang, ok)
+    }
+
+    /// Every shortfall of a node for the job (not just the first), for "nearest node".
+    fn lacks(&self, n: NodeId, spec: &JobSpec, mult: u32, first: &NodeReason) -> Vec<String> {
+        let node = &self.nodes[n as usize];
+        let oc = self.overcommit_of(node);
+        let mut v = Vec::new();
+        match first {
+            NodeReason::InsufficientGpus { .. }
+            | NodeReason::GpusUnhealthy { .. }
+            | NodeReason::GpusCordoned { .. }
+            | NodeReason::NoGpuShare { .. }
+            | NodeReason::Cpu { .. }
+            | NodeReason::Memory { .. }
+            | NodeReason::Disk { .. } => {
+                if !matches!(
+                    first,
+                    NodeReason::Cpu { .. } | NodeReason::Memory { .. } | NodeReason::Disk { .. }
+                ) {
+                    v.push(first.lack());
+                }
+                let checks = [
+                    (spec.cpu_milli * mult as u64, free_cpu(node, oc), "CPU"),
+                    (spec.memory * mult as u64, free_mem(node, oc), "memory"),
+                    (spec.disk * mult as u64, free_disk(node), "disk"),
+                ];
+                for (want, free, what) in checks {
+                    if want > free {
+                        let f = |x: u64| {
+                            if what == "CPU" {
+                                fmt_cpu(x)
+                            } else {
+                                fmt_bytes(x)
+                            }
+                        };
+                        v.push(format!(
+                            "{} {what} (has {} free, needs {})",
+                            f(want - free),
+                            f(free),
+                            f(want)
+                        ));
+                    }
+                }
+            }
+            other => v.push(other.lack()),
+        }
+        v
+    }
+
+    /// Explains any job; most useful for a Pending one.
+    pub fn explain(&self, id: JobId) -> Explanation {
+        let j = &self.jobs[id as usize];
+        let replicas = match j.phase {
+            Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
+            _ => j.desired_replicas.max(1),
+        };
+        let quota = self.quota_verdict(id, replicas);
+        let (summary, histogram, fragmentation, gang, ok) = self.histogram(j, replicas);
+        let mult = if j.spec.affinity == Affinity::SameNode {
+            replicas
+        } else {
+            1
+        };
+        let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
+        let nearest = verdicts
+            .iter()
+            .filter_map(|(n, v)| v.as_ref().err().map(|r| (r.distance(), *n, r)))
+            .min_by_key(|x| (x.0, x.1))
+            .map(|(_, n, r)| Nearest {
+                node: self.nodes[n as usize].name.clone(),
+                lacks: self.lacks(n, &j.spec, mult, r),
+            });
+        let queue = self.queue();
+        let pos = queue.iter().position(|q| q.0 == id && !q.2);
+        let ahead: Vec<String> = pos
+            .map(|p| {
+                queue[..p]
+                    .iter()
+                    .take(5)
+                    .map(|q| {
+                        let a = &self.jobs[q.0 as usize];
+                        format!(
+                            "{} (priority {}, {})",
+                            self.job_ref(a.id),
+                            priority_name(a.spec.priority),
+                            a.spec.shape()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let placement = j
+            .placements
+            .iter()
+            .map(|p| {
+                let gpus: Vec<String> = p.gpus.iter().map(|g| g.gpu.to_string()).collect();
+                format!(
+                    "{} GPU [{}]{}",
+                    self.nodes[p.node as usize].name,
+                    gpus.join(","),
+                    if p.on_loan { " on loan" } else { "" }
+                )
+            })
+            .collect();
+        let suggestions = if j.phase == Phase::Pending
+            || (j.phase == Phase::Running && j.desired_replicas > j.running_replicas())
+        {
+            self.suggestions(j, replicas, &quota, &histogram, ok)
+        } else {
+            Vec::new()
+        };
+        Explanation {
+            job: self.job_ref(id),
+            phase: j.phase.name().into(),
+            request: j.spec.shape(),
+            pool: j.spec.pool.clone(),
+            quota,
+            nodes_total: verdicts.len(),
+            nodes_available: ok,
+            summary,
+            histogram,
+            fragmentation,
+            gang,
+            queue_position: pos.map(|p| p + 1),
+            queue_length: queue.len(),
+            ahead,
+            nearest,
+            suggestions,
+            placement,
+            reason: j.reason.clone(),
+        }
+    }
+
+    fn fits_now(&self, spec: &JobSpec, pool: Option<PoolId>, replicas: u32) -> bool {
+        let pools = self.candidate_pools(pool);
+        if spec.affinity == Affinity::SameNode {
+            return self.find_node(spec, replicas, &pools, &[], &[]).is_some();
+        }
+        let mut seen = Vec::new();
+        for _ in 0..replicas.max(1) {
+            match self.find_node(spec, 1, &pools, &seen, &[]) {
+                Some(p) => seen.push(p.node),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn suggestions(
+        &self,
+        j: &Job,
+        replicas: u32,
+        quota: &QuotaVerdict,
+        hist: &[ReasonCount],
+        ok: usize,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        let spec = &j.spec;
+        if !quota.ok {
+            if let (Some(pid), Some(pool)) = (j.project, j.pool) {
+                let req = spec.replica_request().scaled(replicas as u64);
+                let used = self.usage(pid, pool);
+                if let Some(q) = self.projects[pid as usize].quotas.get(&pool) {
+                    if let Some(max) = q.max.gpu_milli {
+                        let need = (used.gpu_milli + req.gpu_milli).saturating_sub(max);
+                        if need > 0 {
+                            out.push(format!(
+                                "request more quota: +{} GPUs for project {} in pool {} (an operator approves it)",
+                                Dim::Gpu.fmt(need.div_ceil(1000) * 1000),
+                                spec.project,
+                                spec.pool
+                            ));
+                        }
+                    }
+                }
+                out.push("or wait for the project's running jobs to finish and free quota".into());
+            } else {
+                out.push("use an existing project (namespace) and pool".into());
+            }
+        }
+        if ok >= replicas as usize && quota.ok {
+            out.push("it fits now and should start in the next scheduling cycle unless jobs ahead take the room".into());
+            return out;
+        }
+        // A smaller GPU count.
+        if spec.gpu.count > 1 {
+            for k in (1..spec.gpu.count).rev() {
+                let mut s = spec.clone();
+                s.gpu.count = k;
+                if self.fits_now(&s, j.pool, replicas) {
+                    out.push(format!(
+                        "a smaller request would start now: gpu.count {k} (asked {})",
+                        spec.gpu.count
+                    ));
+                    break;
+                }
+            }
+        }
+        // A smaller per-card memory, or other models.
+        if let Some(m) = spec.gpu.memory_per_card {
+            let mut s = spec.clone();
+            s.gpu.memory_per_card = None;
+            if self.fits_now(&s, j.pool, replicas) {
+                let biggest = self
+                    .candidate_pools(j.pool)
+                    .iter()
+                    .flat_map(|(p, _)| self.pool_nodes(*p).collect::<Vec<_>>())
+                    .flat_map(|n| {
+                        self.nodes[n as usize]
+                            .sched_gpus()
+                            .iter()
+                            .filter(|g| g.is_free())
+                            .map(|g| g.memory)
+                            .collect::<Vec<_>>()
+                    })
+                    .max()
+                    .unwrap_or(0);
+                out.push(format!(
+                    "a smaller per-card memory would start now: free cards have at most {} (asked {})",
+                    fmt_bytes(biggest),
+                    fmt_bytes(m)
+                ));
+            }
+        }
+        if !spec.gpu.models.is_empty() {
+            let mut s = spec.clone();
+            s.gpu.models.clear();
+            if self.fits_now(&s, j.pool, replicas) {
+                out.push(format!(
+                    "allowing other GPU models than [{}] would start it now",
+                    spec.gpu.models.join(",")
+                ));
+            }
+        }
+        if spec.affinity == Affinity::SameNode
+            && replicas == 1
+            && spec.gpu.count > 1
+            && hist
+                .iter()
+                .any(|h| h.reason.starts_with("insufficient free GPUs"))
+        {
+            out.push("without same-node affinity the GPUs could not be split either (one pod runs on one node); try fewer GPUs per pod with more replicas".into());
+        }
+        // Another pool where the project has quota.
+        if let Some(pid) = j.project {
+            for (pi, pool) in self.pools.iter().enumerate() {
+                let pi = pi as PoolId;
+                if Some(pi) == j.pool || !self.projects[pid as usize].quotas.contains_key(&pi) {
+                    continue;
+                }
+                if self.fits_now(spec, Some(pi), replicas) {
+                    out.push(format!(
+                        "pool {} has room for it now (project {} has quota there)",
+                        pool.name, spec.project
+                    ));
+                }
+            }
+        }
+        // Cordoned nodes that would fit once uncordoned.
+        for (p, _) in self.candidate_pools(j.pool) {
+            for n in self.pool_nodes(p) {
+                let node = &self.nodes[n as usize];
+                if node.cordoned {
+                    let mut t = node.clone();
+                    t.cordoned = false;
+                    if fit(&t, n, self.overcommit_of(node), spec, 1).is_ok() {
+                        out.push(format!(
+                            "uncordoning node {} would let it run there",
+                            node.name
+                        ));
+                    }
+                }
+            }
+        }
+        // Preemption.
+        if quota.ok {
+            if let Some(v) = self.find_victims(j.id, replicas, !quota.borrowing) {
+                let names: Vec<String> = v.iter().map(|&x| self.job_ref(x)).collect();
+                out.push(format!("preemption would evict: {}", names.join(", ")));
+            } else if spec.priority < PRIORITY_HIGH {
+                let mut hi = j.clone();
+                hi.spec.priority = PRIORITY_HIGH;
+                if let Some(v) = self.find_victims_for(&hi, replicas, !quota.borrowing) {
+                    let names: Vec<String> = v.iter().map(|&x| self.job_ref(x)).collect();
+                    out.push(format!(
+                        "at priority high it would preempt: {}",
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push("wait: running jobs must finish before a node has room".into());
+        }
+        out
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "Job:       {} ({})", self.job, self.phase)?;
+        writeln!(f, "Request:   {} in pool {}", self.request, self.pool)?;
+        if !self.placement.is_empty() {
+            writeln!(f, "Placement: {}", self.placement.join("; "))?;
+        }
+        if !self.reason.is_empty() {
+            writeln!(f, "Reason:    {}", self.reason)?;
+        }
+        writeln!(f, "Quota:     {}", self.quota.message)?;
+        writeln!(f, "Nodes:     {}", self.summary)?;
+        if let Some(g) = &self.gang {
+            writeln!(f, "Gang:      {g}")?;
+        }
+        if let Some(fr) = &self.fragmentation {
+            writeln!(f, "Fragments: {fr}")?;
+        }
+        if let Some(p) = self.queue_position {
+            writeln!(f, "Queue:     position {p} of {}", self.queue_length)?;
+            for a in &self.ahead {
+                writeln!(f, "           ahead: {a}")?;
+            }
+        }
+        if let Some(n) = &self.nearest {
+            writeln!(f, "Nearest:   {} lacks {}", n.node, n.lacks.join(", "))?;
+        }
+        for (i, s) in self.suggestions.iter().enumerate() {
+            if i == 0 {
+                writeln!(f, "To run:    {s}")?;
+            } else {
+                writeln!(f, "           {s}")?;
+            }
+        }
+        Ok(())
+    }
+}

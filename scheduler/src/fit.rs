@@ -1,0 +1,384 @@
+//! Filtering: can one replica of a job go on one node, and if not, exactly why.
+//!
+//! `fit` is the single answer to "does it fit here" for scheduling, preemption,
+//! backfill, explanation and trace replay alike, so their verdicts cannot disagree.
+
+use serde::Serialize;
+
+use crate::model::*;
+use crate::quantity::{fmt_bytes, fmt_cpu};
+
+/// Why a replica cannot go on a node. Ordered by the precedence in which they are
+/// checked: a node is counted once, under the first reason that rules it out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum NodeReason {
+    NotReady {
+        why: String,
+    },
+    Cordoned,
+    NoGpuLabels {
+        physical: u32,
+    },
+    NoGpus,
+    ModelNotAllowed {
+        model: String,
+        allowed: Vec<String>,
+    },
+    CardMemory {
+        have: u64,
+        want: u64,
+    },
+    MigSlices {
+        want: u64,
+        card: u64,
+    },
+    GpusUnhealthy {
+        free_usable: u32,
+        want: u32,
+        why: String,
+    },
+    GpusCordoned {
+        free_usable: u32,
+        want: u32,
+    },
+    InsufficientGpus {
+        free: u32,
+        want: u32,
+    },
+    NoGpuShare {
+        milli: u32,
+        mem: u64,
+    },
+    Cpu {
+        free: u64,
+        want: u64,
+    },
+    Memory {
+        free: u64,
+        want: u64,
+    },
+    Disk {
+        free: u64,
+        want: u64,
+    },
+    SpreadConflict,
+    ReservedForBackfill {
+        job: String,
+    },
+}
+
+impl NodeReason {
+    /// The phrase used in the `0/N nodes are available: ...` histogram. Nodes whose
+    /// reasons share a phrase are counted together.
+    pub fn phrase(&self) -> String {
+        match self {
+            NodeReason::NotReady { why } => format!("NotReady ({why})"),
+            NodeReason::Cordoned => "cordoned".into(),
+            NodeReason::NoGpuLabels { .. } => {
+                "GPUs present but crater.ai/gpu-model and gpu-count labels missing (counted as no GPUs)"
+                    .into()
+            }
+            NodeReason::NoGpus => "no GPUs".into(),
+            NodeReason::ModelNotAllowed { model, allowed } => {
+                format!("GPU model {model} not in [{}]", allowed.join(","))
+            }
+            NodeReason::CardMemory { have, want } => format!(
+                "GPU memory per card {} < {} requested",
+                fmt_bytes(*have),
+                fmt_bytes(*want)
+            ),
+            NodeReason::MigSlices { want, card } => format!(
+                "MIG slice for {} exceeds 7/8 of a {} card",
+                fmt_bytes(*want),
+                fmt_bytes(*card)
+            ),
+            NodeReason::GpusUnhealthy { why, .. } => format!("GPUs unhealthy ({why})"),
+            NodeReason::GpusCordoned { .. } => "GPUs cordoned".into(),
+            NodeReason::InsufficientGpus { .. } => "insufficient free GPUs".into(),
+            NodeReason::NoGpuShare { .. } => "no GPU with a free share large enough".into(),
+            NodeReason::Cpu { .. } => "insufficient CPU".into(),
+            NodeReason::Memory { .. } => "insufficient memory".into(),
+            NodeReason::Disk { want, .. } => {
+                format!("insufficient disk for {} requested", fmt_bytes(*want))
+            }
+            NodeReason::SpreadConflict => "already runs a replica (spread)".into(),
+            NodeReason::ReservedForBackfill { job } => {
+                format!("held for {job} (backfill must not delay it)")
+            }
+        }
+    }
+
+    /// What the node lacks, with numbers (for "nearest node").
+    pub fn lack(&self) -> String {
+        match self {
+            NodeReason::InsufficientGpus { free, want } => {
+                format!("{} GPU(s) (has {free} free, needs {want})", want - free)
+            }
+            NodeReason::GpusUnhealthy {
+                free_usable,
+                want,
+                why,
+            } => format!("{} healthy GPU(s) ({why})", want - free_usable),
+            NodeReason::GpusCordoned { free_usable, want } => {
+                format!("{} uncordoned GPU(s)", want - free_usable)
+            }
+            NodeReason::Cpu { free, want } => format!(
+                "{} CPU (has {} free, needs {})",
+                fmt_cpu(want - free),
+                fmt_cpu(*free),
+                fmt_cpu(*want)
+            ),
+            NodeReason::Memory { free, want } => format!(
+                "{} memory (has {} free, needs {})",
+                fmt_bytes(want - free),
+                fmt_bytes(*free),
+                fmt_bytes(*want)
+            ),
+            NodeReason::Disk { free, want } => format!(
+                "{} disk (has {} free, needs {})",
+                fmt_bytes(want - free),
+                fmt_bytes(*free),
+                fmt_bytes(*want)
+            ),
+            other => other.phrase(),
+        }
+    }
+
+    /// Rough distance from fitting: smaller is nearer. Used to pick the nearest node.
+    pub fn distance(&self) -> u64 {
+        match self {
+            NodeReason::NotReady { .. } => 1_000_000,
+            NodeReason::Cordoned => 900_000,
+            NodeReason::NoGpuLabels { .. } | NodeReason::NoGpus => 2_000_000,
+            NodeReason::ModelNotAllowed { .. } => 1_500_000,
+            NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
+            NodeReason::GpusUnhealthy {
+                free_usable, want, ..
+            }
+            | NodeReason::GpusCordoned { free_usable, want } => {
+                100_000 + (want - free_usable) as u64 * 1000
+            }
+            NodeReason::InsufficientGpus { free, want } => (want - free) as u64 * 1000,
+            NodeReason::NoGpuShare { .. } => 1000,
+            NodeReason::Cpu { free, want } => 100 + (want - free) * 100 / want.max(&1),
+            NodeReason::Memory { free, want } => 100 + (want - free) * 100 / want.max(&1),
+            NodeReason::Disk { free, want } => 100 + (want - free) * 100 / want.max(&1),
+            NodeReason::SpreadConflict => 50,
+            NodeReason::ReservedForBackfill { .. } => 10,
+        }
+    }
+}
+
+/// Size of a MIG slice on a card: one eighth of its memory (e.g. 10Gi on an 80Gi A100).
+fn mig_slice(card_mem: u64) -> u64 {
+    card_mem / 8
+}
+
+/// What one card must give a shared replica: (milli, memory) — rounded up to whole
+/// MIG slices on MIG-capable cards. `None` when the request cannot fit such a card.
+pub fn share_on_card(spec: &JobSpec, g: &Gpu) -> Option<(u32, u64)> {
+    let milli = spec.milli_per_card(g.memory);
+    let mem = spec
+        .gpu
+        .memory_per_card
+        .unwrap_or((g.memory as u128 * milli as u128 / GPU_MILLI as u128) as u64);
+    if g.mig && mig_slice(g.memory) > 0 {
+        let slices = mem.div_ceil(mig_slice(g.memory)).max(1);
+        if slices > 7 {
+            return None;
+        }
+        let m = ((slices as u32 * GPU_MILLI).div_ceil(7)).min(GPU_MILLI);
+        return Some((m.max(milli), slices * mig_slice(g.memory)));
+    }
+    Some((milli, mem))
+}
+
+/// Free CPU on a node after overcommit.
+pub fn free_cpu(node: &Node, oc: Overcommit) -> u64 {
+    ((node.cpu_milli as f64 * oc.cpu) as u64).saturating_sub(node.alloc_cpu)
+}
+
+/// Free memory on a node after overcommit.
+pub fn free_mem(node: &Node, oc: Overcommit) -> u64 {
+    ((node.memory as f64 * oc.memory) as u64).saturating_sub(node.alloc_mem)
+}
+
+pub fn free_disk(node: &Node) -> u64 {
+    node.disk.saturating_sub(node.disk_used())
+}
+
+/// Checks whether `mult` replicas of `spec` fit together on `node`, returning the
+/// placement (all `mult` replicas merged) or the first reason they do not.
+pub fn fit(
+    node: &Node,
+    node_id: NodeId,
+    oc: Overcommit,
+    spec: &JobSpec,
+    mult: u32,
+) -> Result<Placement, NodeReason> {
+    if let Condition::NotReady(why) = &node.condition {
+        return Err(NodeReason::NotReady { why: why.clone() });
+    }
+    if node.cordoned {
+        return Err(NodeReason::Cordoned);
+    }
+    let count = spec.gpu.count * mult;
+    let mut slots = Vec::with_capacity(count as usize);
+    if count > 0 {
+        let gpus = node.sched_gpus();
+        if gpus.is_empty() {
+            return Err(if node.gpus.is_empty() {
+                NodeReason::NoGpus
+            } else {
+                NodeReason::NoGpuLabels {
+                    physical: node.gpus.len() as u32,
+                }
+            });
+        }
+        let model = node.gpu_model().unwrap_or("");
+        if !spec.gpu.models.is_empty() && !spec.gpu.models.iter().any(|m| m == model) {
+            return Err(NodeReason::ModelNotAllowed {
+                model: model.to_string(),
+                allowed: spec.gpu.models.clone(),
+            });
+        }
+        if let Some(want) = spec.gpu.memory_per_card {
+            let have = gpus.iter().map(|g| g.memory).max().unwrap_or(0);
+            if have < want {
+                return Err(NodeReason::CardMemory { have, want });
+            }
+        }
+        if spec.gpu.shared {
+            // Best fit: the most-used card that still has room, so whole cards stay free.
+            let mut cands: Vec<(u32, u32, u32, u64)> = Vec::new();
+            let mut mig_too_big = None;
+            for g in gpus.iter().filter(|g| g.usable()) {
+                match share_on_card(spec, g) {
+                    None => mig_too_big = Some(g.memory),
+                    Some((m, mem)) if g.free_milli() >= m && g.free_mem() >= mem => {
+                        cands.push((g.free_milli(), g.index, m, mem))
+                    }
+                    _ => {}
+                }
+            }
+            if cands.len() < count as usize {
+                if let (Some(card), true) = (mig_too_big, cands.is_empty()) {
+                    return Err(NodeReason::MigSlices {
+                        want: spec.gpu.memory_per_card.unwrap_or(0),
+                        card,
+                    });
+                }
+                let (milli, mem) = share_on_card(spec, &gpus[0]).unwrap_or((0, 0));
+                return Err(NodeReason::NoGpuShare { milli, mem });
+            }
+            cands.sort_unstable();
+            for &(_, idx, m, mem) in cands.iter().take(count as usize) {
+                slots.push(GpuSlot {
+                    gpu: idx,
+                    milli: m,
+                    mem,
+                });
+            }
+        } else {
+            let fits_mem = |g: &Gpu| spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m);
+            let mut free_usable = 0u32;
+            let mut free_unhealthy = 0u32;
+            let mut free_cordoned = 0u32;
+            let mut unhealthy_why = String::new();
+            for g in gpus.iter().filter(|g| fits_mem(g) && g.allocs.is_empty()) {
+                match (&g.health, g.cordoned) {
+                    (Health::Healthy, false) => {
+                        free_usable += 1;
+                        if slots.len() < count as usize {
+                            slots.push(GpuSlot {
+                                gpu: g.index,
+                                milli: GPU_MILLI,
+                                mem: g.memory,
+                            });
+                        }
+                    }
+                    (Health::Unhealthy(w), _) => {
+                        free_unhealthy += 1;
+                        if unhealthy_why.is_empty() {
+                            unhealthy_why = w.clone();
+                        }
+                    }
+                    (_, true) => free_cordoned += 1,
+                }
+            }
+            if free_usable < count {
+                return Err(
+                    if free_usable + free_unhealthy >= count && free_unhealthy > 0 {
+                        NodeReason::GpusUnhealthy {
+                            free_usable,
+                            want: count,
+                            why: unhealthy_why,
+                        }
+                    } else if free_usable + free_unhealthy + free_cordoned >= count {
+                        NodeReason::GpusCordoned {
+                            free_usable,
+                            want: count,
+                        }
+                    } else {
+                        NodeReason::InsufficientGpus {
+                            free: free_usable,
+                            want: count,
+                        }
+                    },
+                );
+            }
+        }
+    }
+    let cpu = spec.cpu_milli * mult as u64;
+    let fc = free_cpu(node, oc);
+    if cpu > fc {
+        return Err(NodeReason::Cpu {
+            free: fc,
+            want: cpu,
+        });
+    }
+    let mem = spec.memory * mult as u64;
+    let fm = free_mem(node, oc);
+    if mem > fm {
+        return Err(NodeReason::Memory {
+            free: fm,
+            want: mem,
+        });
+    }
+    let disk = spec.disk * mult as u64;
+    let fd = free_disk(node);
+    if disk > fd {
+        return Err(NodeReason::Disk {
+            free: fd,
+            want: disk,
+        });
+    }
+    Ok(Placement {
+        node: node_id,
+        gpus: slots,
+        cpu,
+        mem,
+        disk,
+        on_loan: false,
+    })
+}
+
+/// Splits a merged placement of `mult` replicas into one placement per replica.
+pub fn split(p: Placement, mult: u32, per_replica_gpus: u32) -> Vec<Placement> {
+    if mult <= 1 {
+        return vec![p];
+    }
+    let m = mult as u64;
+    (0..mult as usize)
+        .map(|i| Placement {
+            node: p.node,
+            gpus: p.gpus[i * per_replica_gpus as usize..(i + 1) * per_replica_gpus as usize]
+                .to_vec(),
+            cpu: p.cpu / m,
+            mem: p.mem / m,
+            disk: p.disk / m,
+            on_loan: p.on_loan,
+        })
+        .collect()
+}

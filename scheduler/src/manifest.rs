@@ -1,0 +1,516 @@
+//! Job manifests as users write them: `TrainJob` and `InferenceService`
+//! (`apiVersion: crater.ai/v1`), and their normalisation into a [`JobSpec`].
+//!
+//! Structural errors (unknown fields, bad quantities such as `32Gx`, contradictions
+//! such as GPU memory with zero GPUs) are raised while deserialising, so the YAML
+//! reader reports them with their line. Only pure types live here; reading files is
+//! the application's job.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::model::*;
+use crate::quantity::{Bytes, CpuMilli, Duration};
+
+pub const API_VERSION: &str = "crater.ai/v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum Kind {
+    TrainJob,
+    InferenceService,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Manifest {
+    pub api_version: String,
+    pub kind: Kind,
+    pub metadata: Metadata,
+    pub spec: ManifestSpec,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ManifestSpec {
+    #[serde(default)]
+    pub image: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub resources: ResourcesSpec,
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    #[serde(default)]
+    pub scheduler: Option<SchedulerSpec>,
+    /// TrainJob: a number of workers; InferenceService: `{min, max}` or a number.
+    #[serde(default)]
+    pub replicas: Option<Replicas>,
+    #[serde(default)]
+    pub restart_policy: Option<RestartSpec>,
+    /// Expected runtime (backfill; the simulated runtime in scenarios).
+    #[serde(default)]
+    pub estimated_runtime: Option<Duration>,
+    #[serde(default)]
+    pub autoscale: Option<AutoscaleSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourcesSpec {
+    pub pool: String,
+    #[serde(default)]
+    pub gpu: Option<GpuSpec>,
+    #[serde(default)]
+    pub cpu: Option<CpuSpec>,
+    #[serde(default)]
+    pub memory: Option<CapacitySpec>,
+    #[serde(default)]
+    pub disk: Option<CapacitySpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuSpec {
+    pub cores: CpuMilli,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacitySpec {
+    pub capacity: Bytes,
+}
+
+/// GPU request, validated as it is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuSpec {
+    pub count: u32,
+    pub memory: Option<u64>,
+    pub models: Vec<String>,
+    pub shared: bool,
+    pub share: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuSpecRaw {
+    count: u32,
+    #[serde(default)]
+    memory: Option<Bytes>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    models: Vec<String>,
+    #[serde(default)]
+    shared: bool,
+    /// Compute share per card in milli-GPU (1..=1000) for shared cards.
+    #[serde(default)]
+    share: Option<u32>,
+}
+
+impl<'de> Deserialize<'de> for GpuSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = GpuSpecRaw::deserialize(d)?;
+        if r.count == 0 && r.memory.is_some() {
+            return Err(de::Error::custom(
+                "gpu.memory is set but gpu.count is 0: a job without GPUs cannot ask for GPU memory",
+            ));
+        }
+        if r.memory == Some(Bytes(0)) {
+            return Err(de::Error::custom("gpu.memory must be more than 0"));
+        }
+        if let Some(s) = r.share {
+            if s == 0 || s > 1000 {
+                return Err(de::Error::custom(format!(
+                    "gpu.share {s} must be within 1..=1000 (milli-GPU)"
+                )));
+            }
+            if !r.shared {
+                return Err(de::Error::custom(
+                    "gpu.share is set but gpu.shared is false",
+                ));
+            }
+        }
+        let mut models: Vec<String> = r.models.iter().map(|m| m.to_lowercase()).collect();
+        if let Some(m) = r.model {
+            models.insert(0, m.to_lowercase());
+        }
+        models.dedup();
+        Ok(GpuSpec {
+            count: r.count,
+            memory: r.memory.map(|b| b.0),
+            models,
+            shared: r.shared,
+            share: r.share,
+        })
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulerSpec {
+    #[serde(default)]
+    pub affinity: Option<AffinitySpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AffinitySpec {
+    #[serde(default)]
+    pub gpu_affinity: Option<GpuAffinity>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuAffinity {
+    SameNode,
+    Spread,
+    Any,
+}
+
+/// `high`, `medium`, `low`, or an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Priority(pub i32);
+
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Priority;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("high, medium, low or an integer")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Priority, E> {
+                match v.to_ascii_lowercase().as_str() {
+                    "high" => Ok(Priority(PRIORITY_HIGH)),
+                    "medium" => Ok(Priority(PRIORITY_MEDIUM)),
+                    "low" => Ok(Priority(PRIORITY_LOW)),
+                    _ => v.parse::<i32>().map(Priority).map_err(|_| {
+                        E::custom(format!(
+                            "unknown priority `{v}` (expected high, medium, low or an integer)"
+                        ))
+                    }),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Priority, E> {
+                i32::try_from(v)
+                    .map(Priority)
+                    .map_err(|_| E::custom("priority out of range"))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Priority, E> {
+                i32::try_from(v)
+                    .map(Priority)
+                    .map_err(|_| E::custom("priority out of range"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `3`, or `{min: 2, max: 8}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replicas {
+    pub min: u32,
+    pub max: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplicasRange {
+    min: u32,
+    max: u32,
+}
+
+impl<'de> Deserialize<'de> for Replicas {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Replicas;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of replicas or {min, max}")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Replicas, E> {
+                let n = u32::try_from(v).map_err(|_| E::custom("too many replicas"))?;
+                if n == 0 {
+                    return Err(E::custom("replicas must be at least 1"));
+                }
+                Ok(Replicas { min: n, max: n })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Replicas, E> {
+                if v < 1 {
+                    return Err(E::custom("replicas must be at least 1"));
+                }
+                self.visit_u64(v as u64)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Replicas, A::Error> {
+                let r = ReplicasRange::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                if r.min == 0 || r.min > r.max {
+                    return Err(de::Error::custom(format!(
+                        "replicas min {} / max {} must satisfy 1 <= min <= max",
+                        r.min, r.max
+                    )));
+                }
+                Ok(Replicas {
+                    min: r.min,
+                    max: r.max,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `Never`, `OnFailure`, or `{policy: OnFailure, maxRestarts: 3, backoff: 10s}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestartSpec(pub RestartPolicy);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RestartMap {
+    policy: String,
+    #[serde(default)]
+    max_restarts: Option<u32>,
+    #[serde(default)]
+    backoff: Option<Duration>,
+}
+
+fn restart_from<E: de::Error>(
+    policy: &str,
+    max: Option<u32>,
+    backoff: Option<Duration>,
+) -> Result<RestartSpec, E> {
+    match policy {
+        "Never" => Ok(RestartSpec(RestartPolicy::Never)),
+        "OnFailure" => Ok(RestartSpec(RestartPolicy::OnFailure {
+            max_restarts: max.unwrap_or(3),
+            backoff_s: backoff.map(|d| d.0).unwrap_or(10),
+        })),
+        other => Err(E::custom(format!(
+            "unknown restart policy `{other}` (expected Never or OnFailure)"
+        ))),
+    }
+}
+
+impl<'de> Deserialize<'de> for RestartSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RestartSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("Never, OnFailure or {policy, maxRestarts, backoff}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RestartSpec, E> {
+                restart_from(v, None, None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RestartSpec, A::Error> {
+                let r = RestartMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                restart_from(&r.policy, r.max_restarts, r.backoff)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AutoscaleSpec {
+    /// Only `gpu-memory-usage-rate` is supported.
+    #[serde(default = "default_metric")]
+    pub metric: String,
+    pub target: u32,
+    #[serde(default)]
+    pub scale_down_stabilization: Option<Duration>,
+}
+
+fn default_metric() -> String {
+    "gpu-memory-usage-rate".into()
+}
+
+/// A manifest that is well-formed but does not make sense as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: &str, message: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+impl Manifest {
+    /// Normalises the manifest into the scheduler's job description.
+    pub fn to_job_spec(&self) -> Result<JobSpec, SpecError> {
+        if self.api_version != API_VERSION {
+            return Err(bad(
+                "apiVersion",
+                format!(
+                    "`{}` is not supported (expected {API_VERSION})",
+                    self.api_version
+                ),
+            ));
+        }
+        if !valid_name(&self.metadata.name) {
+            return Err(bad(
+                "metadata.name",
+                format!(
+                    "`{}` must be lower-case letters, digits, '-' or '.'",
+                    self.metadata.name
+                ),
+            ));
+        }
+        let ns = self
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        if !valid_name(&ns) {
+            return Err(bad(
+                "metadata.namespace",
+                format!("`{ns}` is not a valid namespace"),
+            ));
+        }
+        let s = &self.spec;
+        let gpu = s.resources.gpu.clone().unwrap_or(GpuSpec {
+            count: 0,
+            memory: None,
+            models: Vec::new(),
+            shared: false,
+            share: None,
+        });
+        let affinity = match s
+            .scheduler
+            .as_ref()
+            .and_then(|x| x.affinity.as_ref())
+            .and_then(|a| a.gpu_affinity)
+        {
+            Some(GpuAffinity::SameNode) => Affinity::SameNode,
+            Some(GpuAffinity::Spread) => Affinity::Spread,
+            Some(GpuAffinity::Any) => Affinity::Any,
+            None => match self.kind {
+                Kind::TrainJob => Affinity::Any,
+                Kind::InferenceService => Affinity::Spread,
+            },
+        };
+        let (kind, replicas) = match self.kind {
+            Kind::TrainJob => {
+                if s.autoscale.is_some() {
+                    return Err(bad(
+                        "spec.autoscale",
+                        "only an InferenceService autoscales; remove it from a TrainJob",
+                    ));
+                }
+                let r = s.replicas.unwrap_or(Replicas { min: 1, max: 1 });
+                if r.min != r.max {
+                    return Err(bad(
+                        "spec.replicas",
+                        "a TrainJob takes a fixed number of replicas, not {min, max}",
+                    ));
+                }
+                (JobKind::Train, r.min)
+            }
+            Kind::InferenceService => {
+                let r = s.replicas.unwrap_or(Replicas { min: 1, max: 1 });
+                let (target, window) = match &s.autoscale {
+                    Some(a) => {
+                        if a.metric != "gpu-memory-usage-rate" {
+                            return Err(bad(
+                                "spec.autoscale.metric",
+                                format!(
+                                    "`{}` is not supported (expected gpu-memory-usage-rate)",
+                                    a.metric
+                                ),
+                            ));
+                        }
+                        if a.target == 0 || a.target > 100 {
+                            return Err(bad(
+                                "spec.autoscale.target",
+                                "must be a percentage in 1..=100",
+                            ));
+                        }
+                        (
+                            a.target,
+                            a.scale_down_stabilization.map(|d| d.0).unwrap_or(300),
+                        )
+                    }
+                    None => (70, 300),
+                };
+                (
+                    JobKind::Inference(Autoscale {
+                        min: r.min,
+                        max: r.max,
+                        target_pct: target,
+                        window_s: window,
+                    }),
+                    r.min,
+                )
+            }
+        };
+        if s.resources.pool.is_empty() {
+            return Err(bad("spec.resources.pool", "must name a pool"));
+        }
+        Ok(JobSpec {
+            name: self.metadata.name.clone(),
+            project: ns,
+            pool: s.resources.pool.clone(),
+            kind,
+            priority: s.priority.map(|p| p.0).unwrap_or(PRIORITY_MEDIUM),
+            replicas,
+            gpu: GpuRequest {
+                count: gpu.count,
+                memory_per_card: gpu.memory,
+                models: gpu.models,
+                shared: gpu.shared,
+                milli: gpu.share,
+            },
+            cpu_milli: s.resources.cpu.as_ref().map(|c| c.cores.0).unwrap_or(0),
+            memory: s
+                .resources
+                .memory
+                .as_ref()
+                .map(|c| c.capacity.0)
+                .unwrap_or(0),
+            disk: s.resources.disk.as_ref().map(|c| c.capacity.0).unwrap_or(0),
+            affinity,
+            // A service keeps serving: its pods restart unless told otherwise.
+            restart: s.restart_policy.map(|r| r.0).unwrap_or(match self.kind {
+                Kind::TrainJob => RestartPolicy::Never,
+                Kind::InferenceService => RestartPolicy::OnFailure {
+                    max_restarts: u32::MAX,
+                    backoff_s: 10,
+                },
+            }),
+            est_runtime_s: s.estimated_runtime.map(|d| d.0),
+            image: s.image.clone(),
+        })
+    }
+}

@@ -1,0 +1,511 @@
+//! Metrics, cost and owned snapshots: what the console, the CLI and tests read.
+//!
+//! A [`Snapshot`] is a plain copy of the state; readers never hold a borrow of the core.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::event::Event;
+use crate::fit::fit;
+use crate::model::*;
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ModelMetrics {
+    pub model: String,
+    pub total: u32,
+    /// GPUs allocated (shared slices count as fractions).
+    pub allocated: f64,
+    pub idle: f64,
+    pub unhealthy: u32,
+    pub cordoned: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct JobCounts {
+    pub pending: usize,
+    pub running: usize,
+    pub restarting: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+}
+
+/// Cluster totals, allocations and fragmentation at one moment.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Metrics {
+    pub time_s: u64,
+    /// Capacity of labelled GPUs and all nodes' CPU, memory, disk (before overcommit).
+    pub total: Resources,
+    pub allocated: Resources,
+    pub idle: Resources,
+    pub by_model: Vec<ModelMetrics>,
+    /// Idle GPUs (in GPUs) on nodes where no queued job shape fits.
+    pub fragmented_gpus: f64,
+    /// Fragmented share of idle GPU capacity, percent.
+    pub fragmentation_pct: f64,
+    pub jobs: JobCounts,
+    pub mean_wait_s: f64,
+    pub max_wait_s: u64,
+    pub preemptions: usize,
+    pub oom_kills: usize,
+    pub restarts: u32,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ModelCost {
+    pub model: String,
+    pub gpu_hours: f64,
+    pub price_per_hour: f64,
+    pub cost: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProjectCost {
+    pub project: String,
+    pub department: String,
+    pub gpu_hours: f64,
+    pub cost: f64,
+    pub by_model: Vec<ModelCost>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DepartmentCost {
+    pub department: String,
+    pub gpu_hours: f64,
+    pub cost: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Costs {
+    pub projects: Vec<ProjectCost>,
+    pub departments: Vec<DepartmentCost>,
+    pub total: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct GpuView {
+    pub index: u32,
+    pub model: String,
+    pub memory: u64,
+    pub mem_allocated: u64,
+    pub mem_used: u64,
+    pub util_pct: u8,
+    pub health: String,
+    pub cordoned: bool,
+    pub mig: bool,
+    pub holders: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub pool: String,
+    pub role: String,
+    pub condition: String,
+    pub cordoned: bool,
+    pub gpu_labelled: bool,
+    pub cpu_milli: u64,
+    pub cpu_allocated: u64,
+    pub memory: u64,
+    pub memory_allocated: u64,
+    pub disk: u64,
+    pub disk_used: u64,
+    pub gpus_total: u32,
+    pub gpus_used: u32,
+    pub gpus: Vec<GpuView>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct JobView {
+    pub name: String,
+    pub project: String,
+    pub pool: String,
+    pub kind: String,
+    pub phase: String,
+    pub priority: String,
+    pub request: String,
+    pub requested: Resources,
+    pub replicas: u32,
+    pub desired_replicas: u32,
+    /// `node:gpu,gpu` per replica.
+    pub placement: Vec<String>,
+    pub wait_s: u64,
+    pub run_s: u64,
+    pub restarts: u32,
+    pub borrowed: bool,
+    /// GPU memory in use as a share of what was requested, percent.
+    pub used_pct: u32,
+    /// Why it is Pending (or why it ended); empty when running normally.
+    pub reasons: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct QuotaView {
+    pub project: String,
+    pub department: String,
+    pub pool: String,
+    pub used: Resources,
+    pub reserved: Resources,
+    pub max: Limits,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct QuotaRequestView {
+    pub id: u32,
+    pub project: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub reserved: bool,
+    pub reason: String,
+    pub status: String,
+}
+
+/// An owned copy of everything a reader shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct Snapshot {
+    pub time_s: u64,
+    pub jobs: Vec<JobView>,
+    pub nodes: Vec<NodeView>,
+    pub quotas: Vec<QuotaView>,
+    pub quota_requests: Vec<QuotaRequestView>,
+    pub metrics: Metrics,
+    pub costs: Costs,
+    pub events: Vec<Event>,
+}
+
+impl Cluster {
+    pub fn job_view(&self, j: &Job) -> JobView {
+        let mut req = j.spec.replica_request();
+        req = req.scaled(j.desired_replicas.max(1) as u64);
+        JobView {
+            name: j.spec.name.clone(),
+            project: j.spec.project.clone(),
+            pool: j.spec.pool.clone(),
+            kind: match j.spec.kind {
+                JobKind::Train => "TrainJob".into(),
+                JobKind::Inference(_) => "InferenceService".into(),
+            },
+            phase: j.phase.name().into(),
+            priority: priority_name(j.spec.priority),
+            request: j.spec.shape(),
+            requested: req,
+            replicas: j.running_replicas(),
+            desired_replicas: j.desired_replicas,
+            placement: j
+                .placements
+                .iter()
+                .map(|p| {
+                    let g: Vec<String> = p.gpus.iter().map(|s| s.gpu.to_string()).collect();
+                    let mut s = self.nodes[p.node as usize].name.clone();
+                    if !g.is_empty() {
+                        s = format!("{s}:{}", g.join(","));
+                    }
+                    s
+                })
+                .collect(),
+            wait_s: self.wait_s(j),
+            run_s: self.run_s(j),
+            restarts: j.restarts,
+            borrowed: j.borrowed,
+            used_pct: j.used_pct,
+            reasons: if j.reason.is_empty() {
+                Vec::new()
+            } else {
+                vec![j.reason.clone()]
+            },
+        }
+    }
+
+    pub fn node_view(&self, n: &Node) -> NodeView {
+        let gpus: Vec<GpuView> = n
+            .gpus
+            .iter()
+            .map(|g| GpuView {
+                index: g.index,
+                model: g.model.clone(),
+                memory: g.memory,
+                mem_allocated: g.used_mem(),
+                mem_used: g.mem_used,
+                util_pct: g.util_pct,
+                health: match &g.health {
+                    Health::Healthy => "Healthy".into(),
+                    Health::Unhealthy(w) => format!("Unhealthy ({w})"),
+                },
+                cordoned: g.cordoned,
+                mig: g.mig,
+                holders: {
+                    let mut h: Vec<String> = g
+                        .allocs
+                        .iter()
+                        .map(|a| self.jobs[a.job as usize].spec.name.clone())
+                        .collect();
+                    h.dedup();
+                    h
+                },
+            })
+            .collect();
+        NodeView {
+            name: n.name.clone(),
+            pool: self.pool_name(n.pool).to_string(),
+            role: n
+                .labels
+                .get(LABEL_ROLE)
+                .cloned()
+                .unwrap_or_else(|| "-".into()),
+            condition: match &n.condition {
+                Condition::Ready => "Ready".into(),
+                Condition::NotReady(w) => format!("NotReady ({w})"),
+            },
+            cordoned: n.cordoned,
+            gpu_labelled: n.gpu_labelled(),
+            cpu_milli: n.cpu_milli,
+            cpu_allocated: n.alloc_cpu,
+            memory: n.memory,
+            memory_allocated: n.alloc_mem,
+            disk: n.disk,
+            disk_used: n.disk_used(),
+            gpus_total: n.sched_gpus().len() as u32,
+            gpus_used: n
+                .sched_gpus()
+                .iter()
+                .filter(|g| !g.allocs.is_empty())
+                .count() as u32,
+            gpus,
+        }
+    }
+
+    /// Totals, per-model figures, fragmentation and job statistics.
+    pub fn metrics(&self) -> Metrics {
+        let mut m = Metrics {
+            time_s: self.now,
+            ..Default::default()
+        };
+        let mut by_model: BTreeMap<String, ModelMetrics> = BTreeMap::new();
+        for n in &self.nodes {
+            m.total.cpu_milli += n.cpu_milli;
+            m.total.memory += n.memory;
+            m.total.disk += n.disk;
+            m.allocated.cpu_milli += n.alloc_cpu;
+            m.allocated.memory += n.alloc_mem;
+            m.allocated.disk += n.disk_used();
+            for g in n.sched_gpus() {
+                m.total.gpu_milli += GPU_MILLI as u64;
+                m.total.gpu_mem += g.memory;
+                m.allocated.gpu_milli += g.used_milli() as u64;
+                m.allocated.gpu_mem += g.used_mem();
+                let e = by_model
+                    .entry(g.model.clone())
+                    .or_insert_with(|| ModelMetrics {
+                        model: g.model.clone(),
+                        ..Default::default()
+                    });
+                e.total += 1;
+                e.allocated += g.used_milli() as f64 / 1000.0;
+                if g.health != Health::Healthy {
+                    e.unhealthy += 1;
+                }
+                if g.cordoned {
+                    e.cordoned += 1;
+                }
+            }
+        }
+        for e in by_model.values_mut() {
+            e.idle = e.total as f64 - e.allocated;
+        }
+        m.by_model = by_model.into_values().collect();
+        m.idle = m.total;
+        m.idle.sub(&m.allocated);
+        // Fragmentation: idle GPU capacity on nodes where no queued shape fits.
+        let mut shapes: Vec<(&JobSpec, u32)> = Vec::new();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for j in self.pending_jobs() {
+            if j.spec.gpu.count == 0 {
+                continue;
+            }
+            let mult = if j.spec.affinity == Affinity::SameNode {
+                j.desired_replicas.max(1)
+            } else {
+                1
+            };
+            let key = format!("{:?}{}{mult}", j.spec.gpu, j.spec.cpu_milli);
+            if seen.insert(key) {
+                shapes.push((&j.spec, mult));
+            }
+        }
+        let mut idle_total = 0u64;
+        let mut frag = 0u64;
+        for (id, n) in self.nodes.iter().enumerate() {
+            if !n.ready() || n.cordoned {
+                continue;
+            }
+            let idle: u64 = n
+                .sched_gpus()
+                .iter()
+                .filter(|g| g.usable())
+                .map(|g| g.free_milli() as u64)
+                .sum();
+            if idle == 0 {
+                continue;
+            }
+            idle_total += idle;
+            if shapes.is_empty() {
+                continue;
+            }
+            let oc = self.overcommit_of(n);
+            let usable = shapes
+                .iter()
+                .any(|(s, mult)| fit(n, id as NodeId, oc, s, *mult).is_ok());
+            if !usable {
+                frag += idle;
+            }
+        }
+        m.fragmented_gpus = frag as f64 / 1000.0;
+        m.fragmentation_pct = if idle_total > 0 {
+            frag as f64 * 100.0 / idle_total as f64
+        } else {
+            0.0
+        };
+        let mut waits = Vec::new();
+        for j in &self.jobs {
+            match j.phase {
+                Phase::Pending => m.jobs.pending += 1,
+                Phase::Running => m.jobs.running += 1,
+                Phase::Restarting => m.jobs.restarting += 1,
+                Phase::Succeeded => m.jobs.succeeded += 1,
+                Phase::Failed => m.jobs.failed += 1,
+                Phase::Cancelled => m.jobs.cancelled += 1,
+            }
+            waits.push(self.wait_s(j));
+            m.restarts += j.restarts;
+        }
+        m.mean_wait_s = if waits.is_empty() {
+            0.0
+        } else {
+            waits.iter().sum::<u64>() as f64 / waits.len() as f64
+        };
+        m.max_wait_s = waits.iter().copied().max().unwrap_or(0);
+        m.preemptions = self
+            .events
+            .iter()
+            .filter(|e| e.reason == "Preempted" || e.reason == "Reclaimed")
+            .count();
+        m.oom_kills = self
+            .events
+            .iter()
+            .filter(|e| e.reason == "OOMKilled")
+            .count();
+        m
+    }
+
+    /// GPU-hours and bill per project and department, up to now.
+    pub fn costs(&self) -> Costs {
+        let mut ms = self.gpu_ms.clone();
+        for j in self.jobs.iter().filter(|j| !j.placements.is_empty()) {
+            let (Some(pid), since) = (j.project, self.accrued_at[j.id as usize]) else {
+                continue;
+            };
+            let dt = self.now.saturating_sub(since) as u128;
+            for p in &j.placements {
+                for s in &p.gpus {
+                    let model = self.nodes[p.node as usize].gpus[s.gpu as usize]
+                        .model
+                        .clone();
+                    *ms.entry((pid, model)).or_default() += s.milli as u128 * dt;
+                }
+            }
+        }
+        let mut projects = Vec::new();
+        let mut depts: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        let mut total = 0.0;
+        for (pid, p) in self.projects.iter().enumerate() {
+            let mut by_model = Vec::new();
+            for ((q, model), v) in ms.range((pid as ProjectId, String::new())..) {
+                if *q != pid as ProjectId {
+                    break;
+                }
+                let hours = *v as f64 / 1000.0 / 3600.0;
+                let price = self.prices.get(model).copied().unwrap_or(0.0);
+                by_model.push(ModelCost {
+                    model: model.clone(),
+                    gpu_hours: hours,
+                    price_per_hour: price,
+                    cost: hours * price,
+                });
+            }
+            let hours: f64 = by_model.iter().map(|m| m.gpu_hours).sum();
+            let cost: f64 = by_model.iter().map(|m| m.cost).sum();
+            total += cost;
+            let d = depts.entry(p.department.clone()).or_default();
+            d.0 += hours;
+            d.1 += cost;
+            projects.push(ProjectCost {
+                project: p.name.clone(),
+                department: p.department.clone(),
+                gpu_hours: hours,
+                cost,
+                by_model,
+            });
+        }
+        Costs {
+            projects,
+            departments: depts
+                .into_iter()
+                .map(|(department, (gpu_hours, cost))| DepartmentCost {
+                    department,
+                    gpu_hours,
+                    cost,
+                })
+                .collect(),
+            total,
+        }
+    }
+
+    pub fn quota_views(&self) -> Vec<QuotaView> {
+        let mut v = Vec::new();
+        for (pid, p) in self.projects.iter().enumerate() {
+            for (&pool, q) in &p.quotas {
+                v.push(QuotaView {
+                    project: p.name.clone(),
+                    department: p.department.clone(),
+                    pool: self.pools[pool as usize].name.clone(),
+                    used: self.usage(pid as ProjectId, pool),
+                    reserved: q.reserved,
+                    max: q.max,
+                });
+            }
+        }
+        v
+    }
+
+    /// An owned copy of the whole state.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            time_s: self.now,
+            jobs: self.jobs.iter().map(|j| self.job_view(j)).collect(),
+            nodes: self.nodes.iter().map(|n| self.node_view(n)).collect(),
+            quotas: self.quota_views(),
+            quota_requests: self
+                .quota_requests
+                .iter()
+                .map(|r| QuotaRequestView {
+                    id: r.id,
+                    project: self.projects[r.project as usize].name.clone(),
+                    pool: self.pools[r.pool as usize].name.clone(),
+                    gpus: r.gpus,
+                    reserved: r.reserved,
+                    reason: r.reason.clone(),
+                    status: match &r.status {
+                        RequestStatus::Pending => "Pending".into(),
+                        RequestStatus::Approved => "Approved".into(),
+                        RequestStatus::Rejected(w) => format!("Rejected: {w}"),
+                    },
+                })
+                .collect(),
+            metrics: self.metrics(),
+            costs: self.costs(),
+            events: self.events.clone(),
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The cluster model: nodes and their GPUs, pools, projects with quotas, jobs.
+//!
+//! Everything here is plain data. Indices (`NodeId`, `JobId`, ...) are positions in the
+//! cluster's vectors, so iteration order is insertion order and results are deterministic.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::quantity::{fmt_bytes, fmt_cpu, fmt_gpus};
+
+pub const LABEL_VENDOR: &str = "crater.ai/gpu-vendor";
+pub const LABEL_MODEL: &str = "crater.ai/gpu-model";
+pub const LABEL_MEMORY: &str = "crater.ai/gpu-memory";
+pub const LABEL_COUNT: &str = "crater.ai/gpu-count";
+pub const LABEL_ROLE: &str = "crater.ai/node-role";
+
+pub type NodeId = u32;
+pub type JobId = u32;
+pub type PoolId = u16;
+pub type ProjectId = u16;
+
+/// A whole GPU in GPU-milli units.
+pub const GPU_MILLI: u32 = 1000;
+
+/// Amounts of every schedulable resource. GPUs are counted in milli (1000 = one card)
+/// so that shared cards and whole cards add up in one number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    pub gpu_milli: u64,
+    pub gpu_mem: u64,
+    pub cpu_milli: u64,
+    pub memory: u64,
+    pub disk: u64,
+}
+
+/// The resource dimensions, in the order they are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dim {
+    Gpu,
+    GpuMemory,
+    Cpu,
+    Memory,
+    Disk,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 5] = [Dim::Gpu, Dim::GpuMemory, Dim::Cpu, Dim::Memory, Dim::Disk];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::Gpu => "GPUs",
+            Dim::GpuMemory => "GPU memory",
+            Dim::Cpu => "CPU",
+            Dim::Memory => "memory",
+            Dim::Disk => "disk",
+        }
+    }
+
+    /// Formats an amount of this dimension for people.
+    pub fn fmt(self, v: u64) -> String {
+        match self {
+            Dim::Gpu => fmt_gpus(v),
+            Dim::Cpu => fmt_cpu(v),
+            _ => fmt_bytes(v),
+        }
+    }
+}
+
+impl Resources {
+    pub fn get(&self, d: Dim) -> u64 {
+        match d {
+            Dim::Gpu => self.gpu_milli,
+            Dim::GpuMemory => self.gpu_mem,
+            Dim::Cpu => self.cpu_milli,
+            Dim::Memory => self.memory,
+            Dim::Disk => self.disk,
+        }
+    }
+
+    pub fn get_mut(&mut self, d: Dim) -> &mut u64 {
+        match d {
+            Dim::Gpu => &mut self.gpu_milli,
+            Dim::GpuMemory => &mut self.gpu_mem,
+            Dim::Cpu => &mut self.cpu_milli,
+            Dim::Memory => &mut self.memory,
+            Dim::Disk => &mut self.disk,
+        }
+    }
+
+    pub fn add(&mut self, o: &Resources) {
+        for d in Dim::ALL {
+            *self.get_mut(d) += o.get(d);
+        }
+    }
+
+    pub fn sub(&mut self, o: &Resources) {
+        for d in Dim::ALL {
+            let v = self.get_mut(d);
+            *v = v.saturating_sub(o.get(d));
+        }
+    }
+
+    pub fn scaled(&self, n: u64) -> Resources {
+        let mut r = *self;
+        for d in Dim::ALL {
+            *r.get_mut(d) *= n;
+        }
+        r
+    }
+}
+
+/// Whether a node can run work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "reason")]
+pub enum Condition {
+    Ready,
+    NotReady(String),
+}
+
+/// A GPU's health as the agent (or the simulation) reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "reason")]
+pub enum Health {
+    Healthy,
+    Unhealthy(String),
+}
+
+/// One job's share of a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuAlloc {
+    pub job: JobId,
+    /// Compute share in milli (1000 = the whole card).
+    pub milli: u32,
+    /// GPU memory held, bytes.
+    pub mem: u64,
+}
+
+/// A physical GPU on a node.
+#[derive(Clone, Debug, Serialize)]
+pub struct Gpu {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub memory: u64,
+    pub mig: bool,
+    pub health: Health,
+    pub cordoned: bool,
+    pub allocs: Vec<GpuAlloc>,
+    /// Utilisation 0-100 and memory in use, as last reported (simulated or measured).
+    pub util_pct: u8,
+    pub mem_used: u64,
+}
+
+impl Gpu {
+    pub fn used_milli(&self) -> u32 {
+        self.allocs.iter().map(|a| a.milli).sum()
+    }
+    pub fn used_mem(&self) -> u64 {
+        self.allocs.iter().map(|a| a.mem).sum()
+    }
+    pub fn free_milli(&self) -> u32 {
+        GPU_MILLI.saturating_sub(self.used_milli())
+    }
+    pub fn free_mem(&self) -> u64 {
+        self.memory.saturating_sub(self.used_mem())
+    }
+    pub fn usable(&self) -> bool {
+        self.health == Health::Healthy && !self.cordoned
+    }
+    /// Whether the whole card is free and usable.
+    pub fn is_free(&self) -> bool {
+        self.allocs.is_empty() && self.usable()
+    }
+}
+
+/// A node: capacity, labels, condition and GPUs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub cpu_milli: u64,
+    pub memory: u64,
+    pub disk: u64,
+    pub condition: Condition,
+    pub cordoned: bool,
+    /// Physical cards. Only counted by the scheduler when the node's GPU labels say so.
+    pub gpus: Vec<Gpu>,
+    /// Pool whose selector the node matches (first match), if any.
+    pub pool: Option<PoolId>,
+    /// Requested resources of jobs placed here.
+    pub alloc_cpu: u64,
+    pub alloc_mem: u64,
+    pub alloc_disk: u64,
+    /// Disk used by things other than jobs (images, logs): the "disk filling" fault.
+    pub disk_external: u64,
+    /// Jobs with at least one replica here, in placement order.
+    pub jobs: Vec<JobId>,
+}
+
+impl Node {
+    /// True when the crater.ai labels describe the node's GPUs (model and count).
+    pub fn gpu_labelled(&self) -> bool {
+        self.labels.contains_key(LABEL_MODEL) && self.labels.contains_key(LABEL_COUNT)
+    }
+
+    /// GPUs the scheduler may use: none unless the node is labelled.
+    pub fn sched_gpus(&self) -> &[Gpu] {
+        if self.gpu_labelled() {
+            &self.gpus
+        } else {
+            &[]
+        }
+    }
+
+    /// The GPU model the scheduler sees (from the label), lower-cased.
+    pub fn gpu_model(&self) -> Option<&str> {
+        if self.gpus.is_empty() {
+            return None;
+        }
+        self.labels.get(LABEL_MODEL).map(|s| s.as_str())
+    }
+
+    pub fn ready(&self) -> bool {
+        self.condition == Condition::Ready
+    }
+
+    /// Cards fully free, healthy and not cordoned.
+    pub fn free_whole_gpus(&self) -> u32 {
+        self.sched_gpus().iter().filter(|g| g.is_free()).count() as u32
+    }
+
+    pub fn disk_used(&self) -> u64 {
+        self.alloc_disk + self.disk_external
+    }
+}
+
+/// The kind of work a pool is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolKind {
+    Training,
+    Inference,
+    Test,
+}
+
+/// Overcommit ratios per resource. GPUs stay at 1.0.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Overcommit {
+    pub cpu: f64,
+    pub memory: f64,
+}
+
+impl Default for Overcommit {
+    fn default() -> Self {
+        Overcommit {
+            cpu: 1.0,
+            memory: 1.0,
+        }
+    }
+}
+
+/// A pool of nodes chosen by labels.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pool {
+    pub name: String,
+    pub kind: PoolKind,
+    pub selector: BTreeMap<String, String>,
+    pub overcommit: Overcommit,
+    /// Pools that may borrow this pool's idle nodes (reclaimed when this pool needs them).
+    pub lend_to: Vec<PoolId>,
+}
+
+/// A project's quota in one pool. `None` in `max` means no limit for that resource.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Quota {
+    pub reserved: Resources,
+    pub max: Limits,
+}
+
+/// Upper limits per dimension, `None` meaning unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub gpu_milli: Option<u64>,
+    pub gpu_mem: Option<u64>,
+    pub cpu_milli: Option<u64>,
+    pub memory: Option<u64>,
+    pub disk: Option<u64>,
+}
+
+impl Limits {
+    pub fn get(&self, d: Dim) -> Option<u64> {
+        match d {
+            Dim::Gpu => self.gpu_milli,
+            Dim::GpuMemory => self.gpu_mem,
+            Dim::Cpu => self.cpu_milli,
+            Dim::Memory => self.memory,
+            Dim::Disk => self.disk,
+        }
+    }
+    pub fn get_mut(&mut self, d: Dim) -> &mut Option<u64> {
+        match d {
+            Dim::Gpu => &mut self.gpu_milli,
+            Dim::GpuMemory => &mut self.gpu_mem,
+            Dim::Cpu => &mut self.cpu_milli,
+            Dim::Memory => &mut self.memory,
+            Dim::Disk => &mut self.disk,
+        }
+    }
+}
+
+/// A tenant. Its namespace in job manifests is its name.
+#[derive(Clone, Debug, Serialize)]
+pub struct Project {
+    pub name: String,
+    pub department: String,
+    /// Quota per pool; a pool absent here admits nothing for this project.
+    pub quotas: BTreeMap<PoolId, Quota>,
+}
+
+/// A project's request for more quota, waiting for an operator.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuotaRequest {
+    pub id: u32,
+    pub project: ProjectId,
+    pub pool: PoolId,
+    /// Extra GPUs asked for (added to `max`, and to `reserved` when `reserved` is set).
+    pub gpus: u32,
+    pub reserved: bool,
+    pub reason: String,
+    pub status: RequestStatus,
+    pub created: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "reason")]
+pub enum RequestStatus {
+    Pending,
+    Approved,
+    Rejected(String),
+}
+
+/// Named priorities; integers may be used too.
+pub const PRIORITY_HIGH: i32 = 100;
+pub const PRIORITY_MEDIUM: i32 = 50;
+pub const PRIORITY_LOW: i32 = 10;
+
+pub fn priority_name(p: i32) -> String {
+    match p {
+        PRIORITY_HIGH => "high".into(),
+        PRIORITY_MEDIUM => "medium".into(),
+        PRIORITY_LOW => "low".into(),
+        other => other.to_string(),
+    }
+}
+
+/// How the replicas (or the GPUs) of a job are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Affinity {
+    /// No constraint: pack for least fragmentation.
+    Any,
+    /// All replicas on one node.
+    SameNode,
+    /// Replicas on distinct nodes.
+    Spread,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "policy")]
+pub enum RestartPolicy {
+    Never,
+    OnFailure { max_restarts: u32, backoff_s: u64 },
+}
+
+/// GPU request of one replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuRequest {
+    pub count: u32,
+    /// Memory needed on each card; `None` means any card size.
+    pub memory_per_card: Option<u64>,
+    /// Allowed models (lower-case); empty means any.
+    pub models: Vec<String>,
+    /// Shared cards: the job takes a slice (memory, and compute `milli`) of each card.
+    pub shared: bool,
+    /// Compute share per card when shared (1..=1000); derived from memory if absent.
+    pub milli: Option<u32>,
+}
+
+/// Autoscaling of an inference service on GPU-memory usage rate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Autoscale {
+    pub min: u32,
+    pub max: u32,
+    /// Target GPU-memory usage rate, percent.
+    pub target_pct: u32,
+    /// Scale-down stabilization window, seconds.
+    pub window_s: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Train,
+    Inference(Autoscale),
+}
+
+/// A job as the scheduler sees it, normalised from a manifest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSpec {
+    pub name: String,
+    pub project: String,
+    pub pool: String,
+    pub kind: JobKind,
+    pub priority: i32,
+    /// Replicas to start (all or none for training; the initial count for inference).
+    pub replicas: u32,
+    pub gpu: GpuRequest,
+    pub cpu_milli: u64,
+    pub memory: u64,
+    pub disk: u64,
+    pub affinity: Affinity,
+    pub restart: RestartPolicy,
+    /// Estimated runtime used by backfill and as the simulated runtime, seconds.
+    pub est_runtime_s: Option<u64>,
+    pub image: String,
+}
+
+impl JobSpec {
+    /// Per-replica GPU milli on one card.
+    pub fn milli_per_card(&self, card_memory: u64) -> u32 {
+        if !self.gpu.shared {
+            return GPU_MILLI;
+        }
+        if let Some(m) = self.gpu.milli {
+            return m.clamp(1, GPU_MILLI);
+        }
+        match self.gpu.memory_per_card {
+            Some(mem) if card_memory > 0 => ((mem as u128 * GPU_MILLI as u128)
+                .div_ceil(card_memory as u128) as u32)
+                .clamp(1, GPU_MILLI),
+            _ => GPU_MILLI,
+        }
+    }
+
+    /// One replica's request in quota units (whole GPUs as milli; memory as asked, or a
+    /// nominal card when no per-card memory is given).
+    pub fn replica_request(&self) -> Resources {
+        let gpu_milli = if self.gpu.shared {
+            self.gpu.milli.unwrap_or(GPU_MILLI / 2) as u64 * self.gpu.count as u64
+        } else {
+            GPU_MILLI as u64 * self.gpu.count as u64
+        };
+        Resources {
+            gpu_milli,
+            gpu_mem: self.gpu.memory_per_card.unwrap_or(0) * self.gpu.count as u64,
+            cpu_milli: self.cpu_milli,
+            memory: self.memory,
+            disk: self.disk,
+        }
+    }
+
+    /// One-line shape, e.g. `2x a100 32Gi, 16 CPU, 64Gi`.
+    pub fn shape(&self) -> String {
+        let mut s = String::new();
+        if self.gpu.count > 0 {
+            s.push_str(&format!("{}x GPU", self.gpu.count));
+            if !self.gpu.models.is_empty() {
+                s.push_str(&format!(" [{}]", self.gpu.models.join(",")));
+            }
+            if let Some(m) = self.gpu.memory_per_card {
+                s.push_str(&format!(" {}", fmt_bytes(m)));
+            }
+            if self.gpu.shared {
+                s.push_str(" shared");
+            }
+            s.push_str(", ");
+        }
+        s.push_str(&format!(
+            "{} CPU, {} mem",
+            fmt_cpu(self.cpu_milli),
+            fmt_bytes(self.memory)
+        ));
+        if self.disk > 0 {
+            s.push_str(&format!(", {} disk", fmt_bytes(self.disk)));
+        }
+        if self.replicas > 1 {
+            s = format!("{} x ({s})", self.replicas);
+        }
+        s
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Phase {
+    Pending,
+    Running,
+    /// Waiting out its restart backoff after a failure.
+    Restarting,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl Phase {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed | Phase::Cancelled)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Restarting => "Restarting",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+            Phase::Cancelled => "Cancelled",
+        }
+    }
+}
+
+/// One GPU slot of a placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuSlot {
+    pub gpu: u32,
+    pub milli: u32,
+    pub mem: u64,
+}
+
+/// One replica on one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    pub node: NodeId,
+    pub gpus: Vec<GpuSlot>,
+    pub cpu: u64,
+    pub mem: u64,
+    pub disk: u64,
+    /// Placed on a node of another pool that lends to the job's pool.
+    pub on_loan: bool,
+}
+
+/// A job and its live state.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    pub id: JobId,
+    pub spec: JobSpec,
+    pub project: Option<ProjectId>,
+    pub pool: Option<PoolId>,
+    pub phase: Phase,
+    pub submitted: u64,
+    /// When the job became Pending last (submission, preemption or requeue).
+    pub queued_since: u64,
+    pub started: Option<u64>,
+    pub finished: Option<u64>,
+    pub placements: Vec<Placement>,
+    /// Replicas wanted now (inference autoscaling changes it).
+    pub desired_replicas: u32,
+    pub restarts: u32,
+    pub restart_at: Option<u64>,
+    /// Admitted above the project's reserved quota (may be reclaimed).
+    pub borrowed: bool,
+    /// Total seconds spent Pending and Running so far.
+    pub wait_s: u64,
+    pub run_s: u64,
+    /// Seconds of work left (simulation); `None` runs until stopped.
+    pub remaining_s: Option<u64>,
+    /// Bumped whenever the job (re)starts, so stale completion timers can be ignored.
+    pub epoch: u32,
+    /// One-line reason while Pending; the final reason once terminal.
+    pub reason: String,
+    /// GPU memory actually in use per card as a fraction of the request, percent.
+    pub used_pct: u32,
+}
+
+impl Job {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+    /// Effective replica count placed right now.
+    pub fn running_replicas(&self) -> u32 {
+        self.placements.len() as u32
+    }
+    pub fn is_inference(&self) -> bool {
+        matches!(self.spec.kind, JobKind::Inference(_))
+    }
+    /// Resources held now, summed over replicas.
+    pub fn held(&self) -> Resources {
+        let mut r = Resources::default();
+        for p in &self.placements {
+            r.add(&placement_resources(p));
+        }
+        r
+    }
+}
+
+pub fn placement_resources(p: &Placement) -> Resources {
+    Resources {
+        gpu_milli: p.gpus.iter().map(|g| g.milli as u64).sum(),
+        gpu_mem: p.gpus.iter().map(|g| g.mem).sum(),
+        cpu_milli: p.cpu,
+        memory: p.mem,
+        disk: p.disk,
+    }
+}

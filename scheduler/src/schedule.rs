@@ -1,0 +1,862 @@
+//! The scheduling cycle: order the queue, admit by quota, place (gang, spread, pack),
+//! preempt, reclaim loans and backfill.
+//!
+//! One call to [`Cluster::schedule`] is one cycle at the cluster's current time. It is
+//! deterministic: the same state gives the same placements and the same events.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::event::Severity;
+use crate::fit::{fit, split, NodeReason};
+use crate::model::*;
+use crate::quantity::fmt_duration;
+
+/// The quota decision for a job, with the numbers behind it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct QuotaVerdict {
+    pub ok: bool,
+    /// Admitted above the project's reserved GPUs (borrowing idle quota).
+    pub borrowing: bool,
+    pub message: String,
+}
+
+/// What one cycle did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CycleReport {
+    /// Jobs that went from Pending to Running.
+    pub started: Vec<JobId>,
+    /// Running inference jobs that got more replicas.
+    pub scaled_up: Vec<JobId>,
+    /// Jobs evicted by preemption or reclaim.
+    pub preempted: Vec<JobId>,
+}
+
+/// EASY backfill: the first blocked job's reservation.
+#[derive(Clone, Debug)]
+pub(crate) struct Reservation {
+    pub job: JobId,
+    /// When it is expected to fit (None: not known, e.g. no runtime estimates).
+    pub until: Option<u64>,
+    pub nodes: Vec<NodeId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ShapeKey {
+    pool: Option<PoolId>,
+    count: u32,
+    mem: Option<u64>,
+    models: Vec<String>,
+    shared: bool,
+    milli: Option<u32>,
+    cpu: u64,
+    memory: u64,
+    disk: u64,
+    affinity: Affinity,
+    replicas: u32,
+    avoid: bool,
+}
+
+fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
+    let s = &j.spec;
+    ShapeKey {
+        pool: j.pool,
+        count: s.gpu.count,
+        mem: s.gpu.memory_per_card,
+        models: s.gpu.models.clone(),
+        shared: s.gpu.shared,
+        milli: s.gpu.milli,
+        cpu: s.cpu_milli,
+        memory: s.memory,
+        disk: s.disk,
+        affinity: s.affinity,
+        replicas,
+        avoid,
+    }
+}
+
+/// Adds a placement's usage to a node (shared by real allocation and what-if copies).
+pub(crate) fn node_add(node: &mut Node, job: JobId, p: &Placement) {
+    node.alloc_cpu += p.cpu;
+    node.alloc_mem += p.mem;
+    node.alloc_disk += p.disk;
+    for s in &p.gpus {
+        node.gpus[s.gpu as usize].allocs.push(GpuAlloc {
+            job,
+            milli: s.milli,
+            mem: s.mem,
+        });
+    }
+    if !node.jobs.contains(&job) {
+        node.jobs.push(job);
+    }
+}
+
+/// Removes everything `job` holds on `node` (a what-if copy), given its placements.
+pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
+    for p in job.placements.iter().filter(|p| p.node == node_id) {
+        node.alloc_cpu -= p.cpu;
+        node.alloc_mem -= p.mem;
+        node.alloc_disk -= p.disk;
+    }
+    for g in &mut node.gpus {
+        g.allocs.retain(|a| a.job != job.id);
+    }
+    node.jobs.retain(|&j| j != job.id);
+}
+
+impl Cluster {
+    /// Pools a job may be placed in: its own first, then pools that lend to it.
+    pub(crate) fn candidate_pools(&self, pool: Option<PoolId>) -> Vec<(PoolId, bool)> {
+        let Some(own) = pool else { return Vec::new() };
+        let mut v = vec![(own, false)];
+        for (i, p) in self.pools.iter().enumerate() {
+            if i as PoolId != own && p.lend_to.contains(&own) {
+                v.push((i as PoolId, true));
+            }
+        }
+        v
+    }
+
+    /// Capacity a pool's quotas are measured against: its own plus what lenders offer.
+    pub fn admission_capacity(&self, pool: PoolId) -> Resources {
+        let mut cap = self.pool_capacity(pool);
+        for (p, loan) in self.candidate_pools(Some(pool)) {
+            if loan {
+                cap.add(&self.pool_capacity(p));
+            }
+        }
+        cap
+    }
+
+    /// Quota admission for `replicas` more replicas of job `id`.
+    pub fn quota_verdict(&self, id: JobId, replicas: u32) -> QuotaVerdict {
+        let j = &self.jobs[id as usize];
+        let deny = |m: String| QuotaVerdict {
+            ok: false,
+            borrowing: false,
+            message: m,
+        };
+        let Some(pid) = j.project else {
+            return deny(format!(
+                "namespace `{}` is not a maar project (known: {})",
+                j.spec.project,
+                self.projects
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let Some(pool) = j.pool else {
+            return deny(format!(
+                "pool `{}` does not exist (pools: {})",
+                j.spec.pool,
+                self.pools
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let project = &self.projects[pid as usize];
+        let Some(q) = project.quotas.get(&pool) else {
+            return deny(format!(
+                "project {} has no quota in pool {}",
+                project.name, self.pools[pool as usize].name
+            ));
+        };
+        let req = j.spec.replica_request().scaled(replicas as u64);
+        let used = self.usage(pid, pool);
+        let cap = self.admission_capacity(pool);
+        let mut borrowing = false;
+        for d in Dim::ALL {
+            let r = req.get(d);
+            if r == 0 {
+                continue;
+            }
+            let new = used.get(d) + r;
+            let reserved = q.reserved.get(d);
+            if let Some(max) = q.max.get(d) {
+                if new > max {
+                    return deny(format!(
+                        "quota exceeded: project {} in pool {}: {} used {} + requested {} = {} > max {} (reserved {})",
+                        project.name,
+                        self.pools[pool as usize].name,
+                        d.name(),
+                        d.fmt(used.get(d)),
+                        d.fmt(r),
+                        d.fmt(new),
+                        d.fmt(max),
+                        d.fmt(reserved)
+                    ));
+                }
+            }
+            if new > reserved {
+                // Borrowing: others' reserved amounts are never lent.
+                let others: u64 = self
+                    .projects
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i as ProjectId != pid)
+                    .map(|(i, p)| {
+                        let u = self.usage(i as ProjectId, pool).get(d);
+                        let res = p.quotas.get(&pool).map(|q| q.reserved.get(d)).unwrap_or(0);
+                        u.max(res)
+                    })
+                    .sum();
+                if others + new.max(reserved) > cap.get(d) {
+                    return deny(format!(
+                        "no idle quota to borrow: pool {} has {} {}; other projects use or reserve {}, project {} would hold {} (reserved {})",
+                        self.pools[pool as usize].name,
+                        d.fmt(cap.get(d)),
+                        d.name(),
+                        d.fmt(others),
+                        project.name,
+                        d.fmt(new),
+                        d.fmt(reserved)
+                    ));
+                }
+                if d == Dim::Gpu {
+                    borrowing = true;
+                }
+            }
+        }
+        let gpu_used = used.gpu_milli + req.gpu_milli;
+        QuotaVerdict {
+            ok: true,
+            borrowing,
+            message: format!(
+                "quota ok: project {} in pool {} would use {} GPUs (reserved {}, max {}){}",
+                project.name,
+                self.pools[pool as usize].name,
+                Dim::Gpu.fmt(gpu_used),
+                Dim::Gpu.fmt(q.reserved.gpu_milli),
+                q.max
+                    .gpu_milli
+                    .map(|m| Dim::Gpu.fmt(m))
+                    .unwrap_or_else(|| "unlimited".into()),
+                if borrowing {
+                    ", borrowing idle quota"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    /// Effective priority: base priority plus one per `aging_s` seconds waited.
+    pub fn effective_priority(&self, j: &Job) -> i64 {
+        let waited = if j.phase == Phase::Pending {
+            self.now.saturating_sub(j.queued_since)
+        } else {
+            0
+        };
+        j.spec.priority as i64 + (waited / self.config.aging_s.max(1)) as i64
+    }
+
+    /// Dominant resource share per project (parts per million of the cluster).
+    pub(crate) fn drf_shares(&self) -> Vec<u64> {
+        let mut total = Resources::default();
+        for n in &self.nodes {
+            total.gpu_milli += n.sched_gpus().len() as u64 * GPU_MILLI as u64;
+            total.cpu_milli += n.cpu_milli;
+            total.memory += n.memory;
+        }
+        (0..self.projects.len())
+            .map(|p| {
+                let mut used = Resources::default();
+                for u in self.usage[p].values() {
+                    used.add(u);
+                }
+                [Dim::Gpu, Dim::Cpu, Dim::Memory]
+                    .iter()
+                    .map(|&d| {
+                        let t = total.get(d);
+                        if t == 0 {
+                            0
+                        } else {
+                            (used.get(d) as u128 * 1_000_000 / t as u128) as u64
+                        }
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// The queue in scheduling order: (job, replicas to place, is a scale-up).
+    /// Priority (with aging), then fair share (lower dominant share first), then age.
+    pub fn queue(&self) -> Vec<(JobId, u32, bool)> {
+        let shares = self.drf_shares();
+        let mut items: Vec<(Reverse<i64>, u64, u64, JobId, u32, bool)> = Vec::new();
+        for &id in &self.pending {
+            let j = &self.jobs[id as usize];
+            let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+            items.push((
+                Reverse(self.effective_priority(j)),
+                share,
+                j.submitted,
+                id,
+                j.desired_replicas.max(1),
+                false,
+            ));
+        }
+        for j in &self.jobs {
+            if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
+                let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+                items.push((
+                    Reverse(j.spec.priority as i64),
+                    share,
+                    j.submitted,
+                    j.id,
+                    j.desired_replicas - j.running_replicas(),
+                    true,
+                ));
+            }
+        }
+        items.sort_unstable();
+        items.into_iter().map(|i| (i.3, i.4, i.5)).collect()
+    }
+
+    /// Finds the best node for `mult` replicas of `spec` among `pools`, skipping
+    /// `exclude` (spread) and `avoid` (backfill reservation).
+    pub(crate) fn find_node(
+        &self,
+        spec: &JobSpec,
+        mult: u32,
+        pools: &[(PoolId, bool)],
+        exclude: &[NodeId],
+        avoid: &[NodeId],
+    ) -> Option<Placement> {
+        let skip = |n: NodeId| exclude.contains(&n) || avoid.contains(&n);
+        let try_node = |n: NodeId| -> Option<Placement> {
+            if skip(n) {
+                return None;
+            }
+            let node = &self.nodes[n as usize];
+            fit(node, n, self.overcommit_of(node), spec, mult).ok()
+        };
+        for &(pool, on_loan) in pools {
+            let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
+            let found = if spec.gpu.count == 0 {
+                // CPU-only: CPU nodes first, then GPU nodes with the fewest free cards.
+                self.index.range(all).find_map(|k| try_node(k.3))
+            } else if spec.gpu.shared {
+                // Pack slices onto already-used cards: best fit over the pool.
+                let mut best: Option<(u64, Placement)> = None;
+                for k in self.index.range(all).filter(|k| k.1 != 0) {
+                    if let Some(p) = try_node(k.3) {
+                        let node = &self.nodes[k.3 as usize];
+                        let left: u64 = p
+                            .gpus
+                            .iter()
+                            .map(|s| (node.gpus[s.gpu as usize].free_milli() - s.milli) as u64)
+                            .sum::<u64>()
+                            * 1000
+                            + k.2 as u64;
+                        if best.as_ref().is_none_or(|b| left < b.0) {
+                            let perfect = left == 0;
+                            best = Some((left, p));
+                            if perfect {
+                                break;
+                            }
+                        }
+                    }
+                }
+                best.map(|b| b.1)
+            } else {
+                let need = spec.gpu.count * mult;
+                let models: Vec<u16> = if spec.gpu.models.is_empty() {
+                    (1..self.models.len() as u16).collect()
+                } else {
+                    spec.gpu
+                        .models
+                        .iter()
+                        .filter_map(|m| self.model_id_of(m))
+                        .collect()
+                };
+                let mut best: Option<(u32, NodeId, Placement)> = None;
+                for mid in models {
+                    let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
+                    let hit = if spec.affinity == Affinity::Spread {
+                        self.index
+                            .range(range)
+                            .rev()
+                            .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                    } else {
+                        self.index
+                            .range(range)
+                            .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                    };
+                    if let Some((free, n, p)) = hit {
+                        let better = match &best {
+                            None => true,
+                            Some((bf, bn, _)) if spec.affinity == Affinity::Spread => {
+                                (Reverse(free), n) < (Reverse(*bf), *bn)
+                            }
+                            Some((bf, bn, _)) => (free, n) < (*bf, *bn),
+                        };
+                        if better {
+                            best = Some((free, n, p));
+                        }
+                    }
+                }
+                best.map(|b| b.2)
+            };
+            if let Some(mut p) = found {
+                p.on_loan = on_loan;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Places `replicas` replicas of a job, all or none. On success the placements are
+    /// committed; on failure nothing changes.
+    pub(crate) fn place_gang(
+        &mut self,
+        id: JobId,
+        replicas: u32,
+        avoid: &[NodeId],
+        gang: bool,
+    ) -> u32 {
+        let j = &self.jobs[id as usize];
+        let spec = j.spec.clone();
+        let pools = self.candidate_pools(j.pool);
+        if pools.is_empty() || replicas == 0 {
+            return 0;
+        }
+        if spec.affinity == Affinity::SameNode && replicas > 1 {
+            let on_node: Vec<NodeId> = Vec::new();
+            return match self.find_node(&spec, replicas, &pools, &on_node, avoid) {
+                Some(p) => {
+                    for r in split(p, replicas, spec.gpu.count) {
+                        self.allocate(id, r);
+                    }
+                    replicas
+                }
+                None => 0,
+            };
+        }
+        let before = self.jobs[id as usize].placements.len();
+        let mut placed = 0;
+        for _ in 0..replicas {
+            let exclude: Vec<NodeId> = if spec.affinity == Affinity::Spread {
+                self.jobs[id as usize]
+                    .placements
+                    .iter()
+                    .map(|p| p.node)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            match self.find_node(&spec, 1, &pools, &exclude, avoid) {
+                Some(p) => {
+                    self.allocate(id, p);
+                    placed += 1;
+                }
+                None => {
+                    if gang {
+                        while self.jobs[id as usize].placements.len() > before {
+                            let last = self.jobs[id as usize].placements.len() - 1;
+                            self.release_replica(id, last);
+                        }
+                        return 0;
+                    }
+                    break;
+                }
+            }
+        }
+        placed
+    }
+
+    /// Whether a running job `v` may be evicted for pending job `j` on node `n`.
+    fn evictable(&self, j: &Job, v: &Job, n: NodeId, within_reserved: bool) -> bool {
+        if v.id == j.id || v.phase != Phase::Running {
+            return false;
+        }
+        if v.spec.priority < j.spec.priority {
+            return true;
+        }
+        // Reclaim: borrowed quota in the same pool, or a loan on this pool's node.
+        let node_pool = self.nodes[n as usize].pool;
+        (within_reserved && v.borrowed && v.pool == j.pool)
+            || (node_pool == j.pool && v.placements.iter().any(|p| p.node == n && p.on_loan))
+    }
+
+    /// The smallest set of running jobs whose eviction lets `replicas` replicas of `id`
+    /// start: fewest victims, then lowest priority, then most recently started.
+    pub fn find_victims(
+        &self,
+        id: JobId,
+        replicas: u32,
+        within_reserved: bool,
+    ) -> Option<Vec<JobId>> {
+        self.find_victims_for(&self.jobs[id as usize], replicas, within_reserved)
+    }
+
+    /// As [`Cluster::find_victims`], for a job that may be a what-if copy.
+    pub fn find_victims_for(
+        &self,
+        j: &Job,
+        replicas: u32,
+        within_reserved: bool,
+    ) -> Option<Vec<JobId>> {
+        let id = j.id;
+        let spec = &j.spec;
+        let pools = self.candidate_pools(j.pool);
+        let (units, mult) = if spec.affinity == Affinity::SameNode {
+            (1, replicas)
+        } else {
+            (replicas, 1)
+        };
+        let mut overlay: BTreeMap<NodeId, Node> = BTreeMap::new();
+        let mut victims: Vec<JobId> = Vec::new();
+        let mut used_nodes: Vec<NodeId> = j.placements.iter().map(|p| p.node).collect();
+        for _ in 0..units {
+            type Best = ((usize, i32, Reverse<u64>), NodeId, Vec<JobId>, Placement);
+            let mut best: Option<Best> = None;
+            for &(pool, on_loan) in &pools {
+                for n in self.pool_nodes(pool) {
+                    if spec.affinity == Affinity::Spread && used_nodes.contains(&n) {
+                        continue;
+                    }
+                    let base = overlay.get(&n).unwrap_or(&self.nodes[n as usize]);
+                    let oc = self.overcommit_of(base);
+                    match fit(base, n, oc, spec, mult) {
+                        Ok(mut p) => {
+                            p.on_loan = on_loan;
+                            let key = (0, i32::MIN, Reverse(0));
+                            if best.as_ref().is_none_or(|b| key < b.0) {
+                                best = Some((key, n, Vec::new(), p));
+                            }
+                            continue;
+                        }
+                        Err(
+                            NodeReason::NotReady { .. }
+                            | NodeReason::Cordoned
+                            | NodeReason::NoGpuLabels { .. }
+                            | NodeReason::NoGpus
+                            | NodeReason::ModelNotAllowed { .. }
+                            | NodeReason::CardMemory { .. }
+                            | NodeReason::MigSlices { .. },
+                        ) => continue,
+                        Err(_) => {}
+                    }
+                    let mut cands: Vec<&Job> = base
+                        .jobs
+                        .iter()
+                        .map(|&v| &self.jobs[v as usize])
+                        .filter(|v| {
+                            !victims.contains(&v.id) && self.evictable(j, v, n, within_reserved)
+                        })
+                        .collect();
+                    if cands.is_empty() {
+                        continue;
+                    }
+                    cands.sort_by_key(|v| {
+                        (
+                            v.spec.priority,
+                            Reverse(v.started.unwrap_or(0)),
+                            Reverse(v.id),
+                        )
+                    });
+                    let mut trial = base.clone();
+                    let mut set: Vec<&Job> = Vec::new();
+                    let mut placed = None;
+                    for v in cands {
+                        node_remove(&mut trial, n, v);
+                        set.push(v);
+                        if let Ok(p) = fit(&trial, n, oc, spec, mult) {
+                            placed = Some(p);
+                            break;
+                        }
+                    }
+                    let Some(_) = placed else { continue };
+                    // Reprieve: give back victims not needed, highest priority first.
+                    let mut i = set.len();
+                    while i > 0 {
+                        i -= 1;
+                        let mut t = base.clone();
+                        for (k, v) in set.iter().enumerate() {
+                            if k != i {
+                                node_remove(&mut t, n, v);
+                            }
+                        }
+                        if fit(&t, n, oc, spec, mult).is_ok() && set.len() > 1 {
+                            set.remove(i);
+                        }
+                    }
+                    let mut t = base.clone();
+                    for v in &set {
+                        node_remove(&mut t, n, v);
+                    }
+                    let Ok(mut p) = fit(&t, n, oc, spec, mult) else {
+                        continue;
+                    };
+                    p.on_loan = on_loan;
+                    let key = (
+                        set.len(),
+                        set.iter()
+                            .map(|v| v.spec.priority)
+                            .max()
+                            .unwrap_or(i32::MIN),
+                        Reverse(
+                            set.iter()
+                                .map(|v| v.started.unwrap_or(0))
+                                .max()
+                                .unwrap_or(0),
+                        ),
+                    );
+                    if best.as_ref().is_none_or(|b| key < b.0) {
+                        best = Some((key, n, set.iter().map(|v| v.id).collect(), p));
+                    }
+                }
+            }
+            let (_, n, set, p) = best?;
+            for &v in &set {
+                for q in &self.jobs[v as usize].placements {
+                    let node = overlay
+                        .entry(q.node)
+                        .or_insert_with(|| self.nodes[q.node as usize].clone());
+                    node_remove(node, q.node, &self.jobs[v as usize]);
+                }
+                victims.push(v);
+            }
+            let node = overlay
+                .entry(n)
+                .or_insert_with(|| self.nodes[n as usize].clone());
+            node_add(node, id, &p);
+            used_nodes.push(n);
+        }
+        if victims.is_empty() {
+            None
+        } else {
+            Some(victims)
+        }
+    }
+
+    /// Estimated end of a running job (start + estimate), if it has an estimate.
+    pub fn expected_end(&self, v: &Job) -> Option<u64> {
+        match (v.started, v.remaining_s) {
+            (Some(s), Some(r)) => Some(s + r),
+            _ => None,
+        }
+    }
+
+    /// Backfill reservation for a blocked job: the node(s) where it will fit soonest as
+    /// running jobs end.
+    pub(crate) fn reserve(&self, id: JobId, replicas: u32) -> Option<Reservation> {
+        let j = &self.jobs[id as usize];
+        let spec = &j.spec;
+        let (units, mult) = if spec.affinity == Affinity::SameNode || replicas == 1 {
+            (1usize, replicas)
+        } else {
+            (replicas as usize, 1)
+        };
+        let mut found: Vec<(u64, NodeId)> = Vec::new();
+        for (pool, _) in self.candidate_pools(j.pool) {
+            for n in self.pool_nodes(pool) {
+                let node = &self.nodes[n as usize];
+                let oc = self.overcommit_of(node);
+                let mut running: Vec<&Job> =
+                    node.jobs.iter().map(|&v| &self.jobs[v as usize]).collect();
+                running.sort_by_key(|v| (self.expected_end(v).unwrap_or(u64::MAX), v.id));
+                let mut trial = node.clone();
+                for v in running {
+                    node_remove(&mut trial, n, v);
+                    if fit(&trial, n, oc, spec, mult).is_ok() {
+                        found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
+                        break;
+                    }
+                }
+            }
+        }
+        found.sort_unstable();
+        if found.is_empty() {
+            return None;
+        }
+        let until = found
+            .get(units - 1)
+            .or(found.last())
+            .map(|f| f.0)
+            .filter(|&t| t != u64::MAX);
+        Some(Reservation {
+            job: id,
+            until,
+            nodes: found.iter().take(units).map(|f| f.1).collect(),
+        })
+    }
+
+    fn placement_summary(&self, id: JobId, from: usize) -> String {
+        let j = &self.jobs[id as usize];
+        let parts: Vec<String> = j.placements[from..]
+            .iter()
+            .map(|p| {
+                let n = &self.nodes[p.node as usize];
+                let mut s = n.name.clone();
+                if !p.gpus.is_empty() {
+                    let g: Vec<String> = p.gpus.iter().map(|g| g.gpu.to_string()).collect();
+                    s.push_str(&format!(" GPU {}", g.join(",")));
+                }
+                if p.on_loan {
+                    s.push_str(&format!(" (on loan from {})", self.pool_name(n.pool)));
+                }
+                s
+            })
+            .collect();
+        parts.join("; ")
+    }
+
+    /// Runs one scheduling cycle at the current time.
+    pub fn schedule(&mut self) -> CycleReport {
+        let mut report = CycleReport::default();
+        self.restart_due();
+        let queue = self.queue();
+        let mut failed: HashMap<ShapeKey, String> = HashMap::new();
+        let mut reservation: Option<Reservation> = None;
+        let mut strict_block: Option<JobId> = None;
+        for (id, replicas, scale_up) in queue {
+            if let Some(b) = strict_block {
+                let msg = format!("waiting behind {} (backfill is off)", self.job_ref(b));
+                self.jobs[id as usize].reason = msg;
+                continue;
+            }
+            let verdict = self.quota_verdict(id, replicas);
+            if !verdict.ok {
+                if !scale_up {
+                    self.jobs[id as usize].reason = verdict.message;
+                }
+                continue;
+            }
+            let fits_before =
+                |c: &Cluster, r: &Reservation| match (r.until, c.jobs[id as usize].remaining_s) {
+                    (Some(t), Some(rt)) => c.now + rt <= t,
+                    _ => false,
+                };
+            let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
+            let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
+            if let Some(r) = failed.get(&key) {
+                if !scale_up {
+                    self.jobs[id as usize].reason = r.clone();
+                }
+                continue;
+            }
+            let avoid: Vec<NodeId> = if use_avoid {
+                reservation
+                    .as_ref()
+                    .map(|r| r.nodes.clone())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let before = self.jobs[id as usize].placements.len();
+            let gang = !scale_up;
+            let mut placed = self.place_gang(id, replicas, &avoid, gang);
+            if placed == 0 && self.config.preemption {
+                if let Some(victims) =
+                    self.find_victims(id, if scale_up { 1 } else { replicas }, !verdict.borrowing)
+                {
+                    let me = self.job_ref(id);
+                    let prio = priority_name(self.jobs[id as usize].spec.priority);
+                    for &v in &victims {
+                        let reclaim = self.jobs[v as usize].spec.priority
+                            >= self.jobs[id as usize].spec.priority;
+                        let (reason, msg) = if reclaim {
+                            (
+                                "Reclaimed",
+                                format!("evicted to return borrowed capacity to {me}"),
+                            )
+                        } else {
+                            ("Preempted", format!("preempted by {me} (priority {prio})"))
+                        };
+                        self.evict(v, reason, msg);
+                        report.preempted.push(v);
+                    }
+                    let names: Vec<String> = victims.iter().map(|&v| self.job_ref(v)).collect();
+                    self.emit(
+                        Severity::Warning,
+                        "Preempting",
+                        me,
+                        format!("evicting {} to make room", names.join(", ")),
+                    );
+                    failed.clear();
+                    placed = self.place_gang(id, if scale_up { 1 } else { replicas }, &[], gang);
+                }
+            }
+            if placed > 0 {
+                let summary = self.placement_summary(id, before);
+                if scale_up {
+                    let n = self.jobs[id as usize].running_replicas();
+                    self.emit(
+                        Severity::Normal,
+                        "ScaledUp",
+                        self.job_ref(id),
+                        format!("now {n} replicas: added {summary}"),
+                    );
+                    report.scaled_up.push(id);
+                } else {
+                    self.set_phase(id, Phase::Running);
+                    let j = &mut self.jobs[id as usize];
+                    j.borrowed = verdict.borrowing;
+                    j.reason.clear();
+                    let wait = self.wait_s(&self.jobs[id as usize]);
+                    self.emit(
+                        Severity::Normal,
+                        "Scheduled",
+                        self.job_ref(id),
+                        format!(
+                            "placed on {summary} after {}{}",
+                            fmt_duration(wait),
+                            if verdict.borrowing {
+                                " (borrowing quota)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                    report.started.push(id);
+                }
+                continue;
+            }
+            // Could not place. Say why, and hold a reservation for the first such job.
+            let reason = if use_avoid && self.would_fit(id, replicas) {
+                let r = reservation
+                    .as_ref()
+                    .map(|r| self.job_ref(r.job))
+                    .unwrap_or_default();
+                format!("fits now, but would delay {r} (backfill: its estimated runtime ends after that job's reserved start)")
+            } else {
+                self.headline(id, if scale_up { 1 } else { replicas })
+            };
+            failed.insert(key, reason.clone());
+            if !scale_up {
+                self.jobs[id as usize].reason = reason;
+                if reservation.is_none() {
+                    if self.config.backfill {
+                        reservation = self.reserve(id, replicas);
+                    } else {
+                        strict_block = Some(id);
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    /// Whether the job would fit right now, ignoring backfill reservations.
+    fn would_fit(&self, id: JobId, replicas: u32) -> bool {
+        let j = &self.jobs[id as usize];
+        let pools = self.candidate_pools(j.pool);
+        let mult = if j.spec.affinity == Affinity::SameNode {
+            replicas
+        } else {
+            1
+        };
+        self.find_node(&j.spec, mult, &pools, &[], &[]).is_some()
+    }
+}

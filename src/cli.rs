@@ -1,0 +1,309 @@
+//! The command line: `maar sim`, `explain`, `submit --dry-run`, `get`.
+//!
+//! Exit codes: 0 success; 1 the answer is "no" (a dry-run job cannot run now);
+//! 2 bad input or usage (the message names the file, line and field).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use maar_scheduler::quantity::parse_duration_s;
+use maar_scheduler::{Phase, Sim};
+
+use crate::load::{load_manifest, load_scenario, InputError};
+use crate::output::*;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "maar",
+    version,
+    about = "Operations console and scheduler for heterogeneous GPU clusters"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+}
+
+fn duration(s: &str) -> Result<u64, String> {
+    parse_duration_s(s).map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScenarioArgs {
+    /// Scenario file (docs/scenario.md); the built-in demo/lab.yaml when absent.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Seed for the scenario's randomness (overrides the file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SimOutput {
+    Table,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TextOrJson {
+    Text,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum GetOutput {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Resource {
+    Nodes,
+    Gpus,
+    Jobs,
+    Quotas,
+    Events,
+    Costs,
+    Metrics,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run a scenario headless at full speed and print the final state.
+    Sim {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Simulated time to run, e.g. 90s, 30m, 24h.
+        #[arg(long, value_parser = duration, default_value = "1h")]
+        until: u64,
+        #[arg(long, value_enum, default_value_t = SimOutput::Table)]
+        output: SimOutput,
+    },
+    /// Explain why a job is (not) running at a moment of a scenario.
+    Explain {
+        /// Job name, or project/name.
+        job: String,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Simulated time at which to explain.
+        #[arg(long, value_parser = duration, default_value = "0s")]
+        at: u64,
+        #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
+        output: TextOrJson,
+    },
+    /// Validate a job manifest and say where it would run now, or why it cannot.
+    Submit {
+        /// TrainJob or InferenceService YAML.
+        #[arg(short = 'f', long = "file", value_name = "JOB.yaml")]
+        file: PathBuf,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, value_parser = duration, default_value = "0s")]
+        at: u64,
+        /// Only validate and place on a copy; required until a live backend is attached.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
+        output: TextOrJson,
+    },
+    /// List nodes, GPUs, jobs, quotas, events, costs or metrics at a moment of a scenario.
+    Get {
+        #[arg(value_enum)]
+        resource: Resource,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        #[arg(long, value_parser = duration, default_value = "0s")]
+        at: u64,
+        #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
+        output: GetOutput,
+    },
+}
+
+/// A failure with its exit code.
+#[derive(Debug)]
+pub enum Failure {
+    Input(InputError),
+    Usage(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Input(e) => write!(f, "{e}"),
+            Failure::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<InputError> for Failure {
+    fn from(e: InputError) -> Self {
+        Failure::Input(e)
+    }
+}
+
+fn sim_at(args: &ScenarioArgs, at: u64) -> Result<(Sim, String), Failure> {
+    let sc = load_scenario(args.scenario.as_deref())?;
+    let name = sc.name.clone();
+    let mut sim = Sim::new(sc, args.seed).map_err(|e| Failure::Usage(e.to_string()))?;
+    sim.run_until(at);
+    Ok((sim, name))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("state serialises to JSON");
+    s.push('\n');
+    s
+}
+
+fn yaml<T: serde::Serialize>(v: &T) -> String {
+    serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render YAML: {e}\n"))
+}
+
+/// Runs a command, writing to `out`. Returns the exit code.
+pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
+    let mut w = |s: String| {
+        let _ = out.write_all(s.as_bytes());
+    };
+    match cmd {
+        Cmd::Sim {
+            scenario,
+            until,
+            output,
+        } => {
+            let (sim, name) = sim_at(&scenario, until)?;
+            let snap = sim.cluster.snapshot();
+            match output {
+                SimOutput::Json => w(json(&SimReport::new(&name, sim.seed, &snap))),
+                SimOutput::Table => {
+                    w(format!(
+                        "scenario {name}, seed {}, at {}\n\n",
+                        sim.seed,
+                        maar_scheduler::quantity::fmt_duration(until)
+                    ));
+                    w(metrics_text(&snap.metrics));
+                    w("\nJOBS\n".into());
+                    let active: Vec<_> = snap
+                        .jobs
+                        .iter()
+                        .filter(|j| {
+                            j.phase == "Pending" || j.phase == "Running" || j.phase == "Restarting"
+                        })
+                        .cloned()
+                        .collect();
+                    w(jobs_table(&active, false));
+                    w("\nQUOTAS\n".into());
+                    w(quotas_table(&snap.quotas, false));
+                    w("\nCOST\n".into());
+                    w(costs_table(&snap.costs));
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Explain {
+            job,
+            scenario,
+            at,
+            output,
+        } => {
+            let (sim, _) = sim_at(&scenario, at)?;
+            let id = sim.cluster.job_id(&job).map_err(|e| {
+                Failure::Usage(format!(
+                    "{e} at {} in this scenario",
+                    maar_scheduler::quantity::fmt_duration(at)
+                ))
+            })?;
+            let ex = sim.cluster.explain(id);
+            match output {
+                TextOrJson::Json => w(json(&ex)),
+                TextOrJson::Text => w(ex.to_string()),
+            }
+            Ok(0)
+        }
+        Cmd::Submit {
+            file,
+            scenario,
+            at,
+            dry_run,
+            output,
+        } => {
+            let spec = load_manifest(&file)?;
+            if !dry_run {
+                return Err(Failure::Usage(
+                    "submit needs --dry-run: no live backend is attached to the command line; submit from the console to run it".into(),
+                ));
+            }
+            let (mut sim, _) = sim_at(&scenario, at)?;
+            let id = sim
+                .submit(spec, None)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))?;
+            let ex = sim.cluster.explain(id);
+            let running = sim.cluster.jobs[id as usize].phase == Phase::Running;
+            match output {
+                TextOrJson::Json => w(json(&ex)),
+                TextOrJson::Text => {
+                    if running {
+                        w(format!(
+                            "{}: valid; would run now on {}\n",
+                            file.display(),
+                            ex.placement.join("; ")
+                        ));
+                    } else {
+                        w(format!("{}: valid, but cannot run now\n", file.display()));
+                        w(ex.to_string());
+                    }
+                }
+            }
+            Ok(if running { 0 } else { 1 })
+        }
+        Cmd::Get {
+            resource,
+            scenario,
+            at,
+            output,
+        } => {
+            let (sim, _) = sim_at(&scenario, at)?;
+            let snap = sim.cluster.snapshot();
+            let wide = output == GetOutput::Wide;
+            let text = match (resource, output) {
+                (Resource::Nodes, GetOutput::Json) => json(&snap.nodes),
+                (Resource::Nodes, GetOutput::Yaml) => yaml(&snap.nodes),
+                (Resource::Nodes, _) => nodes_table(&snap.nodes, wide),
+                (Resource::Gpus, GetOutput::Json) => json(
+                    &snap
+                        .nodes
+                        .iter()
+                        .map(|n| (&n.name, &n.gpus))
+                        .collect::<Vec<_>>(),
+                ),
+                (Resource::Gpus, GetOutput::Yaml) => yaml(
+                    &snap
+                        .nodes
+                        .iter()
+                        .map(|n| (&n.name, &n.gpus))
+                        .collect::<Vec<_>>(),
+                ),
+                (Resource::Gpus, _) => gpus_table(&snap.nodes, wide),
+                (Resource::Jobs, GetOutput::Json) => json(&snap.jobs),
+                (Resource::Jobs, GetOutput::Yaml) => yaml(&snap.jobs),
+                (Resource::Jobs, _) => jobs_table(&snap.jobs, wide),
+                (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
+                (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
+                (Resource::Quotas, _) => quotas_table(&snap.quotas, wide),
+                (Resource::Events, GetOutput::Json) => json(&snap.events),
+                (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),
+                (Resource::Events, _) => events_table(&snap.events),
+                (Resource::Costs, GetOutput::Json) => json(&snap.costs),
+                (Resource::Costs, GetOutput::Yaml) => yaml(&snap.costs),
+                (Resource::Costs, _) => costs_table(&snap.costs),
+                (Resource::Metrics, GetOutput::Json) => json(&snap.metrics),
+                (Resource::Metrics, GetOutput::Yaml) => yaml(&snap.metrics),
+                (Resource::Metrics, _) => metrics_text(&snap.metrics),
+            };
+            w(text);
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! # maar
+//!
+//! The maar application: the command line, file loading and output. The scheduling
+//! itself lives in the `maar-scheduler` crate; this crate feeds it and prints it.
+
+pub mod cli;
+pub mod load;
+pub mod output;

@@ -1,0 +1,311 @@
+//! Printing state for people (tables) and programs (JSON, YAML).
+
+use comfy_table::{presets, Cell, ContentArrangement, Table};
+use serde::Serialize;
+
+use maar_scheduler::metrics::{Costs, JobView, Metrics, NodeView, QuotaView, Snapshot};
+use maar_scheduler::model::{Dim, Limits, Resources};
+use maar_scheduler::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
+use maar_scheduler::Event;
+
+/// `maar sim --output json`: the final state of a run. Fields are documented in
+/// `docs/sim-json.md`.
+#[derive(Serialize)]
+pub struct SimReport<'a> {
+    pub scenario: &'a str,
+    pub seed: u64,
+    pub time_s: u64,
+    pub jobs: &'a [JobView],
+    pub nodes: &'a [NodeView],
+    pub quotas: &'a [QuotaView],
+    pub quota_requests: &'a [maar_scheduler::metrics::QuotaRequestView],
+    pub metrics: &'a Metrics,
+    pub costs: &'a Costs,
+    pub events: &'a [Event],
+}
+
+impl<'a> SimReport<'a> {
+    pub fn new(scenario: &'a str, seed: u64, s: &'a Snapshot) -> Self {
+        SimReport {
+            scenario,
+            seed,
+            time_s: s.time_s,
+            jobs: &s.jobs,
+            nodes: &s.nodes,
+            quotas: &s.quotas,
+            quota_requests: &s.quota_requests,
+            metrics: &s.metrics,
+            costs: &s.costs,
+            events: &s.events,
+        }
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.iter().map(|h| Cell::new(h)));
+    t
+}
+
+fn render(t: Table) -> String {
+    // comfy-table pads the left of each line with one space in this preset.
+    let s = t.to_string();
+    let mut out: String = s
+        .lines()
+        .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
+pub fn gpus(milli: u64) -> String {
+    Dim::Gpu.fmt(milli)
+}
+
+pub fn jobs_table(jobs: &[JobView], wide: bool) -> String {
+    let mut h = vec![
+        "NAMESPACE",
+        "NAME",
+        "PHASE",
+        "PRIORITY",
+        "POOL",
+        "REQUEST",
+        "WAIT",
+        "RUN",
+    ];
+    if wide {
+        h.extend(["RESTARTS", "PLACEMENT"]);
+    }
+    h.push("REASON");
+    let mut t = table(&h);
+    for j in jobs {
+        let mut row = vec![
+            j.project.clone(),
+            j.name.clone(),
+            j.phase.clone(),
+            j.priority.clone(),
+            j.pool.clone(),
+            j.request.clone(),
+            fmt_duration(j.wait_s),
+            fmt_duration(j.run_s),
+        ];
+        if wide {
+            row.push(j.restarts.to_string());
+            row.push(if j.placement.is_empty() {
+                "-".into()
+            } else {
+                j.placement.join(" ")
+            });
+        }
+        row.push(j.reasons.first().cloned().unwrap_or_default());
+        t.add_row(row);
+    }
+    render(t)
+}
+
+pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
+    let mut h = vec![
+        "NAME", "POOL", "ROLE", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "DISK",
+    ];
+    if wide {
+        h.push("LABELLED");
+    }
+    let mut t = table(&h);
+    for n in nodes {
+        let status = if n.cordoned {
+            format!("{},SchedulingDisabled", n.condition)
+        } else {
+            n.condition.clone()
+        };
+        let model = n
+            .gpus
+            .first()
+            .map(|g| g.model.clone())
+            .unwrap_or_else(|| "-".into());
+        let mut row = vec![
+            n.name.clone(),
+            n.pool.clone(),
+            n.role.clone(),
+            status,
+            format!("{}/{}", n.gpus_used, n.gpus_total),
+            model,
+            format!("{}/{}", fmt_cpu(n.cpu_allocated), fmt_cpu(n.cpu_milli)),
+            format!("{}/{}", fmt_bytes(n.memory_allocated), fmt_bytes(n.memory)),
+            format!(
+                "{}%",
+                if n.disk > 0 {
+                    n.disk_used * 100 / n.disk
+                } else {
+                    0
+                }
+            ),
+        ];
+        if wide {
+            row.push(if n.gpu_labelled { "yes" } else { "no" }.into());
+        }
+        t.add_row(row);
+    }
+    render(t)
+}
+
+pub fn gpus_table(nodes: &[NodeView], wide: bool) -> String {
+    let mut h = vec![
+        "NODE", "GPU", "MODEL", "MEMORY", "UTIL", "HEALTH", "CORDONED", "HOLDERS",
+    ];
+    if wide {
+        h.push("MIG");
+    }
+    let mut t = table(&h);
+    for n in nodes {
+        for g in &n.gpus {
+            let mut row = vec![
+                n.name.clone(),
+                g.index.to_string(),
+                g.model.clone(),
+                format!("{}/{}", fmt_bytes(g.mem_allocated), fmt_bytes(g.memory)),
+                format!("{}%", g.util_pct),
+                g.health.clone(),
+                if g.cordoned { "yes" } else { "no" }.into(),
+                if g.holders.is_empty() {
+                    "-".into()
+                } else {
+                    g.holders.join(",")
+                },
+            ];
+            if wide {
+                row.push(if g.mig { "yes" } else { "no" }.into());
+            }
+            t.add_row(row);
+        }
+    }
+    render(t)
+}
+
+fn limit(v: Option<u64>, d: Dim) -> String {
+    v.map(|x| d.fmt(x)).unwrap_or_else(|| "-".into())
+}
+
+pub fn quotas_table(q: &[QuotaView], wide: bool) -> String {
+    let mut h = vec![
+        "PROJECT",
+        "DEPARTMENT",
+        "POOL",
+        "GPU USED",
+        "RESERVED",
+        "MAX",
+    ];
+    if wide {
+        h.extend(["CPU USED/MAX", "MEMORY USED/MAX"]);
+    }
+    let mut t = table(&h);
+    for v in q {
+        let mut row = vec![
+            v.project.clone(),
+            v.department.clone(),
+            v.pool.clone(),
+            gpus(v.used.gpu_milli),
+            gpus(v.reserved.gpu_milli),
+            limit(v.max.gpu_milli, Dim::Gpu),
+        ];
+        if wide {
+            row.push(format!(
+                "{}/{}",
+                fmt_cpu(v.used.cpu_milli),
+                limit(v.max.cpu_milli, Dim::Cpu)
+            ));
+            row.push(format!(
+                "{}/{}",
+                fmt_bytes(v.used.memory),
+                limit(v.max.memory, Dim::Memory)
+            ));
+        }
+        t.add_row(row);
+    }
+    render(t)
+}
+
+pub fn events_table(events: &[Event]) -> String {
+    let mut t = table(&["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
+    for e in events {
+        t.add_row(vec![
+            fmt_duration(e.time),
+            e.severity.name().into(),
+            e.reason.into(),
+            e.object.clone(),
+            e.message.clone(),
+        ]);
+    }
+    render(t)
+}
+
+pub fn costs_table(c: &Costs) -> String {
+    let mut t = table(&["PROJECT", "DEPARTMENT", "GPU-HOURS", "COST"]);
+    for p in &c.projects {
+        t.add_row(vec![
+            p.project.clone(),
+            p.department.clone(),
+            format!("{:.1}", p.gpu_hours),
+            format!("{:.2}", p.cost),
+        ]);
+    }
+    for d in &c.departments {
+        t.add_row(vec![
+            "(department)".into(),
+            d.department.clone(),
+            format!("{:.1}", d.gpu_hours),
+            format!("{:.2}", d.cost),
+        ]);
+    }
+    let mut s = render(t);
+    s.push_str(&format!("total: {:.2}\n", c.total));
+    s
+}
+
+fn res(r: &Resources) -> String {
+    format!(
+        "{} GPUs, {} CPU, {} memory, {} disk",
+        gpus(r.gpu_milli),
+        fmt_cpu(r.cpu_milli),
+        fmt_bytes(r.memory),
+        fmt_bytes(r.disk)
+    )
+}
+
+pub fn metrics_text(m: &Metrics) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("time:        {}\n", fmt_duration(m.time_s)));
+    s.push_str(&format!("total:       {}\n", res(&m.total)));
+    s.push_str(&format!("allocated:   {}\n", res(&m.allocated)));
+    s.push_str(&format!("idle:        {}\n", res(&m.idle)));
+    for g in &m.by_model {
+        s.push_str(&format!(
+            "  {:<10} {:>3} GPUs, {:>5.1} allocated, {:>5.1} idle, {} unhealthy, {} cordoned\n",
+            g.model, g.total, g.allocated, g.idle, g.unhealthy, g.cordoned
+        ));
+    }
+    s.push_str(&format!(
+        "fragmented:  {:.1} idle GPUs no queued job shape can use ({:.1}% of idle)\n",
+        m.fragmented_gpus, m.fragmentation_pct
+    ));
+    let j = &m.jobs;
+    s.push_str(&format!(
+        "jobs:        {} pending, {} running, {} restarting, {} succeeded, {} failed, {} cancelled\n",
+        j.pending, j.running, j.restarting, j.succeeded, j.failed, j.cancelled
+    ));
+    s.push_str(&format!(
+        "waits:       mean {}, max {}; {} preemptions, {} OOM kills, {} restarts\n",
+        fmt_duration(m.mean_wait_s as u64),
+        fmt_duration(m.max_wait_s),
+        m.preemptions,
+        m.oom_kills,
+        m.restarts
+    ));
+    s
+}
+
+pub fn limits_debug(l: &Limits) -> String {
+    format!("{l:?}")
+}
