@@ -768,7 +768,7 @@ impl Cluster {
         let n = &mut self.nodes[node as usize];
         n.disk_external = bytes.min(n.disk);
         let pct = if n.disk > 0 {
-            n.disk_used() * 100 / n.disk
+            (n.disk_used() as u128 * 100).div_ceil(n.disk as u128) as u64
         } else {
             0
         };

@@ -147,10 +147,19 @@ impl Cluster {
             }
         }
         let mut gang = None;
-        if replicas > 1 && !same && ok < replicas as usize {
+        let hard_spread = j.spec.affinity == Affinity::Spread && !j.is_inference();
+        if j.phase == Phase::Running && ok == 0 {
+            gang = Some(format!(
+                "scale-up: {replicas} more replica(s) wanted, no node can take one now"
+            ));
+        } else if j.phase == Phase::Pending
+            && replicas > 1
+            && !same
+            && (ok < replicas as usize && hard_spread || ok == 0)
+        {
             gang = Some(format!(
                 "gang: all {replicas} replicas must start together{}, but only {ok} node(s) can take one now",
-                if j.spec.affinity == Affinity::Spread { " on distinct nodes" } else { "" }
+                if hard_spread { " on distinct nodes" } else { "" }
             ));
         }
         (summary, hist, frag, gang, ok)

@@ -196,21 +196,21 @@ impl Cluster {
                 }
             }
             if new > reserved {
-                // Borrowing: others' reserved amounts are never lent.
+                // Borrowing above the reserved amount may use the pool's unreserved
+                // capacity only: other projects' reserved amounts are never lent, used
+                // or not. Who physically holds the cards is settled by placement,
+                // preemption and reclaim, not here. A request larger than the whole pool
+                // is left to the node filter, which names the real shortage.
                 let others: u64 = self
                     .projects
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| *i as ProjectId != pid)
-                    .map(|(i, p)| {
-                        let u = self.usage(i as ProjectId, pool).get(d);
-                        let res = p.quotas.get(&pool).map(|q| q.reserved.get(d)).unwrap_or(0);
-                        u.max(res)
-                    })
+                    .map(|(_, p)| p.quotas.get(&pool).map(|q| q.reserved.get(d)).unwrap_or(0))
                     .sum();
-                if others + new.max(reserved) > cap.get(d) {
+                if new <= cap.get(d) && others + new > cap.get(d) {
                     return deny(format!(
-                        "no idle quota to borrow: pool {} has {} {}; other projects use or reserve {}, project {} would hold {} (reserved {})",
+                        "no idle quota to borrow: pool {} has {} {}, {} of it reserved by other projects; project {} would hold {} (reserved {})",
                         self.pools[pool as usize].name,
                         d.fmt(cap.get(d)),
                         d.name(),
@@ -454,7 +454,19 @@ impl Cluster {
             } else {
                 Vec::new()
             };
-            match self.find_node(&spec, 1, &pools, &exclude, avoid) {
+            // Serving replicas prefer distinct nodes but may share one; a TrainJob's
+            // explicit spread is a hard rule.
+            let soft = matches!(spec.kind, JobKind::Inference(_));
+            let found = self
+                .find_node(&spec, 1, &pools, &exclude, avoid)
+                .or_else(|| {
+                    if soft && !exclude.is_empty() {
+                        self.find_node(&spec, 1, &pools, &[], avoid)
+                    } else {
+                        None
+                    }
+                });
+            match found {
                 Some(p) => {
                     self.allocate(id, p);
                     placed += 1;
@@ -479,13 +491,18 @@ impl Cluster {
         if v.id == j.id || v.phase != Phase::Running {
             return false;
         }
+        let node_pool = self.nodes[n as usize].pool;
+        let v_on_loan_here = v.placements.iter().any(|p| p.node == n && p.on_loan);
+        // A borrower on a lent node never evicts the lender's own work.
+        if node_pool != j.pool && !v_on_loan_here {
+            return false;
+        }
         if v.spec.priority < j.spec.priority {
             return true;
         }
         // Reclaim: borrowed quota in the same pool, or a loan on this pool's node.
-        let node_pool = self.nodes[n as usize].pool;
         (within_reserved && v.borrowed && v.pool == j.pool)
-            || (node_pool == j.pool && v.placements.iter().any(|p| p.node == n && p.on_loan))
+            || (node_pool == j.pool && v_on_loan_here)
     }
 
     /// The smallest set of running jobs whose eviction lets `replicas` replicas of `id`
@@ -522,7 +539,10 @@ impl Cluster {
             let mut best: Option<Best> = None;
             for &(pool, on_loan) in &pools {
                 for n in self.pool_nodes(pool) {
-                    if spec.affinity == Affinity::Spread && used_nodes.contains(&n) {
+                    if spec.affinity == Affinity::Spread
+                        && !j.is_inference()
+                        && used_nodes.contains(&n)
+                    {
                         continue;
                     }
                     let base = overlay.get(&n).unwrap_or(&self.nodes[n as usize]);
@@ -565,6 +585,16 @@ impl Cluster {
                             Reverse(v.id),
                         )
                     });
+                    // One victim is the fewest: take the first (lowest priority, most
+                    // recently started) that frees enough on its own.
+                    let single = cands.iter().find(|v| {
+                        let mut t = base.clone();
+                        node_remove(&mut t, n, v);
+                        fit(&t, n, oc, spec, mult).is_ok()
+                    });
+                    if let Some(v) = single {
+                        cands = vec![*v];
+                    }
                     let mut trial = base.clone();
                     let mut set: Vec<&Job> = Vec::new();
                     let mut placed = None;
@@ -721,6 +751,20 @@ impl Cluster {
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         for (id, replicas, scale_up) in queue {
+            // Evictions earlier in this cycle may have changed the job.
+            let phase = self.jobs[id as usize].phase;
+            if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
+                continue;
+            }
+            let replicas = if scale_up {
+                let j = &self.jobs[id as usize];
+                j.desired_replicas.saturating_sub(j.running_replicas())
+            } else {
+                replicas
+            };
+            if replicas == 0 {
+                continue;
+            }
             if let Some(b) = strict_block {
                 let msg = format!("waiting behind {} (backfill is off)", self.job_ref(b));
                 self.jobs[id as usize].reason = msg;
@@ -757,36 +801,20 @@ impl Cluster {
             let before = self.jobs[id as usize].placements.len();
             let gang = !scale_up;
             let mut placed = self.place_gang(id, replicas, &avoid, gang);
-            if placed == 0 && self.config.preemption {
-                if let Some(victims) =
-                    self.find_victims(id, if scale_up { 1 } else { replicas }, !verdict.borrowing)
-                {
-                    let me = self.job_ref(id);
-                    let prio = priority_name(self.jobs[id as usize].spec.priority);
-                    for &v in &victims {
-                        let reclaim = self.jobs[v as usize].spec.priority
-                            >= self.jobs[id as usize].spec.priority;
-                        let (reason, msg) = if reclaim {
-                            (
-                                "Reclaimed",
-                                format!("evicted to return borrowed capacity to {me}"),
-                            )
-                        } else {
-                            ("Preempted", format!("preempted by {me} (priority {prio})"))
-                        };
-                        self.evict(v, reason, msg);
-                        report.preempted.push(v);
-                    }
-                    let names: Vec<String> = victims.iter().map(|&v| self.job_ref(v)).collect();
-                    self.emit(
-                        Severity::Warning,
-                        "Preempting",
-                        me,
-                        format!("evicting {} to make room", names.join(", ")),
-                    );
-                    failed.clear();
-                    placed = self.place_gang(id, if scale_up { 1 } else { replicas }, &[], gang);
+            // Preempt (or reclaim) for what is still missing: the whole gang for a
+            // start, replica by replica for a scale-up.
+            while placed < replicas && self.config.preemption && (scale_up || placed == 0) {
+                let want = if scale_up { 1 } else { replicas };
+                let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
+                    break;
+                };
+                self.evict_for(id, &victims, &mut report);
+                failed.clear();
+                let got = self.place_gang(id, want, &[], gang);
+                if got == 0 {
+                    break;
                 }
+                placed += got;
             }
             if placed > 0 {
                 let summary = self.placement_summary(id, before);
@@ -846,6 +874,33 @@ impl Cluster {
             }
         }
         report
+    }
+
+    /// Evicts `victims` so that job `id` can start, with an event for each.
+    fn evict_for(&mut self, id: JobId, victims: &[JobId], report: &mut CycleReport) {
+        let me = self.job_ref(id);
+        let prio = priority_name(self.jobs[id as usize].spec.priority);
+        for &v in victims {
+            let reclaim =
+                self.jobs[v as usize].spec.priority >= self.jobs[id as usize].spec.priority;
+            let (reason, msg) = if reclaim {
+                (
+                    "Reclaimed",
+                    format!("evicted to return borrowed capacity to {me}"),
+                )
+            } else {
+                ("Preempted", format!("preempted by {me} (priority {prio})"))
+            };
+            self.evict(v, reason, msg);
+            report.preempted.push(v);
+        }
+        let names: Vec<String> = victims.iter().map(|&v| self.job_ref(v)).collect();
+        self.emit(
+            Severity::Warning,
+            "Preempting",
+            me,
+            format!("evicting {} to make room", names.join(", ")),
+        );
     }
 
     /// Whether the job would fit right now, ignoring backfill reservations.

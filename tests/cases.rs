@@ -1,0 +1,326 @@
+//! The field cases of issue #2, each a scenario in demo/cases/, each asserting on the
+//! explanation (or the events) the operator would read.
+
+use std::path::Path;
+
+use maar::load::load_scenario;
+use maar_scheduler::{Phase, Sim};
+
+fn sim(case: &str, at: &str) -> Sim {
+    let path = format!("demo/cases/{case}.yaml");
+    let sc = load_scenario(Some(Path::new(&path))).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Sim::new(sc, None).unwrap();
+    sim.run_until(maar_scheduler::quantity::parse_duration_s(at).unwrap());
+    sim
+}
+
+fn job<'a>(sim: &'a Sim, name: &str) -> &'a maar_scheduler::Job {
+    &sim.cluster.jobs[sim.cluster.job_id(name).unwrap() as usize]
+}
+
+fn events<'a>(sim: &'a Sim, reason: &str) -> Vec<&'a maar_scheduler::Event> {
+    sim.cluster
+        .events
+        .iter()
+        .filter(|e| e.reason == reason)
+        .collect()
+}
+
+#[test]
+fn a_card_memory_not_insufficient_gpus() {
+    let s = sim("a-card-memory", "10m");
+    let id = s.cluster.job_id("big-cards").unwrap();
+    let ex = s.cluster.explain(id);
+    assert_eq!(ex.phase, "Pending");
+    assert_eq!(
+        ex.summary,
+        "0/1 nodes are available: 1 GPU memory per card 16Gi < 32Gi requested"
+    );
+    assert!(!ex.summary.contains("insufficient free GPUs"));
+    assert!(ex.quota.ok, "{}", ex.quota.message);
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|x| x.contains("smaller per-card memory") && x.contains("16Gi")),
+        "{:?}",
+        ex.suggestions
+    );
+    assert_eq!(job(&s, "big-cards").reason, ex.summary);
+}
+
+#[test]
+fn b_not_ready_and_unhealthy_are_named() {
+    let s = sim("b-unhealthy", "10m");
+    let ex = s.cluster.explain(s.cluster.job_id("four-gpus").unwrap());
+    assert!(
+        ex.summary.starts_with("0/2 nodes are available: "),
+        "{}",
+        ex.summary
+    );
+    assert!(
+        ex.summary.contains("1 NotReady (KubeletDown)"),
+        "{}",
+        ex.summary
+    );
+    assert!(
+        ex.summary.contains("1 GPUs unhealthy (XID 79)"),
+        "{}",
+        ex.summary
+    );
+    let n = ex.nearest.unwrap();
+    assert_eq!(n.node, "a100-xid");
+    assert!(
+        n.lacks[0].contains("2 healthy GPU(s) (XID 79)"),
+        "{:?}",
+        n.lacks
+    );
+}
+
+#[test]
+fn c_unlabelled_gpus_count_as_none() {
+    let s = sim("c-unlabelled", "10m");
+    let ex = s.cluster.explain(s.cluster.job_id("needs-gpu").unwrap());
+    assert!(
+        ex.summary
+            .contains("1 GPUs present but crater.ai/gpu-model and gpu-count labels missing"),
+        "{}",
+        ex.summary
+    );
+    let snap = s.cluster.snapshot();
+    assert_eq!(
+        snap.nodes[0].gpus_total, 0,
+        "unlabelled GPUs are not schedulable"
+    );
+    assert_eq!(snap.nodes[0].gpus.len(), 8, "but they are still shown");
+    assert_eq!(snap.metrics.total.gpu_milli, 0);
+}
+
+#[test]
+fn d_quota_exhausted_with_numbers_while_cards_are_free() {
+    let s = sim("d-quota", "10m");
+    assert_eq!(job(&s, "first").phase, Phase::Running);
+    let ex = s.cluster.explain(s.cluster.job_id("second").unwrap());
+    assert!(!ex.quota.ok);
+    assert!(
+        ex.quota
+            .message
+            .contains("GPUs used 4 + requested 2 = 6 > max 4 (reserved 2)"),
+        "{}",
+        ex.quota.message
+    );
+    assert_eq!(ex.nodes_available, 2, "the cluster has free cards");
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|x| x.contains("request more quota: +2 GPUs")),
+        "{:?}",
+        ex.suggestions
+    );
+    assert_eq!(job(&s, "second").reason, ex.quota.message);
+}
+
+#[test]
+fn e_hard_model_constraint_waits_and_names_the_model() {
+    let s = sim("e-model", "30m");
+    assert_eq!(job(&s, "wants-a100").phase, Phase::Pending);
+    let ex = s.cluster.explain(s.cluster.job_id("wants-a100").unwrap());
+    assert_eq!(
+        ex.summary,
+        "0/3 nodes are available: 2 GPU model rtx4090 not in [a100], 1 insufficient free GPUs"
+    );
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|x| x.contains("allowing other GPU models")),
+        "{:?}",
+        ex.suggestions
+    );
+    // Once the A100s free up it runs there, not on a 4090.
+    let s = sim("e-model", "2h05m");
+    let j = job(&s, "wants-a100");
+    assert_eq!(j.phase, Phase::Running);
+    assert_eq!(s.cluster.nodes[j.placements[0].node as usize].name, "a100");
+}
+
+#[test]
+fn f_same_node_gang_blocked_by_fragmentation() {
+    let s = sim("f-fragmentation", "10m");
+    let ex = s.cluster.explain(s.cluster.job_id("eight-gpu").unwrap());
+    assert_eq!(
+        ex.summary,
+        "0/4 nodes are available: 4 insufficient free GPUs"
+    );
+    let f = ex.fragmentation.expect("fragmentation named");
+    assert!(
+        f.contains("8 compatible GPUs are free across 4 nodes, but at most 2 on any one node"),
+        "{f}"
+    );
+    assert!(job(&s, "eight-gpu").reason.contains("fragmentation"));
+}
+
+#[test]
+fn g_high_priority_preempts_and_events_name_victims() {
+    let s = sim("g-preemption", "30m");
+    assert_eq!(job(&s, "urgent").phase, Phase::Running);
+    // Fewest victims: one 2-GPU job rather than two 1-GPU jobs.
+    let pre = events(&s, "Preempted");
+    assert_eq!(pre.len(), 1);
+    assert_eq!(pre[0].object, "job/cv/low-1");
+    assert_eq!(
+        pre[0].message,
+        "preempted by job/ml-prod/urgent (priority high)"
+    );
+    assert_eq!(pre[0].time, 600);
+    let ing = events(&s, "Preempting");
+    assert!(ing[0].message.contains("job/cv/low-1"));
+    assert_eq!(job(&s, "low-1").phase, Phase::Pending);
+    assert_eq!(job(&s, "low-2").phase, Phase::Running);
+    assert!(
+        job(&s, "low-1")
+            .reason
+            .contains("preempted by job/ml-prod/urgent")
+            || job(&s, "low-1").reason.contains("nodes are available")
+    );
+}
+
+#[test]
+fn h_oom_never_fails_on_failure_restarts_with_backoff() {
+    let s = sim("h-oom", "1h");
+    let a = job(&s, "no-restart");
+    assert_eq!(a.phase, Phase::Failed);
+    assert_eq!(a.reason, "OOMKilled (restart policy Never)");
+    let b = job(&s, "with-restart");
+    assert_eq!(b.restarts, 2);
+    assert_eq!(b.phase, Phase::Failed);
+    assert_eq!(b.reason, "OOMKilled (restart limit 2 reached)");
+    let backoffs: Vec<_> = events(&s, "BackOff")
+        .into_iter()
+        .map(|e| (e.time, e.message.clone()))
+        .collect();
+    assert_eq!(
+        backoffs,
+        vec![
+            (600, "restart 1/2 after OOMKilled, back-off 30s".to_string()),
+            (
+                1200,
+                "restart 2/2 after OOMKilled, back-off 60s".to_string()
+            ),
+        ]
+    );
+    assert_eq!(events(&s, "OOMKilled").len(), 4);
+    // It really ran again after the first back-off.
+    let sched: Vec<u64> = s
+        .cluster
+        .events
+        .iter()
+        .filter(|e| e.reason == "Scheduled" && e.object == "job/ml-prod/with-restart")
+        .map(|e| e.time)
+        .collect();
+    assert_eq!(sched, vec![0, 630, 1260]);
+}
+
+#[test]
+fn i_disk_request_larger_than_free_disk() {
+    let s = sim("i-disk", "10m");
+    let ex = s.cluster.explain(s.cluster.job_id("big-dataset").unwrap());
+    assert_eq!(
+        ex.summary,
+        "0/2 nodes are available: 2 insufficient disk for 3Ti requested"
+    );
+    let n = ex.nearest.unwrap();
+    assert!(
+        n.lacks
+            .iter()
+            .any(|l| l.contains("disk (has 2Ti free, needs 3Ti)")),
+        "{:?}",
+        n.lacks
+    );
+    assert!(events(&s, "DiskPressure")
+        .iter()
+        .any(|e| e.object == "node/a100-02" && e.message == "disk 95% used"));
+}
+
+#[test]
+fn j_inference_scales_down_lends_and_reclaims() {
+    // 18:00 at t=0; the night is around t=6h..12h; the peak is 14:00 = t=20h.
+    let night = sim("j-diurnal", "10h");
+    let chat = job(&night, "chat");
+    assert!(
+        chat.desired_replicas <= 2,
+        "scaled down at night: {}",
+        chat.desired_replicas
+    );
+    let downs = events(&night, "ScaledDown");
+    assert!(!downs.is_empty());
+    // Never before the 300 s stabilization window has passed since the last scale-up.
+    let ups: Vec<u64> = night
+        .cluster
+        .events
+        .iter()
+        .filter(|e| e.reason == "ScaleUpRequested")
+        .map(|e| e.time)
+        .collect();
+    for d in &downs {
+        assert!(d.time >= 300, "scaled down inside the first window");
+        assert!(
+            ups.iter().all(|&u| u > d.time || d.time - u >= 300),
+            "down at {} too soon after an up",
+            d.time
+        );
+    }
+    // Training borrowed inference GPUs at night.
+    let on_loan = night
+        .cluster
+        .jobs
+        .iter()
+        .filter(|j| j.spec.project == "ml-prod" && j.placements.iter().any(|p| p.on_loan))
+        .count();
+    assert!(on_loan >= 3, "training on loan: {on_loan}");
+    // Before the peak inference took them back.
+    let peak = sim("j-diurnal", "20h");
+    let reclaimed: Vec<_> = events(&peak, "Reclaimed");
+    assert!(!reclaimed.is_empty());
+    assert!(reclaimed
+        .iter()
+        .all(|e| e.object.starts_with("job/ml-prod/") && e.time < 20 * 3600));
+    assert!(reclaimed
+        .iter()
+        .all(|e| e.message == "evicted to return borrowed capacity to job/ai-service/chat"));
+    let chat = job(&peak, "chat");
+    assert!(
+        chat.running_replicas() >= 6,
+        "peak replicas {}",
+        chat.running_replicas()
+    );
+    // The lender's own work is never preempted by borrowers.
+    assert!(events(&peak, "Preempted")
+        .iter()
+        .all(|e| e.object != "job/ai-service/chat"));
+}
+
+#[test]
+fn example_trainjob_runs_as_is_on_the_demo_lab() {
+    let text = std::fs::read_to_string("../shared/examples/trainjob-gpt-finetune.yaml");
+    let Ok(text) = text else {
+        eprintln!("skipping: ../shared/examples is absent");
+        return;
+    };
+    let spec = maar::load::parse_manifest("trainjob-gpt-finetune.yaml", &text).unwrap();
+    assert_eq!(
+        (
+            spec.name.as_str(),
+            spec.project.as_str(),
+            spec.pool.as_str()
+        ),
+        ("gpt-finetune-demo", "ml-prod", "training-gpu")
+    );
+    assert_eq!(spec.gpu.count, 2);
+    assert_eq!(spec.gpu.memory_per_card, Some(32 << 30));
+    assert_eq!(spec.affinity, maar_scheduler::Affinity::SameNode);
+    let mut s = Sim::new(load_scenario(None).unwrap(), None).unwrap();
+    s.run_until(60);
+    let j = job(&s, "ml-prod/gpt-finetune-demo");
+    assert_eq!(j.phase, Phase::Running);
+    assert_eq!(j.placements.len(), 1);
+    assert_eq!(j.placements[0].gpus.len(), 2, "both GPUs on one node");
+}
