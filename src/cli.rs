@@ -236,6 +236,15 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
                 ));
             }
             let (mut sim, _) = sim_at(&scenario, at)?;
+            let mut spec = spec;
+            let full = format!("{}/{}", spec.project, spec.name);
+            if sim.cluster.job_id(&full).is_ok() {
+                // Evaluate a copy under another name, and say what a real submit would do.
+                w(format!(
+                    "note: a job {full} already exists in this scenario; a real submit would be refused (evaluated as a copy)\n"
+                ));
+                spec.name = format!("{}-dry-run", spec.name);
+            }
             let id = sim
                 .submit(spec, None)
                 .map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))?;

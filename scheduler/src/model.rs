@@ -447,8 +447,16 @@ impl JobSpec {
     /// One replica's request in quota units (whole GPUs as milli; memory as asked, or a
     /// nominal card when no per-card memory is given).
     pub fn replica_request(&self) -> Resources {
+        // A shared slice sized by memory depends on the card it lands on; the quota
+        // pre-check takes one tenth of a card as a floor and the placement's real
+        // share is checked against the quota once it is known.
         let gpu_milli = if self.gpu.shared {
-            self.gpu.milli.unwrap_or(GPU_MILLI / 2) as u64 * self.gpu.count as u64
+            let per = match (self.gpu.milli, self.gpu.memory_per_card) {
+                (Some(m), _) => m,
+                (None, Some(_)) => GPU_MILLI / 10,
+                (None, None) => GPU_MILLI,
+            };
+            per as u64 * self.gpu.count as u64
         } else {
             GPU_MILLI as u64 * self.gpu.count as u64
         };

@@ -649,11 +649,18 @@ impl Cluster {
             }
             let (_, n, set, p) = best?;
             for &v in &set {
-                for q in &self.jobs[v as usize].placements {
+                let mut held: Vec<NodeId> = self.jobs[v as usize]
+                    .placements
+                    .iter()
+                    .map(|q| q.node)
+                    .collect();
+                held.sort_unstable();
+                held.dedup();
+                for q in held {
                     let node = overlay
-                        .entry(q.node)
-                        .or_insert_with(|| self.nodes[q.node as usize].clone());
-                    node_remove(node, q.node, &self.jobs[v as usize]);
+                        .entry(q)
+                        .or_insert_with(|| self.nodes[q as usize].clone());
+                    node_remove(node, q, &self.jobs[v as usize]);
                 }
                 victims.push(v);
             }
@@ -817,8 +824,23 @@ impl Cluster {
                 placed += got;
             }
             if placed > 0 {
+                // The real share of shared cards is known only now: hold the quota to it.
+                if let Some(over) = self.over_max(id) {
+                    while self.jobs[id as usize].placements.len() > before {
+                        let last = self.jobs[id as usize].placements.len() - 1;
+                        self.release_replica(id, last);
+                    }
+                    if !scale_up {
+                        self.jobs[id as usize].reason = over;
+                    }
+                    continue;
+                }
+                let borrowing = self.above_reserved(id);
                 let summary = self.placement_summary(id, before);
                 if scale_up {
+                    if borrowing {
+                        self.jobs[id as usize].borrowed = true;
+                    }
                     let n = self.jobs[id as usize].running_replicas();
                     self.emit(
                         Severity::Normal,
@@ -830,7 +852,7 @@ impl Cluster {
                 } else {
                     self.set_phase(id, Phase::Running);
                     let j = &mut self.jobs[id as usize];
-                    j.borrowed = verdict.borrowing;
+                    j.borrowed = borrowing;
                     j.reason.clear();
                     let wait = self.wait_s(&self.jobs[id as usize]);
                     self.emit(
@@ -840,11 +862,7 @@ impl Cluster {
                         format!(
                             "placed on {summary} after {}{}",
                             fmt_duration(wait),
-                            if verdict.borrowing {
-                                " (borrowing quota)"
-                            } else {
-                                ""
-                            }
+                            if borrowing { " (borrowing quota)" } else { "" }
                         ),
                     );
                     report.started.push(id);
@@ -874,6 +892,41 @@ impl Cluster {
             }
         }
         report
+    }
+
+    /// If the job's project now holds more than its max in the job's pool, says so.
+    fn over_max(&self, id: JobId) -> Option<String> {
+        let j = &self.jobs[id as usize];
+        let (pid, pool) = (j.project?, j.pool?);
+        let q = self.projects[pid as usize].quotas.get(&pool)?;
+        let used = self.usage(pid, pool);
+        Dim::ALL.into_iter().find_map(|d| {
+            let max = q.max.get(d)?;
+            (used.get(d) > max).then(|| {
+                format!(
+                    "quota exceeded: project {} in pool {}: {} would reach {} with this placement > max {}",
+                    self.projects[pid as usize].name,
+                    self.pools[pool as usize].name,
+                    d.name(),
+                    d.fmt(used.get(d)),
+                    d.fmt(max)
+                )
+            })
+        })
+    }
+
+    /// Whether the job's project holds more GPUs than reserved in its pool.
+    fn above_reserved(&self, id: JobId) -> bool {
+        let j = &self.jobs[id as usize];
+        let (Some(pid), Some(pool)) = (j.project, j.pool) else {
+            return false;
+        };
+        let reserved = self.projects[pid as usize]
+            .quotas
+            .get(&pool)
+            .map(|q| q.reserved.gpu_milli)
+            .unwrap_or(0);
+        self.usage(pid, pool).gpu_milli > reserved
     }
 
     /// Evicts `victims` so that job `id` can start, with an event for each.

@@ -1,0 +1,222 @@
+//! The real `maar` binary: exit codes, messages naming file/line/field, output shapes.
+
+use std::process::{Command, Output};
+
+fn maar(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_maar"))
+        .args(args)
+        .output()
+        .expect("run maar")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tmp(name: &str, body: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("maar-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+const JOB: &str = "apiVersion: crater.ai/v1
+kind: TrainJob
+metadata: {name: probe, namespace: ml-prod}
+spec:
+  resources:
+    pool: training-gpu
+    gpu:
+      count: 2
+      memory: 32Gi
+    cpu: {cores: 8}
+    memory: {capacity: 64Gi}
+";
+
+#[test]
+fn bad_quantity_names_file_line_and_field_exit_2() {
+    let f = tmp("bad-qty.yaml", &JOB.replace("32Gi", "32Gx"));
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("{f}:9:")), "{err}");
+    assert!(err.contains("spec.resources.gpu.memory"), "{err}");
+    assert!(err.contains("32Gx"), "{err}");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn contradiction_and_unknown_field_exit_2() {
+    let f = tmp("zero.yaml", &JOB.replace("count: 2", "count: 0"));
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("gpu.count is 0"),
+        "{}",
+        text(&o.stderr)
+    );
+    let f = tmp(
+        "unknown.yaml",
+        &JOB.replace("cpu: {cores: 8}", "cpu: {cores: 8, threads: 2}"),
+    );
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(":10:") && err.contains("unknown field `threads`"),
+        "{err}"
+    );
+    let f = tmp("broken.yaml", "apiVersion: crater.ai/v1\nkind: [TrainJob\n");
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("broken.yaml:"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(maar(&["sim", "--until", "5parsecs"]).status.code(), Some(2));
+    assert_eq!(maar(&["get", "pods"]).status.code(), Some(2));
+    assert_eq!(maar(&["--no-such-flag"]).status.code(), Some(2));
+    let o = maar(&["explain", "no-such-job"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("no job named `no-such-job`"));
+    let o = maar(&["sim", "--scenario", "/nonexistent/x.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("/nonexistent/x.yaml: cannot read"));
+}
+
+#[test]
+fn scenario_reference_errors_name_the_field() {
+    let sc = "name: t
+pools: [{name: p, kind: training}]
+nodes: [{name: n, cpu: 4, memory: 8Gi, disk: 10Gi}]
+projects: [{name: a, quotas: {nope: {max: {gpu: 1}}}}]
+";
+    let f = tmp("badref.yaml", sc);
+    let o = maar(&["sim", "--scenario", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("projects[0].quotas.nope: no pool named `nope`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn submit_dry_run_fits_exit_0_or_explains_exit_1() {
+    let ok = maar(&[
+        "submit",
+        "-f",
+        "../shared/examples/trainjob-gpt-finetune.yaml",
+        "--dry-run",
+    ]);
+    if std::path::Path::new("../shared/examples/trainjob-gpt-finetune.yaml").exists() {
+        assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+        assert!(text(&ok.stdout).contains("would run now on"));
+    }
+    let f = tmp(
+        "v100.yaml",
+        &JOB.replace("probe", "too-big")
+            .replace("count: 2", "count: 2\n      models: [v100]"),
+    );
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    assert!(out.contains("cannot run now"), "{out}");
+    assert!(
+        out.contains("GPU memory per card 16Gi < 32Gi requested"),
+        "{out}"
+    );
+    let o = maar(&["submit", "-f", &f]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "submit without --dry-run is refused"
+    );
+}
+
+#[test]
+fn sim_json_has_the_documented_fields() {
+    let o = maar(&["sim", "--until", "2h", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["jobs", "nodes", "quotas", "metrics", "costs", "events"] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    let jobs = v["jobs"].as_array().unwrap();
+    assert!(jobs.len() > 10);
+    for j in jobs {
+        for k in ["name", "project", "phase", "placement", "wait_s", "reasons"] {
+            assert!(j.get(k).is_some(), "job misses {k}: {j}");
+        }
+    }
+    let demo = jobs
+        .iter()
+        .find(|j| j["name"] == "gpt-finetune-demo")
+        .unwrap();
+    assert_eq!(demo["phase"], "Running");
+    assert_eq!(demo["project"], "ml-prod");
+    assert!(v["metrics"]["total"]["gpu_milli"].as_u64().unwrap() > 0);
+    assert!(v["costs"]["total"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn get_outputs_parse() {
+    let o = maar(&[
+        "get",
+        "nodes",
+        "-o",
+        "json",
+        "--scenario",
+        "demo/cases/e-model.yaml",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 3);
+    let o = maar(&[
+        "get",
+        "jobs",
+        "-o",
+        "yaml",
+        "--scenario",
+        "demo/cases/e-model.yaml",
+        "--at",
+        "5m",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stdout).contains("name: wants-a100"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = maar(&[
+        "get",
+        "gpus",
+        "-o",
+        "wide",
+        "--scenario",
+        "demo/cases/e-model.yaml",
+        "--at",
+        "5m",
+    ]);
+    let t = text(&o.stdout);
+    assert!(t.lines().next().unwrap().starts_with("NODE"));
+    assert!(t.contains("a100-hog"));
+    let o = maar(&[
+        "explain",
+        "wants-a100",
+        "--scenario",
+        "demo/cases/e-model.yaml",
+        "--at",
+        "5m",
+    ]);
+    assert!(
+        text(&o.stdout).contains("Nodes:     0/3 nodes are available"),
+        "{}",
+        text(&o.stdout)
+    );
+}
