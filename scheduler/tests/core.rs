@@ -1,0 +1,512 @@
+//! Scheduling behaviour on small hand-built clusters: backfill, aging, fair share,
+//! shared cards and MIG, reclaim of borrowed quota, drain, quota approval, explain.
+
+use std::collections::BTreeMap;
+
+use maar_scheduler::*;
+
+fn node(name: &str, role: &str, gpus: u32, model: &str, mem_gi: u64, mig: bool) -> Node {
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_ROLE.to_string(), role.to_string());
+    if gpus > 0 {
+        labels.insert(LABEL_MODEL.to_string(), model.to_string());
+        labels.insert(LABEL_COUNT.to_string(), gpus.to_string());
+    }
+    Node {
+        name: name.into(),
+        labels,
+        cpu_milli: 64_000,
+        memory: 512 << 30,
+        disk: 2 << 40,
+        condition: Condition::Ready,
+        cordoned: false,
+        gpus: (0..gpus)
+            .map(|i| Gpu {
+                index: i,
+                uuid: format!("{name}-{i}"),
+                model: model.into(),
+                memory: mem_gi << 30,
+                mig,
+                health: Health::Healthy,
+                cordoned: false,
+                allocs: vec![],
+                util_pct: 0,
+                mem_used: 0,
+            })
+            .collect(),
+        pool: None,
+        alloc_cpu: 0,
+        alloc_mem: 0,
+        alloc_disk: 0,
+        disk_external: 0,
+        jobs: vec![],
+    }
+}
+
+fn cluster(nodes: Vec<Node>, projects: &[(&str, u32, Option<u32>)]) -> Cluster {
+    let mut c = Cluster::new(SchedConfig::default());
+    let mut sel = BTreeMap::new();
+    sel.insert(LABEL_ROLE.to_string(), "train".to_string());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: sel,
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    for n in nodes {
+        c.add_node(n);
+    }
+    for &(name, reserved, max) in projects {
+        let mut q = BTreeMap::new();
+        q.insert(
+            0,
+            Quota {
+                reserved: Resources {
+                    gpu_milli: reserved as u64 * 1000,
+                    ..Default::default()
+                },
+                max: Limits {
+                    gpu_milli: max.map(|m| m as u64 * 1000),
+                    ..Default::default()
+                },
+            },
+        );
+        c.add_project(Project {
+            name: name.into(),
+            department: "d".into(),
+            quotas: q,
+        });
+    }
+    c
+}
+
+fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        project: project.into(),
+        pool: "train".into(),
+        kind: JobKind::Train,
+        priority: prio,
+        replicas: 1,
+        gpu: GpuRequest {
+            count: gpus,
+            memory_per_card: None,
+            models: vec![],
+            shared: false,
+            milli: None,
+        },
+        cpu_milli: 1000,
+        memory: 1 << 30,
+        disk: 0,
+        affinity: Affinity::SameNode,
+        restart: RestartPolicy::Never,
+        est_runtime_s: runtime,
+        image: String::new(),
+    }
+}
+
+fn phase(c: &Cluster, name: &str) -> Phase {
+    c.jobs[c.job_id(name).unwrap() as usize].phase
+}
+
+#[test]
+fn backfill_starts_short_jobs_only_where_they_do_not_delay_the_blocked_one() {
+    let mut c = cluster(
+        vec![
+            node("a", "train", 4, "a100", 80, false),
+            node("b", "train", 4, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    c.submit(job("runner-a", "p", 3, PRIORITY_MEDIUM, Some(3600)))
+        .unwrap();
+    c.submit(job("runner-b", "p", 3, PRIORITY_MEDIUM, Some(7200)))
+        .unwrap();
+    c.schedule();
+    // A 4-GPU job is blocked; node a frees first (t=3600), so it is reserved there.
+    c.set_time(10);
+    c.submit(job("big", "p", 4, PRIORITY_HIGH, Some(3600)))
+        .unwrap();
+    c.submit(job("long-small", "p", 1, PRIORITY_LOW, Some(10_000)))
+        .unwrap();
+    c.submit(job("short-small", "p", 1, PRIORITY_LOW, Some(600)))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "big"), Phase::Pending);
+    let short = &c.jobs[c.job_id("short-small").unwrap() as usize];
+    assert_eq!(
+        short.phase,
+        Phase::Running,
+        "short job backfills: it ends before the reservation"
+    );
+    let long = &c.jobs[c.job_id("long-small").unwrap() as usize];
+    assert_eq!(
+        long.phase,
+        Phase::Running,
+        "long job backfills too, but away from the reserved node"
+    );
+    assert_eq!(c.nodes[long.placements[0].node as usize].name, "b");
+    // Without backfill the small jobs wait behind the big one.
+    let mut c2 = cluster(
+        vec![
+            node("a", "train", 4, "a100", 80, false),
+            node("b", "train", 4, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c2.config.preemption = false;
+    c2.config.backfill = false;
+    c2.submit(job("runner-a", "p", 3, PRIORITY_MEDIUM, Some(3600)))
+        .unwrap();
+    c2.submit(job("runner-b", "p", 3, PRIORITY_MEDIUM, Some(7200)))
+        .unwrap();
+    c2.schedule();
+    c2.submit(job("big", "p", 4, PRIORITY_HIGH, Some(3600)))
+        .unwrap();
+    c2.submit(job("short-small", "p", 1, PRIORITY_LOW, Some(600)))
+        .unwrap();
+    c2.schedule();
+    assert_eq!(phase(&c2, "short-small"), Phase::Pending);
+    assert!(c2.jobs[c2.job_id("short-small").unwrap() as usize]
+        .reason
+        .contains("backfill is off"));
+}
+
+#[test]
+fn backfill_refuses_a_job_that_would_take_the_reserved_node() {
+    let mut c = cluster(
+        vec![node("a", "train", 4, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    c.submit(job("runner", "p", 3, PRIORITY_MEDIUM, Some(3600)))
+        .unwrap();
+    c.schedule();
+    c.submit(job("big", "p", 4, PRIORITY_HIGH, Some(3600)))
+        .unwrap();
+    c.submit(job("long-small", "p", 1, PRIORITY_LOW, Some(10_000)))
+        .unwrap();
+    c.schedule();
+    let long = &c.jobs[c.job_id("long-small").unwrap() as usize];
+    assert_eq!(long.phase, Phase::Pending);
+    assert!(
+        long.reason.contains("would delay job/p/big"),
+        "{}",
+        long.reason
+    );
+    // When the runner ends, the big job gets the node.
+    c.set_time(3600);
+    let runner = c.job_id("runner").unwrap();
+    c.complete(runner, true, "done");
+    c.schedule();
+    assert_eq!(phase(&c, "big"), Phase::Running);
+}
+
+#[test]
+fn aging_lets_an_old_low_job_pass_a_new_medium_one() {
+    let mut c = cluster(
+        vec![node("a", "train", 1, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.config.aging_s = 60;
+    c.config.preemption = false;
+    c.submit(job("holder", "p", 1, PRIORITY_HIGH, None))
+        .unwrap();
+    c.schedule();
+    c.submit(job("old-low", "p", 1, PRIORITY_LOW, None))
+        .unwrap();
+    c.set_time(60 * 50);
+    c.submit(job("new-medium", "p", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    let q = c.queue();
+    assert_eq!(
+        c.jobs[q[0].0 as usize].spec.name, "old-low",
+        "waited 50 min at +1 per minute: 10 + 50 > 50"
+    );
+    c.complete(c.job_id("holder").unwrap(), true, "done");
+    c.schedule();
+    assert_eq!(phase(&c, "old-low"), Phase::Running);
+    assert_eq!(phase(&c, "new-medium"), Phase::Pending);
+}
+
+#[test]
+fn fair_share_orders_equal_priorities_by_dominant_share() {
+    let mut c = cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("heavy", 0, None), ("light", 0, None)],
+    );
+    c.config.preemption = false;
+    c.submit(job("h1", "heavy", 6, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    c.submit(job("h2", "heavy", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.set_time(5);
+    c.submit(job("l1", "light", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    let q = c.queue();
+    assert_eq!(
+        c.jobs[q[0].0 as usize].spec.name, "l1",
+        "the light project goes first though it came later"
+    );
+    c.schedule();
+    assert_eq!(phase(&c, "l1"), Phase::Running);
+    assert_eq!(phase(&c, "h2"), Phase::Pending);
+}
+
+#[test]
+fn shared_slices_pack_onto_used_cards_and_mig_rounds_to_slices() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, true)],
+        &[("p", 0, None)],
+    );
+    let mut s = job("s1", "p", 1, PRIORITY_MEDIUM, None);
+    s.gpu.shared = true;
+    s.gpu.memory_per_card = Some(15 << 30);
+    c.submit(s.clone()).unwrap();
+    s.name = "s2".into();
+    c.submit(s).unwrap();
+    c.schedule();
+    let a = &c.jobs[0].placements[0].gpus[0];
+    let b = &c.jobs[1].placements[0].gpus[0];
+    assert_eq!(a.gpu, b.gpu, "second slice packs onto the used card");
+    assert_eq!(
+        a.mem,
+        20 << 30,
+        "15Gi on an 80Gi MIG card rounds up to two 10Gi slices"
+    );
+    assert_eq!(a.milli, 286, "two of seven compute slices");
+    assert_eq!(
+        c.nodes[0].free_whole_gpus(),
+        1,
+        "the other card stays whole"
+    );
+    // Eight slices do not exist: a 75Gi slice needs 8 of 8 and is refused.
+    let mut big = job("too-big", "p", 1, PRIORITY_MEDIUM, None);
+    big.gpu.shared = true;
+    big.gpu.memory_per_card = Some(75 << 30);
+    let id = c.submit(big).unwrap();
+    c.schedule();
+    assert_eq!(c.jobs[id as usize].phase, Phase::Pending);
+    assert!(
+        c.jobs[id as usize].reason.contains("MIG slice"),
+        "{}",
+        c.jobs[id as usize].reason
+    );
+}
+
+#[test]
+fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
+    let mut c = cluster(
+        vec![node("a", "train", 4, "a100", 80, false)],
+        &[("owner", 2, Some(4)), ("borrower", 0, Some(4))],
+    );
+    c.submit(job("b-old", "borrower", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    c.set_time(100);
+    c.submit(job("b-young", "borrower", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    // borrower may not eat into owner's reserved 2: a third card is refused.
+    c.submit(job("b-third", "borrower", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    let third = &c.jobs[c.job_id("b-third").unwrap() as usize];
+    assert_eq!(third.phase, Phase::Pending);
+    assert!(
+        third.reason.contains("no idle quota to borrow"),
+        "{}",
+        third.reason
+    );
+    assert!(c.jobs[0].borrowed && c.jobs[1].borrowed);
+    // owner takes 2 (its reserved) and 1 more borrowed; 4 cards, 2 held by borrower.
+    c.set_time(200);
+    c.submit(job("o-big", "owner", 3, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(
+        phase(&c, "o-big"),
+        Phase::Pending,
+        "3 > reserved 2: it borrows and may not reclaim"
+    );
+    c.submit(job("o-two", "owner", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    let two = &c.jobs[c.job_id("o-two").unwrap() as usize];
+    assert_eq!(
+        two.phase,
+        Phase::Pending,
+        "o-big holds the backfill reservation"
+    );
+    assert!(
+        two.reason.contains("would delay job/owner/o-big"),
+        "{}",
+        two.reason
+    );
+    c.apply(Command::Cancel {
+        job: "o-big".into(),
+    })
+    .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "o-two"), Phase::Running);
+    let reclaimed: Vec<&Event> = c
+        .events
+        .iter()
+        .filter(|e| e.reason == "Reclaimed")
+        .collect();
+    assert_eq!(reclaimed.len(), 0, "two free cards were enough");
+    // A reserved owner on a full pool reclaims from the borrower.
+    // Reserved cards are never lent, so in-pool reclaim happens when real capacity
+    // shrinks: node b goes NotReady while borrowers hold node a.
+    let mut c2 = cluster(
+        vec![
+            node("a", "train", 2, "a100", 80, false),
+            node("b", "train", 2, "a100", 80, false),
+        ],
+        &[("owner", 2, Some(2)), ("borrower", 0, Some(2))],
+    );
+    c2.submit(job("b-old", "borrower", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c2.schedule();
+    c2.set_time(10);
+    c2.submit(job("b-young", "borrower", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c2.schedule();
+    assert!(
+        c2.jobs.iter().all(|j| j.placements[0].node == 0),
+        "packed onto node a"
+    );
+    c2.set_node_condition(1, Condition::NotReady("KubeletDown".into()));
+    c2.set_time(20);
+    c2.submit(job("o-one", "owner", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c2.schedule();
+    assert_eq!(phase(&c2, "o-one"), Phase::Running);
+    assert_eq!(
+        phase(&c2, "b-young"),
+        Phase::Pending,
+        "youngest borrower reclaimed first"
+    );
+    assert_eq!(phase(&c2, "b-old"), Phase::Running);
+}
+
+#[test]
+fn drain_requeues_and_cordon_gpu_skips_it() {
+    let mut c = cluster(
+        vec![
+            node("a", "train", 2, "a100", 80, false),
+            node("b", "train", 2, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.apply(Command::CordonGpu {
+        node: "a".into(),
+        gpu: 0,
+    })
+    .unwrap();
+    c.submit(job("j1", "p", 2, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    let j = &c.jobs[0];
+    assert_eq!(
+        c.nodes[j.placements[0].node as usize].name, "b",
+        "node a has a cordoned card"
+    );
+    let msg = c.apply(Command::DrainNode { node: "b".into() }).unwrap();
+    assert!(msg.contains("1 job(s) requeued"));
+    assert_eq!(phase(&c, "j1"), Phase::Pending);
+    c.schedule();
+    assert_eq!(phase(&c, "j1"), Phase::Pending);
+    let ex = c.explain(0);
+    assert!(
+        ex.summary.contains("1 cordoned") && ex.summary.contains("1 GPUs cordoned"),
+        "{}",
+        ex.summary
+    );
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|s| s.contains("uncordoning node b")),
+        "{:?}",
+        ex.suggestions
+    );
+    assert!(c
+        .events
+        .iter()
+        .any(|e| e.reason == "GpuCordoned" && e.object == "gpu/a/0"));
+    assert!(c
+        .apply(Command::CordonGpu {
+            node: "a".into(),
+            gpu: 9
+        })
+        .is_err());
+    assert!(c.apply(Command::DrainNode { node: "zz".into() }).is_err());
+}
+
+#[test]
+fn approving_a_quota_request_lets_the_waiting_job_start() {
+    let mut c = cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("p", 0, Some(2))],
+    );
+    c.submit(job("wants-4", "p", 4, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "wants-4"), Phase::Pending);
+    assert!(c.explain(0).suggestions[0].contains("+2 GPUs"));
+    c.apply(Command::RequestQuota {
+        project: "p".into(),
+        pool: "train".into(),
+        gpus: 2,
+        reserved: false,
+        reason: "deadline".into(),
+    })
+    .unwrap();
+    assert_eq!(phase(&c, "wants-4"), Phase::Pending);
+    c.apply(Command::ApproveQuota { id: 1 }).unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "wants-4"), Phase::Running);
+    assert!(
+        c.apply(Command::ApproveQuota { id: 1 }).is_err(),
+        "decided once"
+    );
+    assert!(c.events.iter().any(|e| e.reason == "QuotaApproved"));
+}
+
+#[test]
+fn explain_reports_queue_position_and_nearest_node() {
+    let mut c = cluster(
+        vec![
+            node("a", "train", 4, "a100", 80, false),
+            node("b", "train", 4, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    c.submit(job("r1", "p", 3, PRIORITY_MEDIUM, None)).unwrap();
+    c.submit(job("r2", "p", 2, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    c.submit(job("first", "p", 4, PRIORITY_HIGH, None)).unwrap();
+    c.submit(job("second", "p", 4, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    let ex = c.explain(c.job_id("second").unwrap());
+    assert_eq!(ex.queue_position, Some(2));
+    assert!(
+        ex.ahead[0].starts_with("job/p/first (priority high"),
+        "{:?}",
+        ex.ahead
+    );
+    let n = ex.nearest.clone().unwrap();
+    assert_eq!(n.node, "b");
+    assert_eq!(n.lacks, vec!["2 GPU(s) (has 2 free, needs 4)".to_string()]);
+    assert!(
+        ex.suggestions.iter().any(|s| s.contains("gpu.count 2")),
+        "{:?}",
+        ex.suggestions
+    );
+    let text = ex.to_string();
+    assert!(text.contains("Queue:     position 2 of 2"), "{text}");
+}
