@@ -62,13 +62,46 @@ pub struct Cluster {
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
     pub(crate) node_by_name: HashMap<String, NodeId>,
     pub(crate) job_by_name: HashMap<(String, String), JobId>,
-    /// Jobs in Pending phase (ordered by id for determinism).
-    pub(crate) pending: BTreeSet<JobId>,
+    /// Jobs in Pending phase (ordered by id for determinism), with the fields the
+    /// queue order reads, kept compact so ordering a long queue stays cheap.
+    pub(crate) pending: BTreeMap<JobId, QueueKey>,
     /// Jobs in Restarting phase.
     pub(crate) restarting: BTreeSet<JobId>,
+    /// Inference services (they scale), by id.
+    pub(crate) services: BTreeSet<JobId>,
+    /// Running jobs in preemption preference: lowest priority, then most recent start.
+    pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     pub(crate) next_request: u32,
     /// Capacity per pool after overcommit (kept as nodes are added).
     pub(crate) pool_cap: Vec<Resources>,
+    /// Per-node GPU summary, kept by `reindex` (fast per-node verdicts).
+    pub(crate) summaries: Vec<NodeSummary>,
+    /// Nodes of each pool, in id order.
+    pub(crate) pool_members: Vec<Vec<NodeId>>,
+    /// Schedulable GPUs, CPU and memory of all nodes (fair-share denominators).
+    pub(crate) totals: Resources,
+}
+
+/// A pending job's queue-order fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QueueKey {
+    pub priority: i32,
+    pub queued_since: u64,
+    pub submitted: u64,
+    pub project: Option<ProjectId>,
+    pub replicas: u32,
+}
+
+/// What the filter needs to know about a node's cards without reading each one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NodeSummary {
+    /// Schedulable cards that are whole, healthy and uncordoned.
+    pub free_whole: u32,
+    /// Unallocated cards that are unhealthy or cordoned.
+    pub free_bad: u32,
+    /// Smallest and largest card memory among schedulable cards.
+    pub min_mem: u64,
+    pub max_mem: u64,
 }
 
 /// Why a cluster change was refused.
@@ -120,10 +153,15 @@ impl Cluster {
             index_key: Vec::new(),
             node_by_name: HashMap::new(),
             job_by_name: HashMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
             restarting: BTreeSet::new(),
+            services: BTreeSet::new(),
+            running_by_prio: BTreeSet::new(),
             next_request: 1,
             pool_cap: Vec::new(),
+            summaries: Vec::new(),
+            pool_members: Vec::new(),
+            totals: Resources::default(),
         }
     }
 
@@ -132,6 +170,7 @@ impl Cluster {
     pub fn add_pool(&mut self, pool: Pool) -> PoolId {
         self.pools.push(pool);
         self.pool_cap.push(Resources::default());
+        self.pool_members.push(Vec::new());
         (self.pools.len() - 1) as PoolId
     }
 
@@ -144,8 +183,12 @@ impl Cluster {
     /// Adds a node; its pool is the first pool whose selector its labels match.
     pub fn add_node(&mut self, mut node: Node) -> NodeId {
         let id = self.nodes.len() as NodeId;
-        node.pool = self.pool_for_labels(&node.labels);
+        node.pool = self.pool_for_labels(node.labels());
+        self.totals.gpu_milli += node.sched_gpus().len() as u64 * GPU_MILLI as u64;
+        self.totals.cpu_milli += node.cpu_milli;
+        self.totals.memory += node.memory;
         if let Some(p) = node.pool {
+            self.pool_members[p as usize].push(id);
             let oc = self.pools[p as usize].overcommit;
             let g = node.sched_gpus();
             let cap = &mut self.pool_cap[p as usize];
@@ -158,6 +201,7 @@ impl Cluster {
         self.node_by_name.insert(node.name.clone(), id);
         self.nodes.push(node);
         self.index_key.push((NO_POOL, 0, 0, id));
+        self.summaries.push(NodeSummary::default());
         self.reindex(id);
         id
     }
@@ -187,6 +231,16 @@ impl Cluster {
     /// Recomputes a node's key in the free-GPU index after any change to it.
     pub(crate) fn reindex(&mut self, id: NodeId) {
         let node = &self.nodes[id as usize];
+        let g = node.sched_gpus();
+        self.summaries[id as usize] = NodeSummary {
+            free_whole: g.iter().filter(|g| g.is_free()).count() as u32,
+            free_bad: g
+                .iter()
+                .filter(|g| g.allocs.is_empty() && !g.usable())
+                .count() as u32,
+            min_mem: g.iter().map(|g| g.memory).min().unwrap_or(0),
+            max_mem: g.iter().map(|g| g.memory).max().unwrap_or(0),
+        };
         let model = node.gpu_model().unwrap_or("").to_string();
         let free = if node.ready() && !node.cordoned {
             node.free_whole_gpus()
@@ -268,16 +322,16 @@ impl Cluster {
     }
 
     pub fn pending_jobs(&self) -> impl Iterator<Item = &Job> {
-        self.pending.iter().map(|&i| &self.jobs[i as usize])
+        self.pending.keys().map(|&i| &self.jobs[i as usize])
     }
 
     /// Node ids of a pool, in id order.
     pub fn pool_nodes(&self, pool: PoolId) -> impl Iterator<Item = NodeId> + '_ {
-        self.index
-            .range((pool, 0, 0, 0)..=(pool, u16::MAX, u32::MAX, NodeId::MAX))
-            .map(|k| k.3)
-            .collect::<BTreeSet<_>>()
+        self.pool_members
+            .get(pool as usize)
             .into_iter()
+            .flatten()
+            .copied()
     }
 
     /// Capacity of a pool's nodes (after overcommit), for quota admission.
@@ -396,7 +450,10 @@ impl Cluster {
         });
         self.accrued_at.push(self.now);
         self.job_by_name.insert(key, id);
-        self.pending.insert(id);
+        self.pending.insert(id, self.queue_key(id));
+        if self.jobs[id as usize].is_inference() {
+            self.services.insert(id);
+        }
         self.emit(Severity::Normal, "Submitted", self.job_ref(id), msg);
         Ok(id)
     }
@@ -488,6 +545,11 @@ impl Cluster {
                 if let Some(s) = j.started {
                     j.run_s += now.saturating_sub(s);
                 }
+                self.running_by_prio.remove(&(
+                    j.spec.priority,
+                    std::cmp::Reverse(j.started.unwrap_or(0)),
+                    id,
+                ));
             }
             Phase::Restarting => {
                 self.restarting.remove(&id);
@@ -498,11 +560,14 @@ impl Cluster {
         match phase {
             Phase::Pending => {
                 j.queued_since = now;
-                self.pending.insert(id);
+                let key = self.queue_key(id);
+                self.pending.insert(id, key);
             }
             Phase::Running => {
                 j.started = Some(now);
                 j.epoch += 1;
+                self.running_by_prio
+                    .insert((j.spec.priority, std::cmp::Reverse(now), id));
             }
             Phase::Restarting => {
                 self.restarting.insert(id);
@@ -511,6 +576,17 @@ impl Cluster {
                 j.finished = Some(now);
             }
             _ => {}
+        }
+    }
+
+    pub(crate) fn queue_key(&self, id: JobId) -> QueueKey {
+        let j = &self.jobs[id as usize];
+        QueueKey {
+            priority: j.spec.priority,
+            queued_since: j.queued_since,
+            submitted: j.submitted,
+            project: j.project,
+            replicas: j.desired_replicas.max(1),
         }
     }
 

@@ -169,8 +169,16 @@ impl Cluster {
             }
             Command::SetPriority { job, priority } => {
                 let id = self.job_id(&job)?;
-                let old = self.jobs[id as usize].spec.priority;
-                self.jobs[id as usize].spec.priority = priority;
+                let j = &mut self.jobs[id as usize];
+                let old = j.spec.priority;
+                let key = |p| (p, std::cmp::Reverse(j.started.unwrap_or(0)), id);
+                if j.phase == Phase::Running && self.running_by_prio.remove(&key(old)) {
+                    self.running_by_prio.insert(key(priority));
+                }
+                j.spec.priority = priority;
+                if let Some(k) = self.pending.get_mut(&id) {
+                    k.priority = priority;
+                }
                 let m = format!(
                     "priority {} -> {}",
                     priority_name(old),
@@ -348,6 +356,9 @@ impl Cluster {
             return;
         }
         self.jobs[id as usize].desired_replicas = replicas;
+        if let Some(k) = self.pending.get_mut(&id) {
+            k.replicas = replicas.max(1);
+        }
         if self.jobs[id as usize].phase == Phase::Running {
             while self.jobs[id as usize].running_replicas() > replicas {
                 let last = self.jobs[id as usize].placements.len() - 1;

@@ -3,7 +3,6 @@
 //!
 //! Every verdict here comes from the same `fit` and quota code the scheduler uses.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -60,21 +59,63 @@ impl Cluster {
         pool: Option<PoolId>,
         mult: u32,
     ) -> Vec<(NodeId, Result<Placement, NodeReason>)> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.nodes.len());
         for (p, _) in self.candidate_pools(pool) {
             for n in self.pool_nodes(p) {
-                let node = &self.nodes[n as usize];
-                out.push((n, fit(node, n, self.overcommit_of(node), spec, mult)));
+                let v = match self.short_of_cards(n, spec, mult) {
+                    Some(r) => Err(r),
+                    None => {
+                        let node = &self.nodes[n as usize];
+                        fit(node, n, self.overcommit_of(node), spec, mult)
+                    }
+                };
+                out.push((n, v));
             }
         }
         out
+    }
+
+    /// The verdict `fit` would give when a node's only problem is too few free whole
+    /// cards, read from the node summary without touching each card. `None` when the
+    /// full filter must decide.
+    fn short_of_cards(&self, n: NodeId, spec: &JobSpec, mult: u32) -> Option<NodeReason> {
+        let want = spec.gpu.count * mult;
+        if want == 0 || spec.gpu.shared {
+            return None;
+        }
+        let node = &self.nodes[n as usize];
+        let sum = &self.summaries[n as usize];
+        let model_ok = spec.gpu.models.is_empty()
+            || node
+                .gpu_model()
+                .is_some_and(|m| spec.gpu.models.iter().any(|x| x == m));
+        // Every card large enough, so "free whole" means "free whole and large enough".
+        let mem_ok = spec.gpu.memory_per_card.is_none_or(|m| m <= sum.min_mem);
+        (node.ready()
+            && !node.cordoned
+            && node.gpu_labelled()
+            && !node.gpus.is_empty()
+            && model_ok
+            && mem_ok
+            && sum.free_bad == 0
+            && sum.free_whole < want)
+            .then_some(NodeReason::InsufficientGpus {
+                free: sum.free_whole,
+                want,
+            })
     }
 
     /// The one-line reason: `0/12 nodes are available: 5 ..., 4 ...`, plus the gang or
     /// fragmentation note when that is the real cause.
     pub fn headline(&self, id: JobId, replicas: u32) -> String {
         let j = &self.jobs[id as usize];
-        let (summary, _, frag, gang, _) = self.histogram(j, replicas);
+        let mult = if j.spec.affinity == Affinity::SameNode {
+            replicas.max(1)
+        } else {
+            1
+        };
+        let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
+        let (summary, _, frag, gang, _) = self.histogram(j, replicas, &verdicts);
         match (gang, frag) {
             (_, Some(f)) => format!("{summary}; {f}"),
             (Some(g), None) => format!("{summary}; {g}"),
@@ -87,6 +128,7 @@ impl Cluster {
         &self,
         j: &Job,
         replicas: u32,
+        verdicts: &[(NodeId, Result<Placement, NodeReason>)],
     ) -> (
         String,
         Vec<ReasonCount>,
@@ -96,19 +138,25 @@ impl Cluster {
     ) {
         let same = j.spec.affinity == Affinity::SameNode;
         let mult = if same { replicas.max(1) } else { 1 };
-        let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
         let total = verdicts.len();
-        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        // Group by phrase without building a string per node: few distinct phrases.
+        let mut groups: Vec<(&NodeReason, u32)> = Vec::new();
         let mut ok = 0usize;
-        for (_, v) in &verdicts {
+        for (_, v) in verdicts {
             match v {
                 Ok(_) => ok += 1,
-                Err(r) => *counts.entry(r.phrase()).or_default() += 1,
+                Err(r) => match groups.iter_mut().find(|g| g.0.same_phrase(r)) {
+                    Some(g) => g.1 += 1,
+                    None => groups.push((r, 1)),
+                },
             }
         }
-        let mut hist: Vec<ReasonCount> = counts
+        let mut hist: Vec<ReasonCount> = groups
             .into_iter()
-            .map(|(reason, nodes)| ReasonCount { reason, nodes })
+            .map(|(r, nodes)| ReasonCount {
+                reason: r.phrase(&j.spec),
+                nodes,
+            })
             .collect();
         hist.sort_by(|a, b| b.nodes.cmp(&a.nodes).then_with(|| a.reason.cmp(&b.reason)));
         let mut summary = format!("{ok}/{total} nodes are available");
@@ -130,7 +178,7 @@ impl Cluster {
             let mut free_total = 0u32;
             let mut best = 0u32;
             let mut holders = 0u32;
-            for (n, v) in &verdicts {
+            for (n, v) in verdicts {
                 if let Err(NodeReason::InsufficientGpus { free, .. }) = v {
                     let _ = n;
                     free_total += free;
@@ -182,7 +230,7 @@ impl Cluster {
                     first,
                     NodeReason::Cpu { .. } | NodeReason::Memory { .. } | NodeReason::Disk { .. }
                 ) {
-                    v.push(first.lack());
+                    v.push(first.lack(spec));
                 }
                 let checks = [
                     (spec.cpu_milli * mult as u64, free_cpu(node, oc), "CPU"),
@@ -207,7 +255,7 @@ impl Cluster {
                     }
                 }
             }
-            other => v.push(other.lack()),
+            other => v.push(other.lack(spec)),
         }
         v
     }
@@ -220,13 +268,13 @@ impl Cluster {
             _ => j.desired_replicas.max(1),
         };
         let quota = self.quota_verdict(id, replicas);
-        let (summary, histogram, fragmentation, gang, ok) = self.histogram(j, replicas);
         let mult = if j.spec.affinity == Affinity::SameNode {
             replicas
         } else {
             1
         };
         let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
+        let (summary, histogram, fragmentation, gang, ok) = self.histogram(j, replicas, &verdicts);
         let nearest = verdicts
             .iter()
             .filter_map(|(n, v)| v.as_ref().err().map(|r| (r.distance(), *n, r)))
@@ -235,25 +283,19 @@ impl Cluster {
                 node: self.nodes[n as usize].name.clone(),
                 lacks: self.lacks(n, &j.spec, mult, r),
             });
-        let queue = self.queue();
-        let pos = queue.iter().position(|q| q.0 == id && !q.2);
-        let ahead: Vec<String> = pos
-            .map(|p| {
-                queue[..p]
-                    .iter()
-                    .take(5)
-                    .map(|q| {
-                        let a = &self.jobs[q.0 as usize];
-                        format!(
-                            "{} (priority {}, {})",
-                            self.job_ref(a.id),
-                            priority_name(a.spec.priority),
-                            a.spec.shape()
-                        )
-                    })
-                    .collect()
+        let (pos, queue_length, ahead_ids) = self.queue_position(id);
+        let ahead: Vec<String> = ahead_ids
+            .iter()
+            .map(|&q| {
+                let a = &self.jobs[q as usize];
+                format!(
+                    "{} (priority {}, {})",
+                    self.job_ref(a.id),
+                    priority_name(a.spec.priority),
+                    a.spec.shape()
+                )
             })
-            .unwrap_or_default();
+            .collect();
         let placement = j
             .placements
             .iter()
@@ -270,7 +312,7 @@ impl Cluster {
         let suggestions = if j.phase == Phase::Pending
             || (j.phase == Phase::Running && j.desired_replicas > j.running_replicas())
         {
-            self.suggestions(j, replicas, &quota, &histogram, ok)
+            self.suggestions(j, replicas, &quota, &histogram, ok, &verdicts)
         } else {
             Vec::new()
         };
@@ -286,8 +328,8 @@ impl Cluster {
             histogram,
             fragmentation,
             gang,
-            queue_position: pos.map(|p| p + 1),
-            queue_length: queue.len(),
+            queue_position: pos,
+            queue_length,
             ahead,
             nearest,
             suggestions,
@@ -318,6 +360,7 @@ impl Cluster {
         quota: &QuotaVerdict,
         hist: &[ReasonCount],
         ok: usize,
+        verdicts: &[(NodeId, Result<Placement, NodeReason>)],
     ) -> Vec<String> {
         let mut out = Vec::new();
         let spec = &j.spec;
@@ -422,18 +465,16 @@ impl Cluster {
             }
         }
         // Cordoned nodes that would fit once uncordoned.
-        for (p, _) in self.candidate_pools(j.pool) {
-            for n in self.pool_nodes(p) {
-                let node = &self.nodes[n as usize];
-                if node.cordoned {
-                    let mut t = node.clone();
-                    t.cordoned = false;
-                    if fit(&t, n, self.overcommit_of(node), spec, 1).is_ok() {
-                        out.push(format!(
-                            "uncordoning node {} would let it run there",
-                            node.name
-                        ));
-                    }
+        for (n, v) in verdicts {
+            if let Err(NodeReason::Cordoned) = v {
+                let node = &self.nodes[*n as usize];
+                let mut t = node.clone();
+                t.cordoned = false;
+                if fit(&t, *n, self.overcommit_of(node), spec, 1).is_ok() {
+                    out.push(format!(
+                        "uncordoning node {} would let it run there",
+                        node.name
+                    ));
                 }
             }
         }

@@ -3,6 +3,8 @@
 //! `fit` is the single answer to "does it fit here" for scheduling, preemption,
 //! backfill, explanation and trace replay alike, so their verdicts cannot disagree.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::model::*;
@@ -21,9 +23,9 @@ pub enum NodeReason {
         physical: u32,
     },
     NoGpus,
+    /// The job's allowed models are in its spec; phrases name them.
     ModelNotAllowed {
-        model: String,
-        allowed: Vec<String>,
+        model: Arc<str>,
     },
     CardMemory {
         have: u64,
@@ -71,7 +73,7 @@ pub enum NodeReason {
 impl NodeReason {
     /// The phrase used in the `0/N nodes are available: ...` histogram. Nodes whose
     /// reasons share a phrase are counted together.
-    pub fn phrase(&self) -> String {
+    pub fn phrase(&self, spec: &JobSpec) -> String {
         match self {
             NodeReason::NotReady { why } => format!("NotReady ({why})"),
             NodeReason::Cordoned => "cordoned".into(),
@@ -80,8 +82,8 @@ impl NodeReason {
                     .into()
             }
             NodeReason::NoGpus => "no GPUs".into(),
-            NodeReason::ModelNotAllowed { model, allowed } => {
-                format!("GPU model {model} not in [{}]", allowed.join(","))
+            NodeReason::ModelNotAllowed { model } => {
+                format!("GPU model {model} not in [{}]", spec.gpu.models.join(","))
             }
             NodeReason::CardMemory { have, want } => format!(
                 "GPU memory per card {} < {} requested",
@@ -109,8 +111,24 @@ impl NodeReason {
         }
     }
 
+    /// Whether two reasons read the same in the histogram (cheaper than comparing
+    /// phrases).
+    pub fn same_phrase(&self, o: &NodeReason) -> bool {
+        use NodeReason::*;
+        match (self, o) {
+            (NotReady { why: a }, NotReady { why: b }) => a == b,
+            (ModelNotAllowed { model: a }, ModelNotAllowed { model: b }) => a == b,
+            (CardMemory { have: a, want: x }, CardMemory { have: b, want: y }) => a == b && x == y,
+            (MigSlices { want: a, card: x }, MigSlices { want: b, card: y }) => a == b && x == y,
+            (GpusUnhealthy { why: a, .. }, GpusUnhealthy { why: b, .. }) => a == b,
+            (Disk { want: a, .. }, Disk { want: b, .. }) => a == b,
+            (ReservedForBackfill { job: a }, ReservedForBackfill { job: b }) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+
     /// What the node lacks, with numbers (for "nearest node").
-    pub fn lack(&self) -> String {
+    pub fn lack(&self, spec: &JobSpec) -> String {
         match self {
             NodeReason::InsufficientGpus { free, want } => {
                 format!("{} GPU(s) (has {free} free, needs {want})", want - free)
@@ -141,7 +159,7 @@ impl NodeReason {
                 fmt_bytes(*free),
                 fmt_bytes(*want)
             ),
-            other => other.phrase(),
+            other => other.phrase(spec),
         }
     }
 
@@ -208,6 +226,44 @@ pub fn free_disk(node: &Node) -> u64 {
     node.disk.saturating_sub(node.disk_used())
 }
 
+/// Jobs to treat as gone from a node (preemption and backfill what-ifs), with what
+/// they hold there, so a node can be judged without copying it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Except<'a> {
+    pub jobs: &'a [JobId],
+    pub cpu: u64,
+    pub mem: u64,
+    pub disk: u64,
+}
+
+impl Except<'_> {
+    fn skips(&self, a: &GpuAlloc) -> bool {
+        self.jobs.contains(&a.job)
+    }
+    fn used_milli(&self, g: &Gpu) -> u32 {
+        g.allocs
+            .iter()
+            .filter(|a| !self.skips(a))
+            .map(|a| a.milli)
+            .sum()
+    }
+    fn free_milli(&self, g: &Gpu) -> u32 {
+        GPU_MILLI.saturating_sub(self.used_milli(g))
+    }
+    fn free_mem(&self, g: &Gpu) -> u64 {
+        g.memory.saturating_sub(
+            g.allocs
+                .iter()
+                .filter(|a| !self.skips(a))
+                .map(|a| a.mem)
+                .sum(),
+        )
+    }
+    fn empty(&self, g: &Gpu) -> bool {
+        g.allocs.is_empty() || (!self.jobs.is_empty() && g.allocs.iter().all(|a| self.skips(a)))
+    }
+}
+
 /// Checks whether `mult` replicas of `spec` fit together on `node`, returning the
 /// placement (all `mult` replicas merged) or the first reason they do not.
 pub fn fit(
@@ -217,6 +273,18 @@ pub fn fit(
     spec: &JobSpec,
     mult: u32,
 ) -> Result<Placement, NodeReason> {
+    fit_except(node, node_id, oc, spec, mult, &Except::default())
+}
+
+/// As [`fit`], as if the jobs in `except` were gone from the node.
+pub fn fit_except(
+    node: &Node,
+    node_id: NodeId,
+    oc: Overcommit,
+    spec: &JobSpec,
+    mult: u32,
+    except: &Except,
+) -> Result<Placement, NodeReason> {
     if let Condition::NotReady(why) = &node.condition {
         return Err(NodeReason::NotReady { why: why.clone() });
     }
@@ -224,7 +292,7 @@ pub fn fit(
         return Err(NodeReason::Cordoned);
     }
     let count = spec.gpu.count * mult;
-    let mut slots = Vec::with_capacity(count as usize);
+    let mut slots = Vec::new();
     if count > 0 {
         let gpus = node.sched_gpus();
         if gpus.is_empty() {
@@ -239,8 +307,7 @@ pub fn fit(
         let model = node.gpu_model().unwrap_or("");
         if !spec.gpu.models.is_empty() && !spec.gpu.models.iter().any(|m| m == model) {
             return Err(NodeReason::ModelNotAllowed {
-                model: model.to_string(),
-                allowed: spec.gpu.models.clone(),
+                model: node.gpu_model_arc(),
             });
         }
         if let Some(want) = spec.gpu.memory_per_card {
@@ -256,8 +323,8 @@ pub fn fit(
             for g in gpus.iter().filter(|g| g.usable()) {
                 match share_on_card(spec, g) {
                     None => mig_too_big = Some(g.memory),
-                    Some((m, mem)) if g.free_milli() >= m && g.free_mem() >= mem => {
-                        cands.push((g.free_milli(), g.index, m, mem))
+                    Some((m, mem)) if except.free_milli(g) >= m && except.free_mem(g) >= mem => {
+                        cands.push((except.free_milli(g), g.index, m, mem))
                     }
                     _ => {}
                 }
@@ -286,18 +353,9 @@ pub fn fit(
             let mut free_unhealthy = 0u32;
             let mut free_cordoned = 0u32;
             let mut unhealthy_why = String::new();
-            for g in gpus.iter().filter(|g| fits_mem(g) && g.allocs.is_empty()) {
+            for g in gpus.iter().filter(|g| fits_mem(g) && except.empty(g)) {
                 match (&g.health, g.cordoned) {
-                    (Health::Healthy, false) => {
-                        free_usable += 1;
-                        if slots.len() < count as usize {
-                            slots.push(GpuSlot {
-                                gpu: g.index,
-                                milli: GPU_MILLI,
-                                mem: g.memory,
-                            });
-                        }
-                    }
+                    (Health::Healthy, false) => free_usable += 1,
                     (Health::Unhealthy(w), _) => {
                         free_unhealthy += 1;
                         if unhealthy_why.is_empty() {
@@ -307,7 +365,18 @@ pub fn fit(
                     (_, true) => free_cordoned += 1,
                 }
             }
-            if free_usable < count {
+            if free_usable >= count {
+                slots = gpus
+                    .iter()
+                    .filter(|g| fits_mem(g) && except.empty(g) && g.usable())
+                    .take(count as usize)
+                    .map(|g| GpuSlot {
+                        gpu: g.index,
+                        milli: GPU_MILLI,
+                        mem: g.memory,
+                    })
+                    .collect();
+            } else {
                 return Err(
                     if free_usable + free_unhealthy >= count && free_unhealthy > 0 {
                         NodeReason::GpusUnhealthy {
@@ -331,7 +400,7 @@ pub fn fit(
         }
     }
     let cpu = spec.cpu_milli * mult as u64;
-    let fc = free_cpu(node, oc);
+    let fc = free_cpu(node, oc) + except.cpu;
     if cpu > fc {
         return Err(NodeReason::Cpu {
             free: fc,
@@ -339,7 +408,7 @@ pub fn fit(
         });
     }
     let mem = spec.memory * mult as u64;
-    let fm = free_mem(node, oc);
+    let fm = free_mem(node, oc) + except.mem;
     if mem > fm {
         return Err(NodeReason::Memory {
             free: fm,
@@ -347,7 +416,7 @@ pub fn fit(
         });
     }
     let disk = spec.disk * mult as u64;
-    let fd = free_disk(node);
+    let fd = free_disk(node) + except.disk;
     if disk > fd {
         return Err(NodeReason::Disk {
             free: fd,

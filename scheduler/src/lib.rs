@@ -26,6 +26,7 @@ pub mod quantity;
 pub mod scenario;
 pub mod schedule;
 pub mod sim;
+pub mod synthetic;
 
 pub use cluster::{Cluster, ClusterError, SchedConfig};
 pub use command::Command;

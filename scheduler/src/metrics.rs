@@ -250,7 +250,7 @@ impl Cluster {
             name: n.name.clone(),
             pool: self.pool_name(n.pool).to_string(),
             role: n
-                .labels
+                .labels()
                 .get(LABEL_ROLE)
                 .cloned()
                 .unwrap_or_else(|| "-".into()),

@@ -179,7 +179,11 @@ impl Gpu {
 #[derive(Clone, Debug, Serialize)]
 pub struct Node {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    /// Labels; change them with [`Node::set_labels`] so derived facts stay right.
+    labels: BTreeMap<String, String>,
+    /// Derived from the labels: the GPU model label when model and count are set.
+    #[serde(skip)]
+    gpu_label: Option<std::sync::Arc<str>>,
     pub cpu_milli: u64,
     pub memory: u64,
     pub disk: u64,
@@ -200,9 +204,53 @@ pub struct Node {
 }
 
 impl Node {
+    /// A Ready, uncordoned node with nothing placed on it.
+    pub fn new(
+        name: impl Into<String>,
+        labels: BTreeMap<String, String>,
+        cpu_milli: u64,
+        memory: u64,
+        disk: u64,
+        gpus: Vec<Gpu>,
+    ) -> Node {
+        let mut n = Node {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            gpu_label: None,
+            cpu_milli,
+            memory,
+            disk,
+            condition: Condition::Ready,
+            cordoned: false,
+            gpus,
+            pool: None,
+            alloc_cpu: 0,
+            alloc_mem: 0,
+            alloc_disk: 0,
+            disk_external: 0,
+            jobs: Vec::new(),
+        };
+        n.set_labels(labels);
+        n
+    }
+
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+
+    /// Replaces the labels. (Within a cluster, use `Cluster::relabel_node`, which also
+    /// moves the node between pools.)
+    pub fn set_labels(&mut self, labels: BTreeMap<String, String>) {
+        self.gpu_label = match (labels.get(LABEL_MODEL), labels.contains_key(LABEL_COUNT)) {
+            (Some(m), true) => Some(m.to_lowercase().into()),
+            _ => None,
+        };
+        self.labels = labels;
+    }
+
     /// True when the crater.ai labels describe the node's GPUs (model and count).
     pub fn gpu_labelled(&self) -> bool {
-        self.labels.contains_key(LABEL_MODEL) && self.labels.contains_key(LABEL_COUNT)
+        self.gpu_label.is_some()
     }
 
     /// GPUs the scheduler may use: none unless the node is labelled.
@@ -219,7 +267,14 @@ impl Node {
         if self.gpus.is_empty() {
             return None;
         }
-        self.labels.get(LABEL_MODEL).map(|s| s.as_str())
+        self.gpu_label.as_deref()
+    }
+
+    /// The GPU model label, shared (cheap to clone into verdicts).
+    pub fn gpu_model_arc(&self) -> std::sync::Arc<str> {
+        self.gpu_label
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::from(""))
     }
 
     pub fn ready(&self) -> bool {

@@ -545,25 +545,13 @@ impl Scenario {
                         });
                     }
                 }
-                c.add_node(Node {
-                    name,
-                    labels,
-                    cpu_milli: g.cpu.0,
-                    memory: g.memory.0,
-                    disk: g.disk.0,
-                    condition: match &g.not_ready {
-                        Some(w) => Condition::NotReady(w.clone()),
-                        None => Condition::Ready,
-                    },
-                    cordoned: g.cordoned,
-                    gpus,
-                    pool: None,
-                    alloc_cpu: 0,
-                    alloc_mem: 0,
-                    alloc_disk: 0,
-                    disk_external: 0,
-                    jobs: Vec::new(),
-                });
+                let mut node = Node::new(name, labels, g.cpu.0, g.memory.0, g.disk.0, gpus);
+                node.condition = match &g.not_ready {
+                    Some(w) => Condition::NotReady(w.clone()),
+                    None => Condition::Ready,
+                };
+                node.cordoned = g.cordoned;
+                c.add_node(node);
             }
         }
         for (pi, p) in self.projects.iter().enumerate() {

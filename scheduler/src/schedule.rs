@@ -5,13 +5,13 @@
 //! deterministic: the same state gives the same placements and the same events.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::event::Severity;
-use crate::fit::{fit, split, NodeReason};
+use crate::fit::{fit, fit_except, split, Except, NodeReason};
 use crate::model::*;
 use crate::quantity::fmt_duration;
 
@@ -260,12 +260,7 @@ impl Cluster {
 
     /// Dominant resource share per project (parts per million of the cluster).
     pub(crate) fn drf_shares(&self) -> Vec<u64> {
-        let mut total = Resources::default();
-        for n in &self.nodes {
-            total.gpu_milli += n.sched_gpus().len() as u64 * GPU_MILLI as u64;
-            total.cpu_milli += n.cpu_milli;
-            total.memory += n.memory;
-        }
+        let total = self.totals;
         (0..self.projects.len())
             .map(|p| {
                 let mut used = Resources::default();
@@ -288,38 +283,67 @@ impl Cluster {
             .collect()
     }
 
+    /// Queue items with their sort keys: (key, job, replicas to place, is a scale-up).
+    #[allow(clippy::type_complexity)]
+    fn queue_items(&self) -> Vec<((Reverse<i64>, u64, u64, JobId, bool), u32)> {
+        let shares = self.drf_shares();
+        let share = |j: &Job| j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+        let mut items = Vec::with_capacity(self.pending.len());
+        let aging = self.config.aging_s.max(1);
+        for (&id, k) in &self.pending {
+            let eff = k.priority as i64 + (self.now.saturating_sub(k.queued_since) / aging) as i64;
+            let share = k.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+            items.push(((Reverse(eff), share, k.submitted, id, false), k.replicas));
+        }
+        for &id in &self.services {
+            let j = &self.jobs[id as usize];
+            if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
+                let key = (
+                    Reverse(j.spec.priority as i64),
+                    share(j),
+                    j.submitted,
+                    j.id,
+                    true,
+                );
+                items.push((key, j.desired_replicas - j.running_replicas()));
+            }
+        }
+        items
+    }
+
     /// The queue in scheduling order: (job, replicas to place, is a scale-up).
     /// Priority (with aging), then fair share (lower dominant share first), then age.
     pub fn queue(&self) -> Vec<(JobId, u32, bool)> {
-        let shares = self.drf_shares();
-        let mut items: Vec<(Reverse<i64>, u64, u64, JobId, u32, bool)> = Vec::new();
-        for &id in &self.pending {
-            let j = &self.jobs[id as usize];
-            let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
-            items.push((
-                Reverse(self.effective_priority(j)),
-                share,
-                j.submitted,
-                id,
-                j.desired_replicas.max(1),
-                false,
-            ));
-        }
-        for j in &self.jobs {
-            if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
-                let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
-                items.push((
-                    Reverse(j.spec.priority as i64),
-                    share,
-                    j.submitted,
-                    j.id,
-                    j.desired_replicas - j.running_replicas(),
-                    true,
-                ));
+        let mut items = self.queue_items();
+        items.sort_unstable();
+        items.into_iter().map(|(k, r)| (k.3, r, k.4)).collect()
+    }
+
+    /// A pending job's 1-based queue position, the queue's length and the first five
+    /// jobs ahead of it, without sorting the whole queue.
+    pub fn queue_position(&self, id: JobId) -> (Option<usize>, usize, Vec<JobId>) {
+        let items = self.queue_items();
+        let Some(me) = items.iter().find(|(k, _)| k.3 == id && !k.4).map(|x| x.0) else {
+            return (None, items.len(), Vec::new());
+        };
+        let mut ahead: BinaryHeap<(Reverse<i64>, u64, u64, JobId, bool)> = BinaryHeap::new();
+        let mut count = 0;
+        for (k, _) in &items {
+            if *k < me {
+                count += 1;
+                if ahead.len() < 5 {
+                    ahead.push(*k);
+                } else if ahead.peek().is_some_and(|top| k < top) {
+                    ahead.pop();
+                    ahead.push(*k);
+                }
             }
         }
-        items.sort_unstable();
-        items.into_iter().map(|i| (i.3, i.4, i.5)).collect()
+        (
+            Some(count + 1),
+            items.len(),
+            ahead.into_sorted_vec().into_iter().map(|k| k.3).collect(),
+        )
     }
 
     /// Finds the best node for `mult` replicas of `spec` among `pools`, skipping
@@ -491,18 +515,16 @@ impl Cluster {
         if v.id == j.id || v.phase != Phase::Running {
             return false;
         }
-        let node_pool = self.nodes[n as usize].pool;
-        let v_on_loan_here = v.placements.iter().any(|p| p.node == n && p.on_loan);
-        // A borrower on a lent node never evicts the lender's own work.
-        if node_pool != j.pool && !v_on_loan_here {
-            return false;
+        let on_loan_here = || v.placements.iter().any(|p| p.node == n && p.on_loan);
+        if self.nodes[n as usize].pool != j.pool {
+            // A borrower on a lent node never evicts the lender's own work.
+            return v.spec.priority < j.spec.priority && on_loan_here();
         }
-        if v.spec.priority < j.spec.priority {
-            return true;
-        }
-        // Reclaim: borrowed quota in the same pool, or a loan on this pool's node.
-        (within_reserved && v.borrowed && v.pool == j.pool)
-            || (node_pool == j.pool && v_on_loan_here)
+        // Lower priority; or reclaim: borrowed quota in the same pool, or a loan on
+        // this pool's node.
+        v.spec.priority < j.spec.priority
+            || (within_reserved && v.borrowed && v.pool == j.pool)
+            || on_loan_here()
     }
 
     /// The smallest set of running jobs whose eviction lets `replicas` replicas of `id`
@@ -516,6 +538,26 @@ impl Cluster {
         self.find_victims_for(&self.jobs[id as usize], replicas, within_reserved)
     }
 
+    /// What `victims` hold on node `n`, as an [`Except`] for what-if fits.
+    fn except_on<'a>(&self, n: NodeId, victims: &'a [JobId]) -> Except<'a> {
+        let mut e = Except {
+            jobs: victims,
+            ..Default::default()
+        };
+        for &v in victims {
+            for p in self.jobs[v as usize]
+                .placements
+                .iter()
+                .filter(|p| p.node == n)
+            {
+                e.cpu += p.cpu;
+                e.mem += p.mem;
+                e.disk += p.disk;
+            }
+        }
+        e
+    }
+
     /// As [`Cluster::find_victims`], for a job that may be a what-if copy.
     pub fn find_victims_for(
         &self,
@@ -523,7 +565,6 @@ impl Cluster {
         replicas: u32,
         within_reserved: bool,
     ) -> Option<Vec<JobId>> {
-        let id = j.id;
         let spec = &j.spec;
         let pools = self.candidate_pools(j.pool);
         let (units, mult) = if spec.affinity == Affinity::SameNode {
@@ -531,9 +572,54 @@ impl Cluster {
         } else {
             (replicas, 1)
         };
+        // Nobody to evict: every running job outranks this one and no reclaim applies.
+        let reclaim = within_reserved
+            || j.pool
+                .is_some_and(|p| !self.pools[p as usize].lend_to.is_empty());
+        if !reclaim
+            && self
+                .running_by_prio
+                .first()
+                .is_none_or(|&(p, _, _)| p >= spec.priority)
+        {
+            return None;
+        }
+        if units == 1 {
+            // Nothing to evict if it fits as things are.
+            if self.find_node(spec, mult, &pools, &[], &[]).is_some() {
+                return None;
+            }
+            // Fast path: one victim is the fewest possible, and running jobs are indexed
+            // in preference order (lowest priority, then most recent start), so the
+            // first that frees enough on its own is the best answer. Past the job's own
+            // priority only reclaim can find victims.
+            for &(prio, _, v) in &self.running_by_prio {
+                if prio >= spec.priority && !reclaim {
+                    break;
+                }
+                let vj = &self.jobs[v as usize];
+                let mut nodes: Vec<NodeId> = vj.placements.iter().map(|p| p.node).collect();
+                nodes.dedup();
+                for n in nodes {
+                    if !pools
+                        .iter()
+                        .any(|(p, _)| Some(*p) == self.nodes[n as usize].pool)
+                        || !self.evictable(j, vj, n, within_reserved)
+                    {
+                        continue;
+                    }
+                    let node = &self.nodes[n as usize];
+                    let ex = self.except_on(n, std::slice::from_ref(&v));
+                    if fit_except(node, n, self.overcommit_of(node), spec, mult, &ex).is_ok() {
+                        return Some(vec![v]);
+                    }
+                }
+            }
+        }
         let mut overlay: BTreeMap<NodeId, Node> = BTreeMap::new();
         let mut victims: Vec<JobId> = Vec::new();
         let mut used_nodes: Vec<NodeId> = j.placements.iter().map(|p| p.node).collect();
+        let id = j.id;
         for _ in 0..units {
             type Best = ((usize, i32, Reverse<u64>), NodeId, Vec<JobId>, Placement);
             let mut best: Option<Best> = None;
@@ -585,65 +671,49 @@ impl Cluster {
                             Reverse(v.id),
                         )
                     });
-                    // One victim is the fewest: take the first (lowest priority, most
-                    // recently started) that frees enough on its own.
-                    let single = cands.iter().find(|v| {
-                        let mut t = base.clone();
-                        node_remove(&mut t, n, v);
-                        fit(&t, n, oc, spec, mult).is_ok()
-                    });
-                    if let Some(v) = single {
-                        cands = vec![*v];
-                    }
-                    let mut trial = base.clone();
-                    let mut set: Vec<&Job> = Vec::new();
-                    let mut placed = None;
-                    for v in cands {
-                        node_remove(&mut trial, n, v);
-                        set.push(v);
-                        if let Ok(p) = fit(&trial, n, oc, spec, mult) {
-                            placed = Some(p);
-                            break;
+                    let try_set = |set: &[JobId]| {
+                        fit_except(base, n, oc, spec, mult, &self.except_on(n, set))
+                    };
+                    // One victim if one suffices, else greedily in preference order.
+                    let mut set: Vec<JobId> = match cands.iter().find(|v| try_set(&[v.id]).is_ok())
+                    {
+                        Some(v) => vec![v.id],
+                        None => {
+                            let mut set = Vec::new();
+                            let mut ok = false;
+                            for v in &cands {
+                                set.push(v.id);
+                                if try_set(&set).is_ok() {
+                                    ok = true;
+                                    break;
+                                }
+                            }
+                            if !ok {
+                                continue;
+                            }
+                            set
                         }
-                    }
-                    let Some(_) = placed else { continue };
+                    };
                     // Reprieve: give back victims not needed, highest priority first.
                     let mut i = set.len();
-                    while i > 0 {
+                    while i > 0 && set.len() > 1 {
                         i -= 1;
-                        let mut t = base.clone();
-                        for (k, v) in set.iter().enumerate() {
-                            if k != i {
-                                node_remove(&mut t, n, v);
-                            }
-                        }
-                        if fit(&t, n, oc, spec, mult).is_ok() && set.len() > 1 {
-                            set.remove(i);
+                        let mut without = set.clone();
+                        without.remove(i);
+                        if try_set(&without).is_ok() {
+                            set = without;
                         }
                     }
-                    let mut t = base.clone();
-                    for v in &set {
-                        node_remove(&mut t, n, v);
-                    }
-                    let Ok(mut p) = fit(&t, n, oc, spec, mult) else {
-                        continue;
-                    };
+                    let Ok(mut p) = try_set(&set) else { continue };
                     p.on_loan = on_loan;
+                    let vs: Vec<&Job> = set.iter().map(|&v| &self.jobs[v as usize]).collect();
                     let key = (
                         set.len(),
-                        set.iter()
-                            .map(|v| v.spec.priority)
-                            .max()
-                            .unwrap_or(i32::MIN),
-                        Reverse(
-                            set.iter()
-                                .map(|v| v.started.unwrap_or(0))
-                                .max()
-                                .unwrap_or(0),
-                        ),
+                        vs.iter().map(|v| v.spec.priority).max().unwrap_or(i32::MIN),
+                        Reverse(vs.iter().map(|v| v.started.unwrap_or(0)).max().unwrap_or(0)),
                     );
                     if best.as_ref().is_none_or(|b| key < b.0) {
-                        best = Some((key, n, set.iter().map(|v| v.id).collect(), p));
+                        best = Some((key, n, set, p));
                     }
                 }
             }
@@ -703,10 +773,10 @@ impl Cluster {
                 let mut running: Vec<&Job> =
                     node.jobs.iter().map(|&v| &self.jobs[v as usize]).collect();
                 running.sort_by_key(|v| (self.expected_end(v).unwrap_or(u64::MAX), v.id));
-                let mut trial = node.clone();
+                let mut gone: Vec<JobId> = Vec::new();
                 for v in running {
-                    node_remove(&mut trial, n, v);
-                    if fit(&trial, n, oc, spec, mult).is_ok() {
+                    gone.push(v.id);
+                    if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok() {
                         found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
                         break;
                     }
@@ -755,6 +825,7 @@ impl Cluster {
         self.restart_due();
         let queue = self.queue();
         let mut failed: HashMap<ShapeKey, String> = HashMap::new();
+        let mut no_victims: HashMap<ShapeKey, i32> = HashMap::new();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         for (id, replicas, scale_up) in queue {
@@ -812,7 +883,13 @@ impl Cluster {
             // start, replica by replica for a scale-up.
             while placed < replicas && self.config.preemption && (scale_up || placed == 0) {
                 let want = if scale_up { 1 } else { replicas };
+                // Evictions never give a job of this shape new victims in this cycle.
+                let prio = self.jobs[id as usize].spec.priority;
+                if no_victims.get(&key).is_some_and(|&p| p >= prio) {
+                    break;
+                }
                 let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
+                    no_victims.insert(key.clone(), prio);
                     break;
                 };
                 self.evict_for(id, &victims, &mut report);

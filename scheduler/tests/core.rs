@@ -12,15 +12,13 @@ fn node(name: &str, role: &str, gpus: u32, model: &str, mem_gi: u64, mig: bool) 
         labels.insert(LABEL_MODEL.to_string(), model.to_string());
         labels.insert(LABEL_COUNT.to_string(), gpus.to_string());
     }
-    Node {
-        name: name.into(),
+    Node::new(
+        name,
         labels,
-        cpu_milli: 64_000,
-        memory: 512 << 30,
-        disk: 2 << 40,
-        condition: Condition::Ready,
-        cordoned: false,
-        gpus: (0..gpus)
+        64_000,
+        512 << 30,
+        2 << 40,
+        (0..gpus)
             .map(|i| Gpu {
                 index: i,
                 uuid: format!("{name}-{i}"),
@@ -34,13 +32,7 @@ fn node(name: &str, role: &str, gpus: u32, model: &str, mem_gi: u64, mig: bool) 
                 mem_used: 0,
             })
             .collect(),
-        pool: None,
-        alloc_cpu: 0,
-        alloc_mem: 0,
-        alloc_disk: 0,
-        disk_external: 0,
-        jobs: vec![],
-    }
+    )
 }
 
 fn cluster(nodes: Vec<Node>, projects: &[(&str, u32, Option<u32>)]) -> Cluster {

@@ -173,22 +173,14 @@ fn build(nodes: &[NodeSpec], quotas: &[(u32, u32, u32, u32)], lend: bool) -> Clu
                 mem_used: 0,
             })
             .collect();
-        c.add_node(Node {
-            name: format!("n{i}"),
+        c.add_node(Node::new(
+            format!("n{i}"),
             labels,
-            cpu_milli: n.cpu * 1000,
-            memory: n.cpu << 33,
-            disk: 1 << 40,
-            condition: Condition::Ready,
-            cordoned: false,
+            n.cpu * 1000,
+            n.cpu << 33,
+            1 << 40,
             gpus,
-            pool: None,
-            alloc_cpu: 0,
-            alloc_mem: 0,
-            alloc_disk: 0,
-            disk_external: 0,
-            jobs: vec![],
-        });
+        ));
     }
     for (p, &(r0, m0, r1, m1)) in quotas.iter().enumerate() {
         let mut q = BTreeMap::new();
@@ -397,7 +389,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
     }
 }
 
-fn check(c: &Cluster, started: &[JobId]) -> Result<(), TestCaseError> {
+fn check(c: &Cluster, started: &[(JobId, usize)]) -> Result<(), TestCaseError> {
     // Capacity: no node or GPU beyond its (overcommitted) capacity, bookkeeping exact.
     for (i, n) in c.nodes.iter().enumerate() {
         let oc = c.overcommit_of(n);
@@ -502,8 +494,8 @@ fn check(c: &Cluster, started: &[JobId]) -> Result<(), TestCaseError> {
         }
     }
     // Placed GPUs were healthy, uncordoned, on a Ready uncordoned node.
-    for &id in started {
-        for p in &c.jobs[id as usize].placements {
+    for &(id, from) in started {
+        for p in &c.jobs[id as usize].placements[from..] {
             let n = &c.nodes[p.node as usize];
             prop_assert!(n.ready() && !n.cordoned);
             for s in &p.gpus {
@@ -525,14 +517,28 @@ fn run(
     for op in ops {
         apply(&mut c, op, &mut serial);
         check(&c, &[])?;
+        let before: Vec<usize> = c.jobs.iter().map(|j| j.placements.len()).collect();
         let report = c.schedule();
-        let mut started = report.started.clone();
-        started.extend(&report.scaled_up);
+        let started: Vec<(JobId, usize)> = report
+            .started
+            .iter()
+            .map(|&j| (j, 0))
+            .chain(report.scaled_up.iter().map(|&j| (j, before[j as usize])))
+            .collect();
         check(&c, &started)?;
         // Explaining never panics and agrees with the phase.
         for j in c.jobs.iter().filter(|j| j.phase == Phase::Pending).take(3) {
             let ex = c.explain(j.id);
             prop_assert_eq!(ex.phase, "Pending");
+            // The summarised per-node verdicts agree with the full filter.
+            for mult in [1, 2] {
+                for (n, v) in c.node_verdicts(&j.spec, j.pool, mult) {
+                    let node = &c.nodes[n as usize];
+                    let full =
+                        maar_scheduler::fit::fit(node, n, c.overcommit_of(node), &j.spec, mult);
+                    prop_assert_eq!(v.err(), full.err());
+                }
+            }
         }
     }
     Ok(c.events)
