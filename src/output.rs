@@ -4,7 +4,7 @@ use comfy_table::{presets, Cell, ContentArrangement, Table};
 use serde::Serialize;
 
 use maar_scheduler::metrics::{Costs, JobView, Metrics, NodeView, QuotaView, Snapshot};
-use maar_scheduler::model::{Dim, Limits, Resources};
+use maar_scheduler::model::{Dim, Resources};
 use maar_scheduler::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
 use maar_scheduler::Event;
 
@@ -45,7 +45,7 @@ fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.iter().map(|h| Cell::new(h)));
+        .set_header(header.iter().copied().map(Cell::new));
     t
 }
 
@@ -134,14 +134,7 @@ pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
             model,
             format!("{}/{}", fmt_cpu(n.cpu_allocated), fmt_cpu(n.cpu_milli)),
             format!("{}/{}", fmt_bytes(n.memory_allocated), fmt_bytes(n.memory)),
-            format!(
-                "{}%",
-                if n.disk > 0 {
-                    n.disk_used * 100 / n.disk
-                } else {
-                    0
-                }
-            ),
+            format!("{}%", (n.disk_used * 100).checked_div(n.disk).unwrap_or(0)),
         ];
         if wide {
             row.push(if n.gpu_labelled { "yes" } else { "no" }.into());
@@ -304,8 +297,4 @@ pub fn metrics_text(m: &Metrics) -> String {
         m.restarts
     ));
     s
-}
-
-pub fn limits_debug(l: &Limits) -> String {
-    format!("{l:?}")
 }

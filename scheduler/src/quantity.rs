@@ -171,7 +171,7 @@ pub fn fmt_bytes(b: u64) -> String {
 
 /// Formats millicores as cores: `16`, `0.5`.
 pub fn fmt_cpu(milli: u64) -> String {
-    if milli % 1000 == 0 {
+    if milli.is_multiple_of(1000) {
         format!("{}", milli / 1000)
     } else {
         let s = format!("{:.3}", milli as f64 / 1000.0);

@@ -147,10 +147,7 @@ impl Sim {
 
     /// Runs every timer up to and including `until`, then leaves the clock at `until`.
     pub fn run_until(&mut self, until: u64) {
-        loop {
-            let Some(&Reverse((t, _, _))) = self.timers.peek() else {
-                break;
-            };
+        while let Some(&Reverse((t, _, _))) = self.timers.peek() {
             if t > until {
                 break;
             }
