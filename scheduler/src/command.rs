@@ -11,6 +11,10 @@ use crate::model::*;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Command {
+    /// Submit a job (from a manifest); not available in scenario files, which have
+    /// `workload.jobs` for that.
+    #[serde(skip_deserializing)]
+    Submit(Box<JobSpec>),
     RequestQuota {
         project: String,
         pool: String,
@@ -92,6 +96,11 @@ impl Cluster {
     /// Applies an operator command. Returns what happened, in words.
     pub fn apply(&mut self, cmd: Command) -> Result<String, ClusterError> {
         let msg = match cmd {
+            Command::Submit(spec) => {
+                let name = format!("{}/{}", spec.project, spec.name);
+                self.submit(*spec)?;
+                format!("job {name} submitted")
+            }
             Command::RequestQuota {
                 project,
                 pool,
