@@ -443,8 +443,27 @@ fn approving_a_quota_request_lets_the_waiting_job_start() {
         vec![node("a", "train", 8, "a100", 80, false)],
         &[("p", 0, Some(2))],
     );
-    c.submit(job("wants-4", "p", 4, PRIORITY_MEDIUM, None))
+    let msg = c
+        .apply(Command::Submit(Box::new(job(
+            "wants-4",
+            "p",
+            4,
+            PRIORITY_MEDIUM,
+            None,
+        ))))
         .unwrap();
+    assert_eq!(msg, "job p/wants-4 submitted");
+    assert!(
+        c.apply(Command::Submit(Box::new(job(
+            "wants-4",
+            "p",
+            1,
+            PRIORITY_LOW,
+            None
+        ))))
+        .is_err(),
+        "duplicate refused"
+    );
     c.schedule();
     assert_eq!(phase(&c, "wants-4"), Phase::Pending);
     assert!(c.explain(0).suggestions[0].contains("+2 GPUs"));
