@@ -109,6 +109,8 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
         output: TextOrJson,
     },
+    /// Replay a GPU cluster trace (Alibaba openb format) under a placement policy.
+    Replay(crate::replay_cli::ReplayArgs),
     /// List nodes, GPUs, jobs, quotas, events, costs or metrics at a moment of a scenario.
     Get {
         #[arg(value_enum)]
@@ -164,10 +166,15 @@ fn yaml<T: serde::Serialize>(v: &T) -> String {
 
 /// Runs a command, writing to `out`. Returns the exit code.
 pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
+    let cmd = match cmd {
+        Cmd::Replay(args) => return crate::replay_cli::run(args, out),
+        other => other,
+    };
     let mut w = |s: String| {
         let _ = out.write_all(s.as_bytes());
     };
     match cmd {
+        Cmd::Replay(_) => unreachable!("handled above"),
         Cmd::Sim {
             scenario,
             until,

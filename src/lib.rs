@@ -6,3 +6,5 @@
 pub mod cli;
 pub mod load;
 pub mod output;
+pub mod replay_cli;
+pub mod trace;

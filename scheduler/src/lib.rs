@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod quantity;
+pub mod replay;
 pub mod scenario;
 pub mod schedule;
 pub mod sim;

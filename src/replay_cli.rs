@@ -1,0 +1,363 @@
+//! `maar replay`: the trace experiment from the command line — one run, or the sweep
+//! of every policy over seeds 42-51 — with tables, JSON and an SVG of the curves.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::ValueEnum;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use maar_scheduler::replay::{
+    replay, Policy, ReplayConfig, ReplayResult, ShapeWeight, TraceNode, TracePod,
+};
+
+use crate::cli::Failure;
+use crate::load::InputError;
+use crate::trace::{read_nodes, read_pods};
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum PolicyArg {
+    Random,
+    Dotprod,
+    Gpuclustering,
+    Gpupacking,
+    Bestfit,
+    Fgd,
+    Maar,
+}
+
+impl PolicyArg {
+    pub fn policy(self) -> Policy {
+        match self {
+            PolicyArg::Random => Policy::Random,
+            PolicyArg::Dotprod => Policy::DotProd,
+            PolicyArg::Gpuclustering => Policy::GpuClustering,
+            PolicyArg::Gpupacking => Policy::GpuPacking,
+            PolicyArg::Bestfit => Policy::BestFit,
+            PolicyArg::Fgd => Policy::Fgd,
+            PolicyArg::Maar => Policy::Maar,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TypicalBy {
+    Pods,
+    GpuDemand,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// Node list CSV (sn,cpu_milli,memory_mib,gpu,model).
+    #[arg(long, value_name = "CSV")]
+    pub nodes: PathBuf,
+    /// Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]).
+    #[arg(long, value_name = "CSV")]
+    pub pods: PathBuf,
+    #[arg(long, value_enum, default_value_t = PolicyArg::Maar)]
+    pub policy: PolicyArg,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Total GPU request to replay, as a multiple of the cluster's GPU capacity.
+    #[arg(long, default_value_t = 1.3)]
+    pub inflate: f64,
+    /// Run every policy x seeds 42-51 and print the means.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Published results to compare with (fgd_reference_alloc_default.csv).
+    #[arg(long, value_name = "CSV")]
+    pub reference: Option<PathBuf>,
+    /// Draw the allocation curves (mean over seeds per policy) to an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// How typical shapes are weighted for fragmentation.
+    #[arg(long, value_enum, default_value_t = TypicalBy::GpuDemand)]
+    pub typical_by: TypicalBy,
+    /// Count CPU-only pods among the typical shapes.
+    #[arg(long)]
+    pub cpu_shapes: bool,
+    #[arg(long, value_enum, default_value_t = crate::cli::SimOutput::Table)]
+    pub output: crate::cli::SimOutput,
+}
+
+/// The sweep's seeds, as in the paper's artifact.
+pub const SEEDS: std::ops::RangeInclusive<u64> = 42..=51;
+
+#[derive(Serialize)]
+struct SweepRow {
+    policy: Policy,
+    mean_alloc_pct_at_100: f64,
+    reference_alloc_pct_at_100: Option<f64>,
+    mean_unallocated_gpus_at_100: f64,
+    mean_elapsed_ms: f64,
+    runs: Vec<ReplayResult>,
+}
+
+/// Runs the given configurations on all cores; results come back in input order.
+pub fn run_all(nodes: &[TraceNode], pods: &[TracePod], cfgs: &[ReplayConfig]) -> Vec<ReplayResult> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(vec![None; cfgs.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(cfgs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= cfgs.len() {
+                    break;
+                }
+                let r = replay(nodes, pods, &cfgs[i]);
+                results.lock().expect("no thread panics while holding it")[i] = Some(r);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("threads joined")
+        .into_iter()
+        .map(|r| r.expect("every run finished"))
+        .collect()
+}
+
+/// Published means at 100% arrival by policy, from the reference CSV.
+pub fn read_reference(path: &Path) -> Result<Vec<(Policy, f64)>, InputError> {
+    let file = path.display().to_string();
+    let e = |line: Option<u64>, m: String| InputError {
+        file: file.clone(),
+        line,
+        column: None,
+        field: None,
+        message: m,
+    };
+    let mut rdr = csv::Reader::from_path(path).map_err(|x| e(None, format!("cannot read: {x}")))?;
+    let headers = rdr
+        .headers()
+        .map_err(|x| e(Some(1), x.to_string()))?
+        .clone();
+    let pcol = headers
+        .iter()
+        .position(|h| h == "sc_policy")
+        .ok_or_else(|| e(Some(1), "missing column `sc_policy`".into()))?;
+    let col = headers
+        .iter()
+        .position(|h| h == "100")
+        .ok_or_else(|| e(Some(1), "missing column `100`".into()))?;
+    let mut sums: Vec<(Policy, f64, u32)> = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|x| e(x.position().map(|p| p.line()), x.to_string()))?;
+        let line = rec.position().map(|p| p.line());
+        let name = rec.get(pcol).unwrap_or("").to_ascii_lowercase();
+        let name = name.split('-').next_back().unwrap_or("");
+        let Some(policy) = Policy::parse(name) else {
+            continue;
+        };
+        let v: f64 = rec.get(col).unwrap_or("").parse().map_err(|_| {
+            e(
+                line,
+                format!(
+                    "column 100: `{}` is not a number",
+                    rec.get(col).unwrap_or("")
+                ),
+            )
+        })?;
+        match sums.iter_mut().find(|x| x.0 == policy) {
+            Some(x) => {
+                x.1 += v;
+                x.2 += 1;
+            }
+            None => sums.push((policy, v, 1)),
+        }
+    }
+    Ok(sums
+        .into_iter()
+        .map(|(p, s, n)| (p, s / n as f64))
+        .collect())
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0), |a, x| (a.0 + x, a.1 + 1));
+    if n == 0 {
+        0.0
+    } else {
+        s / n as f64
+    }
+}
+
+/// Draws the mean allocation curve of each policy (as in the paper's figures).
+pub fn plot(path: &Path, runs: &[ReplayResult]) -> Result<(), Failure> {
+    let mut policies: Vec<Policy> = runs.iter().map(|r| r.policy).collect();
+    policies.sort();
+    policies.dedup();
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let fail = |e: String| Failure::Usage(format!("{}: cannot draw: {e}", path.display()));
+    root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "GPU allocation vs arrived GPU demand (mean over seeds)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..130f64, 0f64..100f64)
+        .map_err(|e| fail(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("arrived GPU demand, % of capacity")
+        .y_desc("GPU allocation, %")
+        .draw()
+        .map_err(|e| fail(e.to_string()))?;
+    let colours = [
+        RED,
+        BLUE,
+        GREEN,
+        MAGENTA,
+        CYAN,
+        BLACK,
+        RGBColor(255, 140, 0),
+    ];
+    for (i, p) in policies.iter().enumerate() {
+        let mine: Vec<&ReplayResult> = runs.iter().filter(|r| r.policy == *p).collect();
+        let pts: Vec<(f64, f64)> = (0..=130u32)
+            .filter_map(|a| {
+                let v: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| r.curve.iter().find(|c| c.arrived_pct == a))
+                    .map(|c| c.alloc_pct)
+                    .collect();
+                (!v.is_empty()).then(|| (a as f64, mean(v.into_iter())))
+            })
+            .collect();
+        let c = colours[i % colours.len()];
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .map_err(|e| fail(e.to_string()))?
+            .label(p.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| fail(e.to_string()))?;
+    root.present().map_err(|e| fail(e.to_string()))?;
+    Ok(())
+}
+
+pub fn run(a: ReplayArgs, out: &mut dyn Write) -> Result<i32, Failure> {
+    if !(a.inflate > 0.0 && a.inflate <= 10.0) {
+        return Err(Failure::Usage(format!(
+            "--inflate {} must be within (0, 10]",
+            a.inflate
+        )));
+    }
+    let nodes = read_nodes(&a.nodes)?;
+    let pods = read_pods(&a.pods)?;
+    let reference = a.reference.as_deref().map(read_reference).transpose()?;
+    let cfg = |policy, seed| ReplayConfig {
+        policy,
+        seed,
+        inflate: a.inflate,
+        shape_weight: match a.typical_by {
+            TypicalBy::Pods => ShapeWeight::Pods,
+            TypicalBy::GpuDemand => ShapeWeight::GpuDemand,
+        },
+        cpu_shapes: a.cpu_shapes,
+    };
+    let mut w = |s: String| {
+        let _ = out.write_all(s.as_bytes());
+    };
+    if !a.sweep {
+        let r = replay(&nodes, &pods, &cfg(a.policy.policy(), a.seed));
+        if let Some(p) = &a.plot {
+            plot(p, std::slice::from_ref(&r))?;
+        }
+        match a.output {
+            crate::cli::SimOutput::Json => {
+                w(serde_json::to_string_pretty(&r).expect("serialisable") + "\n")
+            }
+            crate::cli::SimOutput::Table => {
+                w(format!(
+                    "policy {} seed {}: {} GPUs, allocation at 100% arrival {:.2}% ({:.1} GPUs idle), {} pods placed, {} failed, {} ms\n",
+                    r.policy.name(), r.seed, r.total_gpus, r.alloc_pct_at_100, r.unallocated_gpus_at_100, r.pods_placed, r.pods_failed, r.elapsed_ms
+                ));
+                w("ARRIVED  ALLOC   FRAG\n".into());
+                for c in r.curve.iter().filter(|c| c.arrived_pct % 10 == 0) {
+                    w(format!(
+                        "{:>6}%  {:>5.1}%  {:>5.1}%\n",
+                        c.arrived_pct, c.alloc_pct, c.frag_pct
+                    ));
+                }
+            }
+        }
+        return Ok(0);
+    }
+    let started = Instant::now();
+    let cfgs: Vec<ReplayConfig> = Policy::ALL
+        .iter()
+        .flat_map(|&p| SEEDS.map(move |s| (p, s)))
+        .map(|(p, s)| cfg(p, s))
+        .collect();
+    let runs = run_all(&nodes, &pods, &cfgs);
+    let rows: Vec<SweepRow> = Policy::ALL
+        .iter()
+        .map(|&p| {
+            let mine: Vec<ReplayResult> = runs.iter().filter(|r| r.policy == p).cloned().collect();
+            SweepRow {
+                policy: p,
+                mean_alloc_pct_at_100: mean(mine.iter().map(|r| r.alloc_pct_at_100)),
+                reference_alloc_pct_at_100: reference
+                    .as_ref()
+                    .and_then(|v| v.iter().find(|x| x.0 == p).map(|x| x.1)),
+                mean_unallocated_gpus_at_100: mean(mine.iter().map(|r| r.unallocated_gpus_at_100)),
+                mean_elapsed_ms: mean(mine.iter().map(|r| r.elapsed_ms as f64)),
+                runs: mine,
+            }
+        })
+        .collect();
+    if let Some(p) = &a.plot {
+        plot(p, &runs)?;
+    }
+    match a.output {
+        crate::cli::SimOutput::Json => {
+            w(serde_json::to_string_pretty(&rows).expect("serialisable") + "\n")
+        }
+        crate::cli::SimOutput::Table => {
+            w(format!(
+                "{} seeds ({}-{}), inflate {}\n",
+                SEEDS.count(),
+                SEEDS.start(),
+                SEEDS.end(),
+                a.inflate
+            ));
+            w("POLICY         ALLOC@100  REFERENCE  DIFF    IDLE GPUS  MS/RUN\n".into());
+            for r in &rows {
+                let (refv, diff) = match r.reference_alloc_pct_at_100 {
+                    Some(x) => (
+                        format!("{x:>8.2}%"),
+                        format!("{:>+5.2}", r.mean_alloc_pct_at_100 - x),
+                    ),
+                    None => ("        -".into(), "    -".into()),
+                };
+                w(format!(
+                    "{:<14} {:>8.2}%  {refv}  {diff}  {:>9.1}  {:>6.0}\n",
+                    r.policy.name(),
+                    r.mean_alloc_pct_at_100,
+                    r.mean_unallocated_gpus_at_100,
+                    r.mean_elapsed_ms
+                ));
+            }
+            w(format!(
+                "wall time {:.1} s\n",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    Ok(0)
+}
