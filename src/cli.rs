@@ -111,6 +111,22 @@ pub enum Cmd {
     },
     /// Replay a GPU cluster trace (Alibaba openb format) under a placement policy.
     Replay(crate::replay_cli::ReplayArgs),
+    /// Write a workload variant of a pod list (seeded): more sharing, GPU-type
+    /// constraints, multi-GPU or CPU-only pods.
+    TraceVariant {
+        #[arg(long, value_name = "CSV")]
+        pods: PathBuf,
+        /// Node list, for the GPU models of `gpu-spec` variants.
+        #[arg(long, value_name = "CSV")]
+        nodes: PathBuf,
+        #[arg(long, value_enum)]
+        kind: crate::replay_cli::VariantArg,
+        /// Share of GPU pods (of all pods for `cpu`) of the chosen kind, 0-100.
+        #[arg(long)]
+        percent: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// List nodes, GPUs, jobs, quotas, events, costs or metrics at a moment of a scenario.
     Get {
         #[arg(value_enum)]
@@ -168,13 +184,32 @@ fn yaml<T: serde::Serialize>(v: &T) -> String {
 pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
     let cmd = match cmd {
         Cmd::Replay(args) => return crate::replay_cli::run(args, out),
+        Cmd::TraceVariant {
+            pods,
+            nodes,
+            kind,
+            percent,
+            seed,
+        } => {
+            if !(0.0..=100.0).contains(&percent) {
+                return Err(Failure::Usage(format!(
+                    "--percent {percent} must be within 0..=100"
+                )));
+            }
+            let p = crate::trace::read_pods(&pods)?;
+            let n = crate::trace::read_nodes(&nodes)?;
+            let v = maar_scheduler::replay::variant(&p, &n, kind.kind(), percent, seed);
+            crate::trace::write_pods(out, &v)
+                .map_err(|e| Failure::Usage(format!("cannot write: {e}")))?;
+            return Ok(0);
+        }
         other => other,
     };
     let mut w = |s: String| {
         let _ = out.write_all(s.as_bytes());
     };
     match cmd {
-        Cmd::Replay(_) => unreachable!("handled above"),
+        Cmd::Replay(_) | Cmd::TraceVariant { .. } => unreachable!("handled above"),
         Cmd::Sim {
             scenario,
             until,

@@ -43,6 +43,26 @@ impl PolicyArg {
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum VariantArg {
+    Sharing,
+    GpuSpec,
+    MultiGpu,
+    Cpu,
+}
+
+impl VariantArg {
+    pub fn kind(self) -> maar_scheduler::replay::VariantKind {
+        use maar_scheduler::replay::VariantKind as K;
+        match self {
+            VariantArg::Sharing => K::Sharing,
+            VariantArg::GpuSpec => K::GpuSpec,
+            VariantArg::MultiGpu => K::MultiGpu,
+            VariantArg::Cpu => K::Cpu,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
 pub enum TypicalBy {
     Pods,
     GpuDemand,

@@ -213,3 +213,27 @@ pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, InputError> {
     }
     Ok(out)
 }
+
+/// Writes a pod list with the full header (`gpu_spec` as a `|`-separated list).
+pub fn write_pods(out: &mut dyn std::io::Write, pods: &[TracePod]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "name",
+        "cpu_milli",
+        "memory_mib",
+        "num_gpu",
+        "gpu_milli",
+        "gpu_spec",
+    ])?;
+    for p in pods {
+        w.write_record([
+            p.name.clone(),
+            p.cpu_milli.to_string(),
+            p.memory_mib.to_string(),
+            p.num_gpu.to_string(),
+            p.gpu_milli.to_string(),
+            p.gpu_spec.join("|"),
+        ])?;
+    }
+    w.flush()
+}

@@ -231,42 +231,50 @@ impl State {
     }
 }
 
-/// Fragmentation of a node state against the typical shapes (GPU-milli), memoised.
-struct Frag<'a> {
-    shapes: &'a [(Shape, f64)],
-    models: &'a [String],
+/// Fragmentation of a node (GPU-milli) against typical shapes: for each shape, all
+/// idle GPU-milli if the shape needs no GPU, cannot use this model, or does not fit
+/// (too few cards with enough free milli, or too little CPU); otherwise the free milli
+/// of the cards with less free than the shape needs. Weighted by shape frequency.
+pub fn fragmentation(model: &str, free_cpu: u64, free: &[u32], shapes: &[(Shape, f64)]) -> f64 {
+    let total: u64 = free.iter().map(|&f| f as u64).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mut frag = 0.0;
+    for (s, p) in shapes {
+        let amount =
+            if s.milli == 0 || !(s.models.is_empty() || s.models.iter().any(|m| m == model)) {
+                total
+            } else {
+                let fits = free.iter().filter(|&&f| f >= s.milli).count() as u32 >= s.count;
+                if fits && free_cpu >= s.cpu {
+                    free.iter()
+                        .filter(|&&f| f < s.milli)
+                        .map(|&f| f as u64)
+                        .sum()
+                } else {
+                    total
+                }
+            };
+        frag += p * amount as f64;
+    }
+    frag
+}
+
+/// [`fragmentation`] memoised by node state.
+struct Frag {
+    shapes: Vec<(Shape, f64)>,
+    models: Vec<String>,
     memo: HashMap<(u16, u64, Vec<u16>), f64>,
 }
 
-impl Frag<'_> {
+impl Frag {
     fn of(&mut self, model: u16, free_cpu: u64, free: &[u16]) -> f64 {
         if let Some(v) = self.memo.get(&(model, free_cpu, free.to_vec())) {
             return *v;
         }
-        let total: u64 = free.iter().map(|&f| f as u64).sum();
-        let mut frag = 0.0;
-        if total > 0 {
-            let name = &self.models[model as usize];
-            for (s, p) in self.shapes {
-                let amount = if s.milli == 0
-                    || !(s.models.is_empty() || s.models.iter().any(|m| m == name))
-                {
-                    total
-                } else {
-                    let fits =
-                        free.iter().filter(|&&f| f as u32 >= s.milli).count() as u32 >= s.count;
-                    if fits && free_cpu >= s.cpu {
-                        free.iter()
-                            .filter(|&&f| (f as u32) < s.milli)
-                            .map(|&f| f as u64)
-                            .sum()
-                    } else {
-                        total
-                    }
-                };
-                frag += p * amount as f64;
-            }
-        }
+        let milli: Vec<u32> = free.iter().map(|&f| f as u32).collect();
+        let frag = fragmentation(&self.models[model as usize], free_cpu, &milli, &self.shapes);
         self.memo.insert((model, free_cpu, free.to_vec()), frag);
         frag
     }
@@ -451,6 +459,298 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
     }
 }
 
+/// Places trace pods one at a time on a cluster built from a node list, under one
+/// policy. [`replay`] drives it through the whole experiment; tests drive it pod by pod.
+pub struct Replayer {
+    pub cluster: Cluster,
+    policy: Policy,
+    rng: ChaCha8Rng,
+    frag: Frag,
+    node_model: Vec<u16>,
+    affinity: Vec<Vec<u32>>,
+    groups: BTreeMap<State, Vec<NodeId>>,
+    node_state: Vec<State>,
+    capacity: u64,
+    serial: u64,
+}
+
+impl Replayer {
+    /// A cluster of `nodes`; fragmentation is measured against `shapes`.
+    pub fn new(
+        nodes: &[TraceNode],
+        shapes: Vec<(Shape, f64)>,
+        policy: Policy,
+        seed: u64,
+    ) -> Replayer {
+        let mut c = Cluster::new(SchedConfig {
+            backfill: false,
+            preemption: false,
+            ..SchedConfig::default()
+        });
+        c.add_pool(Pool {
+            name: "trace".into(),
+            kind: PoolKind::Training,
+            selector: BTreeMap::new(),
+            overcommit: Overcommit::default(),
+            lend_to: Vec::new(),
+        });
+        let mut quotas = BTreeMap::new();
+        quotas.insert(0, Quota::default());
+        c.add_project(Project {
+            name: "trace".into(),
+            department: "-".into(),
+            quotas,
+        });
+        let mut models: Vec<String> = vec![String::new()];
+        let mut node_model: Vec<u16> = Vec::new();
+        for n in nodes {
+            let model = n.model.to_lowercase();
+            let mid = match models.iter().position(|m| *m == model) {
+                Some(i) => i,
+                None => {
+                    models.push(model.clone());
+                    models.len() - 1
+                }
+            } as u16;
+            node_model.push(if n.gpus == 0 { 0 } else { mid });
+            let mut labels = BTreeMap::new();
+            if n.gpus > 0 {
+                labels.insert(LABEL_MODEL.to_string(), model.clone());
+                labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
+            }
+            let gpus = (0..n.gpus)
+                .map(|g| Gpu {
+                    index: g,
+                    uuid: format!("{}-{g}", n.name),
+                    model: model.clone(),
+                    memory: 1000,
+                    mig: false,
+                    health: Health::Healthy,
+                    cordoned: false,
+                    allocs: Vec::new(),
+                    util_pct: 0,
+                    mem_used: 0,
+                })
+                .collect();
+            // Disk is not part of the trace: one pebibyte per node never binds.
+            c.add_node(Node::new(
+                n.name.clone(),
+                labels,
+                n.cpu_milli,
+                n.memory_mib << 20,
+                1 << 50,
+                gpus,
+            ));
+        }
+        let mut r = Replayer {
+            capacity: nodes.iter().map(|n| n.gpus as u64 * 1000).sum(),
+            cluster: c,
+            policy,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            frag: Frag {
+                shapes,
+                models,
+                memo: HashMap::new(),
+            },
+            node_model,
+            affinity: vec![Vec::new(); nodes.len()],
+            groups: BTreeMap::new(),
+            node_state: Vec::new(),
+            serial: 0,
+        };
+        for id in 0..nodes.len() {
+            let s = r.state_of(id);
+            r.groups.entry(s.clone()).or_default().push(id as NodeId);
+            r.node_state.push(s);
+        }
+        r
+    }
+
+    fn state_of(&self, id: usize) -> State {
+        let n = &self.cluster.nodes[id];
+        let mut free: Vec<u16> = n.gpus.iter().map(|g| g.free_milli() as u16).collect();
+        free.sort_unstable_by(|a, b| b.cmp(a));
+        let mut affinity = if self.policy == Policy::GpuClustering {
+            self.affinity[id].clone()
+        } else {
+            Vec::new()
+        };
+        affinity.sort_unstable();
+        affinity.dedup();
+        State {
+            model: self.node_model[id],
+            cap_cpu: n.cpu_milli,
+            free_cpu: n.cpu_milli - n.alloc_cpu,
+            free_mem: n.memory - n.alloc_mem,
+            free,
+            affinity,
+        }
+    }
+
+    /// Places one pod; returns the node it went to, or None (it is marked Failed).
+    pub fn place(&mut self, pod: &TracePod) -> Option<NodeId> {
+        self.serial += 1;
+        let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
+        let spec = JobSpec {
+            name: format!("{}-{}", pod.name, self.serial),
+            project: "trace".into(),
+            pool: "trace".into(),
+            kind: JobKind::Train,
+            priority: PRIORITY_MEDIUM,
+            replicas: 1,
+            gpu: GpuRequest {
+                count: pod.num_gpu,
+                memory_per_card: None,
+                models: pod.gpu_spec.iter().map(|m| m.to_lowercase()).collect(),
+                shared: sharing,
+                milli: sharing.then_some(pod.gpu_milli),
+            },
+            cpu_milli: pod.cpu_milli,
+            memory: pod.memory_mib << 20,
+            disk: 0,
+            affinity: Affinity::SameNode,
+            restart: RestartPolicy::Never,
+            est_runtime_s: None,
+            image: String::new(),
+        };
+        let c = &mut self.cluster;
+        let job = c.submit(spec).expect("unique pod names");
+
+        // Score each distinct feasible state once.
+        let mut cands: Vec<(&State, &Vec<NodeId>, Verdict)> = Vec::new();
+        for (s, ids) in &self.groups {
+            if s.free_cpu < pod.cpu_milli || s.free_mem < pod.memory_mib << 20 {
+                continue;
+            }
+            if pod.num_gpu > 0
+                && (s
+                    .free
+                    .iter()
+                    .filter(|&&f| f as u32 >= pod.gpu_milli)
+                    .count() as u32)
+                    < pod.num_gpu
+            {
+                continue;
+            }
+            let rep = ids[0];
+            let node = &c.nodes[rep as usize];
+            if fit(
+                node,
+                rep,
+                c.overcommit_of(node),
+                &c.jobs[job as usize].spec,
+                1,
+            )
+            .is_err()
+            {
+                continue;
+            }
+            let v = score(self.policy, s, pod, &mut self.frag);
+            cands.push((s, ids, v));
+        }
+        if self.policy == Policy::BestFit && !cands.is_empty() {
+            // The simulator normalises BestFit scores to 0..=100 over the nodes.
+            let hi = cands.iter().map(|c| c.2.score).max().unwrap_or(0);
+            let lo = cands.iter().map(|c| c.2.score).min().unwrap_or(0);
+            for x in &mut cands {
+                x.2.score = if hi == lo {
+                    0
+                } else {
+                    (x.2.score - lo) * 100 / (hi - lo)
+                };
+            }
+        }
+        let top = cands.iter().map(|x| x.2.score).max().unwrap_or(0);
+        let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
+            cands.iter().filter(|x| x.2.score == top).collect();
+        if self.policy == Policy::Maar {
+            // maar: FGD's score, then, among the best, a CPU-only pod goes where the
+            // fewest GPUs are idle (its CPU strands no GPU) and a GPU pod where the
+            // fewest resources are left (best fit); then at random.
+            let key = |st: &State| -> i64 {
+                let cpu_after = st.free_cpu.saturating_sub(pod.cpu_milli) as i64;
+                let gpu_after = st.free_total() as i64 - pod.gpu_request() as i64;
+                if pod.num_gpu == 0 {
+                    st.free_total() as i64 * 1_000_000 + cpu_after
+                } else {
+                    cpu_after * MAX_SPEC_GPU as i64 / MAX_SPEC_CPU as i64 + gpu_after
+                }
+            };
+            let best = ties.iter().map(|x| key(x.0)).min().unwrap_or(0);
+            ties.retain(|x| key(x.0) == best);
+        }
+        let Some((node_id, card)) = pick(&ties, &mut self.rng) else {
+            c.complete(job, false, "no node fits (replay: not retried)");
+            return None;
+        };
+        let node = &c.nodes[node_id as usize];
+        let mut p = fit(
+            node,
+            node_id,
+            c.overcommit_of(node),
+            &c.jobs[job as usize].spec,
+            1,
+        )
+        .expect("the chosen node fits: it was checked in this state");
+        let card = if self.policy == Policy::Random && sharing {
+            // Random: a random card among those with room.
+            let fits: Vec<u16> = node
+                .gpus
+                .iter()
+                .map(|g| g.free_milli() as u16)
+                .filter(|&f| f as u32 >= pod.gpu_milli)
+                .collect();
+            fits.get(self.rng.gen_range(0..fits.len().max(1))).copied()
+        } else {
+            card
+        };
+        if let (Some(card), Some(slot)) = (card, p.gpus.first_mut()) {
+            // Take the lowest-index card with exactly that much free.
+            if let Some(g) = node.gpus.iter().find(|g| g.free_milli() as u16 == card) {
+                slot.gpu = g.index;
+            }
+        }
+        c.allocate(job, p);
+        c.set_phase(job, Phase::Running);
+        if self.policy == Policy::GpuClustering && pod.num_gpu > 0 {
+            self.affinity[node_id as usize].push(affinity_tag(pod));
+        }
+        // Move the node to its new state group.
+        let old = self.node_state[node_id as usize].clone();
+        if let Some(ids) = self.groups.get_mut(&old) {
+            ids.retain(|&x| x != node_id);
+            if ids.is_empty() {
+                self.groups.remove(&old);
+            }
+        }
+        let new = self.state_of(node_id as usize);
+        self.groups.entry(new.clone()).or_default().push(node_id);
+        self.node_state[node_id as usize] = new;
+        Some(node_id)
+    }
+
+    /// Allocated GPU-milli as a share of capacity, percent.
+    pub fn alloc_pct(&self) -> f64 {
+        let allocated: u64 = self
+            .cluster
+            .nodes
+            .iter()
+            .flat_map(|n| n.gpus.iter())
+            .map(|g| g.used_milli() as u64)
+            .sum();
+        allocated as f64 * 100.0 / self.capacity.max(1) as f64
+    }
+
+    /// Cluster fragmentation as a share of GPU capacity, percent.
+    pub fn frag_pct(&mut self) -> f64 {
+        let mut sum = 0.0;
+        for s in &self.node_state {
+            sum += self.frag.of(s.model, s.free_cpu, &s.free);
+        }
+        sum * 100.0 / self.capacity.max(1) as f64
+    }
+}
+
 /// Runs one replay.
 pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> ReplayResult {
     let started = Instant::now();
@@ -469,275 +769,23 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
         }
     }
     let shapes = typical_shapes(pods, cfg.shape_weight, cfg.cpu_shapes);
-
-    // The cluster, on the scheduler's own model.
-    let mut c = Cluster::new(SchedConfig {
-        backfill: false,
-        preemption: false,
-        ..SchedConfig::default()
-    });
-    c.add_pool(Pool {
-        name: "trace".into(),
-        kind: PoolKind::Training,
-        selector: BTreeMap::new(),
-        overcommit: Overcommit::default(),
-        lend_to: Vec::new(),
-    });
-    let mut quotas = BTreeMap::new();
-    quotas.insert(0, Quota::default());
-    c.add_project(Project {
-        name: "trace".into(),
-        department: "-".into(),
-        quotas,
-    });
-    let mut models: Vec<String> = vec![String::new()];
-    let mut node_model: Vec<u16> = Vec::new();
-    for n in nodes {
-        let model = n.model.to_lowercase();
-        let mid = match models.iter().position(|m| *m == model) {
-            Some(i) => i,
-            None => {
-                models.push(model.clone());
-                models.len() - 1
-            }
-        } as u16;
-        node_model.push(if n.gpus == 0 { 0 } else { mid });
-        let mut labels = BTreeMap::new();
-        if n.gpus > 0 {
-            labels.insert(LABEL_MODEL.to_string(), model.clone());
-            labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
-        }
-        let gpus = (0..n.gpus)
-            .map(|g| Gpu {
-                index: g,
-                uuid: format!("{}-{g}", n.name),
-                model: model.clone(),
-                memory: 1000,
-                mig: false,
-                health: Health::Healthy,
-                cordoned: false,
-                allocs: Vec::new(),
-                util_pct: 0,
-                mem_used: 0,
-            })
-            .collect();
-        c.add_node(Node::new(
-            n.name.clone(),
-            labels,
-            n.cpu_milli,
-            n.memory_mib << 20,
-            u64::MAX / 4,
-            gpus,
-        ));
-    }
-    let clustering = cfg.policy == Policy::GpuClustering;
-    let state_of = |c: &Cluster, id: usize, aff: &[Vec<u32>]| -> State {
-        let n = &c.nodes[id];
-        let mut free: Vec<u16> = n.gpus.iter().map(|g| g.free_milli() as u16).collect();
-        free.sort_unstable_by(|a, b| b.cmp(a));
-        let mut affinity = if clustering {
-            aff[id].clone()
-        } else {
-            Vec::new()
-        };
-        affinity.sort_unstable();
-        affinity.dedup();
-        State {
-            model: node_model[id],
-            cap_cpu: n.cpu_milli,
-            free_cpu: n.cpu_milli - n.alloc_cpu,
-            free_mem: n.memory - n.alloc_mem,
-            free,
-            affinity,
-        }
-    };
-    let mut affinity: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
-    let mut groups: BTreeMap<State, Vec<NodeId>> = BTreeMap::new();
-    let mut node_state: Vec<State> = Vec::with_capacity(nodes.len());
-    for id in 0..nodes.len() {
-        let s = state_of(&c, id, &affinity);
-        groups.entry(s.clone()).or_default().push(id as NodeId);
-        node_state.push(s);
-    }
-    let mut frag = Frag {
-        shapes: &shapes,
-        models: &models,
-        memo: HashMap::new(),
-    };
-
+    let mut r = Replayer::new(nodes, shapes, cfg.policy, cfg.seed.wrapping_add(1));
     let mut curve = Vec::new();
     let mut arrived: u64 = 0;
     let mut next_pct: u32 = 0;
     let (mut placed, mut failed) = (0usize, 0usize);
-    let mut copies: HashMap<usize, u32> = HashMap::new();
     for &pi in &order {
         let pod = &pods[pi];
-        let k = copies.entry(pi).or_default();
-        *k += 1;
-        let spec = JobSpec {
-            name: if *k == 1 {
-                pod.name.clone()
-            } else {
-                format!("{}-copy{}", pod.name, k)
-            },
-            project: "trace".into(),
-            pool: "trace".into(),
-            kind: JobKind::Train,
-            priority: PRIORITY_MEDIUM,
-            replicas: 1,
-            gpu: GpuRequest {
-                count: pod.num_gpu,
-                memory_per_card: None,
-                models: pod.gpu_spec.iter().map(|m| m.to_lowercase()).collect(),
-                shared: pod.num_gpu == 1 && pod.gpu_milli < 1000,
-                milli: (pod.num_gpu == 1 && pod.gpu_milli < 1000).then_some(pod.gpu_milli),
-            },
-            cpu_milli: pod.cpu_milli,
-            memory: pod.memory_mib << 20,
-            disk: 0,
-            affinity: Affinity::SameNode,
-            restart: RestartPolicy::Never,
-            est_runtime_s: None,
-            image: String::new(),
-        };
-        let job = c.submit(spec).expect("unique pod names");
-
-        // Score each distinct feasible state once.
-        let mut cands: Vec<(&State, &Vec<NodeId>, Verdict)> = Vec::new();
-        for (s, ids) in &groups {
-            if s.free_cpu < pod.cpu_milli || s.free_mem < pod.memory_mib << 20 {
-                continue;
-            }
-            if pod.num_gpu > 0 {
-                let ok = s
-                    .free
-                    .iter()
-                    .filter(|&&f| f as u32 >= pod.gpu_milli)
-                    .count() as u32
-                    >= pod.num_gpu;
-                if !ok {
-                    continue;
-                }
-            }
-            let rep = ids[0];
-            let node = &c.nodes[rep as usize];
-            if fit(
-                node,
-                rep,
-                c.overcommit_of(node),
-                &c.jobs[job as usize].spec,
-                1,
-            )
-            .is_err()
-            {
-                continue;
-            }
-            let v = score(cfg.policy, s, pod, &mut frag);
-            cands.push((s, ids, v));
-        }
-        if cfg.policy == Policy::BestFit && !cands.is_empty() {
-            // The simulator normalises BestFit scores to 0..=100 over the nodes.
-            let hi = cands.iter().map(|c| c.2.score).max().unwrap_or(0);
-            let lo = cands.iter().map(|c| c.2.score).min().unwrap_or(0);
-            for x in &mut cands {
-                x.2.score = if hi == lo {
-                    0
-                } else {
-                    (x.2.score - lo) * 100 / (hi - lo)
-                };
-            }
-        }
-        let top = cands.iter().map(|x| x.2.score).max().unwrap_or(0);
-        let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
-            cands.iter().filter(|x| x.2.score == top).collect();
-        if cfg.policy == Policy::Maar {
-            // maar: FGD's score, then, among the best, a CPU-only pod goes where the
-            // fewest GPUs are idle (its CPU strands no GPU) and a GPU pod where the
-            // fewest resources are left (best fit); then at random.
-            let key = |st: &State| -> i64 {
-                let cpu_after = st.free_cpu.saturating_sub(pod.cpu_milli) as i64;
-                let gpu_after = st.free_total() as i64 - pod.gpu_request() as i64;
-                if pod.num_gpu == 0 {
-                    st.free_total() as i64 * 1_000_000 + cpu_after
-                } else {
-                    cpu_after * MAX_SPEC_GPU as i64 / MAX_SPEC_CPU as i64 + gpu_after
-                }
-            };
-            let best = ties.iter().map(|x| key(x.0)).min().unwrap_or(0);
-            ties.retain(|x| key(x.0) == best);
-        }
-        let chosen = pick(&ties, &mut rng);
-        match chosen {
-            Some((node_id, card)) => {
-                let node = &c.nodes[node_id as usize];
-                let mut p = fit(
-                    node,
-                    node_id,
-                    c.overcommit_of(node),
-                    &c.jobs[job as usize].spec,
-                    1,
-                )
-                .expect("the chosen node fits: it was checked in this state");
-                let card =
-                    if cfg.policy == Policy::Random && pod.num_gpu == 1 && pod.gpu_milli < 1000 {
-                        // Random: a random card among those with room.
-                        let fits: Vec<u16> = node
-                            .gpus
-                            .iter()
-                            .map(|g| g.free_milli() as u16)
-                            .filter(|&f| f as u32 >= pod.gpu_milli)
-                            .collect();
-                        fits.get(rng.gen_range(0..fits.len().max(1))).copied()
-                    } else {
-                        card
-                    };
-                if let (Some(card), Some(slot)) = (card, p.gpus.first_mut()) {
-                    // Take the lowest-index card with exactly that much free.
-                    if let Some(g) = node.gpus.iter().find(|g| g.free_milli() as u16 == card) {
-                        slot.gpu = g.index;
-                    }
-                }
-                c.allocate(job, p);
-                c.set_phase(job, Phase::Running);
-                if clustering && pod.num_gpu > 0 {
-                    affinity[node_id as usize].push(affinity_tag(pod));
-                }
-                // Move the node to its new state group.
-                let old = node_state[node_id as usize].clone();
-                if let Some(ids) = groups.get_mut(&old) {
-                    ids.retain(|&x| x != node_id);
-                    if ids.is_empty() {
-                        groups.remove(&old);
-                    }
-                }
-                let new = state_of(&c, node_id as usize, &affinity);
-                groups.entry(new.clone()).or_default().push(node_id);
-                node_state[node_id as usize] = new;
-                placed += 1;
-            }
-            None => {
-                c.complete(job, false, "no node fits (replay: not retried)");
-                failed += 1;
-            }
+        match r.place(pod) {
+            Some(_) => placed += 1,
+            None => failed += 1,
         }
         arrived += pod.gpu_request();
         while capacity > 0 && arrived * 100 >= next_pct as u64 * capacity && next_pct <= 130 {
-            let allocated: u64 = c
-                .nodes
-                .iter()
-                .flat_map(|n| n.gpus.iter())
-                .map(|g| g.used_milli() as u64)
-                .sum();
-            let fr: f64 = (0..nodes.len())
-                .map(|i| {
-                    let s = &node_state[i];
-                    frag.of(s.model, s.free_cpu, &s.free)
-                })
-                .sum();
             curve.push(CurvePoint {
                 arrived_pct: next_pct,
-                alloc_pct: allocated as f64 * 100.0 / capacity as f64,
-                frag_pct: fr * 100.0 / capacity as f64,
+                alloc_pct: r.alloc_pct(),
+                frag_pct: r.frag_pct(),
             });
             next_pct += 1;
         }
@@ -778,4 +826,100 @@ fn pick(
         r -= t.1.len();
     }
     None
+}
+
+/// Workload families of the paper, built from a trace by seeded resampling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VariantKind {
+    /// `percent` of GPU pods share a GPU (drawn from the trace's sharing pods).
+    Sharing,
+    /// `percent` of GPU pods require one GPU model (chosen in proportion to each
+    /// model's GPUs in the node list).
+    GpuSpec,
+    /// `percent` of GPU pods ask for several GPUs (drawn from the trace's multi-GPU pods).
+    MultiGpu,
+    /// `percent` of all pods are CPU-only (drawn from the trace's CPU-only pods).
+    Cpu,
+}
+
+/// Builds a workload variant: the same number of pods (GPU pods for all kinds but
+/// `Cpu`), each drawn from the matching pool of the original trace. Deterministic in
+/// `seed`.
+pub fn variant(
+    pods: &[TracePod],
+    nodes: &[TraceNode],
+    kind: VariantKind,
+    percent: f64,
+    seed: u64,
+) -> Vec<TracePod> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let frac = (percent / 100.0).clamp(0.0, 1.0);
+    let gpu: Vec<&TracePod> = pods.iter().filter(|p| p.num_gpu > 0).collect();
+    let cpu: Vec<&TracePod> = pods.iter().filter(|p| p.num_gpu == 0).collect();
+    let pick_from = |pool: &[&TracePod], rng: &mut ChaCha8Rng| -> Option<TracePod> {
+        (!pool.is_empty()).then(|| pool[rng.gen_range(0..pool.len())].clone())
+    };
+    let mut out: Vec<TracePod> = Vec::new();
+    match kind {
+        VariantKind::Sharing | VariantKind::MultiGpu => {
+            let is_in = |p: &TracePod| match kind {
+                VariantKind::Sharing => p.num_gpu == 1 && p.gpu_milli < 1000,
+                _ => p.num_gpu > 1,
+            };
+            let inside: Vec<&TracePod> = gpu.iter().copied().filter(|p| is_in(p)).collect();
+            let outside: Vec<&TracePod> = gpu.iter().copied().filter(|p| !is_in(p)).collect();
+            for _ in 0..gpu.len() {
+                let want_in = rng.gen_bool(frac);
+                let pool = if want_in && !inside.is_empty() || outside.is_empty() {
+                    &inside
+                } else {
+                    &outside
+                };
+                out.extend(pick_from(pool, &mut rng));
+            }
+            out.extend(cpu.iter().map(|p| (*p).clone()));
+        }
+        VariantKind::GpuSpec => {
+            let mut models: Vec<(String, u64)> = Vec::new();
+            for n in nodes.iter().filter(|n| n.gpus > 0) {
+                match models.iter_mut().find(|m| m.0 == n.model) {
+                    Some(m) => m.1 += n.gpus as u64,
+                    None => models.push((n.model.clone(), n.gpus as u64)),
+                }
+            }
+            let total: u64 = models.iter().map(|m| m.1).sum();
+            for p in pods {
+                let mut p = p.clone();
+                if p.num_gpu > 0 && total > 0 && rng.gen_bool(frac) {
+                    let mut r = rng.gen_range(0..total);
+                    for (m, w) in &models {
+                        if r < *w {
+                            p.gpu_spec = vec![m.clone()];
+                            break;
+                        }
+                        r -= w;
+                    }
+                }
+                out.push(p);
+            }
+        }
+        VariantKind::Cpu => {
+            // Keep the GPU pods; CPU-only pods make up `percent` of the whole.
+            let n_cpu = if frac >= 1.0 {
+                cpu.len()
+            } else {
+                (gpu.len() as f64 * frac / (1.0 - frac)).round() as usize
+            };
+            out.extend(gpu.iter().map(|p| (*p).clone()));
+            for _ in 0..n_cpu {
+                out.extend(pick_from(&cpu, &mut rng));
+            }
+        }
+    }
+    out.shuffle(&mut rng);
+    for (i, p) in out.iter_mut().enumerate() {
+        p.name = format!("{}-v{i:05}", p.name);
+    }
+    out
 }
