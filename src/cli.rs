@@ -72,6 +72,17 @@ pub enum Resource {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// Open the console on the simulated demo cluster (the default).
+    Demo {
+        #[command(flatten)]
+        scenario: ScenarioArgs,
+        /// Simulated seconds per real second.
+        #[arg(long, default_value_t = 60.0)]
+        speed: f64,
+        /// Let the mouse scroll and click (off by default, so terminal selection works).
+        #[arg(long)]
+        mouse: bool,
+    },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
         #[command(flatten)]
@@ -183,6 +194,22 @@ fn yaml<T: serde::Serialize>(v: &T) -> String {
 /// Runs a command, writing to `out`. Returns the exit code.
 pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
     let cmd = match cmd {
+        Cmd::Demo {
+            scenario,
+            speed,
+            mouse,
+        } => {
+            if !(1.0..=86_400.0).contains(&speed) {
+                return Err(Failure::Usage(format!(
+                    "--speed {speed} must be within 1..=86400"
+                )));
+            }
+            let sc = load_scenario(scenario.scenario.as_deref())?;
+            let sim = Sim::new(sc, scenario.seed).map_err(|e| Failure::Usage(e.to_string()))?;
+            crate::console::run::run(sim, speed, mouse)
+                .map_err(|e| Failure::Usage(format!("console: {e}")))?;
+            return Ok(0);
+        }
         Cmd::Replay(args) => return crate::replay_cli::run(args, out),
         Cmd::TraceVariant {
             pods,
@@ -209,7 +236,9 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
         let _ = out.write_all(s.as_bytes());
     };
     match cmd {
-        Cmd::Replay(_) | Cmd::TraceVariant { .. } => unreachable!("handled above"),
+        Cmd::Demo { .. } | Cmd::Replay(_) | Cmd::TraceVariant { .. } => {
+            unreachable!("handled above")
+        }
         Cmd::Sim {
             scenario,
             until,

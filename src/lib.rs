@@ -4,6 +4,7 @@
 //! itself lives in the `maar-scheduler` crate; this crate feeds it and prints it.
 
 pub mod cli;
+pub mod console;
 pub mod load;
 pub mod output;
 pub mod replay_cli;

@@ -513,6 +513,10 @@ impl fmt::Display for Explanation {
             writeln!(f, "Reason:    {}", self.reason)?;
         }
         writeln!(f, "Quota:     {}", self.quota.message)?;
+        if self.phase == "Running" && self.suggestions.is_empty() {
+            // Running with every replica placed: nothing is waiting to be explained.
+            return Ok(());
+        }
         writeln!(f, "Nodes:     {}", self.summary)?;
         if let Some(g) = &self.gang {
             writeln!(f, "Gang:      {g}")?;

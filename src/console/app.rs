@@ -1,0 +1,521 @@
+//! Console state and key handling.
+
+use std::sync::{Arc, Mutex};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::{Command, Explanation, Sim, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+
+/// The screens, in Tab order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Screen {
+    Nodes,
+    Jobs,
+    Quotas,
+    Events,
+    Alerts,
+    Cost,
+    Help,
+}
+
+impl Screen {
+    pub const ALL: [Screen; 7] = [
+        Screen::Nodes,
+        Screen::Jobs,
+        Screen::Quotas,
+        Screen::Events,
+        Screen::Alerts,
+        Screen::Cost,
+        Screen::Help,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Screen::Nodes => "nodes",
+            Screen::Jobs => "jobs",
+            Screen::Quotas => "quotas",
+            Screen::Events => "events",
+            Screen::Alerts => "alerts",
+            Screen::Cost => "cost",
+            Screen::Help => "help",
+        }
+    }
+}
+
+/// What the bottom line is doing.
+#[derive(Clone, Debug)]
+pub enum Mode {
+    Normal,
+    /// `:` typed, collecting a command.
+    Command(String),
+    /// `/` typed, collecting a filter.
+    Filter(String),
+    /// A destructive action waiting for `y`.
+    Confirm(Command),
+    /// The explanation of a job, shown over the screen.
+    Explain(Box<Explanation>),
+}
+
+/// The console's state.
+pub struct App {
+    pub sim: Arc<Mutex<Sim>>,
+    pub snapshot: Snapshot,
+    pub screen: Screen,
+    pub mode: Mode,
+    pub selected: usize,
+    pub filter: String,
+    /// Node whose GPUs are shown.
+    pub expanded: Option<String>,
+    pub paused: bool,
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    pub message: String,
+    pub quit: bool,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+    /// Colours on (off when NO_COLOR is set); selection and severity read without them.
+    pub color: bool,
+}
+
+/// A row key per screen: what the selection points at.
+fn priority_step(p: i32, up: bool) -> i32 {
+    match (p, up) {
+        (p, true) if p < PRIORITY_LOW => PRIORITY_LOW,
+        (p, true) if p < PRIORITY_MEDIUM => PRIORITY_MEDIUM,
+        (_, true) => PRIORITY_HIGH,
+        (p, false) if p > PRIORITY_MEDIUM => PRIORITY_MEDIUM,
+        (_, false) => PRIORITY_LOW,
+    }
+}
+
+impl App {
+    pub fn new(sim: Arc<Mutex<Sim>>) -> App {
+        let snapshot = sim.lock().expect("sim lock").cluster.snapshot();
+        App {
+            sim,
+            snapshot,
+            screen: Screen::Nodes,
+            mode: Mode::Normal,
+            selected: 0,
+            filter: String::new(),
+            expanded: None,
+            paused: false,
+            speed: 60.0,
+            message: "? for help, : for commands, q to quit".into(),
+            quit: false,
+            dirty: true,
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// Takes a fresh snapshot of the simulation.
+    pub fn refresh(&mut self) {
+        self.snapshot = self.sim.lock().expect("sim lock").cluster.snapshot();
+        self.dirty = true;
+    }
+
+    /// Jobs as listed on the Jobs screen: Pending first (longest wait first), then
+    /// Running, Restarting; ended jobs are left out.
+    pub fn job_rows(&self) -> Vec<usize> {
+        let f = self.filter.to_lowercase();
+        let mut v: Vec<usize> = (0..self.snapshot.jobs.len())
+            .filter(|&i| {
+                let j = &self.snapshot.jobs[i];
+                matches!(j.phase.as_str(), "Pending" | "Running" | "Restarting")
+                    && (f.is_empty()
+                        || format!("{}/{} {} {}", j.project, j.name, j.phase, j.pool)
+                            .to_lowercase()
+                            .contains(&f))
+            })
+            .collect();
+        let rank = |p: &str| match p {
+            "Pending" => 0,
+            "Restarting" => 1,
+            _ => 2,
+        };
+        v.sort_by_key(|&i| {
+            let j = &self.snapshot.jobs[i];
+            (rank(&j.phase), std::cmp::Reverse(j.wait_s), i)
+        });
+        v
+    }
+
+    pub fn node_rows(&self) -> Vec<usize> {
+        let f = self.filter.to_lowercase();
+        (0..self.snapshot.nodes.len())
+            .filter(|&i| {
+                let n = &self.snapshot.nodes[i];
+                f.is_empty()
+                    || format!("{} {} {} {}", n.name, n.pool, n.role, n.condition)
+                        .to_lowercase()
+                        .contains(&f)
+            })
+            .collect()
+    }
+
+    pub fn event_rows(&self) -> Vec<usize> {
+        let f = self.filter.to_lowercase();
+        (0..self.snapshot.events.len())
+            .rev()
+            .filter(|&i| {
+                let e = &self.snapshot.events[i];
+                f.is_empty()
+                    || format!(
+                        "{} {} {} {}",
+                        e.severity.name(),
+                        e.reason,
+                        e.object,
+                        e.message
+                    )
+                    .to_lowercase()
+                    .contains(&f)
+            })
+            .collect()
+    }
+
+    /// Pending quota requests (Quotas screen selection).
+    pub fn request_rows(&self) -> Vec<usize> {
+        (0..self.snapshot.quota_requests.len())
+            .filter(|&i| self.snapshot.quota_requests[i].status == "Pending")
+            .collect()
+    }
+
+    fn row_count(&self) -> usize {
+        match self.screen {
+            Screen::Nodes => self.node_rows().len(),
+            Screen::Jobs => self.job_rows().len(),
+            Screen::Quotas => self.request_rows().len(),
+            Screen::Events => self.event_rows().len(),
+            _ => 0,
+        }
+    }
+
+    fn selected_job(&self) -> Option<String> {
+        let rows = self.job_rows();
+        let j = &self.snapshot.jobs[*rows.get(self.selected)?];
+        Some(format!("{}/{}", j.project, j.name))
+    }
+
+    fn selected_node(&self) -> Option<String> {
+        let rows = self.node_rows();
+        Some(self.snapshot.nodes[*rows.get(self.selected)?].name.clone())
+    }
+
+    /// Applies a command to the simulation, showing its result.
+    pub fn apply(&mut self, cmd: Command) {
+        let r = self.sim.lock().expect("sim lock").apply(cmd);
+        self.message = match r {
+            Ok(m) => m,
+            Err(e) => format!("refused: {e}"),
+        };
+        self.refresh();
+    }
+
+    /// Runs a destructive command after confirmation, others at once.
+    fn act(&mut self, cmd: Command) {
+        if cmd.is_destructive() {
+            self.message = format!(
+                "{} — press y to confirm, any other key to cancel",
+                describe(&cmd)
+            );
+            self.mode = Mode::Confirm(cmd);
+        } else {
+            self.apply(cmd);
+        }
+    }
+
+    fn switch(&mut self, s: Screen) {
+        self.screen = s;
+        self.selected = 0;
+        self.filter.clear();
+    }
+
+    /// Handles one key.
+    pub fn key(&mut self, k: KeyEvent) {
+        self.dirty = true;
+        if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+            self.quit = true;
+            return;
+        }
+        match std::mem::replace(&mut self.mode, Mode::Normal) {
+            Mode::Confirm(cmd) => {
+                if k.code == KeyCode::Char('y') {
+                    self.apply(cmd);
+                } else {
+                    self.message = "cancelled".into();
+                }
+            }
+            Mode::Explain(ex) => {
+                if !matches!(k.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
+                    self.mode = Mode::Explain(ex);
+                }
+            }
+            Mode::Command(mut s) => match k.code {
+                KeyCode::Esc => {}
+                KeyCode::Enter => self.command(s.trim()),
+                KeyCode::Backspace => {
+                    s.pop();
+                    self.mode = Mode::Command(s);
+                }
+                KeyCode::Char(c) => {
+                    s.push(c);
+                    self.mode = Mode::Command(s);
+                }
+                _ => self.mode = Mode::Command(s),
+            },
+            Mode::Filter(mut s) => match k.code {
+                KeyCode::Esc => self.filter.clear(),
+                KeyCode::Enter => {}
+                KeyCode::Backspace => {
+                    s.pop();
+                    self.filter = s.clone();
+                    self.mode = Mode::Filter(s);
+                }
+                KeyCode::Char(c) => {
+                    s.push(c);
+                    self.filter = s.clone();
+                    self.selected = 0;
+                    self.mode = Mode::Filter(s);
+                }
+                _ => self.mode = Mode::Filter(s),
+            },
+            Mode::Normal => self.normal_key(k),
+        }
+    }
+
+    fn normal_key(&mut self, k: KeyEvent) {
+        let n = self.row_count();
+        match k.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char(':') => self.mode = Mode::Command(String::new()),
+            KeyCode::Char('/') => self.mode = Mode::Filter(self.filter.clone()),
+            KeyCode::Char('?') => self.switch(Screen::Help),
+            KeyCode::Esc => {
+                self.filter.clear();
+                self.expanded = None;
+            }
+            KeyCode::Tab => {
+                let i = Screen::ALL
+                    .iter()
+                    .position(|s| *s == self.screen)
+                    .unwrap_or(0);
+                self.switch(Screen::ALL[(i + 1) % Screen::ALL.len()]);
+            }
+            KeyCode::BackTab => {
+                let i = Screen::ALL
+                    .iter()
+                    .position(|s| *s == self.screen)
+                    .unwrap_or(0);
+                self.switch(Screen::ALL[(i + Screen::ALL.len() - 1) % Screen::ALL.len()]);
+            }
+            KeyCode::Char('j') | KeyCode::Down => {
+                self.selected = (self.selected + 1).min(n.saturating_sub(1))
+            }
+            KeyCode::Char('k') | KeyCode::Up => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Char('g') | KeyCode::Home => self.selected = 0,
+            KeyCode::Char('G') | KeyCode::End => self.selected = n.saturating_sub(1),
+            KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
+            KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
+            KeyCode::Char(' ') => {
+                self.paused = !self.paused;
+                self.message = if self.paused {
+                    "simulation paused"
+                } else {
+                    "simulation running"
+                }
+                .into();
+            }
+            KeyCode::Char('>') => {
+                self.speed = (self.speed * 2.0).min(86_400.0);
+                self.message = format!("speed {}x", self.speed);
+            }
+            KeyCode::Char('<') => {
+                self.speed = (self.speed / 2.0).max(1.0);
+                self.message = format!("speed {}x", self.speed);
+            }
+            _ => self.screen_key(k),
+        }
+    }
+
+    fn screen_key(&mut self, k: KeyEvent) {
+        match (self.screen, k.code) {
+            (Screen::Jobs, KeyCode::Enter) => {
+                if let Some(name) = self.selected_job() {
+                    let sim = self.sim.lock().expect("sim lock");
+                    if let Ok(id) = sim.cluster.job_id(&name) {
+                        let ex = sim.cluster.explain(id);
+                        drop(sim);
+                        self.mode = Mode::Explain(Box::new(ex));
+                    }
+                }
+            }
+            (Screen::Jobs, KeyCode::Char(c @ ('+' | '-'))) => {
+                if let Some(name) = self.selected_job() {
+                    let cur = self
+                        .sim
+                        .lock()
+                        .expect("sim lock")
+                        .cluster
+                        .job_id(&name)
+                        .ok()
+                        .map(|id| {
+                            self.sim.lock().expect("sim lock").cluster.jobs[id as usize]
+                                .spec
+                                .priority
+                        });
+                    if let Some(p) = cur {
+                        self.apply(Command::SetPriority {
+                            job: name,
+                            priority: priority_step(p, c == '+'),
+                        });
+                    }
+                }
+            }
+            (Screen::Jobs, KeyCode::Char('r')) => {
+                if let Some(job) = self.selected_job() {
+                    self.act(Command::Requeue { job });
+                }
+            }
+            (Screen::Jobs, KeyCode::Char('x')) => {
+                if let Some(job) = self.selected_job() {
+                    self.act(Command::Cancel { job });
+                }
+            }
+            (Screen::Nodes, KeyCode::Enter) => {
+                let n = self.selected_node();
+                self.expanded = if self.expanded == n { None } else { n };
+            }
+            (Screen::Nodes, KeyCode::Char('c')) => {
+                if let Some(node) = self.selected_node() {
+                    self.act(Command::CordonNode { node });
+                }
+            }
+            (Screen::Nodes, KeyCode::Char('u')) => {
+                if let Some(node) = self.selected_node() {
+                    self.act(Command::UncordonNode { node });
+                }
+            }
+            (Screen::Nodes, KeyCode::Char('d')) => {
+                if let Some(node) = self.selected_node() {
+                    self.act(Command::DrainNode { node });
+                }
+            }
+            (Screen::Quotas, KeyCode::Char(c @ ('a' | 'r'))) => {
+                let rows = self.request_rows();
+                if let Some(&i) = rows.get(self.selected) {
+                    let id = self.snapshot.quota_requests[i].id;
+                    if c == 'a' {
+                        self.act(Command::ApproveQuota { id });
+                    } else {
+                        self.act(Command::RejectQuota {
+                            id,
+                            reason: "rejected by operator".into(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `:` commands: screens, and actions by name.
+    pub fn command(&mut self, line: &str) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(&head) = words.first() else { return };
+        if let Some(s) = Screen::ALL.iter().find(|s| {
+            s.name() == head
+                || (head == "logs" && **s == Screen::Events)
+                || (head == "queue" && **s == Screen::Jobs)
+        }) {
+            self.switch(*s);
+            return;
+        }
+        let arg = |i: usize| words.get(i).map(|s| s.to_string());
+        let num = |i: usize| words.get(i).and_then(|s| s.parse::<u32>().ok());
+        let cmd = match (head, words.len()) {
+            ("cordon-gpu", 3) | ("uncordon-gpu", 3) => match (arg(1), num(2)) {
+                (Some(node), Some(gpu)) if head == "cordon-gpu" => {
+                    Some(Command::CordonGpu { node, gpu })
+                }
+                (Some(node), Some(gpu)) => Some(Command::UncordonGpu { node, gpu }),
+                _ => None,
+            },
+            ("cordon", 2) => arg(1).map(|node| Command::CordonNode { node }),
+            ("uncordon", 2) => arg(1).map(|node| Command::UncordonNode { node }),
+            ("drain", 2) => arg(1).map(|node| Command::DrainNode { node }),
+            ("approve", 2) => num(1).map(|id| Command::ApproveQuota { id }),
+            ("reject", n) if n >= 2 => num(1).map(|id| Command::RejectQuota {
+                id,
+                reason: words[2..].join(" "),
+            }),
+            ("requeue", 2) => arg(1).map(|job| Command::Requeue { job }),
+            ("cancel", 2) => arg(1).map(|job| Command::Cancel { job }),
+            ("scale", 3) => match (arg(1), num(2)) {
+                (Some(job), Some(replicas)) => Some(Command::Scale { job, replicas }),
+                _ => None,
+            },
+            ("priority", 3) => {
+                let p = match words[2] {
+                    "high" => Some(PRIORITY_HIGH),
+                    "medium" => Some(PRIORITY_MEDIUM),
+                    "low" => Some(PRIORITY_LOW),
+                    other => other.parse().ok(),
+                };
+                match (arg(1), p) {
+                    (Some(job), Some(priority)) => Some(Command::SetPriority { job, priority }),
+                    _ => None,
+                }
+            }
+            ("submit", 2) => match crate::load::load_manifest(std::path::Path::new(words[1])) {
+                Ok(spec) => Some(Command::Submit(Box::new(spec))),
+                Err(e) => {
+                    self.message = format!("submit: {e}");
+                    return;
+                }
+            },
+            ("speed", 2) => {
+                if let Some(x) = words[1]
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| *x >= 1.0 && *x <= 86_400.0)
+                {
+                    self.speed = x;
+                    self.message = format!("speed {x}x");
+                } else {
+                    self.message = "speed: give a number from 1 to 86400".into();
+                }
+                return;
+            }
+            ("pause", 1) => {
+                self.paused = true;
+                self.message = "simulation paused".into();
+                return;
+            }
+            ("q" | "quit", 1) => {
+                self.quit = true;
+                return;
+            }
+            _ => None,
+        };
+        match cmd {
+            Some(c) => self.act(c),
+            None => {
+                self.message = format!("unknown or incomplete command `:{line}` — ? lists them")
+            }
+        }
+    }
+}
+
+/// A command in words, for the confirmation prompt.
+pub fn describe(c: &Command) -> String {
+    match c {
+        Command::DrainNode { node } => {
+            format!("drain node {node} (cordon it and requeue its jobs)")
+        }
+        Command::CordonNode { node } => format!("cordon node {node}"),
+        Command::Cancel { job } => format!("cancel job {job}"),
+        Command::Requeue { job } => format!("requeue job {job}"),
+        Command::RejectQuota { id, .. } => format!("reject quota request #{id}"),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,116 @@
+//! The terminal and the event loop. The simulation advances on its own thread, so a slow
+//! terminal never stalls scheduling; the UI redraws only when something changed, at most
+//! about 30 times a second. The terminal is restored on exit, panic, ctrl-c, SIGTERM and
+//! SIGHUP.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event, EventStream, KeyEventKind};
+use futures::StreamExt;
+
+use maar_scheduler::Sim;
+
+use super::app::App;
+use super::view;
+
+/// Opens the console on a simulation until the operator quits.
+pub fn run(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(event_loop(sim, speed, mouse))
+}
+
+async fn event_loop(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+    let sim = Arc::new(Mutex::new(sim));
+    let mut app = App::new(sim.clone());
+    app.speed = speed;
+    let stop = Arc::new(AtomicBool::new(false));
+    let paused = Arc::new(AtomicBool::new(false));
+    let speed_bits = Arc::new(AtomicU64::new(speed.to_bits()));
+    let ticker = {
+        let (sim, stop, paused, speed_bits) = (
+            sim.clone(),
+            stop.clone(),
+            paused.clone(),
+            speed_bits.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut last = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                let dt = last.elapsed().as_secs_f64();
+                last = Instant::now();
+                if paused.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let sp = f64::from_bits(speed_bits.load(Ordering::Relaxed));
+                let mut s = sim.lock().expect("sim lock");
+                let to = s.now() + (dt * sp).round().max(1.0) as u64;
+                s.run_until(to);
+            }
+        })
+    };
+    let mut terminal = ratatui::init();
+    if mouse {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
+    }
+    let mut events = EventStream::new();
+    let mut frame = tokio::time::interval(Duration::from_millis(33));
+    let mut refresh = tokio::time::interval(Duration::from_millis(250));
+    #[cfg(unix)]
+    let (mut term, mut hup) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        )
+    };
+    let result = loop {
+        #[cfg(unix)]
+        let sig = async {
+            tokio::select! {
+                _ = term.recv() => (),
+                _ = hup.recv() => (),
+            }
+        };
+        #[cfg(not(unix))]
+        let sig = std::future::pending::<()>();
+        tokio::select! {
+            _ = sig => break Ok(()),
+            ev = events.next() => match ev {
+                Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
+                Some(Ok(Event::Resize(..))) => app.dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break Err(e),
+                None => break Ok(()),
+            },
+            _ = refresh.tick() => {
+                if !app.paused {
+                    app.refresh();
+                }
+            }
+            _ = frame.tick() => {
+                if app.dirty {
+                    terminal.draw(|f| view::draw(f, &app))?;
+                    app.dirty = false;
+                }
+            }
+        }
+        paused.store(app.paused, Ordering::Relaxed);
+        speed_bits.store(app.speed.to_bits(), Ordering::Relaxed);
+        if app.quit {
+            break Ok(());
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    if mouse {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+    }
+    ratatui::restore();
+    let _ = ticker.join();
+    result
+}

@@ -1,0 +1,716 @@
+//! Drawing. Everything here reads the app's owned snapshot; nothing changes state, and
+//! tables build only the rows that fit on screen.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Tabs, Wrap};
+use ratatui::Frame;
+
+use maar_scheduler::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
+
+use super::app::{App, Mode, Screen};
+
+pub const MIN_W: u16 = 80;
+pub const MIN_H: u16 = 24;
+
+fn fg(app: &App, c: Color) -> Style {
+    if app.color {
+        Style::default().fg(c)
+    } else {
+        Style::default()
+    }
+}
+
+fn selected() -> Style {
+    Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+}
+
+/// Alerts derived from the snapshot: OOM kills, disk >= 90%, unhealthy GPUs, NotReady
+/// nodes, jobs Pending longer than an hour.
+pub fn alerts(app: &App) -> Vec<(String, String)> {
+    let s = &app.snapshot;
+    let mut v = Vec::new();
+    for n in &s.nodes {
+        if n.condition != "Ready" {
+            v.push(("CRIT".into(), format!("node {} {}", n.name, n.condition)));
+        }
+        if n.disk > 0 && n.disk_used * 100 / n.disk >= 90 {
+            v.push((
+                "WARN".into(),
+                format!("node {} disk {}% used", n.name, n.disk_used * 100 / n.disk),
+            ));
+        }
+        for g in n.gpus.iter().filter(|g| g.health != "Healthy") {
+            v.push((
+                "CRIT".into(),
+                format!("GPU {}/{} {}", n.name, g.index, g.health),
+            ));
+        }
+    }
+    for e in s
+        .events
+        .iter()
+        .rev()
+        .filter(|e| e.reason == "OOMKilled")
+        .take(20)
+    {
+        v.push((
+            "WARN".into(),
+            format!(
+                "{} OOM-killed at {}",
+                e.object.trim_start_matches("job/"),
+                fmt_duration(e.time)
+            ),
+        ));
+    }
+    for j in s
+        .jobs
+        .iter()
+        .filter(|j| j.phase == "Pending" && j.wait_s >= 3600)
+    {
+        v.push((
+            "WARN".into(),
+            format!(
+                "{}/{} Pending for {}",
+                j.project,
+                j.name,
+                fmt_duration(j.wait_s)
+            ),
+        ));
+    }
+    v
+}
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_W || area.height < MIN_H {
+        let msg = format!(
+            "terminal too small: {}x{} (needs {MIN_W}x{MIN_H}) — q quits",
+            area.width, area.height
+        );
+        f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
+        return;
+    }
+    let [head, tabs, body, foot] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(1),
+        Constraint::Min(5),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header(f, app, head);
+    let titles: Vec<Line> = Screen::ALL.iter().map(|s| Line::from(s.name())).collect();
+    let idx = Screen::ALL
+        .iter()
+        .position(|s| *s == app.screen)
+        .unwrap_or(0);
+    f.render_widget(
+        Tabs::new(titles).select(idx).highlight_style(selected()),
+        tabs,
+    );
+    match app.screen {
+        Screen::Nodes => nodes(f, app, body),
+        Screen::Jobs => jobs(f, app, body),
+        Screen::Quotas => quotas(f, app, body),
+        Screen::Events => events(f, app, body),
+        Screen::Alerts => alerts_view(f, app, body),
+        Screen::Cost => cost(f, app, body),
+        Screen::Help => help(f, app, body),
+    }
+    let line = match &app.mode {
+        Mode::Command(s) => format!(":{s}"),
+        Mode::Filter(s) => format!("/{s}"),
+        _ if !app.filter.is_empty() => format!("[filter: {}] {}", app.filter, app.message),
+        _ => app.message.clone(),
+    };
+    f.render_widget(Paragraph::new(line), foot);
+    if let Mode::Explain(ex) = &app.mode {
+        let r = Rect {
+            x: area.x + 2,
+            y: area.y + 2,
+            width: area.width.saturating_sub(4),
+            height: area.height.saturating_sub(4),
+        };
+        f.render_widget(Clear, r);
+        f.render_widget(
+            Paragraph::new(ex.to_string())
+                .wrap(Wrap { trim: false })
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(" explain (Esc closes) "),
+                ),
+            r,
+        );
+    }
+}
+
+fn header(f: &mut Frame, app: &App, area: Rect) {
+    let m = &app.snapshot.metrics;
+    let models: Vec<String> = m
+        .by_model
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}/{}",
+                g.model,
+                fmt_cpu((g.allocated * 1000.0) as u64),
+                g.total
+            )
+        })
+        .collect();
+    let n_alerts = alerts(app).len();
+    let l1 = Line::from(vec![
+        Span::styled("maar ", Style::default().add_modifier(Modifier::BOLD)),
+        Span::raw(format!(
+            "demo  t={}  {}  {}x  GPUs {}/{} used  ",
+            fmt_duration(app.snapshot.time_s),
+            if app.paused { "PAUSED" } else { "running" },
+            app.speed,
+            fmt_cpu(m.allocated.gpu_milli),
+            fmt_cpu(m.total.gpu_milli),
+        )),
+        Span::raw(format!(
+            "jobs {} pending {} running  ",
+            m.jobs.pending, m.jobs.running
+        )),
+        Span::styled(
+            format!("alerts {n_alerts}"),
+            if n_alerts > 0 {
+                fg(app, Color::Red).add_modifier(Modifier::BOLD)
+            } else {
+                Style::default()
+            },
+        ),
+    ]);
+    let l2 = Line::from(format!("by model (used/total): {}", models.join("  ")));
+    f.render_widget(Paragraph::new(vec![l1, l2]), area);
+}
+
+/// Visible window of `rows` around the selection for a body of `height` lines.
+fn window(len: usize, selected: usize, height: usize) -> (usize, usize) {
+    let h = height.max(1);
+    let start = if selected >= h { selected + 1 - h } else { 0 };
+    (start, (start + h).min(len))
+}
+
+fn table<'a>(
+    app: &App,
+    area: Rect,
+    header: Vec<&'a str>,
+    widths: Vec<Constraint>,
+    rows: Vec<Row<'a>>,
+    sel: Option<usize>,
+    title: String,
+) -> Table<'a> {
+    let _ = (app, area);
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if Some(i) == sel {
+                r.style(selected())
+            } else {
+                r
+            }
+        })
+        .collect();
+    Table::new(rows, widths)
+        .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        .block(Block::default().borders(Borders::TOP).title(title))
+}
+
+fn nodes(f: &mut Frame, app: &App, area: Rect) {
+    let rows_idx = app.node_rows();
+    let (body, detail) = match &app.expanded {
+        Some(_) => {
+            let [a, b] = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
+                .areas(area);
+            (a, Some(b))
+        }
+        None => (area, None),
+    };
+    let (start, end) = window(
+        rows_idx.len(),
+        app.selected,
+        body.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Row> = rows_idx[start..end]
+        .iter()
+        .map(|&i| {
+            let n = &app.snapshot.nodes[i];
+            let status = if n.cordoned {
+                format!("{},Cordoned", n.condition)
+            } else {
+                n.condition.clone()
+            };
+            let st = if n.condition != "Ready" {
+                fg(app, Color::Red)
+            } else if n.cordoned {
+                fg(app, Color::Yellow)
+            } else {
+                Style::default()
+            };
+            let disk = (n.disk_used * 100).checked_div(n.disk).unwrap_or(0);
+            Row::new(vec![
+                Cell::from(n.name.clone()),
+                Cell::from(n.pool.clone()),
+                Cell::from(n.role.clone()),
+                Cell::from(status).style(st),
+                Cell::from(format!("{}/{}", n.gpus_used, n.gpus_total)),
+                Cell::from(
+                    n.gpus
+                        .first()
+                        .map(|g| g.model.clone())
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                Cell::from(format!(
+                    "{}/{}",
+                    fmt_cpu(n.cpu_allocated),
+                    fmt_cpu(n.cpu_milli)
+                )),
+                Cell::from(format!(
+                    "{}/{}",
+                    fmt_bytes(n.memory_allocated),
+                    fmt_bytes(n.memory)
+                )),
+                Cell::from(format!("{disk}%")).style(if disk >= 90 {
+                    fg(app, Color::Red)
+                } else {
+                    Style::default()
+                }),
+            ])
+        })
+        .collect();
+    let widths = vec![
+        Constraint::Length(12),
+        Constraint::Length(14),
+        Constraint::Length(10),
+        Constraint::Length(22),
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(13),
+        Constraint::Min(5),
+    ];
+    let t = table(
+        app,
+        body,
+        vec![
+            "NODE", "POOL", "ROLE", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "DISK",
+        ],
+        widths,
+        rows,
+        Some(app.selected - start),
+        format!(
+            " nodes ({}) — Enter GPUs, c cordon, u uncordon, d drain ",
+            rows_idx.len()
+        ),
+    );
+    f.render_widget(t, body);
+    if let (Some(d), Some(name)) = (detail, &app.expanded) {
+        if let Some(n) = app.snapshot.nodes.iter().find(|n| &n.name == name) {
+            let rows: Vec<Row> = n
+                .gpus
+                .iter()
+                .take(d.height.saturating_sub(2) as usize)
+                .map(|g| {
+                    let bar = bar(g.mem_allocated, g.memory, 10);
+                    Row::new(vec![
+                        Cell::from(g.index.to_string()),
+                        Cell::from(g.model.clone()),
+                        Cell::from(format!(
+                            "{bar} {}/{}",
+                            fmt_bytes(g.mem_allocated),
+                            fmt_bytes(g.memory)
+                        )),
+                        Cell::from(format!("{}%", g.util_pct)),
+                        Cell::from(g.health.clone()).style(if g.health != "Healthy" {
+                            fg(app, Color::Red)
+                        } else {
+                            Style::default()
+                        }),
+                        Cell::from(if g.cordoned { "cordoned" } else { "" }),
+                        Cell::from(if g.holders.is_empty() {
+                            "-".to_string()
+                        } else {
+                            g.holders.join(",")
+                        }),
+                    ])
+                })
+                .collect();
+            let widths = vec![
+                Constraint::Length(3),
+                Constraint::Length(8),
+                Constraint::Length(26),
+                Constraint::Length(5),
+                Constraint::Length(18),
+                Constraint::Length(9),
+                Constraint::Min(10),
+            ];
+            let t = table(
+                app,
+                d,
+                vec![
+                    "GPU", "MODEL", "MEMORY", "UTIL", "HEALTH", "CORDON", "HOLDERS",
+                ],
+                widths,
+                rows,
+                None,
+                format!(" {name} GPUs — :cordon-gpu {name} N "),
+            );
+            f.render_widget(t, d);
+        }
+    }
+}
+
+fn bar(used: u64, total: u64, width: usize) -> String {
+    let filled = if total == 0 {
+        0
+    } else {
+        ((used as u128 * width as u128) / total as u128) as usize
+    };
+    format!(
+        "[{}{}]",
+        "#".repeat(filled.min(width)),
+        ".".repeat(width - filled.min(width))
+    )
+}
+
+fn jobs(f: &mut Frame, app: &App, area: Rect) {
+    let rows_idx = app.job_rows();
+    let (start, end) = window(
+        rows_idx.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Row> = rows_idx[start..end]
+        .iter()
+        .map(|&i| {
+            let j = &app.snapshot.jobs[i];
+            let phase_style = match j.phase.as_str() {
+                "Pending" => fg(app, Color::Yellow),
+                "Restarting" => fg(app, Color::Magenta),
+                _ => fg(app, Color::Green),
+            };
+            let time = if j.phase == "Pending" {
+                fmt_duration(j.wait_s)
+            } else {
+                fmt_duration(j.run_s)
+            };
+            Row::new(vec![
+                Cell::from(j.project.clone()),
+                Cell::from(j.name.clone()),
+                Cell::from(j.phase.clone()).style(phase_style),
+                Cell::from(j.priority.clone()),
+                Cell::from(j.pool.clone()),
+                Cell::from(j.request.clone()),
+                Cell::from(time),
+                Cell::from(j.reasons.first().cloned().unwrap_or_default()),
+            ])
+        })
+        .collect();
+    let widths = vec![
+        Constraint::Length(11),
+        Constraint::Length(18),
+        Constraint::Length(10),
+        Constraint::Length(6),
+        Constraint::Length(13),
+        Constraint::Length(28),
+        Constraint::Length(7),
+        Constraint::Min(20),
+    ];
+    let t = table(
+        app,
+        area,
+        vec![
+            "PROJECT", "NAME", "PHASE", "PRIO", "POOL", "REQUEST", "WAIT/RUN", "REASON",
+        ],
+        widths,
+        rows,
+        Some(app.selected - start),
+        format!(
+            " queue ({}) — Enter explain, +/- priority, r requeue, x cancel ",
+            rows_idx.len()
+        ),
+    );
+    f.render_widget(t, area);
+}
+
+fn quotas(f: &mut Frame, app: &App, area: Rect) {
+    let reqs = app.request_rows();
+    let [top, bottom] = Layout::vertical([
+        Constraint::Min(5),
+        Constraint::Length((reqs.len() as u16 + 2).clamp(3, 10)),
+    ])
+    .areas(area);
+    let rows: Vec<Row> = app
+        .snapshot
+        .quotas
+        .iter()
+        .take(top.height.saturating_sub(2) as usize)
+        .map(|q| {
+            let max = q.max.gpu_milli;
+            let scale = max
+                .unwrap_or(q.used.gpu_milli.max(q.reserved.gpu_milli))
+                .max(1);
+            let width = 20usize;
+            let used = ((q.used.gpu_milli as u128 * width as u128) / scale as u128) as usize;
+            let res = ((q.reserved.gpu_milli as u128 * width as u128) / scale as u128) as usize;
+            let mut b: Vec<char> = (0..width)
+                .map(|i| if i < used.min(width) { '#' } else { '.' })
+                .collect();
+            if res > 0 && res <= width {
+                b[res - 1] = '|';
+            }
+            Row::new(vec![
+                q.project.clone(),
+                q.department.clone(),
+                q.pool.clone(),
+                format!("[{}]", b.into_iter().collect::<String>()),
+                format!(
+                    "{} / {} / {}",
+                    fmt_cpu(q.used.gpu_milli),
+                    fmt_cpu(q.reserved.gpu_milli),
+                    max.map(fmt_cpu).unwrap_or_else(|| "-".into())
+                ),
+            ])
+        })
+        .collect();
+    let widths = vec![
+        Constraint::Length(12),
+        Constraint::Length(12),
+        Constraint::Length(13),
+        Constraint::Length(22),
+        Constraint::Min(12),
+    ];
+    f.render_widget(
+        table(
+            app,
+            top,
+            vec![
+                "PROJECT",
+                "DEPARTMENT",
+                "POOL",
+                "GPUS (| reserved)",
+                "USED/RES/MAX",
+            ],
+            widths,
+            rows,
+            None,
+            " quotas — GPUs used, | marks reserved ".into(),
+        ),
+        top,
+    );
+    let rows: Vec<Row> = reqs
+        .iter()
+        .map(|&i| {
+            let r = &app.snapshot.quota_requests[i];
+            Row::new(vec![
+                format!("#{}", r.id),
+                r.project.clone(),
+                r.pool.clone(),
+                format!("+{} GPUs", r.gpus),
+                r.reason.clone(),
+            ])
+        })
+        .collect();
+    let widths = vec![
+        Constraint::Length(5),
+        Constraint::Length(13),
+        Constraint::Length(14),
+        Constraint::Length(10),
+        Constraint::Min(10),
+    ];
+    let sel = (!reqs.is_empty()).then_some(app.selected);
+    f.render_widget(
+        table(
+            app,
+            bottom,
+            vec!["ID", "PROJECT", "POOL", "ASK", "REASON"],
+            widths,
+            rows,
+            sel,
+            format!(
+                " pending quota requests ({}) — a approve, r reject ",
+                reqs.len()
+            ),
+        ),
+        bottom,
+    );
+}
+
+fn events(f: &mut Frame, app: &App, area: Rect) {
+    let idx = app.event_rows();
+    let (start, end) = window(
+        idx.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Row> = idx[start..end]
+        .iter()
+        .map(|&i| {
+            let e = &app.snapshot.events[i];
+            let st = match e.severity {
+                maar_scheduler::Severity::Error => fg(app, Color::Red),
+                maar_scheduler::Severity::Warning => fg(app, Color::Yellow),
+                _ => Style::default(),
+            };
+            Row::new(vec![
+                Cell::from(fmt_duration(e.time)),
+                Cell::from(e.severity.name()).style(st),
+                Cell::from(e.reason),
+                Cell::from(e.object.clone()),
+                Cell::from(e.message.clone()),
+            ])
+        })
+        .collect();
+    let widths = vec![
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(16),
+        Constraint::Length(28),
+        Constraint::Min(20),
+    ];
+    f.render_widget(
+        table(
+            app,
+            area,
+            vec!["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            widths,
+            rows,
+            Some(app.selected - start),
+            format!(
+                " events ({}) — / filters by severity, kind, object or text ",
+                idx.len()
+            ),
+        ),
+        area,
+    );
+}
+
+fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
+    let a = alerts(app);
+    let rows: Vec<Row> = a
+        .iter()
+        .take(area.height.saturating_sub(2) as usize)
+        .map(|(sev, msg)| {
+            let st = if sev == "CRIT" {
+                fg(app, Color::Red).add_modifier(Modifier::BOLD)
+            } else {
+                fg(app, Color::Yellow)
+            };
+            Row::new(vec![
+                Cell::from(sev.clone()).style(st),
+                Cell::from(msg.clone()),
+            ])
+        })
+        .collect();
+    f.render_widget(
+        table(
+            app,
+            area,
+            vec!["LEVEL", "ALERT"],
+            vec![Constraint::Length(6), Constraint::Min(20)],
+            rows,
+            None,
+            format!(" alerts ({}) ", a.len()),
+        ),
+        area,
+    );
+}
+
+fn cost(f: &mut Frame, app: &App, area: Rect) {
+    let c = &app.snapshot.costs;
+    let mut rows: Vec<Row> = c
+        .projects
+        .iter()
+        .map(|p| {
+            Row::new(vec![
+                p.project.clone(),
+                p.department.clone(),
+                format!("{:.1}", p.gpu_hours),
+                format!("{:.2}", p.cost),
+            ])
+        })
+        .collect();
+    rows.extend(c.departments.iter().map(|d| {
+        Row::new(vec![
+            "(department)".into(),
+            d.department.clone(),
+            format!("{:.1}", d.gpu_hours),
+            format!("{:.2}", d.cost),
+        ])
+    }));
+    rows.truncate(area.height.saturating_sub(2) as usize);
+    let widths = vec![
+        Constraint::Length(14),
+        Constraint::Length(16),
+        Constraint::Length(10),
+        Constraint::Min(10),
+    ];
+    f.render_widget(
+        table(
+            app,
+            area,
+            vec!["PROJECT", "DEPARTMENT", "GPU-HOURS", "BILL"],
+            widths,
+            rows,
+            None,
+            format!(" cost so far — total {:.2} ", c.total),
+        ),
+        area,
+    );
+}
+
+pub const HELP: &[(&str, &str)] = &[
+    ("q, ctrl-c", "quit"),
+    ("Tab / shift-Tab", "next / previous screen"),
+    (
+        ": then nodes|jobs|quotas|events|alerts|cost|logs|help",
+        "go to a screen",
+    ),
+    ("/", "filter the current table (Esc clears)"),
+    ("j k, arrows, g G, PgUp PgDn", "move"),
+    ("Enter", "jobs: explain; nodes: show GPUs"),
+    ("c u d", "nodes: cordon, uncordon, drain (confirm)"),
+    (
+        "+ - r x",
+        "jobs: priority up/down, requeue, cancel (confirm)",
+    ),
+    ("a r", "quotas: approve, reject the selected request"),
+    ("space, < >", "pause, slower, faster"),
+    (
+        ":cordon-gpu NODE N  :uncordon-gpu NODE N",
+        "cordon / uncordon one GPU",
+    ),
+    (
+        ":approve ID  :reject ID REASON  :priority JOB high|medium|low|N",
+        "actions by name",
+    ),
+    (
+        ":requeue JOB  :cancel JOB  :drain NODE  :scale JOB N  :submit FILE.yaml  :speed X",
+        "more actions",
+    ),
+];
+
+fn help(f: &mut Frame, app: &App, area: Rect) {
+    let rows: Vec<Row> = HELP
+        .iter()
+        .take(area.height.saturating_sub(2) as usize)
+        .map(|(k, v)| Row::new(vec![k.to_string(), v.to_string()]))
+        .collect();
+    f.render_widget(
+        table(
+            app,
+            area,
+            vec!["KEYS", "WHAT"],
+            vec![Constraint::Percentage(55), Constraint::Percentage(45)],
+            rows,
+            None,
+            " help ".into(),
+        ),
+        area,
+    );
+}

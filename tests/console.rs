@@ -1,0 +1,189 @@
+//! The console, driven by keys through the app and drawn on a TestBackend.
+
+use std::sync::{Arc, Mutex};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+use maar::console::app::{App, Mode, Screen};
+use maar::console::view;
+use maar::load::{load_scenario, parse_scenario};
+use maar_scheduler::{Phase, Sim};
+
+fn app_on(sc: maar_scheduler::Scenario, at: u64) -> App {
+    let mut sim = Sim::new(sc, None).unwrap();
+    sim.run_until(at);
+    App::new(Arc::new(Mutex::new(sim)))
+}
+
+fn keys(app: &mut App, s: &str) {
+    for c in s.chars() {
+        let code = match c {
+            '\n' => KeyCode::Enter,
+            '\t' => KeyCode::Tab,
+            '\x1b' => KeyCode::Esc,
+            c => KeyCode::Char(c),
+        };
+        app.key(KeyEvent::new(code, KeyModifiers::NONE));
+    }
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| view::draw(f, app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..h {
+        for x in 0..w {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn cordoning_a_gpu_marks_it_and_logs_an_event() {
+    let mut app = app_on(load_scenario(None).unwrap(), 60);
+    keys(&mut app, ":cordon-gpu a100-02 3\n");
+    assert_eq!(
+        app.message,
+        "GPU a100-02/3 cordoned: running work stays, nothing new is placed"
+    );
+    let node = app
+        .snapshot
+        .nodes
+        .iter()
+        .find(|n| n.name == "a100-02")
+        .unwrap();
+    assert!(node.gpus[3].cordoned && !node.gpus[2].cordoned);
+    assert!(app
+        .snapshot
+        .events
+        .iter()
+        .any(|e| e.reason == "GpuCordoned" && e.object == "gpu/a100-02/3"));
+    // The node's GPU view shows it.
+    keys(&mut app, "/a100-02\n\n");
+    assert_eq!(app.expanded.as_deref(), Some("a100-02"));
+    let s = screen(&app, 160, 48);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("3 ") && l.contains("cordoned"))
+        .unwrap_or("");
+    assert!(line.contains("a100"), "{s}");
+    assert!(!s
+        .lines()
+        .any(|l| l.starts_with("2 ") && l.contains("cordoned")));
+    // Events screen lists it.
+    keys(&mut app, "\x1b:events\n");
+    assert!(screen(&app, 160, 48).contains("GpuCordoned"));
+}
+
+#[test]
+fn approving_a_quota_request_starts_the_waiting_job() {
+    let sc = parse_scenario(
+        "test",
+        "name: approve
+pools: [{name: train, kind: training, selector: {crater.ai/node-role: train}}]
+nodes: [{name: a100, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {model: a100, count: 8, memory: 80Gi}}]
+projects:
+  - name: ml
+    quotas: {train: {max: {gpu: 2}}}
+    requests: [{pool: train, gpus: 2, reason: deadline}]
+workload:
+  jobs:
+    - at: 0s
+      manifest: {apiVersion: crater.ai/v1, kind: TrainJob, metadata: {name: wants-4, namespace: ml},
+                 spec: {resources: {pool: train, gpu: {count: 4}, cpu: {cores: 8}, memory: {capacity: 32Gi}}}}
+",
+    )
+    .unwrap();
+    let mut app = app_on(sc, 10);
+    assert_eq!(app.snapshot.jobs[0].phase, "Pending");
+    keys(&mut app, ":quotas\n");
+    assert_eq!(app.screen, Screen::Quotas);
+    assert!(screen(&app, 80, 24).contains("deadline"));
+    keys(&mut app, "a");
+    assert_eq!(app.message, "approved quota request #1: +2 GPUs");
+    assert_eq!(app.snapshot.jobs[0].phase, "Running");
+    let sim = app.sim.lock().unwrap();
+    assert_eq!(sim.cluster.jobs[0].phase, Phase::Running);
+    assert!(sim
+        .cluster
+        .events
+        .iter()
+        .any(|e| e.reason == "QuotaApproved"));
+}
+
+#[test]
+fn enter_on_a_pending_job_shows_the_true_reason() {
+    let mut app = app_on(
+        load_scenario(Some(std::path::Path::new("demo/cases/a-card-memory.yaml"))).unwrap(),
+        60,
+    );
+    keys(&mut app, ":jobs\n\n");
+    let Mode::Explain(ex) = &app.mode else {
+        panic!("no explanation shown")
+    };
+    assert_eq!(
+        ex.summary,
+        "0/1 nodes are available: 1 GPU memory per card 16Gi < 32Gi requested"
+    );
+    let s = screen(&app, 160, 48);
+    assert!(
+        s.contains("GPU memory per card 16Gi < 32Gi requested"),
+        "{s}"
+    );
+    assert!(s.contains("explain (Esc closes)"));
+    keys(&mut app, "\x1b");
+    assert!(matches!(app.mode, Mode::Normal));
+}
+
+#[test]
+fn destructive_actions_ask_first() {
+    let mut app = app_on(load_scenario(None).unwrap(), 60);
+    keys(&mut app, "d");
+    assert!(matches!(app.mode, Mode::Confirm(_)), "drain waits for y");
+    assert!(app.message.contains("press y to confirm"));
+    keys(&mut app, "n");
+    assert_eq!(app.message, "cancelled");
+    assert!(!app.snapshot.nodes[0].cordoned);
+    keys(&mut app, "dy");
+    assert!(app.snapshot.nodes[0].cordoned, "{}", app.message);
+    assert!(app.message.starts_with("node a100-01 drained"));
+    keys(&mut app, "u");
+    assert!(
+        !app.snapshot.nodes[0].cordoned,
+        "uncordon needs no confirmation"
+    );
+    keys(&mut app, ":bogus\n");
+    assert!(app.message.starts_with("unknown or incomplete command"));
+}
+
+#[test]
+fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
+    let mut app = app_on(load_scenario(None).unwrap(), 3 * 3600);
+    let heads = [
+        (Screen::Nodes, "NODE"),
+        (Screen::Jobs, "REASON"),
+        (Screen::Quotas, "USED/RES/MAX"),
+        (Screen::Events, "MESSAGE"),
+        (Screen::Alerts, "ALERT"),
+        (Screen::Cost, "GPU-HOURS"),
+        (Screen::Help, "KEYS"),
+    ];
+    for (s, head) in heads {
+        keys(&mut app, &format!(":{}\n", s.name()));
+        assert_eq!(app.screen, s);
+        for (w, h) in [(80, 24), (160, 48)] {
+            let text = screen(&app, w, h);
+            assert!(text.contains(head), "{s:?} at {w}x{h}:\n{text}");
+            assert!(text.lines().next().unwrap().starts_with("maar demo"));
+        }
+    }
+    let small = screen(&app, 60, 20);
+    assert!(small.contains("terminal too small: 60x20"), "{small}");
+    keys(&mut app, "q");
+    assert!(app.quit);
+}
