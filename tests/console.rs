@@ -187,3 +187,19 @@ fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
     keys(&mut app, "q");
     assert!(app.quit);
 }
+
+/// Snapshots of every screen at 80x24 and 160x48, two simulated hours into the demo.
+#[test]
+fn screen_snapshots() {
+    let mut app = app_on(load_scenario(None).unwrap(), 2 * 3600);
+    for s in Screen::ALL {
+        keys(&mut app, &format!(":{}\n", s.name()));
+        for (w, h) in [(80, 24), (160, 48)] {
+            insta::assert_snapshot!(format!("{}_{w}x{h}", s.name()), screen(&app, w, h));
+        }
+    }
+    keys(&mut app, ":jobs\n\n");
+    insta::assert_snapshot!("explain_160x48", screen(&app, 160, 48));
+    keys(&mut app, "\x1b:nodes\n\n");
+    insta::assert_snapshot!("nodes_expanded_160x48", screen(&app, 160, 48));
+}

@@ -267,7 +267,38 @@ impl Cluster {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
             _ => j.desired_replicas.max(1),
         };
-        let quota = self.quota_verdict(id, replicas);
+        let complete = j.phase == Phase::Running && j.running_replicas() >= j.desired_replicas;
+        let quota = if complete {
+            // Nothing more is asked: say what the job holds and where its project stands.
+            let held = j.held();
+            let (used, limit) = match (j.project, j.pool) {
+                (Some(p), Some(pool)) => (
+                    self.usage(p, pool).gpu_milli,
+                    self.projects[p as usize]
+                        .quotas
+                        .get(&pool)
+                        .and_then(|q| q.max.gpu_milli),
+                ),
+                _ => (0, None),
+            };
+            QuotaVerdict {
+                ok: true,
+                borrowing: j.borrowed,
+                message: format!(
+                    "holds {} GPUs{}; project {} uses {} GPUs in pool {} (max {})",
+                    Dim::Gpu.fmt(held.gpu_milli),
+                    if j.borrowed { " (borrowed quota)" } else { "" },
+                    j.spec.project,
+                    Dim::Gpu.fmt(used),
+                    j.spec.pool,
+                    limit
+                        .map(|m| Dim::Gpu.fmt(m))
+                        .unwrap_or_else(|| "unlimited".into())
+                ),
+            }
+        } else {
+            self.quota_verdict(id, replicas)
+        };
         let mult = if j.spec.affinity == Affinity::SameNode {
             replicas
         } else {

@@ -75,6 +75,11 @@ pub struct App {
     pub dirty: bool,
     /// Colours on (off when NO_COLOR is set); selection and severity read without them.
     pub color: bool,
+    /// Rows of the current screen (indices into the snapshot), computed once per
+    /// snapshot, filter or screen change — never per frame.
+    pub rows: Vec<usize>,
+    /// Alerts of the current snapshot.
+    pub alerts: Vec<(String, String)>,
 }
 
 /// A row key per screen: what the selection points at.
@@ -105,12 +110,34 @@ impl App {
             quit: false,
             dirty: true,
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            rows: Vec::new(),
+            alerts: Vec::new(),
         }
+        .with_rows()
+    }
+
+    fn with_rows(mut self) -> App {
+        self.recompute();
+        self
+    }
+
+    /// Recomputes the current screen's rows and the alerts.
+    pub fn recompute(&mut self) {
+        self.rows = match self.screen {
+            Screen::Nodes => self.node_rows(),
+            Screen::Jobs => self.job_rows(),
+            Screen::Quotas => self.request_rows(),
+            Screen::Events => self.event_rows(),
+            _ => Vec::new(),
+        };
+        self.alerts = super::view::alerts(self);
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 
     /// Takes a fresh snapshot of the simulation.
     pub fn refresh(&mut self) {
         self.snapshot = self.sim.lock().expect("sim lock").cluster.snapshot();
+        self.recompute();
         self.dirty = true;
     }
 
@@ -181,24 +208,26 @@ impl App {
     }
 
     fn row_count(&self) -> usize {
-        match self.screen {
-            Screen::Nodes => self.node_rows().len(),
-            Screen::Jobs => self.job_rows().len(),
-            Screen::Quotas => self.request_rows().len(),
-            Screen::Events => self.event_rows().len(),
-            _ => 0,
-        }
+        self.rows.len()
     }
 
     fn selected_job(&self) -> Option<String> {
-        let rows = self.job_rows();
-        let j = &self.snapshot.jobs[*rows.get(self.selected)?];
+        if self.screen != Screen::Jobs {
+            return None;
+        }
+        let j = &self.snapshot.jobs[*self.rows.get(self.selected)?];
         Some(format!("{}/{}", j.project, j.name))
     }
 
     fn selected_node(&self) -> Option<String> {
-        let rows = self.node_rows();
-        Some(self.snapshot.nodes[*rows.get(self.selected)?].name.clone())
+        if self.screen != Screen::Nodes {
+            return None;
+        }
+        Some(
+            self.snapshot.nodes[*self.rows.get(self.selected)?]
+                .name
+                .clone(),
+        )
     }
 
     /// Applies a command to the simulation, showing its result.
@@ -228,6 +257,7 @@ impl App {
         self.screen = s;
         self.selected = 0;
         self.filter.clear();
+        self.recompute();
     }
 
     /// Handles one key.
@@ -264,17 +294,22 @@ impl App {
                 _ => self.mode = Mode::Command(s),
             },
             Mode::Filter(mut s) => match k.code {
-                KeyCode::Esc => self.filter.clear(),
+                KeyCode::Esc => {
+                    self.filter.clear();
+                    self.recompute();
+                }
                 KeyCode::Enter => {}
                 KeyCode::Backspace => {
                     s.pop();
                     self.filter = s.clone();
+                    self.recompute();
                     self.mode = Mode::Filter(s);
                 }
                 KeyCode::Char(c) => {
                     s.push(c);
                     self.filter = s.clone();
                     self.selected = 0;
+                    self.recompute();
                     self.mode = Mode::Filter(s);
                 }
                 _ => self.mode = Mode::Filter(s),
@@ -293,6 +328,7 @@ impl App {
             KeyCode::Esc => {
                 self.filter.clear();
                 self.expanded = None;
+                self.recompute();
             }
             KeyCode::Tab => {
                 let i = Screen::ALL
@@ -401,8 +437,7 @@ impl App {
                 }
             }
             (Screen::Quotas, KeyCode::Char(c @ ('a' | 'r'))) => {
-                let rows = self.request_rows();
-                if let Some(&i) = rows.get(self.selected) {
+                if let Some(&i) = self.rows.get(self.selected) {
                     let id = self.snapshot.quota_requests[i].id;
                     if c == 'a' {
                         self.act(Command::ApproveQuota { id });

@@ -95,7 +95,10 @@ async fn event_loop(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
             }
             _ = frame.tick() => {
                 if app.dirty {
+                    // Synchronized output: the terminal shows the frame whole, no tearing.
+                    let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::BeginSynchronizedUpdate);
                     terminal.draw(|f| view::draw(f, &app))?;
+                    let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::EndSynchronizedUpdate);
                     app.dirty = false;
                 }
             }

@@ -160,7 +160,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             )
         })
         .collect();
-    let n_alerts = alerts(app).len();
+    let n_alerts = app.alerts.len();
     let l1 = Line::from(vec![
         Span::styled("maar ", Style::default().add_modifier(Modifier::BOLD)),
         Span::raw(format!(
@@ -222,7 +222,7 @@ fn table<'a>(
 }
 
 fn nodes(f: &mut Frame, app: &App, area: Rect) {
-    let rows_idx = app.node_rows();
+    let rows_idx = &app.rows;
     let (body, detail) = match &app.expanded {
         Some(_) => {
             let [a, b] = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
@@ -379,7 +379,7 @@ fn bar(used: u64, total: u64, width: usize) -> String {
 }
 
 fn jobs(f: &mut Frame, app: &App, area: Rect) {
-    let rows_idx = app.job_rows();
+    let rows_idx = &app.rows;
     let (start, end) = window(
         rows_idx.len(),
         app.selected,
@@ -439,7 +439,7 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn quotas(f: &mut Frame, app: &App, area: Rect) {
-    let reqs = app.request_rows();
+    let reqs = &app.rows;
     let [top, bottom] = Layout::vertical([
         Constraint::Min(5),
         Constraint::Length((reqs.len() as u16 + 2).clamp(3, 10)),
@@ -542,7 +542,7 @@ fn quotas(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn events(f: &mut Frame, app: &App, area: Rect) {
-    let idx = app.event_rows();
+    let idx = &app.rows;
     let (start, end) = window(
         idx.len(),
         app.selected,
@@ -591,7 +591,7 @@ fn events(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
-    let a = alerts(app);
+    let a = &app.alerts;
     let rows: Vec<Row> = a
         .iter()
         .take(area.height.saturating_sub(2) as usize)
