@@ -24,7 +24,10 @@ pub fn run(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
     rt.block_on(event_loop(sim, speed, mouse))
 }
 
-async fn event_loop(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+async fn event_loop(mut sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+    // Settle time 0 first (arrivals, first scheduling cycle) so the first frame is true.
+    let now = sim.now();
+    sim.run_until(now);
     let sim = Arc::new(Mutex::new(sim));
     let mut app = App::new(sim.clone());
     app.speed = speed;

@@ -417,9 +417,9 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(10),
         Constraint::Length(6),
         Constraint::Length(13),
-        Constraint::Length(28),
+        Constraint::Length(26),
         Constraint::Length(7),
-        Constraint::Min(20),
+        Constraint::Min(8),
     ];
     let t = table(
         app,

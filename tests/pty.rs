@@ -1,0 +1,98 @@
+//! The real binary in a pseudo-terminal: it draws the console, takes keys, and restores
+//! the terminal when it quits.
+
+use std::io::{Read, Write};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+
+struct Screen {
+    parser: vt100::Parser,
+    rx: mpsc::Receiver<Vec<u8>>,
+    raw: Vec<u8>,
+}
+
+impl Screen {
+    /// Reads output until `want` is on the screen, or fails after `secs`.
+    fn wait_for(&mut self, want: &str, secs: u64) -> String {
+        let end = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let text = self.parser.screen().contents();
+            if text.contains(want) {
+                return text;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "`{want}` never appeared; screen:\n{text}");
+            if let Ok(bytes) = self.rx.recv_timeout(left.min(Duration::from_millis(200))) {
+                self.parser.process(&bytes);
+                self.raw.extend_from_slice(&bytes);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
+    let pty = native_pty_system();
+    let pair = pty
+        .openpty(PtySize {
+            rows: 30,
+            cols: 110,
+            pixel_width: 0,
+            pixel_height: 0,
+        })
+        .unwrap();
+    let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_maar"));
+    cmd.args(["demo", "--speed", "600"]);
+    cmd.cwd(env!("CARGO_MANIFEST_DIR"));
+    cmd.env("TERM", "xterm-256color");
+    let mut child = pair.slave.spawn_command(cmd).unwrap();
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader().unwrap();
+    let mut writer = pair.master.take_writer().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut s = Screen {
+        parser: vt100::Parser::new(30, 110, 0),
+        rx,
+        raw: Vec::new(),
+    };
+    let first = s.wait_for("maar demo", 20);
+    assert!(first.contains("nodes (40)"), "{first}");
+    writer.write_all(b":jobs\r").unwrap();
+    writer.flush().unwrap();
+    let jobs = s.wait_for("gpt-finetune-demo", 10);
+    assert!(jobs.contains("queue ("), "{jobs}");
+    writer.write_all(b"?").unwrap();
+    writer.flush().unwrap();
+    s.wait_for("KEYS", 10);
+    writer.write_all(b"q").unwrap();
+    writer.flush().unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < end, "did not quit on q");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // Drain what is left and check the alternate screen was left.
+    while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {
+        s.raw.extend_from_slice(&bytes);
+    }
+    let raw = String::from_utf8_lossy(&s.raw);
+    assert!(raw.contains("\x1b[?1049h"), "entered the alternate screen");
+    assert!(
+        raw.contains("\x1b[?1049l"),
+        "left the alternate screen on quit"
+    );
+}
