@@ -82,6 +82,9 @@ pub enum Cmd {
         /// Let the mouse scroll and click (off by default, so terminal selection works).
         #[arg(long)]
         mouse: bool,
+        /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
+        #[arg(long, value_name = "NAME|FILE")]
+        theme: Option<String>,
     },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
@@ -198,6 +201,7 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
             scenario,
             speed,
             mouse,
+            theme,
         } => {
             if !(1.0..=86_400.0).contains(&speed) {
                 return Err(Failure::Usage(format!(
@@ -205,8 +209,9 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
                 )));
             }
             let sc = load_scenario(scenario.scenario.as_deref())?;
+            let theme = crate::console::theme::choose(theme.as_deref())?;
             let sim = Sim::new(sc, scenario.seed).map_err(|e| Failure::Usage(e.to_string()))?;
-            crate::console::run::run(sim, speed, mouse)
+            crate::console::run::run(sim, speed, mouse, theme)
                 .map_err(|e| Failure::Usage(format!("console: {e}")))?;
             return Ok(0);
         }

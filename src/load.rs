@@ -41,7 +41,8 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-fn yaml_error(file: &str, text: &str, e: serde_saphyr::Error) -> InputError {
+/// A YAML reading error as an [`InputError`] with file, line, column and field.
+pub fn yaml_error(file: &str, text: &str, e: serde_saphyr::Error) -> InputError {
     let loc = e.location();
     let line = loc.map(|l| l.line()).filter(|&l| l > 0);
     let column = loc.map(|l| l.column()).filter(|&c| c > 0);

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
             scenario: demo,
             speed: 60.0,
             mouse: false,
+            theme: None,
         }
     } else {
         Cmd::Sim {

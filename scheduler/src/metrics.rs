@@ -92,6 +92,8 @@ pub struct GpuView {
     pub mem_allocated: u64,
     pub mem_used: u64,
     pub util_pct: u8,
+    pub temp_c: u8,
+    pub power_w: u16,
     pub health: String,
     pub cordoned: bool,
     pub mig: bool,
@@ -229,6 +231,8 @@ impl Cluster {
                 mem_allocated: g.used_mem(),
                 mem_used: g.mem_used,
                 util_pct: g.util_pct,
+                temp_c: g.temp_c,
+                power_w: g.power_w,
                 health: match &g.health {
                     Health::Healthy => "Healthy".into(),
                     Health::Unhealthy(w) => format!("Unhealthy ({w})"),

@@ -151,6 +151,9 @@ pub struct Gpu {
     /// Utilisation 0-100 and memory in use, as last reported (simulated or measured).
     pub util_pct: u8,
     pub mem_used: u64,
+    /// Temperature (Celsius) and board power (watts), as last reported.
+    pub temp_c: u8,
+    pub power_w: u16,
 }
 
 impl Gpu {

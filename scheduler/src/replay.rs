@@ -530,6 +530,8 @@ impl Replayer {
                     allocs: Vec::new(),
                     util_pct: 0,
                     mem_used: 0,
+                    temp_c: 0,
+                    power_w: 0,
                 })
                 .collect();
             // Disk is not part of the trace: one pebibyte per node never binds.

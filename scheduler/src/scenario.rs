@@ -542,6 +542,8 @@ impl Scenario {
                             allocs: Vec::new(),
                             util_pct: 0,
                             mem_used: 0,
+                            temp_c: 0,
+                            power_w: 0,
                         });
                     }
                 }

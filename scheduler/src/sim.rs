@@ -567,7 +567,25 @@ impl Sim {
                 let gpu = &mut self.cluster.nodes[n].gpus[g];
                 gpu.util_pct = util;
                 gpu.mem_used = mem;
+                // Temperature and power follow utilisation: idle around 32 C and a
+                // fifth of the board's power, full load near 80 C and its board power.
+                let tdp = board_power_w(&gpu.model);
+                gpu.temp_c = 32 + (util as u32 * 48 / 100) as u8;
+                gpu.power_w = (tdp / 5 + (tdp - tdp / 5) * util as u32 / 100) as u16;
             }
         }
+    }
+}
+
+/// Nominal board power of a GPU model, watts (simulated telemetry).
+fn board_power_w(model: &str) -> u32 {
+    match model {
+        m if m.contains("h100") => 700,
+        m if m.contains("a100") => 400,
+        m if m.contains("4090") => 450,
+        m if m.contains("v100") => 300,
+        m if m.contains("t4") => 70,
+        m if m.contains("l4") => 72,
+        _ => 250,
     }
 }

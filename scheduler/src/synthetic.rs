@@ -50,6 +50,8 @@ pub fn cluster(nodes: usize, gpus: u32) -> Cluster {
                 allocs: Vec::new(),
                 util_pct: 0,
                 mem_used: 0,
+                temp_c: 0,
+                power_w: 0,
             })
             .collect();
         c.add_node(Node::new(name, labels, 128_000, 1 << 40, 4 << 40, gpus));

@@ -30,6 +30,8 @@ fn node(name: &str, role: &str, gpus: u32, model: &str, mem_gi: u64, mig: bool) 
                 allocs: vec![],
                 util_pct: 0,
                 mem_used: 0,
+                temp_c: 0,
+                power_w: 0,
             })
             .collect(),
     )

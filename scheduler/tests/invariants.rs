@@ -171,6 +171,8 @@ fn build(nodes: &[NodeSpec], quotas: &[(u32, u32, u32, u32)], lend: bool) -> Clu
                 allocs: vec![],
                 util_pct: 0,
                 mem_used: 0,
+                temp_c: 0,
+                power_w: 0,
             })
             .collect();
         c.add_node(Node::new(

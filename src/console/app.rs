@@ -73,8 +73,10 @@ pub struct App {
     pub quit: bool,
     /// Something changed since the last frame.
     pub dirty: bool,
-    /// Colours on (off when NO_COLOR is set); selection and severity read without them.
-    pub color: bool,
+    /// Styles to draw with.
+    pub theme: super::theme::Theme,
+    /// Recent utilisation per GPU (node, index), oldest first, for sparklines.
+    pub history: std::collections::HashMap<(String, u32), std::collections::VecDeque<u8>>,
     /// Rows of the current screen (indices into the snapshot), computed once per
     /// snapshot, filter or screen change — never per frame.
     pub rows: Vec<usize>,
@@ -109,7 +111,9 @@ impl App {
             message: "? for help, : for commands, q to quit".into(),
             quit: false,
             dirty: true,
-            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            theme: super::theme::choose(None)
+                .unwrap_or_else(|_| super::theme::built_in("dark").expect("dark")),
+            history: std::collections::HashMap::new(),
             rows: Vec::new(),
             alerts: Vec::new(),
         }
@@ -117,6 +121,7 @@ impl App {
     }
 
     fn with_rows(mut self) -> App {
+        self.record_history();
         self.recompute();
         self
     }
@@ -137,8 +142,23 @@ impl App {
     /// Takes a fresh snapshot of the simulation.
     pub fn refresh(&mut self) {
         self.snapshot = self.sim.lock().expect("sim lock").cluster.snapshot();
+        self.record_history();
         self.recompute();
         self.dirty = true;
+    }
+
+    /// Keeps the last samples of each GPU's utilisation (for the sparklines).
+    fn record_history(&mut self) {
+        const KEEP: usize = 30;
+        for n in &self.snapshot.nodes {
+            for g in &n.gpus {
+                let h = self.history.entry((n.name.clone(), g.index)).or_default();
+                h.push_back(g.util_pct);
+                while h.len() > KEEP {
+                    h.pop_front();
+                }
+            }
+        }
     }
 
     /// Jobs as listed on the Jobs screen: Pending first (longest wait first), then

@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod run;
+pub mod theme;
 pub mod view;
 
 pub use app::App;

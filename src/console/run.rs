@@ -16,21 +16,27 @@ use super::app::App;
 use super::view;
 
 /// Opens the console on a simulation until the operator quits.
-pub fn run(sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+pub fn run(sim: Sim, speed: f64, mouse: bool, theme: super::theme::Theme) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
-    rt.block_on(event_loop(sim, speed, mouse))
+    rt.block_on(event_loop(sim, speed, mouse, theme))
 }
 
-async fn event_loop(mut sim: Sim, speed: f64, mouse: bool) -> std::io::Result<()> {
+async fn event_loop(
+    mut sim: Sim,
+    speed: f64,
+    mouse: bool,
+    theme: super::theme::Theme,
+) -> std::io::Result<()> {
     // Settle time 0 first (arrivals, first scheduling cycle) so the first frame is true.
     let now = sim.now();
     sim.run_until(now);
     let sim = Arc::new(Mutex::new(sim));
     let mut app = App::new(sim.clone());
     app.speed = speed;
+    app.theme = theme;
     let stop = Arc::new(AtomicBool::new(false));
     let paused = Arc::new(AtomicBool::new(false));
     let speed_bits = Arc::new(AtomicU64::new(speed.to_bits()));

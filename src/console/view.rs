@@ -14,16 +14,19 @@ use super::app::{App, Mode, Screen};
 pub const MIN_W: u16 = 80;
 pub const MIN_H: u16 = 24;
 
-fn fg(app: &App, c: Color) -> Style {
-    if app.color {
-        Style::default().fg(c)
-    } else {
-        Style::default()
-    }
-}
+use maar_widgets::{spark, window, GpuCell, GpuGrid, QuotaBar};
 
-fn selected() -> Style {
-    Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+/// The theme's style for what a colour meant in the default look.
+fn fg(app: &App, c: Color) -> Style {
+    let t = &app.theme;
+    match c {
+        Color::Red => t.crit,
+        Color::Yellow => t.warn,
+        Color::Green => t.running,
+        Color::Magenta => t.restarting,
+        Color::Blue => t.borrowed,
+        _ => t.dim,
+    }
 }
 
 /// Alerts derived from the snapshot: OOM kills, disk >= 90%, unhealthy GPUs, NotReady
@@ -106,7 +109,9 @@ pub fn draw(f: &mut Frame, app: &App) {
         .position(|s| *s == app.screen)
         .unwrap_or(0);
     f.render_widget(
-        Tabs::new(titles).select(idx).highlight_style(selected()),
+        Tabs::new(titles)
+            .select(idx)
+            .highlight_style(app.theme.selection),
         tabs,
     );
     match app.screen {
@@ -162,7 +167,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let n_alerts = app.alerts.len();
     let l1 = Line::from(vec![
-        Span::styled("maar ", Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled("maar ", app.theme.header),
         Span::raw(format!(
             "demo  t={}  {}  {}x  GPUs {}/{} used  ",
             fmt_duration(app.snapshot.time_s),
@@ -188,13 +193,6 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(vec![l1, l2]), area);
 }
 
-/// Visible window of `rows` around the selection for a body of `height` lines.
-fn window(len: usize, selected: usize, height: usize) -> (usize, usize) {
-    let h = height.max(1);
-    let start = if selected >= h { selected + 1 - h } else { 0 };
-    (start, (start + h).min(len))
-}
-
 fn table<'a>(
     app: &App,
     area: Rect,
@@ -204,20 +202,20 @@ fn table<'a>(
     sel: Option<usize>,
     title: String,
 ) -> Table<'a> {
-    let _ = (app, area);
+    let _ = area;
     let rows: Vec<Row> = rows
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
             if Some(i) == sel {
-                r.style(selected())
+                r.style(app.theme.selection)
             } else {
                 r
             }
         })
         .collect();
     Table::new(rows, widths)
-        .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        .header(Row::new(header).style(app.theme.header))
         .block(Block::default().borders(Borders::TOP).title(title))
 }
 
@@ -258,7 +256,7 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(n.pool.clone()),
                 Cell::from(n.role.clone()),
                 Cell::from(status).style(st),
-                Cell::from(format!("{}/{}", n.gpus_used, n.gpus_total)),
+                Cell::from(format!("{} {}/{}", gpu_grid(n), n.gpus_used, n.gpus_total)),
                 Cell::from(
                     n.gpus
                         .first()
@@ -288,7 +286,7 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(14),
         Constraint::Length(10),
         Constraint::Length(22),
-        Constraint::Length(6),
+        Constraint::Length(13),
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Length(13),
@@ -317,6 +315,11 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                 .take(d.height.saturating_sub(2) as usize)
                 .map(|g| {
                     let bar = bar(g.mem_allocated, g.memory, 10);
+                    let hist = app
+                        .history
+                        .get(&(n.name.clone(), g.index))
+                        .map(|h| spark(h.iter().map(|&u| u as u64), 100))
+                        .unwrap_or_default();
                     Row::new(vec![
                         Cell::from(g.index.to_string()),
                         Cell::from(g.model.clone()),
@@ -325,7 +328,8 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                             fmt_bytes(g.mem_allocated),
                             fmt_bytes(g.memory)
                         )),
-                        Cell::from(format!("{}%", g.util_pct)),
+                        Cell::from(format!("{:>3}% {hist}", g.util_pct)),
+                        Cell::from(format!("{}C {}W", g.temp_c, g.power_w)),
                         Cell::from(g.health.clone()).style(if g.health != "Healthy" {
                             fg(app, Color::Red)
                         } else {
@@ -344,8 +348,9 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                 Constraint::Length(3),
                 Constraint::Length(8),
                 Constraint::Length(26),
-                Constraint::Length(5),
-                Constraint::Length(18),
+                Constraint::Length(20),
+                Constraint::Length(10),
+                Constraint::Length(16),
                 Constraint::Length(9),
                 Constraint::Min(10),
             ];
@@ -353,7 +358,14 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                 app,
                 d,
                 vec![
-                    "GPU", "MODEL", "MEMORY", "UTIL", "HEALTH", "CORDON", "HOLDERS",
+                    "GPU",
+                    "MODEL",
+                    "MEMORY",
+                    "UTIL (history)",
+                    "TEMP/PWR",
+                    "HEALTH",
+                    "CORDON",
+                    "HOLDERS",
                 ],
                 widths,
                 rows,
@@ -363,6 +375,33 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
             f.render_widget(t, d);
         }
     }
+}
+
+/// One glyph per GPU (unlabelled GPUs are not scheduled and show as none).
+fn gpu_grid(n: &maar_scheduler::metrics::NodeView) -> String {
+    if !n.gpu_labelled {
+        return String::new();
+    }
+    GpuGrid {
+        cells: n
+            .gpus
+            .iter()
+            .map(|g| {
+                if g.health != "Healthy" {
+                    GpuCell::Unhealthy
+                } else if g.cordoned {
+                    GpuCell::Cordoned
+                } else if g.holders.is_empty() {
+                    GpuCell::Free
+                } else if g.mem_allocated >= g.memory {
+                    GpuCell::Full
+                } else {
+                    GpuCell::Partial((g.mem_allocated * 100 / g.memory.max(1)) as u8)
+                }
+            })
+            .collect(),
+    }
+    .text()
 }
 
 fn bar(used: u64, total: u64, width: usize) -> String {
@@ -452,23 +491,12 @@ fn quotas(f: &mut Frame, app: &App, area: Rect) {
         .take(top.height.saturating_sub(2) as usize)
         .map(|q| {
             let max = q.max.gpu_milli;
-            let scale = max
-                .unwrap_or(q.used.gpu_milli.max(q.reserved.gpu_milli))
-                .max(1);
-            let width = 20usize;
-            let used = ((q.used.gpu_milli as u128 * width as u128) / scale as u128) as usize;
-            let res = ((q.reserved.gpu_milli as u128 * width as u128) / scale as u128) as usize;
-            let mut b: Vec<char> = (0..width)
-                .map(|i| if i < used.min(width) { '#' } else { '.' })
-                .collect();
-            if res > 0 && res <= width {
-                b[res - 1] = '|';
-            }
+            let b = QuotaBar::new(q.used.gpu_milli, q.reserved.gpu_milli, max).text(22);
             Row::new(vec![
                 q.project.clone(),
                 q.department.clone(),
                 q.pool.clone(),
-                format!("[{}]", b.into_iter().collect::<String>()),
+                b,
                 format!(
                     "{} / {} / {}",
                     fmt_cpu(q.used.gpu_milli),
