@@ -171,6 +171,7 @@ fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
         (Screen::Events, "MESSAGE"),
         (Screen::Alerts, "ALERT"),
         (Screen::Cost, "GPU-HOURS"),
+        (Screen::Logs, "logs (tracing)"),
         (Screen::Help, "KEYS"),
     ];
     for (s, head) in heads {
@@ -192,7 +193,8 @@ fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
 #[test]
 fn screen_snapshots() {
     let mut app = app_on(load_scenario(None).unwrap(), 2 * 3600);
-    for s in Screen::ALL {
+    // Logs carry wall-clock timestamps and a process-wide buffer: tested on their own.
+    for s in Screen::ALL.into_iter().filter(|s| *s != Screen::Logs) {
         keys(&mut app, &format!(":{}\n", s.name()));
         for (w, h) in [(80, 24), (160, 48)] {
             insta::assert_snapshot!(format!("{}_{w}x{h}", s.name()), screen(&app, w, h));
@@ -202,4 +204,35 @@ fn screen_snapshots() {
     insta::assert_snapshot!("explain_160x48", screen(&app, 160, 48));
     keys(&mut app, "\x1b:nodes\n\n");
     insta::assert_snapshot!("nodes_expanded_160x48", screen(&app, 160, 48));
+}
+
+#[test]
+fn logs_show_operator_actions() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(tui_logger::TuiTracingSubscriberLayer),
+    );
+    let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
+    let mut app = app_on(load_scenario(None).unwrap(), 60);
+    keys(
+        &mut app,
+        ":cordon-gpu a100-04 1\n:cordon-gpu nowhere 1\n:logs\n",
+    );
+    assert_eq!(app.screen, Screen::Logs);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        tui_logger::move_events();
+        let s = screen(&app, 160, 48);
+        if s.contains("GPU a100-04/1 cordoned")
+            && s.contains("refused")
+            && s.contains("no node named `nowhere`")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "actions not in the log:\n{s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

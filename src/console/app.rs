@@ -16,17 +16,19 @@ pub enum Screen {
     Events,
     Alerts,
     Cost,
+    Logs,
     Help,
 }
 
 impl Screen {
-    pub const ALL: [Screen; 7] = [
+    pub const ALL: [Screen; 8] = [
         Screen::Nodes,
         Screen::Jobs,
         Screen::Quotas,
         Screen::Events,
         Screen::Alerts,
         Screen::Cost,
+        Screen::Logs,
         Screen::Help,
     ];
     pub fn name(self) -> &'static str {
@@ -37,6 +39,7 @@ impl Screen {
             Screen::Events => "events",
             Screen::Alerts => "alerts",
             Screen::Cost => "cost",
+            Screen::Logs => "logs",
             Screen::Help => "help",
         }
     }
@@ -252,10 +255,17 @@ impl App {
 
     /// Applies a command to the simulation, showing its result.
     pub fn apply(&mut self, cmd: Command) {
+        let what = describe(&cmd);
         let r = self.sim.lock().expect("sim lock").apply(cmd);
         self.message = match r {
-            Ok(m) => m,
-            Err(e) => format!("refused: {e}"),
+            Ok(m) => {
+                tracing::info!(target: "maar::action", "{m}");
+                m
+            }
+            Err(e) => {
+                tracing::warn!(target: "maar::action", "refused {what}: {e}");
+                format!("refused: {e}")
+            }
         };
         self.refresh();
     }
@@ -473,15 +483,26 @@ impl App {
         }
     }
 
+    /// Mouse (with `--mouse`): the wheel moves the selection.
+    pub fn mouse(&mut self, kind: crossterm::event::MouseEventKind) {
+        use crossterm::event::MouseEventKind as M;
+        let n = self.row_count();
+        match kind {
+            M::ScrollDown => self.selected = (self.selected + 1).min(n.saturating_sub(1)),
+            M::ScrollUp => self.selected = self.selected.saturating_sub(1),
+            _ => return,
+        }
+        self.dirty = true;
+    }
+
     /// `:` commands: screens, and actions by name.
     pub fn command(&mut self, line: &str) {
         let words: Vec<&str> = line.split_whitespace().collect();
         let Some(&head) = words.first() else { return };
-        if let Some(s) = Screen::ALL.iter().find(|s| {
-            s.name() == head
-                || (head == "logs" && **s == Screen::Events)
-                || (head == "queue" && **s == Screen::Jobs)
-        }) {
+        if let Some(s) = Screen::ALL
+            .iter()
+            .find(|s| s.name() == head || (head == "queue" && **s == Screen::Jobs))
+        {
             self.switch(*s);
             return;
         }

@@ -63,6 +63,15 @@ async fn event_loop(
             }
         })
     };
+    // Logs: tracing events go to tui-logger's buffer, shown on the Logs screen.
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        let _ = tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(tui_logger::TuiTracingSubscriberLayer),
+        );
+        let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
+        tracing::info!(target: "maar", "console started: {} nodes, speed {}x", app.snapshot.nodes.len(), app.speed);
+    }
     let mut terminal = ratatui::init();
     if mouse {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
@@ -93,6 +102,7 @@ async fn event_loop(
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
                 Some(Ok(Event::Resize(..))) => app.dirty = true,
+                Some(Ok(Event::Mouse(m))) => app.mouse(m.kind),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => break Err(e),
                 None => break Ok(()),

@@ -121,6 +121,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Screen::Events => events(f, app, body),
         Screen::Alerts => alerts_view(f, app, body),
         Screen::Cost => cost(f, app, body),
+        Screen::Logs => logs(f, app, body),
         Screen::Help => help(f, app, body),
     }
     let line = match &app.mode {
@@ -690,6 +691,24 @@ fn cost(f: &mut Frame, app: &App, area: Rect) {
         ),
         area,
     );
+}
+
+fn logs(f: &mut Frame, app: &App, area: Rect) {
+    // The tracing log (operator actions, refusals, console errors), kept by tui-logger.
+    let w = tui_logger::TuiLoggerWidget::default()
+        .style_error(app.theme.crit)
+        .style_warn(app.theme.warn)
+        .style_info(app.theme.ok)
+        .output_separator(' ')
+        .output_target(false)
+        .output_file(false)
+        .output_line(false)
+        .block(
+            Block::default()
+                .borders(Borders::TOP)
+                .title(" logs (tracing) "),
+        );
+    f.render_widget(w, area);
 }
 
 pub const HELP: &[(&str, &str)] = &[
