@@ -236,3 +236,50 @@ fn logs_show_operator_actions() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn events_filter_by_severity_kind_and_object() {
+    let mut app = app_on(load_scenario(None).unwrap(), 6 * 3600);
+    keys(&mut app, ":events\n/severity:warning kind:job\n");
+    assert!(
+        !app.rows.is_empty(),
+        "filter `{}` screen {:?} events {}",
+        app.filter,
+        app.screen,
+        app.snapshot.events.len()
+    );
+    for &i in &app.rows {
+        let e = &app.snapshot.events[i];
+        assert_eq!((e.severity.name(), e.kind()), ("Warning", "job"), "{e:?}");
+    }
+    keys(&mut app, "\x1b/object:a100-03\n");
+    assert!(app
+        .rows
+        .iter()
+        .all(|&i| app.snapshot.events[i].object.contains("a100-03")));
+    assert!(!app.rows.is_empty());
+    // Help lists the keys of the screen it was asked from first.
+    keys(&mut app, "\x1b:jobs\n?");
+    assert_eq!(app.screen, Screen::Help);
+    let s = screen(&app, 160, 48);
+    let first = s.lines().nth(5).unwrap_or("");
+    assert!(first.contains("explain the job (on jobs)"), "{s}");
+}
+
+#[test]
+fn pending_alerts_follow_the_scenario_threshold() {
+    let sc = load_scenario(Some(std::path::Path::new("demo/cases/a-card-memory.yaml"))).unwrap();
+    let app = app_on(sc.clone(), 59 * 60);
+    assert!(
+        app.alerts.iter().all(|a| !a.1.contains("Pending for")),
+        "below the default 1h"
+    );
+    let app = app_on(sc, 61 * 60);
+    assert!(
+        app.alerts
+            .iter()
+            .any(|a| a.1 == "ml-prod/big-cards Pending for 1h01m"),
+        "{:?}",
+        app.alerts
+    );
+}

@@ -85,6 +85,10 @@ pub struct App {
     pub rows: Vec<usize>,
     /// Alerts of the current snapshot.
     pub alerts: Vec<(String, String)>,
+    /// Pending longer than this raises an alert (the scenario's `pending_alert`).
+    pub pending_alert_s: u64,
+    /// The screen `?` was pressed on (its keys are listed first).
+    pub help_for: Screen,
 }
 
 /// A row key per screen: what the selection points at.
@@ -100,7 +104,10 @@ fn priority_step(p: i32, up: bool) -> i32 {
 
 impl App {
     pub fn new(sim: Arc<Mutex<Sim>>) -> App {
-        let snapshot = sim.lock().expect("sim lock").cluster.snapshot();
+        let (snapshot, pending_alert_s) = {
+            let s = sim.lock().expect("sim lock");
+            (s.cluster.snapshot(), s.cluster.config.pending_alert_s)
+        };
         App {
             sim,
             snapshot,
@@ -119,6 +126,8 @@ impl App {
             history: std::collections::HashMap::new(),
             rows: Vec::new(),
             alerts: Vec::new(),
+            pending_alert_s,
+            help_for: Screen::Nodes,
         }
         .with_rows()
     }
@@ -203,14 +212,23 @@ impl App {
             .collect()
     }
 
+    /// Events, newest first, through the filter: words `severity:warning`,
+    /// `kind:job|node|gpu|quota`, `object:TEXT` match those fields; other words must
+    /// appear somewhere in the event. All words must match.
     pub fn event_rows(&self) -> Vec<usize> {
         let f = self.filter.to_lowercase();
+        let words: Vec<&str> = f.split_whitespace().collect();
         (0..self.snapshot.events.len())
             .rev()
             .filter(|&i| {
                 let e = &self.snapshot.events[i];
-                f.is_empty()
-                    || format!(
+                words.iter().all(|w| match w.split_once(':') {
+                    Some(("severity" | "sev", v)) => {
+                        e.severity.name().to_lowercase().starts_with(v)
+                    }
+                    Some(("kind", v)) => e.kind() == v,
+                    Some(("object" | "obj", v)) => e.object.to_lowercase().contains(v),
+                    _ => format!(
                         "{} {} {} {}",
                         e.severity.name(),
                         e.reason,
@@ -218,7 +236,8 @@ impl App {
                         e.message
                     )
                     .to_lowercase()
-                    .contains(&f)
+                    .contains(w),
+                })
             })
             .collect()
     }
@@ -354,7 +373,12 @@ impl App {
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char(':') => self.mode = Mode::Command(String::new()),
             KeyCode::Char('/') => self.mode = Mode::Filter(self.filter.clone()),
-            KeyCode::Char('?') => self.switch(Screen::Help),
+            KeyCode::Char('?') => {
+                if self.screen != Screen::Help {
+                    self.help_for = self.screen;
+                }
+                self.switch(Screen::Help);
+            }
             KeyCode::Esc => {
                 self.filter.clear();
                 self.expanded = None;

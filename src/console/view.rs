@@ -70,7 +70,7 @@ pub fn alerts(app: &App) -> Vec<(String, String)> {
     for j in s
         .jobs
         .iter()
-        .filter(|j| j.phase == "Pending" && j.wait_s >= 3600)
+        .filter(|j| j.phase == "Pending" && j.wait_s >= app.pending_alert_s.max(1))
     {
         v.push((
             "WARN".into(),
@@ -742,11 +742,44 @@ pub const HELP: &[(&str, &str)] = &[
     ),
 ];
 
+/// Keys that act on one screen, listed first when `?` is pressed there.
+pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
+    match s {
+        Screen::Nodes => &[
+            ("Enter", "show / hide the node's GPUs"),
+            ("c u d", "cordon, uncordon, drain the node (c, d confirm)"),
+            (":cordon-gpu NODE N", "cordon one GPU"),
+        ],
+        Screen::Jobs => &[
+            ("Enter", "explain the job"),
+            ("+ -", "priority up / down"),
+            ("r x", "requeue, cancel (confirm)"),
+        ],
+        Screen::Quotas => &[(
+            "a r",
+            "approve, reject the selected request (reject confirms)",
+        )],
+        Screen::Events => &[(
+            "/severity:warning kind:job object:a100 oom",
+            "filter by field and text",
+        )],
+        _ => &[],
+    }
+}
+
 fn help(f: &mut Frame, app: &App, area: Rect) {
-    let rows: Vec<Row> = HELP
-        .iter()
+    let here = screen_keys(app.help_for).iter().map(|(k, v)| {
+        Row::new(vec![
+            k.to_string(),
+            format!("{v} (on {})", app.help_for.name()),
+        ])
+    });
+    let rows: Vec<Row> = here
+        .chain(
+            HELP.iter()
+                .map(|(k, v)| Row::new(vec![k.to_string(), v.to_string()])),
+        )
         .take(area.height.saturating_sub(2) as usize)
-        .map(|(k, v)| Row::new(vec![k.to_string(), v.to_string()]))
         .collect();
     f.render_widget(
         table(
