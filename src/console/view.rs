@@ -2,35 +2,21 @@
 //! tables build only the rows that fit on screen.
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Tabs, Wrap};
 use ratatui::Frame;
 
 use maar_scheduler::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
+use maar_widgets::{spark, window, GpuCell, GpuGrid, QuotaBar};
 
 use super::app::{App, Mode, Screen};
 
 pub const MIN_W: u16 = 80;
 pub const MIN_H: u16 = 24;
 
-use maar_widgets::{spark, window, GpuCell, GpuGrid, QuotaBar};
-
-/// The theme's style for what a colour meant in the default look.
-fn fg(app: &App, c: Color) -> Style {
-    let t = &app.theme;
-    match c {
-        Color::Red => t.crit,
-        Color::Yellow => t.warn,
-        Color::Green => t.running,
-        Color::Magenta => t.restarting,
-        Color::Blue => t.borrowed,
-        _ => t.dim,
-    }
-}
-
 /// Alerts derived from the snapshot: OOM kills, disk >= 90%, unhealthy GPUs, NotReady
-/// nodes, jobs Pending longer than an hour.
+/// nodes, jobs Pending longer than the scenario's `pending_alert`.
 pub fn alerts(app: &App) -> Vec<(String, String)> {
     let s = &app.snapshot;
     let mut v = Vec::new();
@@ -184,7 +170,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         Span::styled(
             format!("alerts {n_alerts}"),
             if n_alerts > 0 {
-                fg(app, Color::Red).add_modifier(Modifier::BOLD)
+                app.theme.crit.add_modifier(Modifier::BOLD)
             } else {
                 Style::default()
             },
@@ -245,9 +231,9 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                 n.condition.clone()
             };
             let st = if n.condition != "Ready" {
-                fg(app, Color::Red)
+                app.theme.crit
             } else if n.cordoned {
-                fg(app, Color::Yellow)
+                app.theme.warn
             } else {
                 Style::default()
             };
@@ -275,7 +261,7 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                     fmt_bytes(n.memory)
                 )),
                 Cell::from(format!("{disk}%")).style(if disk >= 90 {
-                    fg(app, Color::Red)
+                    app.theme.crit
                 } else {
                     Style::default()
                 }),
@@ -332,7 +318,7 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                         Cell::from(format!("{:>3}% {hist}", g.util_pct)),
                         Cell::from(format!("{}C {}W", g.temp_c, g.power_w)),
                         Cell::from(g.health.clone()).style(if g.health != "Healthy" {
-                            fg(app, Color::Red)
+                            app.theme.crit
                         } else {
                             Style::default()
                         }),
@@ -430,9 +416,9 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
         .map(|&i| {
             let j = &app.snapshot.jobs[i];
             let phase_style = match j.phase.as_str() {
-                "Pending" => fg(app, Color::Yellow),
-                "Restarting" => fg(app, Color::Magenta),
-                _ => fg(app, Color::Green),
+                "Pending" => app.theme.pending,
+                "Restarting" => app.theme.restarting,
+                _ => app.theme.running,
             };
             let time = if j.phase == "Pending" {
                 fmt_duration(j.wait_s)
@@ -582,8 +568,8 @@ fn events(f: &mut Frame, app: &App, area: Rect) {
         .map(|&i| {
             let e = &app.snapshot.events[i];
             let st = match e.severity {
-                maar_scheduler::Severity::Error => fg(app, Color::Red),
-                maar_scheduler::Severity::Warning => fg(app, Color::Yellow),
+                maar_scheduler::Severity::Error => app.theme.crit,
+                maar_scheduler::Severity::Warning => app.theme.warn,
                 _ => Style::default(),
             };
             Row::new(vec![
@@ -626,9 +612,9 @@ fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
         .take(area.height.saturating_sub(2) as usize)
         .map(|(sev, msg)| {
             let st = if sev == "CRIT" {
-                fg(app, Color::Red).add_modifier(Modifier::BOLD)
+                app.theme.crit.add_modifier(Modifier::BOLD)
             } else {
-                fg(app, Color::Yellow)
+                app.theme.warn
             };
             Row::new(vec![
                 Cell::from(sev.clone()).style(st),
