@@ -283,3 +283,19 @@ fn pending_alerts_follow_the_scenario_threshold() {
         app.alerts
     );
 }
+
+#[test]
+fn mouse_wheel_moves_the_selection_and_idle_refresh_keeps_the_frame() {
+    use crossterm::event::MouseEventKind;
+    let mut app = app_on(load_scenario(None).unwrap(), 60);
+    app.mouse(MouseEventKind::ScrollDown);
+    app.mouse(MouseEventKind::ScrollDown);
+    app.mouse(MouseEventKind::ScrollUp);
+    assert_eq!(app.selected, 1);
+    app.dirty = false;
+    app.refresh_if_changed();
+    assert!(!app.dirty, "nothing moved: no new snapshot, no redraw");
+    app.sim.lock().unwrap().run_until(120);
+    app.refresh_if_changed();
+    assert!(app.dirty && app.snapshot.time_s == 120);
+}

@@ -32,8 +32,12 @@ impl Screen {
     }
 }
 
-#[test]
-fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
+/// Starts `maar demo` in a 110x30 pseudo-terminal.
+fn spawn() -> (
+    Box<dyn portable_pty::Child + Send + Sync>,
+    Box<dyn Write + Send>,
+    Screen,
+) {
     let pty = native_pty_system();
     let pair = pty
         .openpty(PtySize {
@@ -47,12 +51,13 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
     cmd.args(["demo", "--speed", "600"]);
     cmd.cwd(env!("CARGO_MANIFEST_DIR"));
     cmd.env("TERM", "xterm-256color");
-    let mut child = pair.slave.spawn_command(cmd).unwrap();
+    let child = pair.slave.spawn_command(cmd).unwrap();
     drop(pair.slave);
     let mut reader = pair.master.try_clone_reader().unwrap();
-    let mut writer = pair.master.take_writer().unwrap();
+    let writer = pair.master.take_writer().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let _keep = pair.master;
         let mut buf = [0u8; 8192];
         while let Ok(n) = reader.read(&mut buf) {
             if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
@@ -60,11 +65,54 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
             }
         }
     });
-    let mut s = Screen {
-        parser: vt100::Parser::new(30, 110, 0),
-        rx,
-        raw: Vec::new(),
-    };
+    (
+        child,
+        writer,
+        Screen {
+            parser: vt100::Parser::new(30, 110, 0),
+            rx,
+            raw: Vec::new(),
+        },
+    )
+}
+
+fn wait_exit(child: &mut Box<dyn portable_pty::Child + Send + Sync>) -> portable_pty::ExitStatus {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < end, "did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigterm_and_sighup_restore_the_terminal() {
+    for sig in ["-TERM", "-HUP"] {
+        let (mut child, _writer, mut s) = spawn();
+        s.wait_for("nodes (40)", 20);
+        let pid = child.process_id().expect("a pid").to_string();
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
+        let st = wait_exit(&mut child);
+        assert!(st.success(), "{sig}: {st:?}");
+        while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {
+            s.raw.extend_from_slice(&bytes);
+        }
+        assert!(
+            String::from_utf8_lossy(&s.raw).contains("\x1b[?1049l"),
+            "{sig}: alternate screen left"
+        );
+    }
+}
+
+#[test]
+fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
+    let (mut child, mut writer, mut s) = spawn();
     let first = s.wait_for("maar demo", 20);
     assert!(first.contains("nodes (40)"), "{first}");
     writer.write_all(b":jobs\r").unwrap();
@@ -76,14 +124,7 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
     s.wait_for("KEYS", 10);
     writer.write_all(b"q").unwrap();
     writer.flush().unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < end, "did not quit on q");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut child);
     assert!(status.success(), "{status:?}");
     // Drain what is left and check the alternate screen was left.
     while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {

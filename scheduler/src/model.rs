@@ -157,6 +157,30 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// A healthy, uncordoned, unallocated card.
+    pub fn new(
+        index: u32,
+        uuid: impl Into<String>,
+        model: impl Into<String>,
+        memory: u64,
+        mig: bool,
+    ) -> Gpu {
+        Gpu {
+            index,
+            uuid: uuid.into(),
+            model: model.into(),
+            memory,
+            mig,
+            health: Health::Healthy,
+            cordoned: false,
+            allocs: Vec::new(),
+            util_pct: 0,
+            mem_used: 0,
+            temp_c: 0,
+            power_w: 0,
+        }
+    }
+
     pub fn used_milli(&self) -> u32 {
         self.allocs.iter().map(|a| a.milli).sum()
     }

@@ -280,6 +280,19 @@ impl Frag {
     }
 }
 
+/// The distinct free-milli values of the cards a sharing pod could take (a state's
+/// cards are sorted, so equal values are adjacent).
+fn share_cards(s: &State, pod: &TracePod) -> Vec<u16> {
+    let mut cards: Vec<u16> = s
+        .free
+        .iter()
+        .copied()
+        .filter(|&f| f as u32 >= pod.gpu_milli)
+        .collect();
+    cards.dedup();
+    cards
+}
+
 /// GpuClustering's affinity classes: 0 for a shared card, k for k whole cards.
 fn affinity_tag(p: &TracePod) -> u32 {
     if p.num_gpu == 1 && p.gpu_milli < 1000 {
@@ -338,14 +351,7 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
             let cpu = (pod.cpu_milli as f64 / MAX_SPEC_CPU as f64)
                 * (s.free_cpu as f64 / MAX_SPEC_CPU as f64);
             let groups: Vec<Option<u16>> = if sharing {
-                let mut cards: Vec<u16> = s
-                    .free
-                    .iter()
-                    .copied()
-                    .filter(|&f| f as u32 >= pod.gpu_milli)
-                    .collect();
-                cards.dedup();
-                cards.into_iter().map(Some).collect()
+                share_cards(s, pod).into_iter().map(Some).collect()
             } else {
                 vec![None]
             };
@@ -429,14 +435,7 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
             let cpu_after = s.free_cpu - pod.cpu_milli.min(s.free_cpu);
             let mut best: Option<Verdict> = None;
             let options: Vec<(Option<u16>, Vec<u16>)> = if sharing {
-                let mut cards: Vec<u16> = s
-                    .free
-                    .iter()
-                    .copied()
-                    .filter(|&f| f as u32 >= pod.gpu_milli)
-                    .collect();
-                cards.dedup();
-                cards
+                share_cards(s, pod)
                     .into_iter()
                     .map(|c| (Some(c), take_share(&s.free, c, pod.gpu_milli)))
                     .collect()
@@ -519,20 +518,7 @@ impl Replayer {
                 labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
             }
             let gpus = (0..n.gpus)
-                .map(|g| Gpu {
-                    index: g,
-                    uuid: format!("{}-{g}", n.name),
-                    model: model.clone(),
-                    memory: 1000,
-                    mig: false,
-                    health: Health::Healthy,
-                    cordoned: false,
-                    allocs: Vec::new(),
-                    util_pct: 0,
-                    mem_used: 0,
-                    temp_c: 0,
-                    power_w: 0,
-                })
+                .map(|g| Gpu::new(g, format!("{}-{g}", n.name), model.clone(), 1000, false))
                 .collect();
             // Disk is not part of the trace: one pebibyte per node never binds.
             c.add_node(Node::new(

@@ -528,23 +528,17 @@ impl Scenario {
                         }
                     }
                     for idx in 0..gs.count {
-                        gpus.push(Gpu {
-                            index: idx,
-                            uuid: format!("GPU-{name}-{idx}"),
-                            model: model.clone(),
-                            memory: gs.memory.0,
-                            mig: gs.mig,
-                            health: match gs.unhealthy.get(&idx) {
-                                Some(w) => Health::Unhealthy(w.clone()),
-                                None => Health::Healthy,
-                            },
-                            cordoned: false,
-                            allocs: Vec::new(),
-                            util_pct: 0,
-                            mem_used: 0,
-                            temp_c: 0,
-                            power_w: 0,
-                        });
+                        let mut gpu = Gpu::new(
+                            idx,
+                            format!("GPU-{name}-{idx}"),
+                            model.clone(),
+                            gs.memory.0,
+                            gs.mig,
+                        );
+                        if let Some(w) = gs.unhealthy.get(&idx) {
+                            gpu.health = Health::Unhealthy(w.clone());
+                        }
+                        gpus.push(gpu);
                     }
                 }
                 let mut node = Node::new(name, labels, g.cpu.0, g.memory.0, g.disk.0, gpus);

@@ -39,20 +39,7 @@ pub fn cluster(nodes: usize, gpus: u32) -> Cluster {
         labels.insert(LABEL_MODEL.to_string(), model.to_string());
         labels.insert(LABEL_COUNT.to_string(), gpus.to_string());
         let gpus = (0..gpus)
-            .map(|g| Gpu {
-                index: g,
-                uuid: format!("GPU-{i:05}-{g}"),
-                model: model.to_string(),
-                memory: mem << 30,
-                mig: false,
-                health: Health::Healthy,
-                cordoned: false,
-                allocs: Vec::new(),
-                util_pct: 0,
-                mem_used: 0,
-                temp_c: 0,
-                power_w: 0,
-            })
+            .map(|g| Gpu::new(g, format!("GPU-{i:05}-{g}"), model, mem << 30, false))
             .collect();
         c.add_node(Node::new(name, labels, 128_000, 1 << 40, 4 << 40, gpus));
     }

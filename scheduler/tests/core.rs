@@ -19,20 +19,7 @@ fn node(name: &str, role: &str, gpus: u32, model: &str, mem_gi: u64, mig: bool) 
         512 << 30,
         2 << 40,
         (0..gpus)
-            .map(|i| Gpu {
-                index: i,
-                uuid: format!("{name}-{i}"),
-                model: model.into(),
-                memory: mem_gi << 30,
-                mig,
-                health: Health::Healthy,
-                cordoned: false,
-                allocs: vec![],
-                util_pct: 0,
-                mem_used: 0,
-                temp_c: 0,
-                power_w: 0,
-            })
+            .map(|i| Gpu::new(i, format!("{name}-{i}"), model, mem_gi << 30, mig))
             .collect(),
     )
 }

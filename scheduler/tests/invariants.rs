@@ -160,19 +160,14 @@ fn build(nodes: &[NodeSpec], quotas: &[(u32, u32, u32, u32)], lend: bool) -> Clu
             labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
         }
         let gpus = (0..n.gpus)
-            .map(|g| Gpu {
-                index: g,
-                uuid: format!("g{i}-{g}"),
-                model: MODELS[n.model].into(),
-                memory: n.mem_gi << 30,
-                mig: n.mig,
-                health: Health::Healthy,
-                cordoned: false,
-                allocs: vec![],
-                util_pct: 0,
-                mem_used: 0,
-                temp_c: 0,
-                power_w: 0,
+            .map(|g| {
+                Gpu::new(
+                    g,
+                    format!("g{i}-{g}"),
+                    MODELS[n.model],
+                    n.mem_gi << 30,
+                    n.mig,
+                )
             })
             .collect();
         c.add_node(Node::new(

@@ -159,6 +159,18 @@ impl App {
         self.dirty = true;
     }
 
+    /// The periodic refresh: takes a snapshot only when simulated time or the event log
+    /// moved, so an idle console neither copies state nor redraws.
+    pub fn refresh_if_changed(&mut self) {
+        let (t, n) = {
+            let s = self.sim.lock().expect("sim lock");
+            (s.cluster.now, s.cluster.events.len())
+        };
+        if t != self.snapshot.time_s || n != self.snapshot.events.len() {
+            self.refresh();
+        }
+    }
+
     /// Keeps the last samples of each GPU's utilisation (for the sparklines).
     fn record_history(&mut self) {
         const KEEP: usize = 30;

@@ -109,7 +109,7 @@ async fn event_loop(
             },
             _ = refresh.tick() => {
                 if !app.paused {
-                    app.refresh();
+                    app.refresh_if_changed();
                 }
             }
             _ = frame.tick() => {
