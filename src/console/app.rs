@@ -618,16 +618,31 @@ impl App {
     }
 }
 
-/// A command in words, for the confirmation prompt.
+/// A command in words, for the confirmation prompt and the log.
 pub fn describe(c: &Command) -> String {
     match c {
+        Command::Submit(spec) => format!("submit job {}/{}", spec.project, spec.name),
+        Command::RequestQuota {
+            project,
+            pool,
+            gpus,
+            ..
+        } => format!("request +{gpus} GPUs for {project} in {pool}"),
+        Command::ApproveQuota { id } => format!("approve quota request #{id}"),
+        Command::RejectQuota { id, .. } => format!("reject quota request #{id}"),
+        Command::SetPriority { job, priority } => format!(
+            "set priority of {job} to {}",
+            maar_scheduler::priority_name(*priority)
+        ),
+        Command::CordonGpu { node, gpu } => format!("cordon GPU {node}/{gpu}"),
+        Command::UncordonGpu { node, gpu } => format!("uncordon GPU {node}/{gpu}"),
+        Command::CordonNode { node } => format!("cordon node {node}"),
+        Command::UncordonNode { node } => format!("uncordon node {node}"),
         Command::DrainNode { node } => {
             format!("drain node {node} (cordon it and requeue its jobs)")
         }
-        Command::CordonNode { node } => format!("cordon node {node}"),
-        Command::Cancel { job } => format!("cancel job {job}"),
         Command::Requeue { job } => format!("requeue job {job}"),
-        Command::RejectQuota { id, .. } => format!("reject quota request #{id}"),
-        other => format!("{other:?}"),
+        Command::Cancel { job } => format!("cancel job {job}"),
+        Command::Scale { job, replicas } => format!("scale {job} to {replicas} replicas"),
     }
 }
