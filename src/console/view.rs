@@ -145,9 +145,10 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|g| {
             format!(
-                "{} {}/{}",
+                "{} {}/{}/{}",
                 g.model,
                 fmt_cpu((g.allocated * 1000.0) as u64),
+                fmt_cpu((g.idle.max(0.0) * 1000.0) as u64),
                 g.total
             )
         })
@@ -176,7 +177,10 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             },
         ),
     ]);
-    let l2 = Line::from(format!("by model (used/total): {}", models.join("  ")));
+    let l2 = Line::from(format!(
+        "GPUs by model (used/idle/total): {}",
+        models.join("  ")
+    ));
     f.render_widget(Paragraph::new(vec![l1, l2]), area);
 }
 
