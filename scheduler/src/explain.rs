@@ -411,6 +411,17 @@ impl Cluster {
                             ));
                         }
                     }
+                    // Refused for borrowing: only a reserved amount is guaranteed room.
+                    let above =
+                        (used.gpu_milli + req.gpu_milli).saturating_sub(q.reserved.gpu_milli);
+                    if quota.message.starts_with("no idle quota to borrow") && above > 0 {
+                        out.push(format!(
+                            "request reserved quota: +{} GPUs reserved for project {} in pool {} (other projects' reserved GPUs are never lent)",
+                            Dim::Gpu.fmt(above.div_ceil(1000) * 1000),
+                            spec.project,
+                            spec.pool
+                        ));
+                    }
                 }
                 out.push("or wait for the project's running jobs to finish and free quota".into());
             } else {

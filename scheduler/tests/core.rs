@@ -302,6 +302,14 @@ fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
         "{}",
         third.reason
     );
+    let ex = c.explain(third.id);
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|s| s.starts_with("request reserved quota: +3 GPUs reserved for project borrower")),
+        "{:?}",
+        ex.suggestions
+    );
     assert!(c.jobs[0].borrowed && c.jobs[1].borrowed);
     // owner takes 2 (its reserved) and 1 more borrowed; 4 cards, 2 held by borrower.
     c.set_time(200);
