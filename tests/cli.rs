@@ -220,3 +220,17 @@ fn get_outputs_parse() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn the_console_without_a_terminal_says_so_instead_of_panicking() {
+    let o = maar(&["demo"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("the console needs a terminal"), "{err}");
+    assert!(err.contains("maar sim"), "{err}");
+    assert!(!err.contains("panicked"));
+    // Plain `maar` with stdout not a terminal runs the demo headless instead.
+    let o = maar(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).starts_with("scenario lab, seed 7, at 1h00m"));
+}

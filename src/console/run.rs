@@ -17,6 +17,12 @@ use super::view;
 
 /// Opens the console on a simulation until the operator quits.
 pub fn run(sim: Sim, speed: f64, mouse: bool, theme: super::theme::Theme) -> std::io::Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(std::io::Error::other(
+            "the console needs a terminal on stdin and stdout; for output to a pipe or file use `maar sim` or `maar get`",
+        ));
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -72,7 +78,16 @@ async fn event_loop(
         let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
         tracing::info!(target: "maar", "console started: {} nodes, speed {}x", app.snapshot.nodes.len(), app.speed);
     }
-    let mut terminal = ratatui::init();
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            let _ = ticker.join();
+            return Err(std::io::Error::other(format!(
+                "cannot open the terminal: {e}"
+            )));
+        }
+    };
     if mouse {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     }
