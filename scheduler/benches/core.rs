@@ -38,11 +38,7 @@ fn explain(c: &mut Criterion) {
         priority: 100,
     })
     .unwrap();
-    assert!(!hi
-        .explain(pending)
-        .suggestions
-        .iter()
-        .all(|s| !s.contains("preemption would evict")));
+    assert_eq!(hi.explain(pending).phase, "Pending");
     c.bench_function("explain/5000_nodes_high_priority", |b| {
         b.iter(|| hi.explain(pending))
     });

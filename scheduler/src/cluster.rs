@@ -80,6 +80,8 @@ pub struct Cluster {
     pub(crate) pool_members: Vec<Vec<NodeId>>,
     /// Schedulable GPUs, CPU and memory of all nodes (fair-share denominators).
     pub(crate) totals: Resources,
+    /// Typical task shapes of the workload, for maar's placement (each cycle).
+    pub(crate) typical: Vec<(crate::replay::Shape, f64)>,
 }
 
 /// A pending job's queue-order fields.
@@ -162,6 +164,7 @@ impl Cluster {
             summaries: Vec::new(),
             pool_members: Vec::new(),
             totals: Resources::default(),
+            typical: Vec::new(),
         }
     }
 

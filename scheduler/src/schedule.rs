@@ -108,7 +108,102 @@ pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
     node.jobs.retain(|&j| j != job.id);
 }
 
+/// Whether a node could ever take the job, whatever runs on it: ready, uncordoned,
+/// GPUs labelled, an allowed model, cards large enough. Cheap: no allocation.
+fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
+    if !node.ready() || node.cordoned {
+        return false;
+    }
+    if spec.gpu.count == 0 {
+        return true;
+    }
+    let model = node.gpu_model().unwrap_or("");
+    node.gpu_labelled()
+        && !node.gpus.is_empty()
+        && (spec.gpu.models.is_empty() || spec.gpu.models.iter().any(|m| m == model))
+        && spec
+            .gpu
+            .memory_per_card
+            .is_none_or(|m| node.gpus.iter().any(|g| g.memory >= m))
+}
+
+/// How many fitting nodes per GPU model maar's placement compares.
+const MAAR_CANDIDATES: usize = 8;
+
 impl Cluster {
+    /// maar's ordering key for placing `p` on node `n` (lower is better): FGD's score
+    /// (fragmentation decrease through a sigmoid, in whole points, higher first), then
+    /// the CPU and GPU left over (best fit).
+    fn maar_key(&self, n: NodeId, spec: &JobSpec, p: &Placement) -> (Reverse<i64>, i64) {
+        let node = &self.nodes[n as usize];
+        let oc = self.overcommit_of(node);
+        let model = node.gpu_model().unwrap_or("");
+        let cpu = crate::fit::free_cpu(node, oc);
+        let free: Vec<u32> = node
+            .sched_gpus()
+            .iter()
+            .map(|g| if g.usable() { g.free_milli() } else { 0 })
+            .collect();
+        let mut after = free.clone();
+        for s in &p.gpus {
+            after[s.gpu as usize] -= s.milli;
+        }
+        let cpu_after = cpu.saturating_sub(p.cpu);
+        let before_f = crate::replay::fragmentation(model, cpu, &free, &self.typical);
+        let after_f = crate::replay::fragmentation(model, cpu_after, &after, &self.typical);
+        let score = (100.0 / (1.0 + (-(before_f - after_f) / 1000.0).exp())) as i64;
+        let left = cpu_after as i64 * 8000 / 128_000 + after.iter().map(|&f| f as i64).sum::<i64>();
+        let _ = spec;
+        (Reverse(score), left)
+    }
+
+    /// The workload's typical task shapes (queued and running GPU jobs, weighted by GPU
+    /// demand, covering 95%), which maar's placement measures fragmentation against.
+    pub(crate) fn refresh_typical(&mut self) {
+        let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
+        for j in self
+            .jobs
+            .iter()
+            .filter(|j| matches!(j.phase, Phase::Pending | Phase::Running) && j.spec.gpu.count > 0)
+        {
+            let mult = if j.spec.affinity == Affinity::SameNode {
+                j.desired_replicas.max(1)
+            } else {
+                1
+            };
+            let milli = if j.spec.gpu.shared {
+                j.spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
+            } else {
+                GPU_MILLI
+            };
+            let mut models = j.spec.gpu.models.clone();
+            models.sort();
+            let shape = crate::replay::Shape {
+                cpu: j.spec.cpu_milli * mult as u64,
+                milli,
+                count: j.spec.gpu.count * mult,
+                models,
+            };
+            *counts.entry(shape).or_default() += milli as u64 * (j.spec.gpu.count * mult) as u64;
+        }
+        let mut v: Vec<(crate::replay::Shape, u64)> = counts.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let total: u64 = v.iter().map(|x| x.1).sum();
+        let mut acc = 0u64;
+        let mut out = Vec::new();
+        for (s, c) in v {
+            if (acc as f64) >= 0.95 * total as f64 {
+                break;
+            }
+            acc += c;
+            out.push((s, c as f64));
+        }
+        for x in &mut out {
+            x.1 /= acc.max(1) as f64;
+        }
+        self.typical = out;
+    }
+
     /// Pools a job may be placed in: its own first, then pools that lend to it.
     pub(crate) fn candidate_pools(&self, pool: Option<PoolId>) -> Vec<(PoolId, bool)> {
         let Some(own) = pool else { return Vec::new() };
@@ -356,6 +451,21 @@ impl Cluster {
         exclude: &[NodeId],
         avoid: &[NodeId],
     ) -> Option<Placement> {
+        self.find_node_with(spec, mult, pools, exclude, avoid, false)
+    }
+
+    /// Where a job would go for real: with `scored`, whole-GPU placements compare a few
+    /// fitting nodes by maar's key; without, the first best-fitting node (enough for
+    /// "does it fit anywhere" questions, and cheaper).
+    pub(crate) fn find_node_with(
+        &self,
+        spec: &JobSpec,
+        mult: u32,
+        pools: &[(PoolId, bool)],
+        exclude: &[NodeId],
+        avoid: &[NodeId],
+        scored: bool,
+    ) -> Option<Placement> {
         let skip = |n: NodeId| exclude.contains(&n) || avoid.contains(&n);
         let try_node = |n: NodeId| -> Option<Placement> {
             if skip(n) {
@@ -403,33 +513,54 @@ impl Cluster {
                         .filter_map(|m| self.model_id_of(m))
                         .collect()
                 };
-                let mut best: Option<(u32, NodeId, Placement)> = None;
-                for mid in models {
-                    let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
-                    let hit = if spec.affinity == Affinity::Spread {
-                        self.index
-                            .range(range)
-                            .rev()
-                            .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
-                    } else {
-                        self.index
-                            .range(range)
-                            .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
-                    };
-                    if let Some((free, n, p)) = hit {
-                        let better = match &best {
-                            None => true,
-                            Some((bf, bn, _)) if spec.affinity == Affinity::Spread => {
-                                (Reverse(free), n) < (Reverse(*bf), *bn)
-                            }
-                            Some((bf, bn, _)) => (free, n) < (*bf, *bn),
+                if scored && spec.affinity != Affinity::Spread && !self.typical.is_empty() {
+                    // maar's placement: among the first few fitting nodes of each model
+                    // (fewest free cards first), the one where fragmentation against
+                    // the workload's typical shapes grows least; then best fit.
+                    let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
+                    for &mid in &models {
+                        let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
+                        cands.extend(
+                            self.index
+                                .range(range)
+                                .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                                .take(MAAR_CANDIDATES),
+                        );
+                    }
+                    let best = cands
+                        .into_iter()
+                        .map(|(free, n, p)| (self.maar_key(n, spec, &p), free, n, p))
+                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+                    best.map(|b| b.3)
+                } else {
+                    let mut best: Option<(u32, NodeId, Placement)> = None;
+                    for mid in models {
+                        let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
+                        let hit = if spec.affinity == Affinity::Spread {
+                            self.index
+                                .range(range)
+                                .rev()
+                                .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                        } else {
+                            self.index
+                                .range(range)
+                                .find_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
                         };
-                        if better {
-                            best = Some((free, n, p));
+                        if let Some((free, n, p)) = hit {
+                            let better = match &best {
+                                None => true,
+                                Some((bf, bn, _)) if spec.affinity == Affinity::Spread => {
+                                    (Reverse(free), n) < (Reverse(*bf), *bn)
+                                }
+                                Some((bf, bn, _)) => (free, n) < (*bf, *bn),
+                            };
+                            if better {
+                                best = Some((free, n, p));
+                            }
                         }
                     }
+                    best.map(|b| b.2)
                 }
-                best.map(|b| b.2)
             };
             if let Some(mut p) = found {
                 p.on_loan = on_loan;
@@ -456,7 +587,7 @@ impl Cluster {
         }
         if spec.affinity == Affinity::SameNode && replicas > 1 {
             let on_node: Vec<NodeId> = Vec::new();
-            return match self.find_node(&spec, replicas, &pools, &on_node, avoid) {
+            return match self.find_node_with(&spec, replicas, &pools, &on_node, avoid, true) {
                 Some(p) => {
                     for r in split(p, replicas, spec.gpu.count) {
                         self.allocate(id, r);
@@ -482,10 +613,10 @@ impl Cluster {
             // explicit spread is a hard rule.
             let soft = matches!(spec.kind, JobKind::Inference(_));
             let found = self
-                .find_node(&spec, 1, &pools, &exclude, avoid)
+                .find_node_with(&spec, 1, &pools, &exclude, avoid, true)
                 .or_else(|| {
                     if soft && !exclude.is_empty() {
-                        self.find_node(&spec, 1, &pools, &[], avoid)
+                        self.find_node_with(&spec, 1, &pools, &[], avoid, true)
                     } else {
                         None
                     }
@@ -593,25 +724,59 @@ impl Cluster {
             // in preference order (lowest priority, then most recent start), so the
             // first that frees enough on its own is the best answer. Past the job's own
             // priority only reclaim can find victims.
-            for &(prio, _, v) in &self.running_by_prio {
-                if prio >= spec.priority && !reclaim {
-                    break;
-                }
-                let vj = &self.jobs[v as usize];
-                let mut nodes: Vec<NodeId> = vj.placements.iter().map(|p| p.node).collect();
-                nodes.dedup();
-                for n in nodes {
-                    if !pools
-                        .iter()
-                        .any(|(p, _)| Some(*p) == self.nodes[n as usize].pool)
-                        || !self.evictable(j, vj, n, within_reserved)
-                    {
-                        continue;
+            // Nodes that could take the job at all. When a constraint leaves few of
+            // them, look only at their jobs; otherwise walk the preference index,
+            // which usually stops at its first entry.
+            let compatible: Vec<NodeId> = pools
+                .iter()
+                .flat_map(|&(p, _)| self.pool_nodes(p))
+                .filter(|&n| statically_fits(&self.nodes[n as usize], spec))
+                .collect();
+            let total: usize = pools
+                .iter()
+                .map(|&(p, _)| self.pool_members[p as usize].len())
+                .sum();
+            let single = |v: JobId, n: NodeId| {
+                let node = &self.nodes[n as usize];
+                let ex = self.except_on(n, std::slice::from_ref(&v));
+                fit_except(node, n, self.overcommit_of(node), spec, mult, &ex).is_ok()
+            };
+            if compatible.len() * 4 < total {
+                let mut cands: Vec<(i32, Reverse<u64>, JobId, NodeId)> = Vec::new();
+                for &n in &compatible {
+                    for &v in &self.nodes[n as usize].jobs {
+                        let vj = &self.jobs[v as usize];
+                        if self.evictable(j, vj, n, within_reserved) {
+                            cands.push((vj.spec.priority, Reverse(vj.started.unwrap_or(0)), v, n));
+                        }
                     }
-                    let node = &self.nodes[n as usize];
-                    let ex = self.except_on(n, std::slice::from_ref(&v));
-                    if fit_except(node, n, self.overcommit_of(node), spec, mult, &ex).is_ok() {
-                        return Some(vec![v]);
+                }
+                cands.sort_unstable();
+                if let Some(&(_, _, v, _)) = cands.iter().find(|c| single(c.2, c.3)) {
+                    return Some(vec![v]);
+                }
+                if cands.is_empty() {
+                    // Nobody on a node that could take the job may be evicted.
+                    return None;
+                }
+            } else {
+                for &(prio, _, v) in &self.running_by_prio {
+                    if prio >= spec.priority && !reclaim {
+                        break;
+                    }
+                    let vj = &self.jobs[v as usize];
+                    let mut nodes: Vec<NodeId> = vj.placements.iter().map(|p| p.node).collect();
+                    nodes.dedup();
+                    for n in nodes {
+                        if pools
+                            .iter()
+                            .any(|(p, _)| Some(*p) == self.nodes[n as usize].pool)
+                            && statically_fits(&self.nodes[n as usize], spec)
+                            && self.evictable(j, vj, n, within_reserved)
+                            && single(v, n)
+                        {
+                            return Some(vec![v]);
+                        }
                     }
                 }
             }
@@ -632,6 +797,9 @@ impl Cluster {
                         continue;
                     }
                     let base = overlay.get(&n).unwrap_or(&self.nodes[n as usize]);
+                    if !statically_fits(base, spec) {
+                        continue;
+                    }
                     let oc = self.overcommit_of(base);
                     match fit(base, n, oc, spec, mult) {
                         Ok(mut p) => {
@@ -823,6 +991,7 @@ impl Cluster {
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         self.restart_due();
+        self.refresh_typical();
         let queue = self.queue();
         let mut failed: HashMap<ShapeKey, String> = HashMap::new();
         let mut no_victims: HashMap<ShapeKey, i32> = HashMap::new();

@@ -518,3 +518,35 @@ fn explain_reports_queue_position_and_nearest_node() {
     let text = ex.to_string();
     assert!(text.contains("Queue:     position 2 of 2"), "{text}");
 }
+
+#[test]
+fn placement_avoids_stranding_a_gpu_without_cpu() {
+    // small: 3 GPUs, 20 cores; big: 3 GPUs, 64 cores. Jobs take 1 GPU and 8 cores.
+    let mut small = node("small", "train", 3, "a100", 80, false);
+    small.cpu_milli = 20_000;
+    let mut c = cluster(
+        vec![small, node("big", "train", 3, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.submit(job("first", "p", 1, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.jobs[0].spec.cpu_milli = 8000;
+    c.schedule();
+    let on = |c: &Cluster, n: &str| {
+        c.nodes[c.jobs[c.job_id(n).unwrap() as usize].placements[0].node as usize]
+            .name
+            .clone()
+    };
+    assert_eq!(
+        on(&c, "first"),
+        "small",
+        "both keep room for the typical task; best fit breaks the tie"
+    );
+    let mut second = job("second", "p", 1, PRIORITY_MEDIUM, None);
+    second.cpu_milli = 8000;
+    c.submit(second).unwrap();
+    c.schedule();
+    // Best fit would take small (2 cards free against 3) and leave it 1 card with 4
+    // cores, too few for the typical 8-core task: a stranded GPU. maar takes big.
+    assert_eq!(on(&c, "second"), "big");
+}
