@@ -109,12 +109,11 @@ pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
             }
         }
     }
-    let mut current = key_of(target).map(|(i, k)| {
+    let own_indent = key_of(target).map(|(i, k)| {
         path.push(k);
         i
     });
-    let target_indent = current.unwrap_or(target.len() - target.trim_start().len());
-    let mut limit = target_indent;
+    let mut limit = own_indent.unwrap_or(target.len() - target.trim_start().len());
     for l in lines[..line - 1].iter().rev() {
         if l.trim().is_empty() {
             continue;
@@ -123,14 +122,12 @@ pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
             if i < limit {
                 path.push(k);
                 limit = i;
-                current = Some(i);
                 if i == 0 {
                     break;
                 }
             }
         }
     }
-    let _ = current;
     path.reverse();
     path.extend(inner);
     if path.is_empty() {

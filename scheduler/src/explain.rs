@@ -178,9 +178,8 @@ impl Cluster {
             let mut free_total = 0u32;
             let mut best = 0u32;
             let mut holders = 0u32;
-            for (n, v) in verdicts {
+            for (_, v) in verdicts {
                 if let Err(NodeReason::InsufficientGpus { free, .. }) = v {
-                    let _ = n;
                     free_total += free;
                     best = best.max(*free);
                     if *free > 0 {

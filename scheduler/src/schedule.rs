@@ -134,7 +134,7 @@ impl Cluster {
     /// maar's ordering key for placing `p` on node `n` (lower is better): FGD's score
     /// (fragmentation decrease through a sigmoid, in whole points, higher first), then
     /// the CPU and GPU left over (best fit).
-    fn maar_key(&self, n: NodeId, spec: &JobSpec, p: &Placement) -> (Reverse<i64>, i64) {
+    fn maar_key(&self, n: NodeId, p: &Placement) -> (Reverse<i64>, i64) {
         let node = &self.nodes[n as usize];
         let oc = self.overcommit_of(node);
         let model = node.gpu_model().unwrap_or("");
@@ -153,7 +153,6 @@ impl Cluster {
         let after_f = crate::replay::fragmentation(model, cpu_after, &after, &self.typical);
         let score = (100.0 / (1.0 + (-(before_f - after_f) / 1000.0).exp())) as i64;
         let left = cpu_after as i64 * 8000 / 128_000 + after.iter().map(|&f| f as i64).sum::<i64>();
-        let _ = spec;
         (Reverse(score), left)
     }
 
@@ -529,7 +528,7 @@ impl Cluster {
                     }
                     let best = cands
                         .into_iter()
-                        .map(|(free, n, p)| (self.maar_key(n, spec, &p), free, n, p))
+                        .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
                         .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
                     best.map(|b| b.3)
                 } else {

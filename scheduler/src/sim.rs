@@ -49,8 +49,6 @@ pub struct Sim {
     oom_plan: BTreeMap<JobId, f64>,
     restart_timers: BTreeSet<(JobId, u64)>,
     generated: Vec<u32>,
-    /// Messages from scenario commands that were refused (kept as Warning events too).
-    pub refused: Vec<String>,
 }
 
 impl Sim {
@@ -71,7 +69,6 @@ impl Sim {
             oom_plan: BTreeMap::new(),
             restart_timers: BTreeSet::new(),
             generated: vec![0; scenario.workload.generators.len()],
-            refused: Vec::new(),
             scenario,
         };
         let mut initial: Vec<(u64, Timer)> = Vec::new();
@@ -359,7 +356,6 @@ impl Sim {
             "cluster/scenario".into(),
             msg.clone(),
         );
-        self.refused.push(msg);
     }
 
     fn oom(&mut self, id: JobId) {

@@ -186,14 +186,12 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
 
 fn table<'a>(
     app: &App,
-    area: Rect,
     header: Vec<&'a str>,
     widths: Vec<Constraint>,
     rows: Vec<Row<'a>>,
     sel: Option<usize>,
     title: String,
 ) -> Table<'a> {
-    let _ = area;
     let rows: Vec<Row> = rows
         .into_iter()
         .enumerate()
@@ -285,7 +283,6 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
     ];
     let t = table(
         app,
-        body,
         vec![
             "NODE", "POOL", "ROLE", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "DISK",
         ],
@@ -347,7 +344,6 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
             ];
             let t = table(
                 app,
-                d,
                 vec![
                     "GPU",
                     "MODEL",
@@ -453,7 +449,6 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
     ];
     let t = table(
         app,
-        area,
         vec![
             "PROJECT", "NAME", "PHASE", "PRIO", "POOL", "REQUEST", "WAIT/RUN", "REASON",
         ],
@@ -507,7 +502,6 @@ fn quotas(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            top,
             vec![
                 "PROJECT",
                 "DEPARTMENT",
@@ -546,7 +540,6 @@ fn quotas(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            bottom,
             vec!["ID", "PROJECT", "POOL", "ASK", "REASON"],
             widths,
             rows,
@@ -595,7 +588,6 @@ fn events(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            area,
             vec!["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"],
             widths,
             rows,
@@ -629,7 +621,6 @@ fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            area,
             vec!["LEVEL", "ALERT"],
             vec![Constraint::Length(6), Constraint::Min(20)],
             rows,
@@ -672,7 +663,6 @@ fn cost(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            area,
             vec!["PROJECT", "DEPARTMENT", "GPU-HOURS", "BILL"],
             widths,
             rows,
@@ -774,7 +764,6 @@ fn help(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         table(
             app,
-            area,
             vec!["KEYS", "WHAT"],
             vec![Constraint::Percentage(55), Constraint::Percentage(45)],
             rows,

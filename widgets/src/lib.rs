@@ -82,14 +82,12 @@ impl Widget for QuotaBar {
             return;
         }
         let text = self.text(area.width as usize);
-        let used_end = text.find(['.', '|', ']', '!']).unwrap_or(text.len());
         for (i, ch) in text.chars().enumerate() {
             let style = if ch == '=' {
                 self.borrowed_style
             } else {
                 self.style
             };
-            let _ = used_end;
             buf[(area.x + i as u16, area.y)]
                 .set_char(ch)
                 .set_style(style);
