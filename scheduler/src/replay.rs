@@ -191,6 +191,12 @@ pub fn typical_shapes(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) ->
         };
         *counts.entry(Shape::of(p)).or_default() += w;
     }
+    cover_95(counts)
+}
+
+/// The most frequent shapes (by the weights counted) until they cover 95% of the total,
+/// with their frequencies renormalised to sum to 1.
+pub fn cover_95(counts: BTreeMap<Shape, u64>) -> Vec<(Shape, f64)> {
     let mut v: Vec<(Shape, u64)> = counts.into_iter().filter(|x| x.1 > 0).collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let total: f64 = v.iter().map(|x| x.1 as f64).sum();

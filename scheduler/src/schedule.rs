@@ -160,10 +160,14 @@ impl Cluster {
     /// demand, covering 95%), which maar's placement measures fragmentation against.
     pub(crate) fn refresh_typical(&mut self) {
         let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
-        for j in self
-            .jobs
-            .iter()
-            .filter(|j| matches!(j.phase, Phase::Pending | Phase::Running) && j.spec.gpu.count > 0)
+        // Only queued and running jobs: the job list keeps every job ever submitted.
+        let live = self
+            .pending
+            .keys()
+            .chain(self.running_by_prio.iter().map(|k| &k.2));
+        for j in live
+            .map(|&id| &self.jobs[id as usize])
+            .filter(|j| j.spec.gpu.count > 0)
         {
             let mult = if j.spec.affinity == Affinity::SameNode {
                 j.desired_replicas.max(1)
@@ -185,22 +189,7 @@ impl Cluster {
             };
             *counts.entry(shape).or_default() += milli as u64 * (j.spec.gpu.count * mult) as u64;
         }
-        let mut v: Vec<(crate::replay::Shape, u64)> = counts.into_iter().collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let total: u64 = v.iter().map(|x| x.1).sum();
-        let mut acc = 0u64;
-        let mut out = Vec::new();
-        for (s, c) in v {
-            if (acc as f64) >= 0.95 * total as f64 {
-                break;
-            }
-            acc += c;
-            out.push((s, c as f64));
-        }
-        for x in &mut out {
-            x.1 /= acc.max(1) as f64;
-        }
-        self.typical = out;
+        self.typical = crate::replay::cover_95(counts);
     }
 
     /// Pools a job may be placed in: its own first, then pools that lend to it.

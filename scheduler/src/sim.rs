@@ -354,7 +354,7 @@ impl Sim {
             Severity::Warning,
             "ScenarioRefused",
             "cluster/scenario".into(),
-            msg.clone(),
+            msg,
         );
     }
 
