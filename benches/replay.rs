@@ -17,7 +17,7 @@ fn per_pod(c: &mut Criterion) {
         eprintln!("skipping: the openb trace is not at {dir}");
         return;
     };
-    let shapes = typical_shapes(&pods, ShapeWeight::GpuDemand, false);
+    let shapes = typical_shapes(&pods, ShapeWeight::Pods, true);
     let mut g = c.benchmark_group("replay");
     g.sample_size(10).measurement_time(Duration::from_secs(10));
     g.throughput(Throughput::Elements(pods.len() as u64));

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use maar_scheduler::replay::{
-    replay, Policy, ReplayConfig, ReplayResult, ShapeWeight, TraceNode, TracePod,
+    replay, Policy, ReplayConfig, ReplayResult, ShapeWeight, Ties, TraceNode, TracePod,
 };
 
 use crate::cli::Failure;
@@ -68,6 +68,15 @@ pub enum TypicalBy {
     GpuDemand,
 }
 
+/// How equally scored nodes are chosen between.
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TiesArg {
+    /// The first in the node list, shuffled once per seed (the published simulator).
+    NodeOrder,
+    /// Uniformly at random.
+    Random,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
     /// Node list CSV (sn,cpu_milli,memory_mib,gpu,model).
@@ -92,12 +101,15 @@ pub struct ReplayArgs {
     /// Draw the allocation curves (mean over seeds per policy) to an SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// How typical shapes are weighted for fragmentation.
-    #[arg(long, value_enum, default_value_t = TypicalBy::GpuDemand)]
+    /// How typical shapes are weighted for fragmentation (the published setup counts pods).
+    #[arg(long, value_enum, default_value_t = TypicalBy::Pods)]
     pub typical_by: TypicalBy,
-    /// Count CPU-only pods among the typical shapes.
-    #[arg(long)]
+    /// Count CPU-only pods among the typical shapes (the published setup does).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub cpu_shapes: bool,
+    /// How a tie between equally scored nodes is broken (Random always picks at random).
+    #[arg(long, value_enum, default_value_t = TiesArg::NodeOrder)]
+    pub ties: TiesArg,
     #[arg(long, value_enum, default_value_t = crate::cli::SimOutput::Table)]
     pub output: crate::cli::SimOutput,
 }
@@ -289,6 +301,10 @@ pub fn run(a: ReplayArgs, out: &mut dyn Write) -> Result<i32, Failure> {
             TypicalBy::GpuDemand => ShapeWeight::GpuDemand,
         },
         cpu_shapes: a.cpu_shapes,
+        ties: match a.ties {
+            TiesArg::NodeOrder => Ties::NodeOrder,
+            TiesArg::Random => Ties::Random,
+        },
     };
     let mut w = |s: String| {
         let _ = out.write_all(s.as_bytes());

@@ -21,7 +21,7 @@ fn data() -> Option<(String, String)> {
 }
 
 #[test]
-fn fgd_beats_bestfit_beats_dotprod_beats_random_on_the_shared_trace() {
+fn the_published_order_and_means_hold_and_maar_beats_fgd_on_the_shared_trace() {
     let Some((n, p)) = data() else { return };
     let nodes = read_nodes(Path::new(&n)).unwrap();
     let pods = read_pods(Path::new(&p)).unwrap();
@@ -45,10 +45,24 @@ fn fgd_beats_bestfit_beats_dotprod_beats_random_on_the_shared_trace() {
             fgd > best && best > dot && dot > random,
             "seed {seed}: fgd {fgd:.2} bestfit {best:.2} dotprod {dot:.2} random {random:.2}"
         );
-        // Within reach of the published means (95.23, 92.86, 90.62, 86.30).
-        assert!(
-            (fgd - 95.23).abs() < 1.0 && (best - 92.86).abs() < 1.0 && (random - 86.30).abs() < 1.5
-        );
+        // Each of the six within a point of the published means (one seed of ten, so
+        // not the means' own 1.0 target, but the same neighbourhood).
+        let (packing, clustering) = (at(Policy::GpuPacking), at(Policy::GpuClustering));
+        for (name, ours, published) in [
+            ("random", random, 86.30),
+            ("dotprod", dot, 90.62),
+            ("gpuclustering", clustering, 91.65),
+            ("gpupacking", packing, 91.78),
+            ("bestfit", best, 92.86),
+            ("fgd", fgd, 95.23),
+        ] {
+            assert!(
+                (ours - published).abs() < 1.0,
+                "seed {seed}: {name} {ours:.2} vs published {published}"
+            );
+        }
+        let maar = at(Policy::Maar);
+        assert!(maar > fgd, "seed {seed}: maar {maar:.2} fgd {fgd:.2}");
     }
 }
 

@@ -10,12 +10,14 @@
 //! fails and is not retried. Each time arrived GPU demand crosses another whole percent
 //! of capacity, the allocation and fragmentation are recorded.
 //!
-//! Scores follow the published simulator: integers in 0..=100 with ties broken at
-//! random among the best nodes, which is where the seed matters. Nodes in the same
+//! Scores follow the published simulator: integers in 0..=100, a tie going to the
+//! first best node of the node list (which is shuffled once per seed; [`Ties`]). Nodes
+//! in the same
 //! state (model, free CPU and memory, sorted free GPU-milli) score the same, so each
 //! pod is scored once per distinct state, and fragmentation is memoised per state.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use rand::seq::SliceRandom;
@@ -99,6 +101,25 @@ impl Policy {
     }
 }
 
+/// How a tie between equally scored nodes is broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ties {
+    /// The tied node that comes first in the node list, which is shuffled once per
+    /// seed: what the published simulator does (its scheduler keeps the first best
+    /// node). It decides the policies that score many nodes alike: with random ties
+    /// GpuPacking and GpuClustering land ~2.8 points lower, because CPU-only pods (which
+    /// they score 0 everywhere) then spread over every node and starve GPUs of CPU,
+    /// instead of filling one node after another. The Random policy still picks at
+    /// random.
+    NodeOrder,
+    /// Uniformly at random among the tied nodes.
+    Random,
+}
+
+/// Salt for the seeded node order, so it does not repeat the arrival order's stream.
+const NODE_ORDER_SALT: u64 = 0x6e6f_6465_6f72_6472;
+
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
     pub policy: Policy,
@@ -106,8 +127,9 @@ pub struct ReplayConfig {
     pub inflate: f64,
     /// How typical shapes are weighted for fragmentation.
     pub shape_weight: ShapeWeight,
-    /// Count CPU-only pods among the typical shapes (off in the published setup).
+    /// Count CPU-only pods among the typical shapes (on in the published setup).
     pub cpu_shapes: bool,
+    pub ties: Ties,
 }
 
 impl ReplayConfig {
@@ -116,8 +138,9 @@ impl ReplayConfig {
             policy,
             seed,
             inflate: 1.3,
-            shape_weight: ShapeWeight::GpuDemand,
-            cpu_shapes: false,
+            shape_weight: ShapeWeight::Pods,
+            cpu_shapes: true,
+            ties: Ties::NodeOrder,
         }
     }
 }
@@ -179,9 +202,9 @@ pub enum ShapeWeight {
 /// The typical shapes: most frequent first until they cover 95% (by `weight`), with
 /// their frequencies renormalised to sum to 1. CPU-only pods count only with `with_cpu`.
 ///
-/// Measured on the default trace (BENCHMARKS.md): counted by pods, the 44 eight-GPU
-/// pods (0.5%) fall outside the 95% and FGD's allocation at 100% arrival drops to about
-/// 90%; counted by GPU demand it is 95.0%, against 95.2% published.
+/// The published setup counts pods (`gpuResWeight: 0`) and includes CPU-only pods
+/// (`isInvolvedCpuPods: true`); with it our FGD lands within 0.05 points of the
+/// published means (BENCHMARKS.md).
 pub fn typical_shapes(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) -> Vec<(Shape, f64)> {
     let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
     for p in pods.iter().filter(|p| with_cpu || p.num_gpu > 0) {
@@ -267,21 +290,119 @@ pub fn fragmentation(model: &str, free_cpu: u64, free: &[u32], shapes: &[(Shape,
     frag
 }
 
-/// [`fragmentation`] memoised by node state.
+/// Idle GPU-milli a shape could not use on a node if it were placed there as many times
+/// as it fits, weighted by shape frequency. For each shape: all idle milli if the shape
+/// needs no GPU or cannot use this model; otherwise the idle milli minus what `k`
+/// copies take, `k` bounded by the cards (free whole cards per copy, or slices per
+/// card for a shared GPU) and by the free CPU.
+///
+/// Where [`fragmentation`] asks "does one copy fit?", this asks "how much of what is
+/// idle can copies actually use?": a card with 900 free takes one 470 slice, not 900;
+/// eight free GPUs beside 24 free cores take two 12-core GPU pods, not eight.
+pub fn capacity_fragmentation(
+    model: &str,
+    free_cpu: u64,
+    free: &[u32],
+    shapes: &[(Shape, f64)],
+) -> f64 {
+    let total: u64 = free.iter().map(|&f| f as u64).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mut frag = 0.0;
+    for (s, p) in shapes {
+        let amount =
+            if s.milli == 0 || !(s.models.is_empty() || s.models.iter().any(|m| m == model)) {
+                total
+            } else {
+                let by_gpu: u64 = if s.milli >= 1000 {
+                    free.iter().filter(|&&f| f >= 1000).count() as u64 / s.count.max(1) as u64
+                } else {
+                    free.iter().map(|&f| (f / s.milli) as u64).sum()
+                };
+                let by_cpu = free_cpu.checked_div(s.cpu).unwrap_or(u64::MAX);
+                let used = by_gpu.min(by_cpu) * s.count as u64 * s.milli as u64;
+                total - used.min(total)
+            };
+        frag += p * amount as f64;
+    }
+    frag
+}
+
+/// Which fragmentation a [`Frag`] measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FragKind {
+    /// [`fragmentation`]: FGD's measure.
+    Fgd,
+    /// [`capacity_fragmentation`]: maar's.
+    Capacity,
+}
+
+/// A fragmentation measure memoised by node state.
 struct Frag {
+    kind: FragKind,
     shapes: Vec<(Shape, f64)>,
     models: Vec<String>,
-    memo: HashMap<(u16, u64, Vec<u16>), f64>,
+    /// States of up to eight cards packed into one integer (the common case: no
+    /// allocation or string hashing per lookup); wider states keyed as they are.
+    memo: HashMap<u128, f64, BuildHasherDefault<PackedHasher>>,
+    memo_wide: HashMap<(u16, u64, Vec<u16>), f64>,
+}
+
+/// A node state packed as model (16 bits), free CPU (24 bits) and up to eight cards of
+/// 11 bits each; None when it does not fit.
+fn pack(model: u16, free_cpu: u64, free: &[u16]) -> Option<u128> {
+    if free.len() > 8 || free_cpu >= 1 << 24 || free.iter().any(|&f| f >= 1 << 11) {
+        return None;
+    }
+    let mut k = (model as u128) << 112 | (free_cpu as u128) << 88;
+    for (i, &f) in free.iter().enumerate() {
+        k |= (f as u128 + 1) << (11 * i);
+    }
+    Some(k)
+}
+
+/// Multiply-fold hashing for packed states (SipHash costs more than the lookup saves).
+#[derive(Default)]
+struct PackedHasher(u64);
+
+impl std::hash::Hasher for PackedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u128(&mut self, v: u128) {
+        let x = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+        self.0 = (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 impl Frag {
     fn of(&mut self, model: u16, free_cpu: u64, free: &[u16]) -> f64 {
-        if let Some(v) = self.memo.get(&(model, free_cpu, free.to_vec())) {
+        let packed = pack(model, free_cpu, free);
+        let hit = match packed {
+            Some(k) => self.memo.get(&k),
+            None => self.memo_wide.get(&(model, free_cpu, free.to_vec())),
+        };
+        if let Some(v) = hit {
             return *v;
         }
         let milli: Vec<u32> = free.iter().map(|&f| f as u32).collect();
-        let frag = fragmentation(&self.models[model as usize], free_cpu, &milli, &self.shapes);
-        self.memo.insert((model, free_cpu, free.to_vec()), frag);
+        let m = &self.models[model as usize];
+        let frag = match self.kind {
+            FragKind::Fgd => fragmentation(m, free_cpu, &milli, &self.shapes),
+            FragKind::Capacity => capacity_fragmentation(m, free_cpu, &milli, &self.shapes),
+        };
+        match packed {
+            Some(k) => self.memo.insert(k, frag),
+            None => self
+                .memo_wide
+                .insert((model, free_cpu, free.to_vec()), frag),
+        };
         frag
     }
 }
@@ -316,6 +437,8 @@ fn sigmoid(x: f64) -> f64 {
 /// state's cards a sharing pod should take (None: the default choice).
 struct Verdict {
     score: i64,
+    /// maar's second criterion (larger is better); 0 for the other policies.
+    aux: i64,
     card: Option<u16>,
 }
 
@@ -345,9 +468,18 @@ fn take_share(free: &[u16], card: u16, milli: u32) -> Vec<u16> {
     v
 }
 
-fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict {
+/// maar compares FGD's fragmentation change in steps of this many GPU-milli, so that
+/// near-equal changes tie and its further criteria decide.
+const MAAR_STEP: f64 = 50.0;
+
+/// `frag` is FGD's measure; `cap` ([`capacity_fragmentation`]) is read by maar only.
+fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag, cap: &mut Frag) -> Verdict {
     let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
-    let plain = |score| Verdict { score, card: None };
+    let plain = |score| Verdict {
+        score,
+        aux: 0,
+        card: None,
+    };
     match policy {
         Policy::Random => plain(0),
         Policy::DotProd => {
@@ -376,7 +508,11 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
                 }
             }
             let (score, card) = best.unwrap_or((0, None));
-            Verdict { score, card }
+            Verdict {
+                score,
+                aux: 0,
+                card,
+            }
         }
         Policy::GpuClustering => {
             if pod.gpu_request() == 0 {
@@ -437,7 +573,16 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
             plain(((1.0 - (0.5 * cpu + 0.5 * gpu)) * 100.0) as i64)
         }
         Policy::Fgd | Policy::Maar => {
+            // FGD: the node (and, for a shared slice, the card) where fragmentation
+            // grows least, as sigmoid(decrease / 1000) x 100. maar: the same decrease in
+            // steps of MAAR_STEP, then the decrease of capacity fragmentation.
+            let maar = policy == Policy::Maar;
             let before = frag.of(s.model, s.free_cpu, &s.free);
+            let cap_before = if maar {
+                cap.of(s.model, s.free_cpu, &s.free)
+            } else {
+                0.0
+            };
             let cpu_after = s.free_cpu - pod.cpu_milli.min(s.free_cpu);
             let mut best: Option<Verdict> = None;
             let options: Vec<(Option<u16>, Vec<u16>)> = if sharing {
@@ -450,11 +595,23 @@ fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag) -> Verdict 
             };
             for (card, after) in options {
                 let delta = before - frag.of(s.model, cpu_after, &after);
-                let v = Verdict {
-                    score: (sigmoid(delta / 1000.0) * 100.0) as i64,
-                    card,
+                let v = if maar {
+                    Verdict {
+                        score: (delta / MAAR_STEP).floor() as i64,
+                        aux: ((cap_before - cap.of(s.model, cpu_after, &after)) * 1000.0).round()
+                            as i64,
+                        card,
+                    }
+                } else {
+                    Verdict {
+                        score: (sigmoid(delta / 1000.0) * 100.0) as i64,
+                        aux: 0,
+                        card,
+                    }
                 };
-                let better = best.as_ref().is_none_or(|b| v.score > b.score);
+                let better = best
+                    .as_ref()
+                    .is_none_or(|b| (v.score, v.aux) > (b.score, b.aux));
                 if better {
                     best = Some(v);
                 }
@@ -477,7 +634,20 @@ pub struct Replayer {
     node_state: Vec<State>,
     capacity: u64,
     serial: u64,
+    ties: Ties,
+    /// Each node's place in the node list (a seeded shuffle), for [`Ties::NodeOrder`].
+    rank: Vec<u32>,
+    /// maar's capacity fragmentation, against the GPU shapes among `shapes`.
+    cap: Frag,
+    /// Per GPU model: idle GPU-milli, and the typical demand that only it can serve
+    /// (shapes restricted to it, shared among their allowed models). maar's pressure.
+    free_by_model: Vec<u64>,
+    bound_demand: Vec<f64>,
 }
+
+/// maar keeps a GPU pod off models whose pressure (bound demand per idle GPU-milli)
+/// is more than this factor above the least pressed model among its candidates.
+const PRESSURE_SLACK: f64 = 1.5;
 
 impl Replayer {
     /// A cluster of `nodes`; fragmentation is measured against `shapes`.
@@ -536,21 +706,55 @@ impl Replayer {
                 gpus,
             ));
         }
+        let mut gpu_shapes: Vec<(Shape, f64)> =
+            shapes.iter().filter(|x| x.0.milli > 0).cloned().collect();
+        let sum: f64 = gpu_shapes.iter().map(|x| x.1).sum();
+        for x in &mut gpu_shapes {
+            x.1 /= sum;
+        }
+        let mut bound_demand = vec![0.0; models.len()];
+        for (sh, w) in shapes.iter().filter(|x| x.0.milli > 0) {
+            for m in &sh.models {
+                if let Some(i) = models.iter().position(|x| x == m) {
+                    bound_demand[i] +=
+                        w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
+                }
+            }
+        }
+        let mut free_by_model = vec![0u64; models.len()];
+        for (n, &m) in nodes.iter().zip(&node_model) {
+            free_by_model[m as usize] += n.gpus as u64 * 1000;
+        }
+        let mut rank: Vec<u32> = (0..nodes.len() as u32).collect();
+        rank.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ NODE_ORDER_SALT));
         let mut r = Replayer {
             capacity: nodes.iter().map(|n| n.gpus as u64 * 1000).sum(),
             cluster: c,
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            cap: Frag {
+                kind: FragKind::Capacity,
+                shapes: gpu_shapes,
+                models: models.clone(),
+                memo: HashMap::default(),
+                memo_wide: HashMap::new(),
+            },
             frag: Frag {
+                kind: FragKind::Fgd,
                 shapes,
                 models,
-                memo: HashMap::new(),
+                memo: HashMap::default(),
+                memo_wide: HashMap::new(),
             },
             node_model,
             affinity: vec![Vec::new(); nodes.len()],
             groups: BTreeMap::new(),
             node_state: Vec::new(),
             serial: 0,
+            ties: Ties::NodeOrder,
+            rank,
+            free_by_model,
+            bound_demand,
         };
         for id in 0..nodes.len() {
             let s = r.state_of(id);
@@ -579,6 +783,12 @@ impl Replayer {
             free,
             affinity,
         }
+    }
+
+    /// How ties between equally scored nodes are broken (default [`Ties::NodeOrder`]).
+    pub fn with_ties(mut self, ties: Ties) -> Replayer {
+        self.ties = ties;
+        self
     }
 
     /// Places one pod; returns the node it went to, or None (it is marked Failed).
@@ -639,7 +849,7 @@ impl Replayer {
             {
                 continue;
             }
-            let v = score(self.policy, s, pod, &mut self.frag);
+            let v = score(self.policy, s, pod, &mut self.frag, &mut self.cap);
             cands.push((s, ids, v));
         }
         if self.policy == Policy::BestFit && !cands.is_empty() {
@@ -654,13 +864,27 @@ impl Replayer {
                 };
             }
         }
+        if self.policy == Policy::Maar && pod.gpu_request() > 0 {
+            // maar, first: stay off GPU models that typical pods restricted to them will
+            // need (pressure well above the least pressed candidate model).
+            let (bound, free) = (&self.bound_demand, &self.free_by_model);
+            let pressure = |m: u16| bound[m as usize] / free[m as usize].max(1) as f64;
+            let least = cands
+                .iter()
+                .map(|x| pressure(x.0.model))
+                .fold(f64::INFINITY, f64::min);
+            cands.retain(|x| pressure(x.0.model) <= least * PRESSURE_SLACK);
+        }
         let top = cands.iter().map(|x| x.2.score).max().unwrap_or(0);
         let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
             cands.iter().filter(|x| x.2.score == top).collect();
         if self.policy == Policy::Maar {
-            // maar: FGD's score, then, among the best, a CPU-only pod goes where the
-            // fewest GPUs are idle (its CPU strands no GPU) and a GPU pod where the
-            // fewest resources are left (best fit); then at random.
+            // maar, then: FGD's fragmentation change (in steps), the most capacity
+            // fragmentation removed; then a CPU-only pod goes where the fewest GPUs are
+            // idle (its CPU strands no GPU) and a GPU pod where the fewest resources are
+            // left (best fit); then the node order.
+            let most = ties.iter().map(|x| x.2.aux).max().unwrap_or(0);
+            ties.retain(|x| x.2.aux == most);
             let key = |st: &State| -> i64 {
                 let cpu_after = st.free_cpu.saturating_sub(pod.cpu_milli) as i64;
                 let gpu_after = st.free_total() as i64 - pod.gpu_request() as i64;
@@ -673,7 +897,12 @@ impl Replayer {
             let best = ties.iter().map(|x| key(x.0)).min().unwrap_or(0);
             ties.retain(|x| key(x.0) == best);
         }
-        let Some((node_id, card)) = pick(&ties, &mut self.rng) else {
+        let picked = if self.policy == Policy::Random || self.ties == Ties::Random {
+            pick(&ties, &mut self.rng)
+        } else {
+            first_in_order(&ties, &self.rank)
+        };
+        let Some((node_id, card)) = picked else {
             c.complete(job, false, "no node fits (replay: not retried)");
             return None;
         };
@@ -704,6 +933,7 @@ impl Replayer {
                 slot.gpu = g.index;
             }
         }
+        self.free_by_model[self.node_model[node_id as usize] as usize] -= pod.gpu_request();
         c.allocate(job, p);
         c.set_phase(job, Phase::Running);
         if self.policy == Policy::GpuClustering && pod.num_gpu > 0 {
@@ -763,7 +993,8 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
         }
     }
     let shapes = typical_shapes(pods, cfg.shape_weight, cfg.cpu_shapes);
-    let mut r = Replayer::new(nodes, shapes, cfg.policy, cfg.seed.wrapping_add(1));
+    let mut r =
+        Replayer::new(nodes, shapes, cfg.policy, cfg.seed.wrapping_add(1)).with_ties(cfg.ties);
     let mut curve = Vec::new();
     let mut arrived: u64 = 0;
     let mut next_pct: u32 = 0;
@@ -801,6 +1032,17 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
         pods_failed: failed,
         elapsed_ms: started.elapsed().as_millis() as u64,
     }
+}
+
+/// The tied node that comes first in the node list.
+fn first_in_order(
+    ties: &[&(&State, &Vec<NodeId>, Verdict)],
+    rank: &[u32],
+) -> Option<(NodeId, Option<u16>)> {
+    ties.iter()
+        .flat_map(|t| t.1.iter().map(move |&id| (rank[id as usize], id, t.2.card)))
+        .min_by_key(|x| x.0)
+        .map(|(_, id, card)| (id, card))
 }
 
 /// Uniformly random node among the tied best states (by node count).

@@ -70,6 +70,165 @@ fn fragmentation_by_hand() {
 }
 
 #[test]
+fn capacity_fragmentation_by_hand() {
+    let slice = [(shape(4000, 470, 1), 1.0)];
+    // A card with 900 free takes one 470 slice: 430 stays idle. FGD counts the card as
+    // usable (900 >= 470), so its fragmentation is 0.
+    assert_eq!(
+        capacity_fragmentation("a100", 16_000, &[900], &slice),
+        430.0
+    );
+    assert_eq!(fragmentation("a100", 16_000, &[900], &slice), 0.0);
+    // Cards 900 and 1000 with 16 cores: 1 + 2 slices by cards, 4 by CPU: 3 x 470 used.
+    assert_eq!(
+        capacity_fragmentation("a100", 16_000, &[900, 1000], &slice),
+        1900.0 - 1410.0
+    );
+    // Eight free GPUs beside 24 cores take two 12-core GPU pods: 6000 idle for good.
+    let gpu12 = [(shape(12_000, 1000, 1), 1.0)];
+    assert_eq!(
+        capacity_fragmentation("a100", 24_000, &[1000; 8], &gpu12),
+        6000.0
+    );
+    assert_eq!(fragmentation("a100", 24_000, &[1000; 8], &gpu12), 0.0);
+    // A 2-GPU shape on seven free cards: three copies, one card left over.
+    assert_eq!(
+        capacity_fragmentation("a100", 64_000, &[1000; 7], &[(shape(1000, 1000, 2), 1.0)]),
+        1000.0
+    );
+    // No GPU in the shape, or another model: everything idle is a fragment; nothing
+    // idle, nothing fragmented.
+    let cpu = [(shape(1000, 0, 0), 1.0)];
+    assert_eq!(
+        capacity_fragmentation("a100", 16_000, &[1000, 500], &cpu),
+        1500.0
+    );
+    let v100 = [(
+        Shape {
+            cpu: 1000,
+            milli: 1000,
+            count: 1,
+            models: vec!["v100".into()],
+        },
+        1.0,
+    )];
+    assert_eq!(
+        capacity_fragmentation("a100", 16_000, &[1000], &v100),
+        1000.0
+    );
+    assert_eq!(capacity_fragmentation("a100", 16_000, &[0, 0], &gpu12), 0.0);
+    // Weighted by shape frequency.
+    let both = [(shape(4000, 470, 1), 0.5), (shape(12_000, 1000, 1), 0.5)];
+    assert_eq!(
+        capacity_fragmentation("a100", 16_000, &[900], &both),
+        0.5 * 430.0 + 0.5 * 900.0
+    );
+}
+
+/// Four identical nodes; eight 8-core CPU-only pods (which GpuPacking scores 0 on every
+/// node). Returns how many nodes they end up on.
+fn cpu_pods_spread(ties: Ties, seed: u64) -> usize {
+    let nodes: Vec<TraceNode> = (0..4).map(|i| node(&format!("n{i}"), 2, "t4")).collect();
+    let mut r = Replayer::new(
+        &nodes,
+        vec![(shape(1000, 1000, 1), 1.0)],
+        Policy::GpuPacking,
+        seed,
+    )
+    .with_ties(ties);
+    let mut used = std::collections::BTreeSet::new();
+    for i in 0..8 {
+        used.insert(r.place(&pod(&format!("c{i}"), 0, 0, 8000)).unwrap());
+    }
+    used.len()
+}
+
+#[test]
+fn node_order_ties_fill_one_node_after_another() {
+    // The published simulator's tie rule: the first best node of a (seeded) node list,
+    // so equally scored pods pack node by node (32 cores: four pods per node).
+    for seed in 1..=5 {
+        assert_eq!(cpu_pods_spread(Ties::NodeOrder, seed), 2, "seed {seed}");
+    }
+    // Random ties spread them.
+    assert!((1..=5).any(|seed| cpu_pods_spread(Ties::Random, seed) > 2));
+}
+
+#[test]
+fn maar_keeps_flexible_pods_off_a_model_that_constrained_pods_need() {
+    // A quarter of the typical pods can only use T4s, a quarter only A100s. Three T4-only
+    // pods have taken three of the four T4s. An unconstrained pod now goes to an A100:
+    // the last T4 is the only place left for T4-only pods. FGD's node-local measure sees
+    // the same gain on the last T4 as on an A100 and follows the node order.
+    let nodes = [
+        node("t4-1", 2, "t4"),
+        node("t4-2", 2, "t4"),
+        node("a100-1", 2, "a100"),
+        node("a100-2", 2, "a100"),
+    ];
+    let only = |m: &str| Shape {
+        cpu: 1000,
+        milli: 1000,
+        count: 1,
+        models: vec![m.into()],
+    };
+    let shapes = vec![
+        (only("t4"), 0.25),
+        (only("a100"), 0.25),
+        (shape(1000, 1000, 1), 0.5),
+    ];
+    let mut t4_pod = pod("t4-pod", 1, 1000, 1000);
+    t4_pod.gpu_spec = vec!["T4".into()];
+    let mut fgd_picks = std::collections::BTreeSet::new();
+    for seed in 1..=8 {
+        let at = |policy| {
+            let mut r = Replayer::new(&nodes, shapes.clone(), policy, seed);
+            for _ in 0..3 {
+                r.place(&t4_pod).unwrap();
+            }
+            let n = r.place(&pod("p", 1, 1000, 1000)).unwrap();
+            r.cluster.nodes[n as usize].name[..2].to_string()
+        };
+        assert_eq!(at(Policy::Maar), "a1", "seed {seed}");
+        fgd_picks.insert(at(Policy::Fgd));
+    }
+    assert_eq!(
+        fgd_picks.len(),
+        2,
+        "FGD follows the node order: {fgd_picks:?}"
+    );
+}
+
+#[test]
+fn maar_puts_cpu_pods_where_their_cpu_strands_no_gpu() {
+    // Two nodes with four idle GPUs: 16 cores and 64 cores. Typical GPU pods take 8
+    // cores a GPU. An 8-core CPU-only pod on the small node would leave one GPU pod's
+    // worth of CPU for four GPUs; on the big node it strands nothing. FGD's measure sees
+    // both as fine (one GPU pod still fits either way).
+    let mut small = node("small", 4, "a100");
+    small.cpu_milli = 16_000;
+    let mut big = node("big", 4, "a100");
+    big.cpu_milli = 64_000;
+    let nodes = [small, big];
+    let shapes = vec![(shape(8000, 1000, 1), 1.0)];
+    let mut fgd_picks = std::collections::BTreeSet::new();
+    for seed in 1..=8 {
+        let at = |policy| {
+            let mut r = Replayer::new(&nodes, shapes.clone(), policy, seed);
+            let n = r.place(&pod("cpu", 0, 0, 8000)).unwrap();
+            r.cluster.nodes[n as usize].name.clone()
+        };
+        assert_eq!(at(Policy::Maar), "big", "seed {seed}");
+        fgd_picks.insert(at(Policy::Fgd));
+    }
+    assert_eq!(
+        fgd_picks.len(),
+        2,
+        "FGD follows the node order: {fgd_picks:?}"
+    );
+}
+
+#[test]
 fn typical_shapes_cover_95_percent_and_renormalise() {
     let mut pods = Vec::new();
     for i in 0..90 {
