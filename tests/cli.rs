@@ -159,7 +159,14 @@ fn sim_json_has_the_documented_fields() {
         .iter()
         .find(|j| j["name"] == "gpt-finetune-demo")
         .unwrap();
-    assert_eq!(demo["phase"], "Running");
+    // It starts at once and runs; whether a random OOM fault of the demo picks it
+    // later depends on the seed, so only a failure with its reason is allowed.
+    assert!(demo["run_s"].as_u64().unwrap() > 0, "{demo}");
+    match demo["phase"].as_str().unwrap() {
+        "Running" | "Succeeded" => {}
+        "Failed" => assert!(!demo["reasons"].as_array().unwrap().is_empty(), "{demo}"),
+        other => panic!("unexpected phase {other}: {demo}"),
+    }
     assert_eq!(demo["project"], "ml-prod");
     assert!(v["metrics"]["total"]["gpu_milli"].as_u64().unwrap() > 0);
     assert!(v["costs"]["total"].as_f64().unwrap() > 0.0);

@@ -80,8 +80,12 @@ pub struct Cluster {
     pub(crate) pool_members: Vec<Vec<NodeId>>,
     /// Schedulable GPUs, CPU and memory of all nodes (fair-share denominators).
     pub(crate) totals: Resources,
-    /// Typical task shapes of the workload, for maar's placement (each cycle).
+    /// Typical task shapes of the workload, for maar's placement (each cycle): all of
+    /// them (FGD's measure), the GPU ones (capacity fragmentation), and per GPU model
+    /// the typical demand only that model can serve (pressure).
     pub(crate) typical: Vec<(crate::replay::Shape, f64)>,
+    pub(crate) typical_gpu: Vec<(crate::replay::Shape, f64)>,
+    pub(crate) bound_demand: Vec<f64>,
 }
 
 /// A pending job's queue-order fields.
@@ -165,6 +169,8 @@ impl Cluster {
             pool_members: Vec::new(),
             totals: Resources::default(),
             typical: Vec::new(),
+            typical_gpu: Vec::new(),
+            bound_demand: Vec::new(),
         }
     }
 

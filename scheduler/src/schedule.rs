@@ -130,11 +130,24 @@ fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
 
+/// maar compares FGD's fragmentation change in steps of this many GPU-milli (as the
+/// trace replay's maar does; `replay::MAAR_STEP`).
+const MAAR_STEP: f64 = 50.0;
+
+/// maar keeps a flexible GPU job off models whose pressure is more than this factor
+/// above the least pressed candidate model (as the replay's `PRESSURE_SLACK`).
+const PRESSURE_SLACK: f64 = 1.5;
+
+/// maar's ordering key (lower is better): FGD's fragmentation decrease in steps, then
+/// the capacity fragmentation removed (both higher first), then what is left.
+type MaarKey = (Reverse<i64>, Reverse<i64>, i64);
+
 impl Cluster {
-    /// maar's ordering key for placing `p` on node `n` (lower is better): FGD's score
-    /// (fragmentation decrease through a sigmoid, in whole points, higher first), then
-    /// the CPU and GPU left over (best fit).
-    fn maar_key(&self, n: NodeId, p: &Placement) -> (Reverse<i64>, i64) {
+    /// maar's ordering key for placing `p` on node `n`: the fragmentation decrease
+    /// against the typical shapes in MAAR_STEP steps, then the decrease of capacity
+    /// fragmentation (idle GPU that copies of the typical GPU shapes could not use),
+    /// then the CPU and GPU left over (best fit).
+    fn maar_key(&self, n: NodeId, p: &Placement) -> MaarKey {
         let node = &self.nodes[n as usize];
         let oc = self.overcommit_of(node);
         let model = node.gpu_model().unwrap_or("");
@@ -149,15 +162,61 @@ impl Cluster {
             after[s.gpu as usize] -= s.milli;
         }
         let cpu_after = cpu.saturating_sub(p.cpu);
-        let before_f = crate::replay::fragmentation(model, cpu, &free, &self.typical);
-        let after_f = crate::replay::fragmentation(model, cpu_after, &after, &self.typical);
-        let score = (100.0 / (1.0 + (-(before_f - after_f) / 1000.0).exp())) as i64;
+        use crate::replay::{capacity_fragmentation as capacity, fragmentation};
+        let fgd = fragmentation(model, cpu, &free, &self.typical)
+            - fragmentation(model, cpu_after, &after, &self.typical);
+        let cap = capacity(model, cpu, &free, &self.typical_gpu)
+            - capacity(model, cpu_after, &after, &self.typical_gpu);
         let left = cpu_after as i64 * 8000 / 128_000 + after.iter().map(|&f| f as i64).sum::<i64>();
-        (Reverse(score), left)
+        (
+            Reverse((fgd / MAAR_STEP).floor() as i64),
+            Reverse((cap * 1000.0).round() as i64),
+            left,
+        )
     }
 
-    /// The workload's typical task shapes (queued and running GPU jobs, weighted by GPU
-    /// demand, covering 95%), which maar's placement measures fragmentation against.
+    /// maar's pressure on a GPU model in a pool: the typical demand only that model can
+    /// serve, per idle whole card of it. None when no typical shape is bound to a model.
+    fn pressure(&self, pool: PoolId, model: u16) -> Option<f64> {
+        let bound = *self.bound_demand.get(model as usize)?;
+        if self.bound_demand.iter().all(|&d| d == 0.0) {
+            return None;
+        }
+        let range = (pool, model, 0u32, 0u32)..=(pool, model, u32::MAX, NodeId::MAX);
+        let idle: u64 = self.index.range(range).map(|k| k.2 as u64).sum();
+        Some(bound / (idle.max(1) * GPU_MILLI as u64) as f64)
+    }
+
+    /// Keeps the candidates whose model is not under pressure (maar's first criterion
+    /// for jobs that could use several models).
+    fn ease_pressure<T>(&self, pool: PoolId, cands: &mut Vec<T>, node_of: impl Fn(&T) -> NodeId) {
+        let model = |c: &T| {
+            let node = &self.nodes[node_of(c) as usize];
+            node.gpu_model()
+                .and_then(|m| self.model_id_of(m))
+                .unwrap_or(0)
+        };
+        let mut seen: Vec<(u16, f64)> = Vec::new();
+        for c in cands.iter() {
+            let m = model(c);
+            if !seen.iter().any(|x| x.0 == m) {
+                match self.pressure(pool, m) {
+                    Some(p) => seen.push((m, p)),
+                    None => return,
+                }
+            }
+        }
+        let least = seen.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        cands.retain(|c| {
+            let m = model(c);
+            seen.iter()
+                .any(|x| x.0 == m && x.1 <= least * PRESSURE_SLACK)
+        });
+    }
+
+    /// The workload's typical task shapes (queued and running jobs, CPU-only ones too,
+    /// counted per placement as in the published FGD setup, covering 95%), which maar's
+    /// placement measures fragmentation against; and what follows from them.
     pub(crate) fn refresh_typical(&mut self) {
         let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
         // Only queued and running jobs: the job list keeps every job ever submitted.
@@ -165,16 +224,16 @@ impl Cluster {
             .pending
             .keys()
             .chain(self.running_by_prio.iter().map(|k| &k.2));
-        for j in live
-            .map(|&id| &self.jobs[id as usize])
-            .filter(|j| j.spec.gpu.count > 0)
-        {
-            let mult = if j.spec.affinity == Affinity::SameNode {
-                j.desired_replicas.max(1)
+        for j in live.map(|&id| &self.jobs[id as usize]) {
+            // A same-node gang is placed as one; other replicas one by one.
+            let (mult, placements) = if j.spec.affinity == Affinity::SameNode {
+                (j.desired_replicas.max(1), 1)
             } else {
-                1
+                (1, j.desired_replicas.max(1) as u64)
             };
-            let milli = if j.spec.gpu.shared {
+            let milli = if j.spec.gpu.count == 0 {
+                0
+            } else if j.spec.gpu.shared {
                 j.spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
             } else {
                 GPU_MILLI
@@ -187,9 +246,30 @@ impl Cluster {
                 count: j.spec.gpu.count * mult,
                 models,
             };
-            *counts.entry(shape).or_default() += milli as u64 * (j.spec.gpu.count * mult) as u64;
+            *counts.entry(shape).or_default() += placements;
         }
         self.typical = crate::replay::cover_95(counts);
+        let mut gpu: Vec<_> = self
+            .typical
+            .iter()
+            .filter(|x| x.0.milli > 0)
+            .cloned()
+            .collect();
+        let sum: f64 = gpu.iter().map(|x| x.1).sum();
+        for x in &mut gpu {
+            x.1 /= sum;
+        }
+        let mut bound = vec![0.0; self.models.len()];
+        for (sh, w) in &gpu {
+            for m in &sh.models {
+                if let Some(i) = self.model_id_of(m) {
+                    bound[i as usize] +=
+                        w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
+                }
+            }
+        }
+        self.typical_gpu = gpu;
+        self.bound_demand = bound;
     }
 
     /// Pools a job may be placed in: its own first, then pools that lend to it.
@@ -468,8 +548,12 @@ impl Cluster {
                 // CPU-only: CPU nodes first, then GPU nodes with the fewest free cards.
                 self.index.range(all).find_map(|k| try_node(k.3))
             } else if spec.gpu.shared {
-                // Pack slices onto already-used cards: best fit over the pool.
-                let mut best: Option<(u64, Placement)> = None;
+                // Slices: the tightest fits over the pool (least left on the cards
+                // taken, then fewest whole cards free). Scored, maar ranks the few
+                // tightest; otherwise the tightest wins.
+                let maar = scored && !self.typical.is_empty();
+                let keep = if maar { MAAR_CANDIDATES } else { 1 };
+                let mut best: Vec<(u64, NodeId, Placement)> = Vec::new();
                 for k in self.index.range(all).filter(|k| k.1 != 0) {
                     if let Some(p) = try_node(k.3) {
                         let node = &self.nodes[k.3 as usize];
@@ -480,16 +564,27 @@ impl Cluster {
                             .sum::<u64>()
                             * 1000
                             + k.2 as u64;
-                        if best.as_ref().is_none_or(|b| left < b.0) {
-                            let perfect = left == 0;
-                            best = Some((left, p));
-                            if perfect {
+                        if best.len() < keep || left < best[best.len() - 1].0 {
+                            let at = best.partition_point(|b| b.0 <= left);
+                            best.insert(at, (left, k.3, p));
+                            best.truncate(keep);
+                            if !maar && left == 0 {
                                 break;
                             }
                         }
                     }
                 }
-                best.map(|b| b.1)
+                if maar {
+                    if spec.gpu.models.len() != 1 {
+                        self.ease_pressure(pool, &mut best, |c| c.1);
+                    }
+                    best.into_iter()
+                        .map(|(left, n, p)| (self.maar_key(n, &p), left, n, p))
+                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
+                        .map(|b| b.3)
+                } else {
+                    best.into_iter().next().map(|b| b.2)
+                }
             } else {
                 let need = spec.gpu.count * mult;
                 let models: Vec<u16> = if spec.gpu.models.is_empty() {
@@ -503,8 +598,8 @@ impl Cluster {
                 };
                 if scored && spec.affinity != Affinity::Spread && !self.typical.is_empty() {
                     // maar's placement: among the first few fitting nodes of each model
-                    // (fewest free cards first), the one where fragmentation against
-                    // the workload's typical shapes grows least; then best fit.
+                    // (fewest free cards first), off models under pressure, the best by
+                    // maar's key (fragmentation, capacity fragmentation, best fit).
                     let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
                     for &mid in &models {
                         let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
@@ -514,6 +609,9 @@ impl Cluster {
                                 .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
                                 .take(MAAR_CANDIDATES),
                         );
+                    }
+                    if models.len() > 1 {
+                        self.ease_pressure(pool, &mut cands, |c| c.1);
                     }
                     let best = cands
                         .into_iter()

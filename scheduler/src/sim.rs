@@ -49,6 +49,9 @@ pub struct Sim {
     oom_plan: BTreeMap<JobId, f64>,
     restart_timers: BTreeSet<(JobId, u64)>,
     generated: Vec<u32>,
+    /// Jobs of the generators (random OOM faults pick among these, so a scripted job
+    /// meets only the faults its scenario scripts).
+    background: BTreeSet<JobId>,
 }
 
 impl Sim {
@@ -69,6 +72,7 @@ impl Sim {
             oom_plan: BTreeMap::new(),
             restart_timers: BTreeSet::new(),
             generated: vec![0; scenario.workload.generators.len()],
+            background: BTreeSet::new(),
             scenario,
         };
         let mut initial: Vec<(u64, Timer)> = Vec::new();
@@ -425,6 +429,7 @@ impl Sim {
         };
         match self.cluster.submit(spec) {
             Ok(id) => {
+                self.background.insert(id);
                 if oom {
                     self.oom_plan.insert(id, frac);
                 }
@@ -472,6 +477,7 @@ impl Sim {
                     .jobs
                     .iter()
                     .filter(|j| j.phase == Phase::Running && j.spec.kind == JobKind::Train)
+                    .filter(|j| self.background.contains(&j.id))
                     .map(|j| j.id)
                     .collect();
                 if !running.is_empty() {
