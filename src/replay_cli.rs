@@ -289,6 +289,15 @@ pub fn run(a: ReplayArgs, out: &mut dyn Write) -> Result<i32, Failure> {
             a.inflate
         )));
     }
+    if let Some(p) = &a.plot {
+        let svg = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(Failure::Usage(format!(
+                "--plot {}: the plot is drawn as SVG; name the file FILE.svg",
+                p.display()
+            )));
+        }
+    }
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
     let reference = a.reference.as_deref().map(read_reference).transpose()?;

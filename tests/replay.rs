@@ -195,6 +195,53 @@ fn bad_csv_rows_name_file_line_and_column() {
             .code(),
         Some(2)
     );
+    // The plot is SVG; another name is refused before any work, not written as SVG.
+    let png = dir.join("curves.png");
+    let o = maar(&[
+        "replay",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("name the file FILE.svg"));
+    assert!(!png.exists());
+    // --ties and --cpu-shapes take their documented values.
+    std::fs::write(
+        &pods,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,500\n",
+    )
+    .unwrap();
+    for extra in [["--ties", "random"], ["--cpu-shapes", "false"]] {
+        let mut args = vec![
+            "replay",
+            "--nodes",
+            nodes.to_str().unwrap(),
+            "--pods",
+            pods.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = maar(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = maar(&[
+        "replay",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        "--ties",
+        "sometimes",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
