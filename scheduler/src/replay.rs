@@ -352,7 +352,8 @@ struct Frag {
 /// A node state packed as model (16 bits), free CPU (24 bits) and up to eight cards of
 /// 11 bits each; None when it does not fit.
 fn pack(model: u16, free_cpu: u64, free: &[u16]) -> Option<u128> {
-    if free.len() > 8 || free_cpu >= 1 << 24 || free.iter().any(|&f| f >= 1 << 11) {
+    // Cards are stored as milli + 1 (so an absent card differs from an empty one).
+    if free.len() > 8 || free_cpu >= 1 << 24 || free.iter().any(|&f| f >= (1 << 11) - 1) {
         return None;
     }
     let mut k = (model as u128) << 112 | (free_cpu as u128) << 88;
@@ -1158,4 +1159,29 @@ pub fn variant(
         p.name = format!("{}-v{i:05}", p.name);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack;
+
+    #[test]
+    fn packed_states_are_distinct_and_wide_ones_are_refused() {
+        let a = pack(3, 16_000, &[1000, 500, 0]).unwrap();
+        assert_ne!(
+            a,
+            pack(3, 16_000, &[1000, 500]).unwrap(),
+            "an empty card counts"
+        );
+        assert_ne!(a, pack(3, 16_001, &[1000, 500, 0]).unwrap());
+        assert_ne!(a, pack(4, 16_000, &[1000, 500, 0]).unwrap());
+        assert_ne!(a, pack(3, 16_000, &[1000, 0, 500]).unwrap());
+        assert_eq!(
+            pack(0, (1 << 24) - 1, &[2046; 8]).map(|k| k >> 88),
+            Some((1 << 24) - 1)
+        );
+        assert!(pack(0, 0, &[0; 9]).is_none(), "nine cards");
+        assert!(pack(0, 1 << 24, &[0]).is_none(), "CPU beyond 24 bits");
+        assert!(pack(0, 0, &[2047]).is_none(), "milli beyond 11 bits");
+    }
 }
