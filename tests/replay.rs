@@ -109,6 +109,19 @@ fn replay_json_has_the_documented_fields() {
     }
 }
 
+/// `maar replay --nodes NODES --pods PODS EXTRA...`
+fn replay_on(nodes: &Path, pods: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "replay",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    maar(&args)
+}
+
 #[test]
 fn bad_csv_rows_name_file_line_and_column() {
     let dir = std::env::temp_dir().join(format!("maar-replay-{}", std::process::id()));
@@ -125,13 +138,7 @@ fn bad_csv_rows_name_file_line_and_column() {
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,500\n",
     )
     .unwrap();
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-    ]);
+    let o = replay_on(&nodes, &pods, &[]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -144,15 +151,7 @@ fn bad_csv_rows_name_file_line_and_column() {
         "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,A100\n",
     )
     .unwrap();
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-        "--policy",
-        "bestfit",
-    ]);
+    let o = replay_on(&nodes, &pods, &["--policy", "bestfit"]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -165,13 +164,7 @@ fn bad_csv_rows_name_file_line_and_column() {
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,2,500\n",
     )
     .unwrap();
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-    ]);
+    let o = replay_on(&nodes, &pods, &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("pods.csv:2: gpu_milli: only single-GPU pods may share a GPU"));
@@ -180,13 +173,7 @@ fn bad_csv_rows_name_file_line_and_column() {
         "name,cpu_milli,memory_mib,gpu_milli\np1,1000,1024,500\n",
     )
     .unwrap();
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-    ]);
+    let o = replay_on(&nodes, &pods, &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing column `num_gpu`"));
     assert_eq!(
@@ -197,15 +184,7 @@ fn bad_csv_rows_name_file_line_and_column() {
     );
     // The plot is SVG; another name is refused before any work, not written as SVG.
     let png = dir.join("curves.png");
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-        "--plot",
-        png.to_str().unwrap(),
-    ]);
+    let o = replay_on(&nodes, &pods, &["--plot", png.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("name the file FILE.svg"));
     assert!(!png.exists());
@@ -216,15 +195,7 @@ fn bad_csv_rows_name_file_line_and_column() {
     )
     .unwrap();
     for extra in [["--ties", "random"], ["--cpu-shapes", "false"]] {
-        let mut args = vec![
-            "replay",
-            "--nodes",
-            nodes.to_str().unwrap(),
-            "--pods",
-            pods.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        let o = maar(&args);
+        let o = replay_on(&nodes, &pods, &extra);
         assert_eq!(
             o.status.code(),
             Some(0),
@@ -232,15 +203,7 @@ fn bad_csv_rows_name_file_line_and_column() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    let o = maar(&[
-        "replay",
-        "--nodes",
-        nodes.to_str().unwrap(),
-        "--pods",
-        pods.to_str().unwrap(),
-        "--ties",
-        "sometimes",
-    ]);
+    let o = replay_on(&nodes, &pods, &["--ties", "sometimes"]);
     assert_eq!(o.status.code(), Some(2));
 }
 

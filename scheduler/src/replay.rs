@@ -260,34 +260,42 @@ impl State {
     }
 }
 
-/// Fragmentation of a node (GPU-milli) against typical shapes: for each shape, all
-/// idle GPU-milli if the shape needs no GPU, cannot use this model, or does not fit
-/// (too few cards with enough free milli, or too little CPU); otherwise the free milli
-/// of the cards with less free than the shape needs. Weighted by shape frequency.
-pub fn fragmentation(model: &str, free_cpu: u64, free: &[u32], shapes: &[(Shape, f64)]) -> f64 {
+/// Frequency-weighted idle GPU-milli that the shapes cannot use on a node: all of it for
+/// a shape that needs no GPU or cannot use `model`, otherwise `unusable(shape, idle)`.
+fn weighted_fragment(
+    model: &str,
+    free: &[u32],
+    shapes: &[(Shape, f64)],
+    unusable: impl Fn(&Shape, u64) -> u64,
+) -> f64 {
     let total: u64 = free.iter().map(|&f| f as u64).sum();
     if total == 0 {
         return 0.0;
     }
     let mut frag = 0.0;
     for (s, p) in shapes {
-        let amount =
-            if s.milli == 0 || !(s.models.is_empty() || s.models.iter().any(|m| m == model)) {
-                total
-            } else {
-                let fits = free.iter().filter(|&&f| f >= s.milli).count() as u32 >= s.count;
-                if fits && free_cpu >= s.cpu {
-                    free.iter()
-                        .filter(|&&f| f < s.milli)
-                        .map(|&f| f as u64)
-                        .sum()
-                } else {
-                    total
-                }
-            };
-        frag += p * amount as f64;
+        let gpu_here = s.milli > 0 && (s.models.is_empty() || s.models.iter().any(|m| m == model));
+        frag += p * if gpu_here { unusable(s, total) } else { total } as f64;
     }
     frag
+}
+
+/// Fragmentation of a node (GPU-milli) against typical shapes: for each shape, all
+/// idle GPU-milli if the shape needs no GPU, cannot use this model, or does not fit
+/// (too few cards with enough free milli, or too little CPU); otherwise the free milli
+/// of the cards with less free than the shape needs. Weighted by shape frequency.
+pub fn fragmentation(model: &str, free_cpu: u64, free: &[u32], shapes: &[(Shape, f64)]) -> f64 {
+    weighted_fragment(model, free, shapes, |s, total| {
+        let fits = free.iter().filter(|&&f| f >= s.milli).count() as u32 >= s.count;
+        if fits && free_cpu >= s.cpu {
+            free.iter()
+                .filter(|&&f| f < s.milli)
+                .map(|&f| f as u64)
+                .sum()
+        } else {
+            total
+        }
+    })
 }
 
 /// Idle GPU-milli a shape could not use on a node if it were placed there as many times
@@ -305,28 +313,40 @@ pub fn capacity_fragmentation(
     free: &[u32],
     shapes: &[(Shape, f64)],
 ) -> f64 {
-    let total: u64 = free.iter().map(|&f| f as u64).sum();
-    if total == 0 {
-        return 0.0;
+    weighted_fragment(model, free, shapes, |s, total| {
+        let by_gpu: u64 = if s.milli >= 1000 {
+            free.iter().filter(|&&f| f >= 1000).count() as u64 / s.count.max(1) as u64
+        } else {
+            free.iter().map(|&f| (f / s.milli) as u64).sum()
+        };
+        let by_cpu = free_cpu.checked_div(s.cpu).unwrap_or(u64::MAX);
+        let used = by_gpu.min(by_cpu) * s.count as u64 * s.milli as u64;
+        total - used.min(total)
+    })
+}
+
+/// The GPU shapes among `shapes`, frequencies renormalised (capacity fragmentation's).
+pub(crate) fn gpu_shapes(shapes: &[(Shape, f64)]) -> Vec<(Shape, f64)> {
+    let mut gpu: Vec<(Shape, f64)> = shapes.iter().filter(|x| x.0.milli > 0).cloned().collect();
+    let sum: f64 = gpu.iter().map(|x| x.1).sum();
+    for x in &mut gpu {
+        x.1 /= sum;
     }
-    let mut frag = 0.0;
-    for (s, p) in shapes {
-        let amount =
-            if s.milli == 0 || !(s.models.is_empty() || s.models.iter().any(|m| m == model)) {
-                total
-            } else {
-                let by_gpu: u64 = if s.milli >= 1000 {
-                    free.iter().filter(|&&f| f >= 1000).count() as u64 / s.count.max(1) as u64
-                } else {
-                    free.iter().map(|&f| (f / s.milli) as u64).sum()
-                };
-                let by_cpu = free_cpu.checked_div(s.cpu).unwrap_or(u64::MAX);
-                let used = by_gpu.min(by_cpu) * s.count as u64 * s.milli as u64;
-                total - used.min(total)
-            };
-        frag += p * amount as f64;
+    gpu
+}
+
+/// Per GPU model (indexed as `models`): the typical demand (frequency x GPU-milli) that
+/// only that model can serve, a shape restricted to several models sharing it among them.
+pub(crate) fn bound_demand(shapes: &[(Shape, f64)], models: &[String]) -> Vec<f64> {
+    let mut bound = vec![0.0; models.len()];
+    for (sh, w) in shapes.iter().filter(|x| x.0.milli > 0) {
+        for m in &sh.models {
+            if let Some(i) = models.iter().position(|x| x == m) {
+                bound[i] += w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
+            }
+        }
     }
-    frag
+    bound
 }
 
 /// Which fragmentation a [`Frag`] measures.
@@ -707,21 +727,8 @@ impl Replayer {
                 gpus,
             ));
         }
-        let mut gpu_shapes: Vec<(Shape, f64)> =
-            shapes.iter().filter(|x| x.0.milli > 0).cloned().collect();
-        let sum: f64 = gpu_shapes.iter().map(|x| x.1).sum();
-        for x in &mut gpu_shapes {
-            x.1 /= sum;
-        }
-        let mut bound_demand = vec![0.0; models.len()];
-        for (sh, w) in shapes.iter().filter(|x| x.0.milli > 0) {
-            for m in &sh.models {
-                if let Some(i) = models.iter().position(|x| x == m) {
-                    bound_demand[i] +=
-                        w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
-                }
-            }
-        }
+        let cap_shapes = gpu_shapes(&shapes);
+        let bound_demand = bound_demand(&shapes, &models);
         let mut free_by_model = vec![0u64; models.len()];
         for (n, &m) in nodes.iter().zip(&node_model) {
             free_by_model[m as usize] += n.gpus as u64 * 1000;
@@ -735,7 +742,7 @@ impl Replayer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             cap: Frag {
                 kind: FragKind::Capacity,
-                shapes: gpu_shapes,
+                shapes: cap_shapes,
                 models: models.clone(),
                 memo: HashMap::default(),
                 memo_wide: HashMap::new(),

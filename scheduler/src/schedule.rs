@@ -249,27 +249,8 @@ impl Cluster {
             *counts.entry(shape).or_default() += placements;
         }
         self.typical = crate::replay::cover_95(counts);
-        let mut gpu: Vec<_> = self
-            .typical
-            .iter()
-            .filter(|x| x.0.milli > 0)
-            .cloned()
-            .collect();
-        let sum: f64 = gpu.iter().map(|x| x.1).sum();
-        for x in &mut gpu {
-            x.1 /= sum;
-        }
-        let mut bound = vec![0.0; self.models.len()];
-        for (sh, w) in &gpu {
-            for m in &sh.models {
-                if let Some(i) = self.model_id_of(m) {
-                    bound[i as usize] +=
-                        w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
-                }
-            }
-        }
-        self.typical_gpu = gpu;
-        self.bound_demand = bound;
+        self.typical_gpu = crate::replay::gpu_shapes(&self.typical);
+        self.bound_demand = crate::replay::bound_demand(&self.typical, &self.models);
     }
 
     /// Pools a job may be placed in: its own first, then pools that lend to it.
