@@ -526,8 +526,31 @@ impl Cluster {
         for &(pool, on_loan) in pools {
             let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
             let found = if spec.gpu.count == 0 {
-                // CPU-only: CPU nodes first, then GPU nodes with the fewest free cards.
-                self.index.range(all).find_map(|k| try_node(k.3))
+                // CPU-only: CPU nodes first (they strand no GPU). Then, scored, maar's
+                // key over the first few fitting nodes of each GPU model (fewest free
+                // cards first): the CPU goes where it leaves idle GPUs most usable.
+                // Unscored, the GPU node with the fewest free cards.
+                let cpu_nodes = (pool, 0u16, 0u32, 0u32)..=(pool, 0u16, u32::MAX, NodeId::MAX);
+                let on_cpu_node = self.index.range(cpu_nodes).find_map(|k| try_node(k.3));
+                if on_cpu_node.is_some() || !scored || self.typical.is_empty() {
+                    on_cpu_node.or_else(|| self.index.range(all).find_map(|k| try_node(k.3)))
+                } else {
+                    let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
+                    for mid in 1..self.models.len() as u16 {
+                        let range = (pool, mid, 0u32, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
+                        cands.extend(
+                            self.index
+                                .range(range)
+                                .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                                .take(MAAR_CANDIDATES),
+                        );
+                    }
+                    cands
+                        .into_iter()
+                        .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
+                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
+                        .map(|b| b.3)
+                }
             } else if spec.gpu.shared {
                 // Slices: the tightest fits over the pool (least left on the cards
                 // taken, then fewest whole cards free). Scored, maar ranks the few

@@ -595,3 +595,28 @@ fn placement_keeps_flexible_jobs_off_a_model_that_constrained_jobs_need() {
     let on = &c.nodes[j.placements[0].node as usize];
     assert_eq!(on.gpu_model(), Some("a100"), "placed on {}", on.name);
 }
+
+#[test]
+fn cpu_only_jobs_go_where_their_cpu_strands_no_gpu() {
+    // Two GPU nodes with four idle cards: 16 cores and 64 cores. The workload's typical
+    // GPU job takes one card and 8 cores (one is queued, held back by its quota). An
+    // 8-core CPU-only job on the small node would leave CPU for one such job beside four
+    // idle cards; on the big node it strands nothing. Both have as many free cards, so
+    // "fewest free cards first" would take the small node (it comes first).
+    let mut small = node("small", "train", 4, "a100", 80, false);
+    small.cpu_milli = 16_000;
+    let mut c = cluster(
+        vec![small, node("big", "train", 4, "a100", 80, false)],
+        &[("p", 0, None), ("capped", 0, Some(0))],
+    );
+    let mut gpu = job("gpu-8c", "capped", 1, PRIORITY_MEDIUM, None);
+    gpu.cpu_milli = 8000;
+    c.submit(gpu).unwrap();
+    let mut cpu = job("cpu-8c", "p", 0, PRIORITY_MEDIUM, None);
+    cpu.cpu_milli = 8000;
+    c.submit(cpu).unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "gpu-8c"), Phase::Pending);
+    let j = &c.jobs[c.job_id("cpu-8c").unwrap() as usize];
+    assert_eq!(c.nodes[j.placements[0].node as usize].name, "big");
+}
