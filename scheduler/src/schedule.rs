@@ -503,9 +503,10 @@ impl Cluster {
         self.find_node_with(spec, mult, pools, exclude, avoid, false)
     }
 
-    /// Where a job would go for real: with `scored`, whole-GPU placements compare a few
-    /// fitting nodes by maar's key; without, the first best-fitting node (enough for
-    /// "does it fit anywhere" questions, and cheaper).
+    /// Where a job would go for real: with `scored`, a few fitting nodes are compared by
+    /// maar's key (whole GPUs, shared slices, and CPU-only jobs that must use a GPU
+    /// node); without, the first best-fitting node (enough for "does it fit anywhere"
+    /// questions, and cheaper).
     pub(crate) fn find_node_with(
         &self,
         spec: &JobSpec,
@@ -523,6 +524,29 @@ impl Cluster {
             let node = &self.nodes[n as usize];
             fit(node, n, self.overcommit_of(node), spec, mult).ok()
         };
+        // maar's candidates: the first few fitting nodes of each model with at least
+        // `need` free cards (fewest free cards first), as (free cards, node, placement).
+        let first_fits = |pool: PoolId, models: &[u16], need: u32| {
+            let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
+            for &mid in models {
+                let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
+                cands.extend(
+                    self.index
+                        .range(range)
+                        .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
+                        .take(MAAR_CANDIDATES),
+                );
+            }
+            cands
+        };
+        // The best of them by maar's key, then fewer free cards, then node id.
+        let best_by_maar = |cands: Vec<(u32, NodeId, Placement)>| {
+            cands
+                .into_iter()
+                .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
+                .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
+                .map(|b| b.3)
+        };
         for &(pool, on_loan) in pools {
             let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
             let found = if spec.gpu.count == 0 {
@@ -535,21 +559,8 @@ impl Cluster {
                 if on_cpu_node.is_some() || !scored || self.typical.is_empty() {
                     on_cpu_node.or_else(|| self.index.range(all).find_map(|k| try_node(k.3)))
                 } else {
-                    let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
-                    for mid in 1..self.models.len() as u16 {
-                        let range = (pool, mid, 0u32, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
-                        cands.extend(
-                            self.index
-                                .range(range)
-                                .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
-                                .take(MAAR_CANDIDATES),
-                        );
-                    }
-                    cands
-                        .into_iter()
-                        .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
-                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
-                        .map(|b| b.3)
+                    let gpu_models: Vec<u16> = (1..self.models.len() as u16).collect();
+                    best_by_maar(first_fits(pool, &gpu_models, 0))
                 }
             } else if spec.gpu.shared {
                 // Slices: the tightest fits over the pool (least left on the cards
@@ -604,24 +615,11 @@ impl Cluster {
                     // maar's placement: among the first few fitting nodes of each model
                     // (fewest free cards first), off models under pressure, the best by
                     // maar's key (fragmentation, capacity fragmentation, best fit).
-                    let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
-                    for &mid in &models {
-                        let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
-                        cands.extend(
-                            self.index
-                                .range(range)
-                                .filter_map(|k| try_node(k.3).map(|p| (k.2, k.3, p)))
-                                .take(MAAR_CANDIDATES),
-                        );
-                    }
+                    let mut cands = first_fits(pool, &models, need);
                     if models.len() > 1 {
                         self.ease_pressure(pool, &mut cands, |c| c.1);
                     }
-                    let best = cands
-                        .into_iter()
-                        .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
-                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
-                    best.map(|b| b.3)
+                    best_by_maar(cands)
                 } else {
                     let mut best: Option<(u32, NodeId, Placement)> = None;
                     for mid in models {
