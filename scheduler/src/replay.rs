@@ -491,7 +491,7 @@ fn take_share(free: &[u16], card: u16, milli: u32) -> Vec<u16> {
 
 /// maar compares FGD's fragmentation change in steps of this many GPU-milli, so that
 /// near-equal changes tie and its further criteria decide.
-const MAAR_STEP: f64 = 50.0;
+pub(crate) const MAAR_STEP: f64 = 50.0;
 
 /// `frag` is FGD's measure; `cap` ([`capacity_fragmentation`]) is read by maar only.
 fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag, cap: &mut Frag) -> Verdict {
@@ -668,7 +668,7 @@ pub struct Replayer {
 
 /// maar keeps a GPU pod off models whose pressure (bound demand per idle GPU-milli)
 /// is more than this factor above the least pressed model among its candidates.
-const PRESSURE_SLACK: f64 = 1.5;
+pub(crate) const PRESSURE_SLACK: f64 = 1.5;
 
 impl Replayer {
     /// A cluster of `nodes`; fragmentation is measured against `shapes`.

@@ -130,13 +130,7 @@ fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
 
-/// maar compares FGD's fragmentation change in steps of this many GPU-milli (as the
-/// trace replay's maar does; `replay::MAAR_STEP`).
-const MAAR_STEP: f64 = 50.0;
-
-/// maar keeps a flexible GPU job off models whose pressure is more than this factor
-/// above the least pressed candidate model (as the replay's `PRESSURE_SLACK`).
-const PRESSURE_SLACK: f64 = 1.5;
+use crate::replay::{MAAR_STEP, PRESSURE_SLACK};
 
 /// maar's ordering key (lower is better): FGD's fragmentation decrease in steps, then
 /// the capacity fragmentation removed (both higher first), then what is left.
