@@ -14,6 +14,7 @@ use crate::event::Severity;
 use crate::fit::{fit, fit_except, split, Except, NodeReason};
 use crate::model::*;
 use crate::quantity::fmt_duration;
+use crate::replay::{MAAR_STEP, PRESSURE_SLACK};
 
 /// The quota decision for a job, with the numbers behind it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -129,8 +130,6 @@ fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
 
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
-
-use crate::replay::{MAAR_STEP, PRESSURE_SLACK};
 
 /// maar's ordering key (lower is better): FGD's fragmentation decrease in steps, then
 /// the capacity fragmentation removed (both higher first), then what is left.
