@@ -159,14 +159,10 @@ fn sim_json_has_the_documented_fields() {
         .iter()
         .find(|j| j["name"] == "gpt-finetune-demo")
         .unwrap();
-    // It starts at once and runs; whether a random OOM fault of the demo picks it
-    // later depends on the seed, so only a failure with its reason is allowed.
+    // Scripted jobs meet only scripted faults (random OOMs pick generated jobs), so the
+    // example runs through the first two hours.
+    assert_eq!(demo["phase"], "Running", "{demo}");
     assert!(demo["run_s"].as_u64().unwrap() > 0, "{demo}");
-    match demo["phase"].as_str().unwrap() {
-        "Running" | "Succeeded" => {}
-        "Failed" => assert!(!demo["reasons"].as_array().unwrap().is_empty(), "{demo}"),
-        other => panic!("unexpected phase {other}: {demo}"),
-    }
     assert_eq!(demo["project"], "ml-prod");
     assert!(v["metrics"]["total"]["gpu_milli"].as_u64().unwrap() > 0);
     assert!(v["costs"]["total"].as_f64().unwrap() > 0.0);
