@@ -169,15 +169,16 @@ impl Cluster {
     }
 
     /// maar's pressure on a GPU model in a pool: the typical demand only that model can
-    /// serve, per idle whole card of it. None when no typical shape is bound to a model.
-    fn pressure(&self, pool: PoolId, model: u16) -> Option<f64> {
-        let bound = *self.bound_demand.get(model as usize)?;
-        if self.bound_demand.iter().all(|&d| d == 0.0) {
-            return None;
-        }
+    /// serve, per idle whole card of it.
+    fn pressure(&self, pool: PoolId, model: u16) -> f64 {
+        let bound = self
+            .bound_demand
+            .get(model as usize)
+            .copied()
+            .unwrap_or(0.0);
         let range = (pool, model, 0u32, 0u32)..=(pool, model, u32::MAX, NodeId::MAX);
         let idle: u64 = self.index.range(range).map(|k| k.2 as u64).sum();
-        Some(bound / (idle.max(1) * GPU_MILLI as u64) as f64)
+        bound / (idle.max(1) * GPU_MILLI as u64) as f64
     }
 
     /// Keeps the candidates whose model is not under pressure (maar's first criterion
@@ -189,14 +190,14 @@ impl Cluster {
                 .and_then(|m| self.model_id_of(m))
                 .unwrap_or(0)
         };
+        if self.bound_demand.iter().all(|&d| d == 0.0) {
+            return; // no typical shape is bound to a model: no pressure anywhere
+        }
         let mut seen: Vec<(u16, f64)> = Vec::new();
         for c in cands.iter() {
             let m = model(c);
             if !seen.iter().any(|x| x.0 == m) {
-                match self.pressure(pool, m) {
-                    Some(p) => seen.push((m, p)),
-                    None => return,
-                }
+                seen.push((m, self.pressure(pool, m)));
             }
         }
         let least = seen.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
