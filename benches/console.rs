@@ -1,23 +1,36 @@
 //! Drawing one console frame with 10,000 nodes and 100,000 jobs. Figures: BENCHMARKS.md.
 
-use std::sync::{Arc, Mutex};
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 use maar::console::app::App;
 use maar::console::view;
+use maar::engine::{self, Bare, EngineOptions};
 use maar::load::load_scenario;
-use maar_scheduler::{synthetic, Sim};
+use maar_demo::synthetic;
+use maar_scheduler::Core;
 
 fn frame(c: &mut Criterion) {
-    let mut sim = Sim::new(load_scenario(None).unwrap(), None).unwrap();
     let mut cl = synthetic::cluster(10_000, 8);
     synthetic::submit_single_gpu_jobs(&mut cl, 100_000, 1);
     cl.schedule();
-    sim.cluster = cl;
-    let mut app = App::new(Arc::new(Mutex::new(sim)));
+    let loaded = maar::backend::Loaded {
+        core: Core::new(cl),
+        driver: Box::new(Bare),
+        meta: maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
+        after_seq: 0,
+        replayed: 0,
+    };
+    let handle = engine::start(
+        loaded,
+        None,
+        EngineOptions {
+            speed: 1.0,
+            paused: true,
+        },
+    );
+    let mut app = App::new(handle);
     let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
     for (name, cmd) in [
         ("nodes", ":nodes\n"),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use maar::load::load_scenario;
-use maar_scheduler::Sim;
+use maar_demo::Demo;
 
 fn lab_24h(c: &mut Criterion) {
     let sc = load_scenario(None).expect("built-in lab parses");
@@ -12,9 +12,9 @@ fn lab_24h(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(15));
     g.bench_function("lab_24h", |b| {
         b.iter(|| {
-            let mut sim = Sim::new(sc.clone(), None).unwrap();
+            let mut sim = Demo::new(sc.clone(), None).unwrap();
             sim.run_until(24 * 3600);
-            sim.cluster.events.len()
+            sim.cluster().next_event_seq()
         })
     });
     g.finish();

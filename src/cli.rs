@@ -1,24 +1,32 @@
-//! The command line: `maar sim`, `explain`, `submit --dry-run`, `get`.
+//! The command line.
 //!
-//! Exit codes: 0 success; 1 the answer is "no" (a dry-run job cannot run now);
-//! 2 bad input or usage (the message names the file, line and field).
+//! Exit codes: 0 success; 1 the answer is "no" (a refused command, a dry-run job that
+//! cannot run now, a state file in use, a failed write); 2 bad input or usage (the
+//! message names the file, line and field).
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use maar_scheduler::quantity::parse_duration_s;
-use maar_scheduler::{Phase, Sim};
+use maar_demo::Demo;
+use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::quantity::{fmt_duration, parse_duration_s};
+use maar_scheduler::{Actor, Command, Phase, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
-use crate::load::{load_manifest, load_scenario, InputError};
+use crate::backend;
+use crate::engine::{self, EngineOptions, Refusal};
+use crate::load::{load_manifest, load_scenario, scenario_text, InputError};
+use crate::out::{Out, WriteFailure};
 use crate::output::*;
+use crate::record::{self, AuditFilter, Record, RecordError};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "maar",
     version,
-    about = "Operations console and scheduler for heterogeneous GPU clusters"
+    about = "Operations console and scheduler for heterogeneous GPU clusters",
+    after_help = "Without a command: the console on the demo cluster (an hour of it headless when stdout is not a terminal)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -29,7 +37,18 @@ fn duration(s: &str) -> Result<u64, String> {
     parse_duration_s(s).map_err(|e| e.to_string())
 }
 
-#[derive(clap::Args, Debug, Clone)]
+fn speed(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{}` is not a number", maar_scheduler::limits::echo(s)))?;
+    if (1.0..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} must be within 1..=86400"))
+    }
+}
+
+#[derive(Args, Debug, Clone, Default)]
 pub struct ScenarioArgs {
     /// Scenario file (docs/scenario.md); the built-in demo/lab.yaml when absent.
     #[arg(long, value_name = "FILE")]
@@ -37,6 +56,27 @@ pub struct ScenarioArgs {
     /// Seed for the scenario's randomness (overrides the file's).
     #[arg(long)]
     pub seed: Option<u64>,
+}
+
+/// Where a reading command looks: a scenario at a moment, or a recorded cluster.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Simulated time of the scenario at which to look, e.g. 90s, 30m, 24h (at most 366d).
+    #[arg(long, value_parser = duration, default_value = "0s", conflicts_with = "state")]
+    pub at: u64,
+    /// A recorded cluster (a state file) instead of a scenario.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
+    pub state: Option<PathBuf>,
+}
+
+/// The recorded cluster an operator command acts on.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StateArg {
+    /// State file; the demo's (`$XDG_STATE_HOME/maar/lab.db`) when absent.
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
@@ -60,6 +100,13 @@ pub enum GetOutput {
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum AuditOutput {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Resource {
     Nodes,
     Gpus,
@@ -71,13 +118,21 @@ pub enum Resource {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum StateCmd {
+    /// Restore the newest checkpoint and rebuild from every command, and compare.
+    Verify(StateArg),
+    /// What the state file holds: the cluster, its commands, who runs it.
+    Show(StateArg),
+}
+
+#[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Open the console on the simulated demo cluster (the default).
     Demo {
         #[command(flatten)]
         scenario: ScenarioArgs,
-        /// Simulated seconds per real second.
-        #[arg(long, default_value_t = 60.0)]
+        /// Simulated seconds per real second (1-86400).
+        #[arg(long, default_value = "60", value_parser = speed)]
         speed: f64,
         /// Let the mouse scroll and click (off by default, so terminal selection works).
         #[arg(long)]
@@ -85,44 +140,176 @@ pub enum Cmd {
         /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
         #[arg(long, value_name = "NAME|FILE")]
         theme: Option<String>,
+        /// Continue the last demo (its state file) instead of starting a fresh one.
+        #[arg(long)]
+        resume: bool,
+        /// State file; `$XDG_STATE_HOME/maar/<scenario name>.db` when absent.
+        #[arg(long, value_name = "PATH")]
+        state: Option<PathBuf>,
+        /// Keep nothing on disk (no state file, nothing to resume).
+        #[arg(long, conflicts_with_all = ["state", "resume"])]
+        no_state: bool,
+        /// Start paused.
+        #[arg(long)]
+        paused: bool,
+        /// Run the demo without a console (commands reach it through --state) until
+        /// interrupted.
+        #[arg(long)]
+        headless: bool,
     },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
         #[command(flatten)]
         scenario: ScenarioArgs,
-        /// Simulated time to run, e.g. 90s, 30m, 24h.
+        /// Simulated time to run, e.g. 90s, 30m, 24h (at most 366d).
         #[arg(long, value_parser = duration, default_value = "1h")]
         until: u64,
         #[arg(long, value_enum, default_value_t = SimOutput::Table)]
         output: SimOutput,
     },
-    /// Explain why a job is (not) running at a moment of a scenario.
+    /// Explain why a job is (not) running.
     Explain {
         /// Job name, or project/name.
         job: String,
         #[command(flatten)]
-        scenario: ScenarioArgs,
-        /// Simulated time at which to explain.
-        #[arg(long, value_parser = duration, default_value = "0s")]
-        at: u64,
+        source: SourceArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
         output: TextOrJson,
     },
-    /// Validate a job manifest and say where it would run now, or why it cannot.
+    /// Submit a job manifest; with --dry-run, only say where it would run now or why not.
     Submit {
         /// TrainJob or InferenceService YAML.
         #[arg(short = 'f', long = "file", value_name = "JOB.yaml")]
         file: PathBuf,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long, value_parser = duration, default_value = "0s")]
-        at: u64,
-        /// Only validate and place on a copy; required until a live backend is attached.
+        /// Place it on a copy and report, changing nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        source: SourceArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
         output: TextOrJson,
     },
+    /// List nodes, GPUs, jobs, quotas, events, costs or metrics.
+    Get {
+        #[arg(value_enum)]
+        resource: Resource,
+        #[command(flatten)]
+        source: SourceArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
+        output: GetOutput,
+    },
+    /// Cordon a node, or one of its GPUs: running work stays, nothing new is placed.
+    Cordon {
+        node: String,
+        #[arg(long, value_name = "INDEX")]
+        gpu: Option<u32>,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Uncordon a node, or one of its GPUs.
+    Uncordon {
+        node: String,
+        #[arg(long, value_name = "INDEX")]
+        gpu: Option<u32>,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Cordon a node and requeue every job on it.
+    Drain {
+        node: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Set a job's priority: high, medium, low or a number.
+    Priority {
+        job: String,
+        #[arg(value_parser = priority)]
+        level: i32,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Put a running, failed or cancelled job back in the queue.
+    Requeue {
+        job: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Cancel a job.
+    Cancel {
+        job: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Approve a quota request.
+    Approve {
+        request: u32,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Reject a quota request.
+    Reject {
+        request: u32,
+        #[arg(long, default_value = "rejected by operator")]
+        reason: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Ask for more quota for a project in a pool (an operator approves it).
+    RequestQuota {
+        project: String,
+        pool: String,
+        /// Extra GPUs.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        gpu: u32,
+        /// Reserve them (never lent to others) rather than only raise the maximum.
+        #[arg(long)]
+        reserved: bool,
+        #[arg(long, default_value = "")]
+        reason: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Set an inference service's replicas (its autoscaler pauses until resumed).
+    Scale {
+        job: String,
+        replicas: u32,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Hand an inference service back to its autoscaler.
+    Autoscale {
+        job: String,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Who did what, when, from where, and the result.
+    Audit {
+        /// Only this user.
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only this action, e.g. cordon_node, set_priority, approve_quota.
+        #[arg(long)]
+        action: Option<String>,
+        /// Only objects containing this text, e.g. node/a100-01 or a job name.
+        #[arg(long)]
+        object: Option<String>,
+        /// From this wall-clock time (RFC 3339, e.g. 2026-11-30T09:00:00Z).
+        #[arg(long, value_parser = timestamp)]
+        since: Option<String>,
+        /// Up to this wall-clock time (RFC 3339).
+        #[arg(long, value_parser = timestamp)]
+        until: Option<String>,
+        /// Only the last N.
+        #[arg(long, value_name = "N")]
+        last: Option<usize>,
+        #[arg(short = 'o', long, value_enum, default_value_t = AuditOutput::Table)]
+        output: AuditOutput,
+        #[command(flatten)]
+        state: StateArg,
+    },
+    /// Inspect or check a state file.
+    #[command(subcommand)]
+    State(StateCmd),
     /// Replay a GPU cluster trace (Alibaba openb format) under a placement policy.
     Replay(crate::replay_cli::ReplayArgs),
     /// Write a workload variant of a pod list (seeded): more sharing, GPU-type
@@ -141,31 +328,82 @@ pub enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// List nodes, GPUs, jobs, quotas, events, costs or metrics at a moment of a scenario.
-    Get {
-        #[arg(value_enum)]
-        resource: Resource,
-        #[command(flatten)]
-        scenario: ScenarioArgs,
-        #[arg(long, value_parser = duration, default_value = "0s")]
-        at: u64,
-        #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
-        output: GetOutput,
-    },
+}
+
+fn priority(s: &str) -> Result<i32, String> {
+    match s {
+        "high" => Ok(PRIORITY_HIGH),
+        "medium" => Ok(PRIORITY_MEDIUM),
+        "low" => Ok(PRIORITY_LOW),
+        other => other
+            .parse::<i32>()
+            .ok()
+            .filter(|p| p.abs() <= maar_scheduler::limits::MAX_PRIORITY)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not high, medium, low or a number within ±{}",
+                    maar_scheduler::limits::echo(other),
+                    maar_scheduler::limits::MAX_PRIORITY
+                )
+            }),
+    }
+}
+
+fn timestamp(s: &str) -> Result<String, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        })
+        .map_err(|e| {
+            format!(
+                "`{}` is not an RFC 3339 time: {e}",
+                maar_scheduler::limits::echo(s)
+            )
+        })
 }
 
 /// A failure with its exit code.
 #[derive(Debug)]
 pub enum Failure {
+    /// Bad input (exit 2).
     Input(InputError),
+    /// Bad usage (exit 2).
     Usage(String),
+    /// The answer is no: refused, in use (exit 1).
+    No(String),
+    /// The state file (exit 2 when it is unusable, 1 when it is busy).
+    Record(RecordError),
+    /// Writing the output failed (exit 1), or its reader left (exit 0, quietly).
+    Write(WriteFailure),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Input(_) | Failure::Usage(_) => 2,
+            Failure::No(_) => 1,
+            Failure::Record(RecordError::InUse { .. }) => 1,
+            Failure::Record(_) => 2,
+            Failure::Write(WriteFailure::Closed) => 0,
+            Failure::Write(WriteFailure::Failed(_)) => 1,
+        }
+    }
+
+    /// Whether to say nothing (the reader of the output went away).
+    pub fn quiet(&self) -> bool {
+        matches!(self, Failure::Write(WriteFailure::Closed))
+    }
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Input(e) => write!(f, "{e}"),
-            Failure::Usage(m) => f.write_str(m),
+            Failure::Usage(m) | Failure::No(m) => f.write_str(m),
+            Failure::Record(e) => write!(f, "{e}"),
+            Failure::Write(WriteFailure::Closed) => f.write_str("output closed"),
+            Failure::Write(WriteFailure::Failed(e)) => write!(f, "cannot write the output: {e}"),
         }
     }
 }
@@ -176,12 +414,36 @@ impl From<InputError> for Failure {
     }
 }
 
-fn sim_at(args: &ScenarioArgs, at: u64) -> Result<(Sim, String), Failure> {
+impl From<RecordError> for Failure {
+    fn from(e: RecordError) -> Self {
+        Failure::Record(e)
+    }
+}
+
+impl From<WriteFailure> for Failure {
+    fn from(e: WriteFailure) -> Self {
+        Failure::Write(e)
+    }
+}
+
+impl From<backend::LoadError> for Failure {
+    fn from(e: backend::LoadError) -> Self {
+        match e {
+            backend::LoadError::Record(r) => Failure::Record(r),
+            backend::LoadError::Content { path, why } => Failure::Usage(format!("{path}: {why}")),
+        }
+    }
+}
+
+fn demo_at(args: &ScenarioArgs, at: u64, keep_events: bool) -> Result<(Demo, String), Failure> {
     let sc = load_scenario(args.scenario.as_deref())?;
     let name = sc.name.clone();
-    let mut sim = Sim::new(sc, args.seed).map_err(|e| Failure::Usage(e.to_string()))?;
-    sim.run_until(at);
-    Ok((sim, name))
+    let mut demo = Demo::new(sc, args.seed).map_err(|e| Failure::Usage(e.to_string()))?;
+    if keep_events {
+        demo = demo.keep_events();
+    }
+    demo.run_until(at);
+    Ok((demo, name))
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {
@@ -194,28 +456,112 @@ fn yaml<T: serde::Serialize>(v: &T) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render YAML: {e}\n"))
 }
 
+/// The state file of the built-in demo.
+pub fn default_state() -> PathBuf {
+    record::default_path("lab")
+}
+
+fn state_path(a: &StateArg) -> PathBuf {
+    a.state.clone().unwrap_or_else(default_state)
+}
+
+/// Opens a recorded cluster for reading (restored from its newest checkpoint).
+fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
+    let rec = Record::open(path)?;
+    Ok(backend::restore(&rec, false)?)
+}
+
+/// What a reading command looks at.
+enum Source {
+    Scenario(Box<Demo>),
+    Recorded(Box<backend::Loaded>),
+}
+
+impl Source {
+    fn open(s: &SourceArgs) -> Result<Source, Failure> {
+        match &s.state {
+            Some(p) => Ok(Source::Recorded(Box::new(recorded(p)?))),
+            None => Ok(Source::Scenario(Box::new(
+                demo_at(&s.scenario, s.at, false)?.0,
+            ))),
+        }
+    }
+
+    fn cluster(&self) -> &maar_scheduler::Cluster {
+        match self {
+            Source::Scenario(d) => d.cluster(),
+            Source::Recorded(l) => l.core.cluster(),
+        }
+    }
+
+    /// Where, in words, for "no such job" messages.
+    fn moment(&self, s: &SourceArgs) -> String {
+        match &s.state {
+            Some(p) => format!("in {}", p.display()),
+            None => format!("at {} in this scenario", fmt_duration(s.at)),
+        }
+    }
+}
+
 /// Runs a command, writing to `out`. Returns the exit code.
-pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
-    let cmd = match cmd {
+pub fn run(cmd: Cmd, out: &mut dyn std::io::Write) -> Result<i32, Failure> {
+    let mut o = Out::new(out);
+    let code = run_on(cmd, &mut o)?;
+    o.finish()?;
+    Ok(code)
+}
+
+fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
+    match cmd {
         Cmd::Demo {
             scenario,
             speed,
             mouse,
             theme,
+            resume,
+            state,
+            no_state,
+            paused,
+            headless,
         } => {
-            if !(1.0..=86_400.0).contains(&speed) {
-                return Err(Failure::Usage(format!(
-                    "--speed {speed} must be within 1..=86400"
-                )));
+            let theme = if headless {
+                None
+            } else {
+                Some(crate::console::theme::choose(theme.as_deref())?)
+            };
+            if !headless {
+                crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
             }
-            let sc = load_scenario(scenario.scenario.as_deref())?;
-            let theme = crate::console::theme::choose(theme.as_deref())?;
-            let sim = Sim::new(sc, scenario.seed).map_err(|e| Failure::Usage(e.to_string()))?;
-            crate::console::run::run(sim, speed, mouse, theme)
-                .map_err(|e| Failure::Usage(format!("console: {e}")))?;
-            return Ok(0);
+            let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
+            let handle = engine::start(loaded, record, EngineOptions { speed, paused });
+            let r = match theme {
+                Some(theme) => crate::console::run::run(handle.clone(), mouse, theme)
+                    .map_err(|e| Failure::Usage(format!("console: {e}")))
+                    .map(|ended| match ended {
+                        crate::console::run::Ended::Quit => 0,
+                        crate::console::run::Ended::Signal(n) => 128 + n,
+                    }),
+                None => {
+                    let v = handle.view();
+                    let at = v
+                        .status
+                        .state
+                        .as_ref()
+                        .map(|p| format!(" on {}", p.display()))
+                        .unwrap_or_default();
+                    o.put(&format!(
+                        "maar: demo running headless{at} (pid {}), {speed}x; interrupt to stop\n",
+                        std::process::id()
+                    ));
+                    o.flush();
+                    let sig = crate::console::run::wait_for_signal();
+                    Ok(128 + sig)
+                }
+            };
+            handle.shutdown();
+            r
         }
-        Cmd::Replay(args) => return crate::replay_cli::run(args, out),
+        Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::TraceVariant {
             pods,
             nodes,
@@ -231,36 +577,32 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
             let p = crate::trace::read_pods(&pods)?;
             let n = crate::trace::read_nodes(&nodes)?;
             let v = maar_scheduler::replay::variant(&p, &n, kind.kind(), percent, seed);
-            crate::trace::write_pods(out, &v)
-                .map_err(|e| Failure::Usage(format!("cannot write: {e}")))?;
-            return Ok(0);
-        }
-        other => other,
-    };
-    let mut w = |s: String| {
-        let _ = out.write_all(s.as_bytes());
-    };
-    match cmd {
-        Cmd::Demo { .. } | Cmd::Replay(_) | Cmd::TraceVariant { .. } => {
-            unreachable!("handled above")
+            let mut buf = Vec::new();
+            crate::trace::write_pods(&mut buf, &v)
+                .map_err(|e| Failure::Write(WriteFailure::Failed(e)))?;
+            o.put(&String::from_utf8_lossy(&buf));
+            Ok(0)
         }
         Cmd::Sim {
             scenario,
             until,
             output,
         } => {
-            let (sim, name) = sim_at(&scenario, until)?;
-            let snap = sim.cluster.snapshot();
+            let (demo, name) = demo_at(&scenario, until, output == SimOutput::Json)?;
+            let mut snap = demo.cluster().snapshot();
             match output {
-                SimOutput::Json => w(json(&SimReport::new(&name, sim.seed, &snap))),
+                SimOutput::Json => {
+                    snap.events = demo.events().to_vec();
+                    o.put(&json(&SimReport::new(&name, demo.seed(), &snap)))
+                }
                 SimOutput::Table => {
-                    w(format!(
+                    o.put(&format!(
                         "scenario {name}, seed {}, at {}\n\n",
-                        sim.seed,
-                        maar_scheduler::quantity::fmt_duration(until)
+                        demo.seed(),
+                        fmt_duration(until)
                     ));
-                    w(metrics_text(&snap.metrics));
-                    w("\nJOBS\n".into());
+                    o.put(&metrics_text(&snap.metrics));
+                    o.put("\nJOBS\n");
                     let active: Vec<_> = snap
                         .jobs
                         .iter()
@@ -269,126 +611,577 @@ pub fn run(cmd: Cmd, out: &mut dyn Write) -> Result<i32, Failure> {
                         })
                         .cloned()
                         .collect();
-                    w(jobs_table(&active, false));
-                    w("\nQUOTAS\n".into());
-                    w(quotas_table(&snap.quotas, false));
-                    w("\nCOST\n".into());
-                    w(costs_table(&snap.costs));
+                    o.put(&jobs_table(&active, false));
+                    o.put("\nQUOTAS\n");
+                    o.put(&quotas_table(&snap.quotas, false));
+                    o.put("\nCOST\n");
+                    o.put(&costs_table(&snap.costs));
                 }
             }
             Ok(0)
         }
         Cmd::Explain {
             job,
-            scenario,
-            at,
+            source,
             output,
         } => {
-            let (sim, _) = sim_at(&scenario, at)?;
-            let id = sim.cluster.job_id(&job).map_err(|e| {
-                Failure::Usage(format!(
-                    "{e} at {} in this scenario",
-                    maar_scheduler::quantity::fmt_duration(at)
-                ))
-            })?;
-            let ex = sim.cluster.explain(id);
+            let src = Source::open(&source)?;
+            let c = src.cluster();
+            let id = c
+                .job_id(&job)
+                .map_err(|e| Failure::Usage(format!("{e} {}", src.moment(&source))))?;
+            let ex = c.explain(id);
             match output {
-                TextOrJson::Json => w(json(&ex)),
-                TextOrJson::Text => w(ex.to_string()),
+                TextOrJson::Json => o.put(&json(&ex)),
+                TextOrJson::Text => o.put(&ex.to_string()),
             }
             Ok(0)
         }
         Cmd::Submit {
             file,
-            scenario,
-            at,
             dry_run,
+            source,
             output,
         } => {
             let spec = load_manifest(&file)?;
             if !dry_run {
-                return Err(Failure::Usage(
-                    "submit needs --dry-run: no live backend is attached to the command line; submit from the console to run it".into(),
-                ));
-            }
-            let (mut sim, _) = sim_at(&scenario, at)?;
-            let mut spec = spec;
-            let full = format!("{}/{}", spec.project, spec.name);
-            if sim.cluster.job_id(&full).is_ok() {
-                // Evaluate a copy under another name, and say what a real submit would do.
-                w(format!(
-                    "note: a job {full} already exists in this scenario; a real submit would be refused (evaluated as a copy)\n"
-                ));
-                spec.name = format!("{}-dry-run", spec.name);
-            }
-            let id = sim
-                .submit(spec, None)
-                .map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))?;
-            let ex = sim.cluster.explain(id);
-            let running = sim.cluster.jobs[id as usize].phase == Phase::Running;
-            match output {
-                TextOrJson::Json => w(json(&ex)),
-                TextOrJson::Text => {
-                    if running {
-                        w(format!(
-                            "{}: valid; would run now on {}\n",
-                            file.display(),
-                            ex.placement.join("; ")
-                        ));
-                    } else {
-                        w(format!("{}: valid, but cannot run now\n", file.display()));
-                        w(ex.to_string());
-                    }
+                if source.scenario.scenario.is_some() || source.at != 0 {
+                    return Err(Failure::Usage(
+                        "a real submit goes to a recorded cluster (--state); --scenario and --at are for --dry-run".into(),
+                    ));
                 }
+                let st = StateArg {
+                    state: source.state.clone(),
+                };
+                return act(&st, Command::Submit(Box::new(spec)), o);
             }
-            Ok(if running { 0 } else { 1 })
+            dry_run_submit(spec, &file, &source, output, o)
         }
         Cmd::Get {
             resource,
-            scenario,
-            at,
+            source,
             output,
         } => {
-            let (sim, _) = sim_at(&scenario, at)?;
-            let snap = sim.cluster.snapshot();
-            let wide = output == GetOutput::Wide;
-            let text = match (resource, output) {
-                (Resource::Nodes, GetOutput::Json) => json(&snap.nodes),
-                (Resource::Nodes, GetOutput::Yaml) => yaml(&snap.nodes),
-                (Resource::Nodes, _) => nodes_table(&snap.nodes, wide),
-                (Resource::Gpus, GetOutput::Json) => json(
-                    &snap
-                        .nodes
-                        .iter()
-                        .map(|n| (&n.name, &n.gpus))
-                        .collect::<Vec<_>>(),
-                ),
-                (Resource::Gpus, GetOutput::Yaml) => yaml(
-                    &snap
-                        .nodes
-                        .iter()
-                        .map(|n| (&n.name, &n.gpus))
-                        .collect::<Vec<_>>(),
-                ),
-                (Resource::Gpus, _) => gpus_table(&snap.nodes, wide),
-                (Resource::Jobs, GetOutput::Json) => json(&snap.jobs),
-                (Resource::Jobs, GetOutput::Yaml) => yaml(&snap.jobs),
-                (Resource::Jobs, _) => jobs_table(&snap.jobs, wide),
-                (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
-                (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
-                (Resource::Quotas, _) => quotas_table(&snap.quotas, wide),
-                (Resource::Events, GetOutput::Json) => json(&snap.events),
-                (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),
-                (Resource::Events, _) => events_table(&snap.events),
-                (Resource::Costs, GetOutput::Json) => json(&snap.costs),
-                (Resource::Costs, GetOutput::Yaml) => yaml(&snap.costs),
-                (Resource::Costs, _) => costs_table(&snap.costs),
-                (Resource::Metrics, GetOutput::Json) => json(&snap.metrics),
-                (Resource::Metrics, GetOutput::Yaml) => yaml(&snap.metrics),
-                (Resource::Metrics, _) => metrics_text(&snap.metrics),
-            };
-            w(text);
+            let src = Source::open(&source)?;
+            let snap = src.cluster().snapshot();
+            o.put(&get_text(&snap, resource, output));
+            Ok(0)
+        }
+        Cmd::Cordon { node, gpu, state } => act(
+            &state,
+            match gpu {
+                Some(gpu) => Command::CordonGpu { node, gpu },
+                None => Command::CordonNode { node },
+            },
+            o,
+        ),
+        Cmd::Uncordon { node, gpu, state } => act(
+            &state,
+            match gpu {
+                Some(gpu) => Command::UncordonGpu { node, gpu },
+                None => Command::UncordonNode { node },
+            },
+            o,
+        ),
+        Cmd::Drain { node, state } => act(&state, Command::DrainNode { node }, o),
+        Cmd::Priority { job, level, state } => act(
+            &state,
+            Command::SetPriority {
+                job,
+                priority: level,
+            },
+            o,
+        ),
+        Cmd::Requeue { job, state } => act(&state, Command::Requeue { job }, o),
+        Cmd::Cancel { job, state } => act(&state, Command::Cancel { job }, o),
+        Cmd::Approve { request, state } => act(&state, Command::ApproveQuota { id: request }, o),
+        Cmd::Reject {
+            request,
+            reason,
+            state,
+        } => act(
+            &state,
+            Command::RejectQuota {
+                id: request,
+                reason,
+            },
+            o,
+        ),
+        Cmd::RequestQuota {
+            project,
+            pool,
+            gpu,
+            reserved,
+            reason,
+            state,
+        } => act(
+            &state,
+            Command::RequestQuota {
+                project,
+                pool,
+                gpus: gpu,
+                reserved,
+                reason,
+            },
+            o,
+        ),
+        Cmd::Scale {
+            job,
+            replicas,
+            state,
+        } => act(&state, Command::Scale { job, replicas }, o),
+        Cmd::Autoscale { job, state } => act(&state, Command::ResumeAutoscale { job }, o),
+        Cmd::Audit {
+            actor,
+            action,
+            object,
+            since,
+            until,
+            last,
+            output,
+            state,
+        } => {
+            let rec = Record::open(&state_path(&state))?;
+            let rows = rec.audit(&AuditFilter {
+                actor,
+                action,
+                object,
+                since,
+                until,
+                limit: last,
+            })?;
+            o.put(&match output {
+                AuditOutput::Table => audit_table(&rows),
+                AuditOutput::Json => json(&rows.iter().map(audit_json).collect::<Vec<_>>()),
+                AuditOutput::Csv => audit_csv(&rows),
+            });
+            Ok(0)
+        }
+        Cmd::State(StateCmd::Verify(state)) => {
+            let path = state_path(&state);
+            let rec = Record::open(&path)?;
+            let started = Instant::now();
+            match backend::verify(&rec)? {
+                Ok(at) => {
+                    o.put(&format!(
+                        "{}: ok: the state restored from the newest checkpoint equals a clean rebuild from all {} command(s), at {} ({} ms)\n",
+                        path.display(),
+                        rec.command_count()?,
+                        fmt_duration(at),
+                        started.elapsed().as_millis()
+                    ));
+                    Ok(0)
+                }
+                Err(diff) => Err(Failure::No(format!(
+                    "{}: the restored state differs from a clean rebuild: {diff}",
+                    path.display()
+                ))),
+            }
+        }
+        Cmd::State(StateCmd::Show(state)) => {
+            let path = state_path(&state);
+            let rec = Record::open(&path)?;
+            let meta = rec.meta()?;
+            let cp = rec.latest_checkpoint()?;
+            o.put(&format!("state file  {}\n", path.display()));
+            o.put(&format!(
+                "cluster     {} ({})\n",
+                meta.cluster, meta.backend
+            ));
+            o.put(&format!("created     {}\n", meta.created));
+            if let Some(s) = meta.seed {
+                o.put(&format!("seed        {s}\n"));
+            }
+            o.put(&format!("commands    {}\n", rec.command_count()?));
+            match cp {
+                Some(c) => o.put(&format!(
+                    "checkpoint  after command {} at {} ({})\n",
+                    c.after_seq,
+                    fmt_duration(c.at_s),
+                    c.wall
+                )),
+                None => o.put("checkpoint  none yet\n"),
+            }
+            match rec.holder()? {
+                Some(h) => o.put(&format!(
+                    "running     maar pid {} on {} since {}\n",
+                    h.pid, h.host, h.since
+                )),
+                None => o.put("running     no\n"),
+            }
             Ok(0)
         }
     }
+}
+
+/// The core and record a `maar demo` runs on.
+fn open_demo(
+    scenario: &ScenarioArgs,
+    state: Option<PathBuf>,
+    no_state: bool,
+    resume: bool,
+) -> Result<(backend::Loaded, Option<Record>), Failure> {
+    if resume {
+        if scenario.seed.is_some() {
+            return Err(Failure::Usage(
+                "--resume continues the recorded demo with its own seed; --seed cannot be given with it".into(),
+            ));
+        }
+        let path = match state {
+            Some(p) => p,
+            None => {
+                let sc = load_scenario(scenario.scenario.as_deref())?;
+                record::default_path(&sc.name)
+            }
+        };
+        let mut rec = match Record::open(&path) {
+            Err(RecordError::Missing { path }) => {
+                return Err(Failure::Usage(format!(
+                    "{path}: no demo to resume here; start one with `maar demo`"
+                )))
+            }
+            r => r?,
+        };
+        rec.acquire()?;
+        let loaded = backend::restore(&rec, false);
+        let loaded = match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = rec.release();
+                return Err(e.into());
+            }
+        };
+        rec.drop_events_from(loaded.core.cluster().next_event_seq())?;
+        tracing::info!(target: "maar", "resumed {} after {} command(s)", path.display(), loaded.after_seq);
+        return Ok((loaded, Some(rec)));
+    }
+    let (text, sc) = scenario_text(scenario.scenario.as_deref())?;
+    let path = if no_state {
+        None
+    } else {
+        Some(state.unwrap_or_else(|| record::default_path(&sc.name)))
+    };
+    let (loaded, mut rec) = backend::fresh_demo(path.as_deref(), &text, sc, scenario.seed)?;
+    if let Some(r) = &mut rec {
+        r.acquire()?;
+    }
+    Ok((loaded, rec))
+}
+
+/// How long a command given on the command line waits for a running maar to answer.
+const INBOX_WAIT: Duration = Duration::from_secs(20);
+
+/// Applies an operator command to a recorded cluster: through the running maar that
+/// holds it, or directly when none does. Prints the outcome; exit 1 when refused.
+fn act(state: &StateArg, command: Command, o: &mut Out) -> Result<i32, Failure> {
+    let path = state_path(state);
+    let actor = crate::actor::current();
+    let mut rec = Record::open(&path)?;
+    let deadline = Instant::now() + INBOX_WAIT;
+    let mut request = None;
+    loop {
+        if rec.holder()?.is_some() {
+            // A running maar holds the cluster: hand the command to it.
+            let id = match request {
+                Some(id) => id,
+                None => {
+                    let id = rec.inbox_push(&actor, &command)?;
+                    request = Some(id);
+                    id
+                }
+            };
+            while Instant::now() < deadline {
+                if let Some(a) = rec.inbox_answer(id)? {
+                    return report(a.result, o);
+                }
+                if rec.holder()?.is_none() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::No(format!(
+                    "{}: the running maar did not answer within {}s; the command waits in its inbox (request {id})",
+                    path.display(),
+                    INBOX_WAIT.as_secs()
+                )));
+            }
+            continue;
+        }
+        // Nobody runs it: take it, apply, record, let go.
+        match rec.acquire() {
+            Ok(()) => {}
+            Err(RecordError::InUse { .. }) if Instant::now() < deadline => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let loaded = match backend::restore(&rec, false) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = rec.release();
+                return Err(e.into());
+            }
+        };
+        rec.drop_events_from(loaded.core.cluster().next_event_seq())?;
+        let handle = engine::start(
+            loaded,
+            Some(rec),
+            EngineOptions {
+                speed: 1.0,
+                paused: true,
+            },
+        );
+        let r = match request {
+            // Our own request is already in the inbox: the engine answers it.
+            Some(id) => {
+                let reader = Record::open(&path)?;
+                let mut answer = None;
+                while Instant::now() < deadline {
+                    let _ = handle.sync();
+                    if let Some(a) = reader.inbox_answer(id)? {
+                        answer = Some(a.result);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                answer.ok_or_else(|| Failure::No(format!("request {id} was not answered")))
+            }
+            None => Ok(match handle.apply(actor.clone(), command.clone()) {
+                Ok(ack) => Ok(ack.message),
+                Err(Refusal::Refused(why)) => Err(why),
+                Err(e) => {
+                    handle.shutdown();
+                    return Err(Failure::No(e.to_string()));
+                }
+            }),
+        };
+        handle.shutdown();
+        return report(r?, o);
+    }
+}
+
+fn report(r: Result<String, String>, o: &mut Out) -> Result<i32, Failure> {
+    match r {
+        Ok(m) => {
+            o.put(&m);
+            o.put("\n");
+            Ok(0)
+        }
+        Err(why) => Err(Failure::No(format!("refused: {why}"))),
+    }
+}
+
+fn dry_run_submit(
+    spec: maar_scheduler::JobSpec,
+    file: &Path,
+    source: &SourceArgs,
+    output: TextOrJson,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let mut spec = spec;
+    let (mut core, mut driver) = match Source::open(source)? {
+        Source::Scenario(d) => {
+            let d = *d;
+            (d.core, Box::new(d.sim) as Box<dyn maar_scheduler::Driver>)
+        }
+        Source::Recorded(l) => {
+            let l = *l;
+            (l.core, l.driver)
+        }
+    };
+    let full = format!("{}/{}", spec.project, spec.name);
+    if core.cluster().job_id(&full).is_ok() {
+        // Evaluate a copy under another name, and say what a real submit would do.
+        o.put(&format!(
+            "note: a job {full} already exists here; a real submit would be refused (evaluated as a copy)\n"
+        ));
+        spec.name = format!("{}-dry-run", spec.name);
+    }
+    let c = core.cluster();
+    let never = if c.project_id(&spec.project).is_none() {
+        Some(format!(
+            "namespace `{}` is not a maar project (projects: {})",
+            spec.project,
+            c.projects
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    } else if c.pool_id(&spec.pool).is_none() {
+        Some(format!(
+            "pool `{}` does not exist (pools: {})",
+            spec.pool,
+            c.pools
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = never {
+        o.put(&format!(
+            "{}: can never run here: {why}; a real submit would be refused\n",
+            file.display()
+        ));
+        return Ok(1);
+    }
+    let out = driver.command(
+        &mut core,
+        Actor::system("dry-run"),
+        Command::Submit(Box::new(spec.clone())),
+    );
+    if let Err(e) = out.result {
+        return Err(Failure::Usage(format!("{}: {e}", file.display())));
+    }
+    let c = core.cluster();
+    let id = c
+        .job_id(&format!("{}/{}", spec.project, spec.name))
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let ex = c.explain(id);
+    let running = c.jobs[id as usize].phase == Phase::Running;
+    match output {
+        TextOrJson::Json => o.put(&json(&ex)),
+        TextOrJson::Text => {
+            if running {
+                o.put(&format!(
+                    "{}: valid; would run now on {}\n",
+                    file.display(),
+                    ex.placement.join("; ")
+                ));
+            } else {
+                o.put(&format!("{}: valid, but cannot run now\n", file.display()));
+                o.put(&ex.to_string());
+            }
+        }
+    }
+    Ok(if running { 0 } else { 1 })
+}
+
+fn get_text(snap: &Snapshot, resource: Resource, output: GetOutput) -> String {
+    let wide = output == GetOutput::Wide;
+    let gpus = || {
+        snap.nodes
+            .iter()
+            .map(|n| (&n.name, &n.gpus))
+            .collect::<Vec<_>>()
+    };
+    match (resource, output) {
+        (Resource::Nodes, GetOutput::Json) => json(&snap.nodes),
+        (Resource::Nodes, GetOutput::Yaml) => yaml(&snap.nodes),
+        (Resource::Nodes, _) => nodes_table(&snap.nodes, wide),
+        (Resource::Gpus, GetOutput::Json) => json(&gpus()),
+        (Resource::Gpus, GetOutput::Yaml) => yaml(&gpus()),
+        (Resource::Gpus, _) => gpus_table(&snap.nodes, wide),
+        (Resource::Jobs, GetOutput::Json) => json(&snap.jobs),
+        (Resource::Jobs, GetOutput::Yaml) => yaml(&snap.jobs),
+        (Resource::Jobs, _) => jobs_table(&snap.jobs, wide),
+        (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
+        (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
+        (Resource::Quotas, _) => quotas_table(&snap.quotas, wide),
+        (Resource::Events, GetOutput::Json) => json(&snap.events),
+        (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),
+        (Resource::Events, _) => events_table(&snap.events),
+        (Resource::Costs, GetOutput::Json) => json(&snap.costs),
+        (Resource::Costs, GetOutput::Yaml) => yaml(&snap.costs),
+        (Resource::Costs, _) => costs_table(&snap.costs),
+        (Resource::Metrics, GetOutput::Json) => json(&snap.metrics),
+        (Resource::Metrics, GetOutput::Yaml) => yaml(&snap.metrics),
+        (Resource::Metrics, _) => metrics_text(&snap.metrics),
+    }
+}
+
+fn audit_json(r: &record::CommandRow) -> serde_json::Value {
+    serde_json::json!({
+        "seq": r.seq,
+        "wall": r.wall,
+        "cluster_time_s": r.at_s,
+        "actor": r.actor.user,
+        "uid": r.actor.uid,
+        "from": r.actor.from,
+        "action": r.action,
+        "object": r.object,
+        "command": r.command,
+        "result": if r.result.is_ok() { "ok" } else { "refused" },
+        "message": match &r.result { Ok(m) | Err(m) => m },
+    })
+}
+
+fn audit_table(rows: &[record::CommandRow]) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header([
+            "SEQ", "WHEN", "AT", "WHO", "FROM", "ACTION", "OBJECT", "RESULT",
+        ]);
+    for r in rows {
+        let (res, msg) = match &r.result {
+            Ok(m) => ("ok", m.as_str()),
+            Err(m) => ("refused", m.as_str()),
+        };
+        t.add_row([
+            r.seq.to_string(),
+            local_time(&r.wall),
+            fmt_duration(r.at_s),
+            r.actor.user.clone(),
+            r.actor.from.clone().unwrap_or_else(|| "local".into()),
+            r.action.clone(),
+            r.object.clone(),
+            format!("{res}: {msg}"),
+        ]);
+    }
+    let s = t.to_string();
+    let mut out: String = s
+        .lines()
+        .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}
+
+fn local_time(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|_| rfc3339.to_string())
+}
+
+fn audit_csv(rows: &[record::CommandRow]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record([
+        "seq",
+        "wall",
+        "cluster_time_s",
+        "actor",
+        "uid",
+        "from",
+        "action",
+        "object",
+        "result",
+        "message",
+    ]);
+    for r in rows {
+        let (res, msg) = match &r.result {
+            Ok(m) => ("ok", m.clone()),
+            Err(m) => ("refused", m.clone()),
+        };
+        let _ = w.write_record([
+            r.seq.to_string(),
+            r.wall.clone(),
+            r.at_s.to_string(),
+            r.actor.user.clone(),
+            r.actor.uid.map(|u| u.to_string()).unwrap_or_default(),
+            r.actor.from.clone().unwrap_or_default(),
+            r.action.clone(),
+            r.object.clone(),
+            res.to_string(),
+            msg,
+        ]);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }

@@ -1,11 +1,18 @@
 //! # maar
 //!
-//! The maar application: the command line, file loading and output. The scheduling
-//! itself lives in the `maar-scheduler` crate; this crate feeds it and prints it.
+//! The maar application: the command line, the console, the engine that owns the
+//! cluster, the durable record, file loading and output. The scheduling itself lives
+//! in the `maar-scheduler` crate and the simulated demo in `maar-demo`; this crate
+//! feeds them and shows them.
 
+pub mod actor;
+pub mod backend;
 pub mod cli;
 pub mod console;
+pub mod engine;
 pub mod load;
+pub mod out;
 pub mod output;
+pub mod record;
 pub mod replay_cli;
 pub mod trace;

@@ -7,11 +7,16 @@
 use std::fmt;
 use std::path::Path;
 
+use maar_demo::Scenario;
+use maar_scheduler::limits::MAX_INPUT_BYTES;
 use maar_scheduler::manifest::Manifest;
-use maar_scheduler::{JobSpec, Scenario};
+use maar_scheduler::JobSpec;
 
 /// The scenario built into the binary, used when no `--scenario` is given.
-pub const BUILTIN_LAB: &str = include_str!("../demo/lab.yaml");
+pub const BUILTIN_LAB: &str = maar_demo::LAB_YAML;
+
+/// The name the built-in scenario is reported under.
+pub const BUILTIN_NAME: &str = "<built-in demo/lab.yaml>";
 
 /// Bad input: what, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,13 +142,45 @@ pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
     }
 }
 
-fn read(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path).map_err(|e| InputError {
+/// Reads a text file of at most [`MAX_INPUT_BYTES`], whatever it is (a regular file,
+/// a pipe, a device such as /dev/zero): never more than the limit is read.
+pub fn read(path: &Path) -> Result<String, InputError> {
+    use std::io::Read;
+    let fail = |message: String| InputError {
         file: path.display().to_string(),
         line: None,
         column: None,
         field: None,
-        message: format!("cannot read: {e}"),
+        message,
+    };
+    let f = std::fs::File::open(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    if let Ok(m) = f.metadata() {
+        if m.is_dir() {
+            return Err(fail("cannot read: it is a directory".into()));
+        }
+        if m.is_file() && m.len() > MAX_INPUT_BYTES {
+            return Err(fail(format!(
+                "{} bytes is larger than the limit of {} MiB for an input file",
+                m.len(),
+                MAX_INPUT_BYTES >> 20
+            )));
+        }
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(fail(format!(
+            "larger than the limit of {} MiB for an input file (not a regular file?)",
+            MAX_INPUT_BYTES >> 20
+        )));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
     })
 }
 
@@ -163,13 +200,22 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, InputError> {
 
 /// Loads a scenario file, or the built-in lab when `path` is None or `lab`.
 pub fn load_scenario(path: Option<&Path>) -> Result<Scenario, InputError> {
-    match path {
-        None => parse_scenario("<built-in demo/lab.yaml>", BUILTIN_LAB),
-        Some(p) if p.as_os_str() == "lab" && !p.exists() => {
-            parse_scenario("<built-in demo/lab.yaml>", BUILTIN_LAB)
-        }
-        Some(p) => parse_scenario(&p.display().to_string(), &read(p)?),
-    }
+    scenario_text(path).map(|(_, sc)| sc)
+}
+
+/// A scenario and its text (the text is what a demo's record keeps).
+pub fn scenario_text(path: Option<&Path>) -> Result<(String, Scenario), InputError> {
+    let text = match path {
+        None => BUILTIN_LAB.to_string(),
+        Some(p) if p.as_os_str() == "lab" && !p.exists() => BUILTIN_LAB.to_string(),
+        Some(p) => read(p)?,
+    };
+    let name = match path {
+        Some(p) if p.as_os_str() != "lab" || p.exists() => p.display().to_string(),
+        _ => BUILTIN_NAME.to_string(),
+    };
+    let sc = parse_scenario(&name, &text)?;
+    Ok((text, sc))
 }
 
 /// Parses a TrainJob or InferenceService manifest.

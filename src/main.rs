@@ -11,16 +11,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Without a subcommand: the console on the built-in demo cluster; when stdout is not
     // a terminal, an hour of the demo headless instead.
-    let demo = ScenarioArgs {
-        scenario: None,
-        seed: None,
-    };
+    let demo = ScenarioArgs::default();
     let cmd = cli.command.unwrap_or(if std::io::stdout().is_terminal() {
         Cmd::Demo {
             scenario: demo,
             speed: 60.0,
             mouse: false,
             theme: None,
+            resume: false,
+            state: None,
+            no_state: false,
+            paused: false,
+            headless: false,
         }
     } else {
         Cmd::Sim {
@@ -32,10 +34,12 @@ fn main() -> ExitCode {
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
     match run(cmd, &mut lock) {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("maar: error: {e}");
-            ExitCode::from(2)
+            if !e.quiet() {
+                eprintln!("maar: error: {e}");
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -226,7 +226,7 @@ pub fn events_table(events: &[Event]) -> String {
         t.add_row(vec![
             fmt_duration(e.time),
             e.severity.name().into(),
-            e.reason.into(),
+            e.reason.to_string(),
             e.object.clone(),
             e.message.clone(),
         ]);

@@ -1,7 +1,6 @@
 //! `maar replay`: the trace experiment from the command line — one run, or the sweep
 //! of every policy over seeds 42-51 — with tables, JSON and an SVG of the curves.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -282,7 +281,7 @@ pub fn plot(path: &Path, runs: &[ReplayResult]) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn run(a: ReplayArgs, out: &mut dyn Write) -> Result<i32, Failure> {
+pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     if !(a.inflate > 0.0 && a.inflate <= 10.0) {
         return Err(Failure::Usage(format!(
             "--inflate {} must be within (0, 10]",
@@ -315,9 +314,7 @@ pub fn run(a: ReplayArgs, out: &mut dyn Write) -> Result<i32, Failure> {
             TiesArg::Random => Ties::Random,
         },
     };
-    let mut w = |s: String| {
-        let _ = out.write_all(s.as_bytes());
-    };
+    let mut w = |s: String| o.put(&s);
     if !a.sweep {
         let r = replay(&nodes, &pods, &cfg(a.policy.policy(), a.seed));
         if let Some(p) = &a.plot {

@@ -4,33 +4,30 @@
 use std::path::Path;
 
 use maar::load::load_scenario;
-use maar_scheduler::{Phase, Sim};
+use maar_demo::Demo;
+use maar_scheduler::Phase;
 
-fn sim(case: &str, at: &str) -> Sim {
+fn sim(case: &str, at: &str) -> Demo {
     let path = format!("demo/cases/{case}.yaml");
     let sc = load_scenario(Some(Path::new(&path))).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = Sim::new(sc, None).unwrap();
+    let mut sim = Demo::new(sc, None).unwrap().keep_events();
     sim.run_until(maar_scheduler::quantity::parse_duration_s(at).unwrap());
     sim
 }
 
-fn job<'a>(sim: &'a Sim, name: &str) -> &'a maar_scheduler::Job {
-    &sim.cluster.jobs[sim.cluster.job_id(name).unwrap() as usize]
+fn job<'a>(sim: &'a Demo, name: &str) -> &'a maar_scheduler::Job {
+    &sim.cluster().jobs[sim.cluster().job_id(name).unwrap() as usize]
 }
 
-fn events<'a>(sim: &'a Sim, reason: &str) -> Vec<&'a maar_scheduler::Event> {
-    sim.cluster
-        .events
-        .iter()
-        .filter(|e| e.reason == reason)
-        .collect()
+fn events<'a>(sim: &'a Demo, reason: &str) -> Vec<&'a maar_scheduler::Event> {
+    sim.events().iter().filter(|e| e.reason == reason).collect()
 }
 
 #[test]
 fn a_card_memory_not_insufficient_gpus() {
     let s = sim("a-card-memory", "10m");
-    let id = s.cluster.job_id("big-cards").unwrap();
-    let ex = s.cluster.explain(id);
+    let id = s.cluster().job_id("big-cards").unwrap();
+    let ex = s.cluster().explain(id);
     assert_eq!(ex.phase, "Pending");
     assert_eq!(
         ex.summary,
@@ -51,7 +48,9 @@ fn a_card_memory_not_insufficient_gpus() {
 #[test]
 fn b_not_ready_and_unhealthy_are_named() {
     let s = sim("b-unhealthy", "10m");
-    let ex = s.cluster.explain(s.cluster.job_id("four-gpus").unwrap());
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("four-gpus").unwrap());
     assert!(
         ex.summary.starts_with("0/2 nodes are available: "),
         "{}",
@@ -79,14 +78,16 @@ fn b_not_ready_and_unhealthy_are_named() {
 #[test]
 fn c_unlabelled_gpus_count_as_none() {
     let s = sim("c-unlabelled", "10m");
-    let ex = s.cluster.explain(s.cluster.job_id("needs-gpu").unwrap());
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("needs-gpu").unwrap());
     assert!(
         ex.summary
             .contains("1 GPUs present but crater.ai/gpu-model and gpu-count labels missing"),
         "{}",
         ex.summary
     );
-    let snap = s.cluster.snapshot();
+    let snap = s.cluster().snapshot();
     assert_eq!(
         snap.nodes[0].gpus_total, 0,
         "unlabelled GPUs are not schedulable"
@@ -99,7 +100,7 @@ fn c_unlabelled_gpus_count_as_none() {
 fn d_quota_exhausted_with_numbers_while_cards_are_free() {
     let s = sim("d-quota", "10m");
     assert_eq!(job(&s, "first").phase, Phase::Running);
-    let ex = s.cluster.explain(s.cluster.job_id("second").unwrap());
+    let ex = s.cluster().explain(s.cluster().job_id("second").unwrap());
     assert!(!ex.quota.ok);
     assert!(
         ex.quota
@@ -123,7 +124,9 @@ fn d_quota_exhausted_with_numbers_while_cards_are_free() {
 fn e_hard_model_constraint_waits_and_names_the_model() {
     let s = sim("e-model", "30m");
     assert_eq!(job(&s, "wants-a100").phase, Phase::Pending);
-    let ex = s.cluster.explain(s.cluster.job_id("wants-a100").unwrap());
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("wants-a100").unwrap());
     assert_eq!(
         ex.summary,
         "0/3 nodes are available: 2 GPU model rtx4090 not in [a100], 1 insufficient free GPUs"
@@ -139,13 +142,18 @@ fn e_hard_model_constraint_waits_and_names_the_model() {
     let s = sim("e-model", "2h05m");
     let j = job(&s, "wants-a100");
     assert_eq!(j.phase, Phase::Running);
-    assert_eq!(s.cluster.nodes[j.placements[0].node as usize].name, "a100");
+    assert_eq!(
+        s.cluster().nodes[j.placements[0].node as usize].name,
+        "a100"
+    );
 }
 
 #[test]
 fn f_same_node_gang_blocked_by_fragmentation() {
     let s = sim("f-fragmentation", "10m");
-    let ex = s.cluster.explain(s.cluster.job_id("eight-gpu").unwrap());
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("eight-gpu").unwrap());
     assert_eq!(
         ex.summary,
         "0/4 nodes are available: 4 insufficient free GPUs"
@@ -210,8 +218,7 @@ fn h_oom_never_fails_on_failure_restarts_with_backoff() {
     assert_eq!(events(&s, "OOMKilled").len(), 4);
     // It really ran again after the first back-off.
     let sched: Vec<u64> = s
-        .cluster
-        .events
+        .events()
         .iter()
         .filter(|e| e.reason == "Scheduled" && e.object == "job/ml-prod/with-restart")
         .map(|e| e.time)
@@ -222,7 +229,9 @@ fn h_oom_never_fails_on_failure_restarts_with_backoff() {
 #[test]
 fn i_disk_request_larger_than_free_disk() {
     let s = sim("i-disk", "10m");
-    let ex = s.cluster.explain(s.cluster.job_id("big-dataset").unwrap());
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("big-dataset").unwrap());
     assert_eq!(
         ex.summary,
         "0/2 nodes are available: 2 insufficient disk for 3Ti requested"
@@ -254,8 +263,7 @@ fn j_inference_scales_down_lends_and_reclaims() {
     assert!(!downs.is_empty());
     // Never before the 300 s stabilization window has passed since the last scale-up.
     let ups: Vec<u64> = night
-        .cluster
-        .events
+        .events()
         .iter()
         .filter(|e| e.reason == "ScaleUpRequested")
         .map(|e| e.time)
@@ -270,7 +278,7 @@ fn j_inference_scales_down_lends_and_reclaims() {
     }
     // Training borrowed inference GPUs at night.
     let on_loan = night
-        .cluster
+        .cluster()
         .jobs
         .iter()
         .filter(|j| j.spec.project == "ml-prod" && j.placements.iter().any(|p| p.on_loan))
@@ -317,7 +325,9 @@ fn example_trainjob_runs_as_is_on_the_demo_lab() {
     assert_eq!(spec.gpu.count, 2);
     assert_eq!(spec.gpu.memory_per_card, Some(32 << 30));
     assert_eq!(spec.affinity, maar_scheduler::Affinity::SameNode);
-    let mut s = Sim::new(load_scenario(None).unwrap(), None).unwrap();
+    let mut s = Demo::new(load_scenario(None).unwrap(), None)
+        .unwrap()
+        .keep_events();
     s.run_until(60);
     let j = job(&s, "ml-prod/gpt-finetune-demo");
     assert_eq!(j.phase, Phase::Running);

@@ -2,12 +2,21 @@
 
 use std::process::{Command, Output};
 
+/// Runs maar with its state folder in a fresh temporary place (never the user's).
 fn maar(args: &[&str]) -> Output {
+    let state = std::env::temp_dir().join(format!(
+        "maar-cli-state-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
     Command::new(env!("CARGO_BIN_EXE_maar"))
         .args(args)
+        .env("XDG_STATE_HOME", &state)
         .output()
         .expect("run maar")
 }
+
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -132,11 +141,13 @@ fn submit_dry_run_fits_exit_0_or_explains_exit_1() {
         out.contains("GPU memory per card 16Gi < 32Gi requested"),
         "{out}"
     );
+    // A real submit goes to a recorded cluster; there is none here.
     let o = maar(&["submit", "-f", &f]);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "submit without --dry-run is refused"
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("no recorded cluster here"),
+        "{}",
+        text(&o.stderr)
     );
 }
 

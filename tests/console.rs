@@ -1,20 +1,28 @@
 //! The console, driven by keys through the app and drawn on a TestBackend.
 
-use std::sync::{Arc, Mutex};
-
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 use maar::console::app::{App, Mode, Screen};
 use maar::console::view;
+use maar::engine::{self, EngineOptions};
 use maar::load::{load_scenario, parse_scenario};
-use maar_scheduler::{Phase, Sim};
+use maar_demo::Demo;
 
-fn app_on(sc: maar_scheduler::Scenario, at: u64) -> App {
-    let mut sim = Sim::new(sc, None).unwrap();
+/// The console on a scenario at `at`, paused (the engine holds it; nothing recorded).
+fn app_on(sc: maar_demo::Scenario, at: u64) -> App {
+    let mut sim = Demo::new(sc, None).unwrap();
     sim.run_until(at);
-    App::new(Arc::new(Mutex::new(sim)))
+    let handle = engine::start(
+        maar::backend::from_demo(sim),
+        None,
+        EngineOptions {
+            speed: 60.0,
+            paused: true,
+        },
+    );
+    App::new(handle)
 }
 
 fn keys(app: &mut App, s: &str) {
@@ -107,13 +115,14 @@ workload:
     keys(&mut app, "a");
     assert_eq!(app.message, "approved quota request #1: +2 GPUs");
     assert_eq!(app.snapshot.jobs[0].phase, "Running");
-    let sim = app.sim.lock().unwrap();
-    assert_eq!(sim.cluster.jobs[0].phase, Phase::Running);
-    assert!(sim
-        .cluster
+    assert!(app
+        .snapshot
         .events
         .iter()
         .any(|e| e.reason == "QuotaApproved"));
+    // The engine's own state, not only the console's copy.
+    let fresh = app.engine.sync().unwrap();
+    assert_eq!(fresh.snapshot.jobs[0].phase, "Running");
 }
 
 #[test]
@@ -295,7 +304,15 @@ fn mouse_wheel_moves_the_selection_and_idle_refresh_keeps_the_frame() {
     app.dirty = false;
     app.refresh_if_changed();
     assert!(!app.dirty, "nothing moved: no new snapshot, no redraw");
-    app.sim.lock().unwrap().run_until(120);
+    // Let the engine run a moment at high speed: a new view is published.
+    app.engine.set_speed(3600.0);
+    app.engine.set_paused(false).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    app.engine.set_paused(true).unwrap();
     app.refresh_if_changed();
-    assert!(app.dirty && app.snapshot.time_s == 120);
+    assert!(
+        app.dirty && app.snapshot.time_s > 60,
+        "{}",
+        app.snapshot.time_s
+    );
 }

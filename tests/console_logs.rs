@@ -1,16 +1,15 @@
 //! The Logs screen's snapshots. A test binary of its own: tui-logger's buffer is
 //! process-wide, so nothing else may log here. Wall-clock times are masked.
 
-use std::sync::{Arc, Mutex};
-
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 use maar::console::app::App;
 use maar::console::view;
+use maar::engine::{self, EngineOptions};
 use maar::load::load_scenario;
-use maar_scheduler::Sim;
+use maar_demo::Demo;
 
 /// Replaces every `dd:dd:dd` (a wall-clock time) with `hh:mm:ss`.
 fn mask_times(s: &str) -> String {
@@ -43,9 +42,19 @@ fn logs_snapshots() {
     )
     .unwrap();
     tui_logger::init_logger(tui_logger::LevelFilter::Info).unwrap();
-    let mut sim = Sim::new(load_scenario(None).unwrap(), None).unwrap();
+    let mut sim = Demo::new(load_scenario(None).unwrap(), None).unwrap();
     sim.run_until(60);
-    let mut app = App::new(Arc::new(Mutex::new(sim)));
+    let handle = engine::start(
+        maar::backend::from_demo(sim),
+        None,
+        EngineOptions {
+            speed: 60.0,
+            paused: true,
+        },
+    );
+    let mut app = App::new(handle);
+    // The operator's name shows in the log; fix it so the snapshot is the same anywhere.
+    app.actor = maar_scheduler::Actor::system("operator");
     for c in ":cordon-gpu a100-04 1\n:approve 9\n:logs\n".chars() {
         let code = if c == '\n' {
             KeyCode::Enter

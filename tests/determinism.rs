@@ -2,12 +2,14 @@
 //! gives another history.
 
 use maar::load::load_scenario;
-use maar_scheduler::Sim;
+use maar_demo::Demo;
 
 fn events_json(seed: u64, until: u64) -> String {
-    let mut sim = Sim::new(load_scenario(None).unwrap(), Some(seed)).unwrap();
+    let mut sim = Demo::new(load_scenario(None).unwrap(), Some(seed))
+        .unwrap()
+        .keep_events();
     sim.run_until(until);
-    serde_json::to_string(&sim.cluster.events).unwrap()
+    serde_json::to_string(sim.events()).unwrap()
 }
 
 #[test]
@@ -21,10 +23,12 @@ fn same_seed_same_event_log() {
 
 #[test]
 fn stepping_in_pieces_matches_one_run() {
-    let mut sim = Sim::new(load_scenario(None).unwrap(), Some(9)).unwrap();
+    let mut sim = Demo::new(load_scenario(None).unwrap(), Some(9))
+        .unwrap()
+        .keep_events();
     for t in (600..=3 * 3600).step_by(600) {
         sim.run_until(t);
     }
-    let pieces = serde_json::to_string(&sim.cluster.events).unwrap();
+    let pieces = serde_json::to_string(sim.events()).unwrap();
     assert_eq!(pieces, events_json(9, 3 * 3600));
 }

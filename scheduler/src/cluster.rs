@@ -4,15 +4,16 @@
 //! All mutation of nodes and jobs happens through the methods here, so the invariants
 //! (no node or GPU over capacity, a job in one place only) are kept in one spot.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Severity};
+use crate::jobs::Jobs;
 use crate::model::*;
 
 /// Knobs of the scheduling cycle.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SchedConfig {
     /// Every `aging_s` seconds of waiting raises a job's effective priority by one.
     pub aging_s: u64,
@@ -20,6 +21,27 @@ pub struct SchedConfig {
     pub preemption: bool,
     /// Pending longer than this raises an alert (console) — seconds.
     pub pending_alert_s: u64,
+    /// A placement the driver has not confirmed within this many seconds is taken back
+    /// and the job queued again (as kube-scheduler expires an assumed pod).
+    #[serde(default = "d_bind_timeout")]
+    pub bind_timeout_s: u64,
+    /// Ended jobs kept in memory (newest first) for readers; older ones are dropped
+    /// (their history stays in the event log and the durable record).
+    #[serde(default = "d_retain_ended")]
+    pub retain_ended: usize,
+    /// Events kept in memory (the newest); the durable record keeps them all.
+    #[serde(default = "d_event_window")]
+    pub event_window: usize,
+}
+
+fn d_bind_timeout() -> u64 {
+    30
+}
+fn d_retain_ended() -> usize {
+    1000
+}
+fn d_event_window() -> usize {
+    5000
 }
 
 impl Default for SchedConfig {
@@ -29,8 +51,27 @@ impl Default for SchedConfig {
             backfill: true,
             preemption: true,
             pending_alert_s: 3600,
+            bind_timeout_s: d_bind_timeout(),
+            retain_ended: d_retain_ended(),
+            event_window: d_event_window(),
         }
     }
+}
+
+/// Running totals over every job and event ever seen, kept as counters so that
+/// statistics never need the whole history in memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub succeeded: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    /// Wait and restarts of jobs already dropped from memory.
+    pub dropped_jobs: usize,
+    pub dropped_wait_s: u64,
+    pub dropped_max_wait_s: u64,
+    pub dropped_restarts: u64,
+    pub preemptions: usize,
+    pub oom_kills: usize,
 }
 
 /// Pool id used for nodes outside every pool.
@@ -42,10 +83,13 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub pools: Vec<Pool>,
     pub projects: Vec<Project>,
-    pub jobs: Vec<Job>,
+    pub jobs: Jobs,
     pub quota_requests: Vec<QuotaRequest>,
-    pub events: Vec<Event>,
+    /// The newest events (at most `config.event_window`), oldest first.
+    pub events: VecDeque<Event>,
     pub config: SchedConfig,
+    /// Counters over the whole history.
+    pub totals_ever: Totals,
     /// Price per GPU-hour by GPU model (lower-case); unknown models cost 0.
     pub prices: BTreeMap<String, f64>,
     /// Current time, seconds since the start.
@@ -54,9 +98,18 @@ pub struct Cluster {
     pub(crate) usage: Vec<BTreeMap<PoolId, Resources>>,
     /// GPU-milli-seconds used, by (project, GPU model).
     pub(crate) gpu_ms: BTreeMap<(ProjectId, String), u128>,
-    /// Time of the last cost accrual per job.
-    pub(crate) accrued_at: Vec<u64>,
     pub(crate) models: Vec<String>,
+    /// Sequence number of the next event.
+    pub(crate) next_event: u64,
+    /// Events emitted since the last [`Cluster::take_outbox`].
+    pub(crate) outbox: Vec<Event>,
+    /// Jobs whose placements changed since the last [`Cluster::take_touched`], with
+    /// their placements before the first change (for decisions).
+    pub(crate) touched: Vec<(JobId, Vec<Placement>)>,
+    /// Ended jobs still held, oldest first.
+    pub(crate) ended: VecDeque<JobId>,
+    /// Running jobs whose placement the driver has not confirmed yet.
+    pub(crate) assumed: BTreeSet<JobId>,
     /// (pool, model id, free whole GPUs, node): candidate generation for placement.
     pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
@@ -145,16 +198,21 @@ impl Cluster {
             nodes: Vec::new(),
             pools: Vec::new(),
             projects: Vec::new(),
-            jobs: Vec::new(),
+            jobs: Jobs::default(),
             quota_requests: Vec::new(),
-            events: Vec::new(),
+            events: VecDeque::new(),
             config,
+            totals_ever: Totals::default(),
             prices: BTreeMap::new(),
             now: 0,
             usage: Vec::new(),
             gpu_ms: BTreeMap::new(),
-            accrued_at: Vec::new(),
             models: vec![String::new()],
+            next_event: 0,
+            outbox: Vec::new(),
+            touched: Vec::new(),
+            ended: VecDeque::new(),
+            assumed: BTreeSet::new(),
             index: BTreeSet::new(),
             index_key: Vec::new(),
             node_by_name: HashMap::new(),
@@ -193,26 +251,53 @@ impl Cluster {
     pub fn add_node(&mut self, mut node: Node) -> NodeId {
         let id = self.nodes.len() as NodeId;
         node.pool = self.pool_for_labels(node.labels());
-        self.totals.gpu_milli += node.sched_gpus().len() as u64 * GPU_MILLI as u64;
-        self.totals.cpu_milli += node.cpu_milli;
-        self.totals.memory += node.memory;
-        if let Some(p) = node.pool {
-            self.pool_members[p as usize].push(id);
-            let oc = self.pools[p as usize].overcommit;
-            let g = node.sched_gpus();
-            let cap = &mut self.pool_cap[p as usize];
-            cap.gpu_milli += g.len() as u64 * GPU_MILLI as u64;
-            cap.gpu_mem += g.iter().map(|g| g.memory).sum::<u64>();
-            cap.cpu_milli += (node.cpu_milli as f64 * oc.cpu) as u64;
-            cap.memory += (node.memory as f64 * oc.memory) as u64;
-            cap.disk += node.disk;
-        }
         self.node_by_name.insert(node.name.clone(), id);
         self.nodes.push(node);
+        self.account_node(id, true);
         self.index_key.push((NO_POOL, 0, 0, id));
         self.summaries.push(NodeSummary::default());
         self.reindex(id);
         id
+    }
+
+    /// Adds a node's capacity to (or takes it from) the cluster's totals and its pool's
+    /// capacity and membership.
+    pub(crate) fn account_node(&mut self, id: NodeId, add: bool) {
+        let node = &self.nodes[id as usize];
+        let mut r = Resources {
+            gpu_milli: node.sched_gpus().len() as u64 * GPU_MILLI as u64,
+            gpu_mem: 0,
+            cpu_milli: node.cpu_milli,
+            memory: node.memory,
+            disk: 0,
+        };
+        let mut cap = Resources::default();
+        if let Some(p) = node.pool {
+            let oc = self.pools[p as usize].overcommit;
+            let g = node.sched_gpus();
+            cap.gpu_milli = g.len() as u64 * GPU_MILLI as u64;
+            cap.gpu_mem = g.iter().map(|g| g.memory).sum::<u64>();
+            cap.cpu_milli = (node.cpu_milli as f64 * oc.cpu) as u64;
+            cap.memory = (node.memory as f64 * oc.memory) as u64;
+            cap.disk = node.disk;
+        }
+        let pool = node.pool;
+        if add {
+            self.totals.add(&r);
+            if let Some(p) = pool {
+                let members = &mut self.pool_members[p as usize];
+                let at = members.partition_point(|&m| m < id);
+                members.insert(at, id);
+                self.pool_cap[p as usize].add(&cap);
+            }
+        } else {
+            r.gpu_mem = 0;
+            self.totals.sub(&r);
+            if let Some(p) = pool {
+                self.pool_members[p as usize].retain(|&m| m != id);
+                self.pool_cap[p as usize].sub(&cap);
+            }
+        }
     }
 
     pub fn pool_for_labels(&self, labels: &BTreeMap<String, String>) -> Option<PoolId> {
@@ -330,6 +415,11 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// Jobs waiting out a restart back-off.
+    pub fn restarting_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.restarting.iter().map(|&i| &self.jobs[i as usize])
+    }
+
     pub fn pending_jobs(&self) -> impl Iterator<Item = &Job> {
         self.pending.keys().map(|&i| &self.jobs[i as usize])
     }
@@ -360,19 +450,56 @@ impl Cluster {
     pub fn emit(
         &mut self,
         severity: Severity,
-        reason: &'static str,
+        reason: impl Into<std::borrow::Cow<'static, str>>,
         object: String,
         message: String,
     ) {
-        let seq = self.events.len() as u64;
-        self.events.push(Event {
+        let reason = reason.into();
+        let seq = self.next_event;
+        self.next_event += 1;
+        match reason.as_ref() {
+            "Preempted" | "Reclaimed" => self.totals_ever.preemptions += 1,
+            "OOMKilled" => self.totals_ever.oom_kills += 1,
+            _ => {}
+        }
+        let e = Event {
             seq,
             time: self.now,
             severity,
             reason,
             object,
             message,
-        });
+        };
+        self.outbox.push(e.clone());
+        self.events.push_back(e);
+        while self.events.len() > self.config.event_window.max(1) {
+            self.events.pop_front();
+        }
+    }
+
+    /// Events emitted since the last call, in order (the driver and the durable record
+    /// take them from here; the in-memory window keeps only the newest).
+    pub fn take_outbox(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Sequence number the next event will get (= events ever emitted).
+    pub fn next_event_seq(&self) -> u64 {
+        self.next_event
+    }
+
+    /// Notes that a job's placements are about to change (first change only).
+    fn touch(&mut self, id: JobId) {
+        if !self.touched.iter().any(|t| t.0 == id) {
+            let before = self.jobs[id as usize].placements.clone();
+            self.touched.push((id, before));
+        }
+    }
+
+    /// Jobs whose placements changed since the last call, in the order of their first
+    /// change, with the placements they had before.
+    pub(crate) fn take_touched(&mut self) -> Vec<(JobId, Vec<Placement>)> {
+        std::mem::take(&mut self.touched)
     }
 
     // ----- time ---------------------------------------------------------------------
@@ -388,7 +515,7 @@ impl Cluster {
     pub(crate) fn accrue(&mut self, id: JobId) {
         let now = self.now;
         let j = &self.jobs[id as usize];
-        let since = self.accrued_at[id as usize];
+        let since = j.accrued_at;
         if let (Some(pid), true) = (j.project, now > since) {
             let dt = (now - since) as u128;
             let mut by_model: Vec<(String, u128)> = Vec::new();
@@ -403,7 +530,7 @@ impl Cluster {
                 *self.gpu_ms.entry((pid, m)).or_default() += v;
             }
         }
-        self.accrued_at[id as usize] = now;
+        self.jobs[id as usize].accrued_at = now;
     }
 
     /// Brings every running job's cost up to now (before reporting).
@@ -430,12 +557,12 @@ impl Cluster {
                 name: spec.name,
             });
         }
-        let id = self.jobs.len() as JobId;
+        let id = self.jobs.next_id();
         let project = self.project_id(&spec.project);
         let pool = self.pool_id(&spec.pool);
         let desired = spec.replicas;
         let msg = format!("submitted: {}", spec.shape());
-        self.jobs.push(Job {
+        self.jobs.insert(Job {
             id,
             project,
             pool,
@@ -455,9 +582,11 @@ impl Cluster {
             epoch: 0,
             reason: "waiting for the next scheduling cycle".into(),
             used_pct: 0,
+            placed_at: 0,
+            accrued_at: self.now,
+            autoscaler: AutoscalerState::default(),
             spec,
         });
-        self.accrued_at.push(self.now);
         self.job_by_name.insert(key, id);
         self.pending.insert(id, self.queue_key(id));
         if self.jobs[id as usize].is_inference() {
@@ -469,6 +598,7 @@ impl Cluster {
 
     /// Commits one replica placement (already checked to fit).
     pub(crate) fn allocate(&mut self, id: JobId, p: Placement) {
+        self.touch(id);
         let n = &mut self.nodes[p.node as usize];
         n.alloc_cpu += p.cpu;
         n.alloc_mem += p.mem;
@@ -490,8 +620,12 @@ impl Cluster {
             self.usage[pr as usize].entry(pl).or_default().add(&res);
         }
         if j.placements.is_empty() {
-            self.accrued_at[id as usize] = self.now;
+            j.accrued_at = self.now;
         }
+        j.placed_at = self.now;
+        self.assumed.insert(id);
+        let mut p = p;
+        p.bound = false;
         j.placements.push(p);
         self.reindex(node);
     }
@@ -499,6 +633,7 @@ impl Cluster {
     /// Releases one replica (the last one placed when `idx` is None).
     pub(crate) fn release_replica(&mut self, id: JobId, idx: usize) {
         self.accrue(id);
+        self.touch(id);
         let p = self.jobs[id as usize].placements.remove(idx);
         let still_here = self.jobs[id as usize]
             .placements
@@ -523,6 +658,9 @@ impl Cluster {
         }
         let res = placement_resources(&p);
         let j = &self.jobs[id as usize];
+        if j.placements.iter().all(|q| q.bound) {
+            self.assumed.remove(&id);
+        }
         if let (Some(pr), Some(pl)) = (j.project, j.pool) {
             if let Some(u) = self.usage[pr as usize].get_mut(&pl) {
                 u.sub(&res);
@@ -563,8 +701,19 @@ impl Cluster {
             Phase::Restarting => {
                 self.restarting.remove(&id);
             }
-            _ => {}
+            ended => {
+                // Back from an end (an operator requeue): no longer counted as ended.
+                let t = &mut self.totals_ever;
+                let c = match ended {
+                    Phase::Succeeded => &mut t.succeeded,
+                    Phase::Failed => &mut t.failed,
+                    _ => &mut t.cancelled,
+                };
+                *c = c.saturating_sub(1);
+                self.ended.retain(|&e| e != id);
+            }
         }
+        let j = &mut self.jobs[id as usize];
         j.phase = phase;
         match phase {
             Phase::Pending => {
@@ -583,8 +732,40 @@ impl Cluster {
             }
             p if p.is_terminal() => {
                 j.finished = Some(now);
+                match p {
+                    Phase::Succeeded => self.totals_ever.succeeded += 1,
+                    Phase::Failed => self.totals_ever.failed += 1,
+                    _ => self.totals_ever.cancelled += 1,
+                }
+                self.ended.push_back(id);
+                self.prune_ended();
             }
             _ => {}
+        }
+    }
+
+    /// Drops the oldest ended jobs beyond the retention from memory.
+    fn prune_ended(&mut self) {
+        while self.ended.len() > self.config.retain_ended {
+            let Some(old) = self.ended.pop_front() else {
+                break;
+            };
+            // A requeued job left the ended list; only drop jobs that are still ended.
+            let Some(j) = self.jobs.get(old) else {
+                continue;
+            };
+            if !j.phase.is_terminal() {
+                continue;
+            }
+            let j = self.jobs.remove(old).expect("held");
+            let t = &mut self.totals_ever;
+            t.dropped_jobs += 1;
+            t.dropped_wait_s += j.wait_s;
+            t.dropped_max_wait_s = t.dropped_max_wait_s.max(j.wait_s);
+            t.dropped_restarts += j.restarts as u64;
+            self.job_by_name
+                .remove(&(j.spec.project.clone(), j.spec.name.clone()));
+            self.services.remove(&old);
         }
     }
 

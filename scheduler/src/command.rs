@@ -13,7 +13,6 @@ use crate::model::*;
 pub enum Command {
     /// Submit a job (from a manifest); not available in scenario files, which have
     /// `workload.jobs` for that.
-    #[serde(skip_deserializing)]
     Submit(Box<JobSpec>),
     RequestQuota {
         project: String,
@@ -59,13 +58,51 @@ pub enum Command {
     Cancel {
         job: String,
     },
+    /// Sets an inference service's replicas by hand; its autoscaler is paused until
+    /// resumed, so the operator's choice is never silently reverted.
     Scale {
         job: String,
         replicas: u32,
     },
+    /// Hands an inference service back to its autoscaler.
+    ResumeAutoscale {
+        job: String,
+    },
 }
 
 impl Command {
+    /// The command in words, for confirmation prompts, logs and the audit.
+    pub fn describe(&self) -> String {
+        match self {
+            Command::Submit(spec) => format!("submit job {}/{}", spec.project, spec.name),
+            Command::RequestQuota {
+                project,
+                pool,
+                gpus,
+                ..
+            } => format!("request +{gpus} GPUs for {project} in {pool}"),
+            Command::ApproveQuota { id } => format!("approve quota request #{id}"),
+            Command::RejectQuota { id, .. } => format!("reject quota request #{id}"),
+            Command::SetPriority { job, priority } => format!(
+                "set priority of {job} to {}",
+                crate::model::priority_name(*priority)
+            ),
+            Command::CordonGpu { node, gpu } => format!("cordon GPU {node}/{gpu}"),
+            Command::UncordonGpu { node, gpu } => format!("uncordon GPU {node}/{gpu}"),
+            Command::CordonNode { node } => format!("cordon node {node}"),
+            Command::UncordonNode { node } => format!("uncordon node {node}"),
+            Command::DrainNode { node } => {
+                format!("drain node {node} (cordon it and requeue its jobs)")
+            }
+            Command::Requeue { job } => format!("requeue job {job}"),
+            Command::Cancel { job } => format!("cancel job {job}"),
+            Command::Scale { job, replicas } => {
+                format!("scale {job} to {replicas} replicas (its autoscaler pauses until resumed)")
+            }
+            Command::ResumeAutoscale { job } => format!("hand {job} back to its autoscaler"),
+        }
+    }
+
     /// Whether the console must ask for confirmation first.
     pub fn is_destructive(&self) -> bool {
         matches!(
@@ -95,9 +132,21 @@ impl Cluster {
 
     /// Applies an operator command. Returns what happened, in words.
     pub fn apply(&mut self, cmd: Command) -> Result<String, ClusterError> {
+        self.apply_by(cmd, "operator")
+    }
+
+    /// Applies a command given by `actor` (named in events where it matters).
+    pub fn apply_by(&mut self, cmd: Command, actor: &str) -> Result<String, ClusterError> {
         let msg = match cmd {
             Command::Submit(spec) => {
                 let name = format!("{}/{}", spec.project, spec.name);
+                // A job for a project or pool that does not exist could never run.
+                if self.project_id(&spec.project).is_none() {
+                    return Err(ClusterError::UnknownProject(spec.project.clone()));
+                }
+                if self.pool_id(&spec.pool).is_none() {
+                    return Err(ClusterError::UnknownPool(spec.pool.clone()));
+                }
                 self.submit(*spec)?;
                 format!("job {name} submitted")
             }
@@ -337,8 +386,51 @@ impl Cluster {
                         a.min, a.max
                     )));
                 }
-                self.scale(id, replicas, "by operator");
-                format!("job {job} scaled to {replicas} replicas")
+                if self.jobs[id as usize].phase.is_terminal() {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} already ended ({})",
+                        self.jobs[id as usize].phase.name()
+                    )));
+                }
+                self.scale(id, replicas, &format!("by {actor}"));
+                let was = self.jobs[id as usize]
+                    .autoscaler
+                    .paused_by
+                    .replace(actor.to_string());
+                if was.is_none() {
+                    self.emit(
+                        Severity::Normal,
+                        "AutoscalerPaused",
+                        self.job_ref(id),
+                        format!(
+                            "autoscaler paused by {actor}: replicas stay at {replicas} until it is resumed"
+                        ),
+                    );
+                }
+                format!(
+                    "job {job} scaled to {replicas} replicas; its autoscaler is paused until resumed"
+                )
+            }
+            Command::ResumeAutoscale { job } => {
+                let id = self.job_id(&job)?;
+                if !self.jobs[id as usize].is_inference() {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} is not an inference service"
+                    )));
+                }
+                let Some(by) = self.jobs[id as usize].autoscaler.paused_by.take() else {
+                    return Err(ClusterError::Invalid(format!(
+                        "the autoscaler of {job} is not paused"
+                    )));
+                };
+                self.jobs[id as usize].autoscaler.history.clear();
+                self.emit(
+                    Severity::Normal,
+                    "AutoscalerResumed",
+                    self.job_ref(id),
+                    format!("autoscaler resumed by {actor} (paused by {by})"),
+                );
+                format!("autoscaler of {job} resumed")
             }
         };
         Ok(msg)

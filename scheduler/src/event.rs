@@ -1,8 +1,10 @@
 //! The event log: every state change the core makes, in order, with time and reason.
 
-use serde::Serialize;
+use std::borrow::Cow;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Severity {
     Normal,
     Warning,
@@ -10,6 +12,16 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Parses `Normal`, `Warning` or `Error` (any case).
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s.to_ascii_lowercase().as_str() {
+            "normal" => Some(Severity::Normal),
+            "warning" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Severity::Normal => "Normal",
@@ -21,13 +33,14 @@ impl Severity {
 
 /// One event. `object` is `kind/name`, e.g. `job/ml-prod/gpt`, `node/a100-01`,
 /// `gpu/a100-01/3`, `quota/ml-prod/training-gpu`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     pub seq: u64,
     /// Seconds since the start of the run.
     pub time: u64,
     pub severity: Severity,
-    pub reason: &'static str,
+    /// A CamelCase word, e.g. `Scheduled`, `Preempted`, `GpuUnhealthy`.
+    pub reason: Cow<'static, str>,
     pub object: String,
     pub message: String,
 }

@@ -430,6 +430,7 @@ pub fn fit_except(
         mem,
         disk,
         on_loan: false,
+        bound: false,
     })
 }
 
@@ -448,6 +449,7 @@ pub fn split(p: Placement, mult: u32, per_replica_gpus: u32) -> Vec<Placement> {
             mem: p.mem / m,
             disk: p.disk / m,
             on_loan: p.on_loan,
+            bound: p.bound,
         })
         .collect()
 }

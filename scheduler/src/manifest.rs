@@ -128,6 +128,8 @@ struct GpuSpecRaw {
 impl<'de> Deserialize<'de> for GpuSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let r = GpuSpecRaw::deserialize(d)?;
+        crate::limits::at_most("gpu.count", r.count, crate::limits::MAX_GPUS_PER_NODE)
+            .map_err(de::Error::custom)?;
         if r.count == 0 && r.memory.is_some() {
             return Err(de::Error::custom(
                 "gpu.memory is set but gpu.count is 0: a job without GPUs cannot ask for GPU memory",
@@ -202,22 +204,26 @@ impl<'de> Deserialize<'de> for Priority {
                     "high" => Ok(Priority(PRIORITY_HIGH)),
                     "medium" => Ok(Priority(PRIORITY_MEDIUM)),
                     "low" => Ok(Priority(PRIORITY_LOW)),
-                    _ => v.parse::<i32>().map(Priority).map_err(|_| {
-                        E::custom(format!(
-                            "unknown priority `{v}` (expected high, medium, low or an integer)"
-                        ))
-                    }),
+                    _ => match v.parse::<i64>() {
+                        Ok(n) => self.visit_i64(n),
+                        Err(_) => Err(E::custom(format!(
+                            "unknown priority `{}` (expected high, medium, low or an integer)",
+                            crate::limits::echo(v)
+                        ))),
+                    },
                 }
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Priority, E> {
-                i32::try_from(v)
-                    .map(Priority)
-                    .map_err(|_| E::custom("priority out of range"))
+                let max = crate::limits::MAX_PRIORITY as i64;
+                if !(-max..=max).contains(&v) {
+                    return Err(E::custom(format!(
+                        "priority {v} is outside the limit of -{max}..={max}"
+                    )));
+                }
+                Ok(Priority(v as i32))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Priority, E> {
-                i32::try_from(v)
-                    .map(Priority)
-                    .map_err(|_| E::custom("priority out of range"))
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
             }
         }
         d.deserialize_any(V)
@@ -247,7 +253,10 @@ impl<'de> Deserialize<'de> for Replicas {
                 f.write_str("a number of replicas or {min, max}")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Replicas, E> {
-                let n = u32::try_from(v).map_err(|_| E::custom("too many replicas"))?;
+                let max = crate::limits::MAX_REPLICAS;
+                let n = u32::try_from(v).ok().filter(|&n| n <= max).ok_or_else(|| {
+                    E::custom(format!("replicas {v} is above the limit of {max}"))
+                })?;
                 if n == 0 {
                     return Err(E::custom("replicas must be at least 1"));
                 }
@@ -261,6 +270,8 @@ impl<'de> Deserialize<'de> for Replicas {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Replicas, A::Error> {
                 let r = ReplicasRange::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                crate::limits::at_most("replicas max", r.max, crate::limits::MAX_REPLICAS)
+                    .map_err(de::Error::custom)?;
                 if r.min == 0 || r.min > r.max {
                     return Err(de::Error::custom(format!(
                         "replicas min {} / max {} must satisfy 1 <= min <= max",
@@ -296,6 +307,9 @@ fn restart_from<E: de::Error>(
     max: Option<u32>,
     backoff: Option<Duration>,
 ) -> Result<RestartSpec, E> {
+    if let Some(m) = max {
+        crate::limits::at_most("maxRestarts", m, crate::limits::MAX_RESTARTS).map_err(E::custom)?;
+    }
     match policy {
         "Never" => Ok(RestartSpec(RestartPolicy::Never)),
         "OnFailure" => Ok(RestartSpec(RestartPolicy::OnFailure {
@@ -303,7 +317,8 @@ fn restart_from<E: de::Error>(
             backoff_s: backoff.map(|d| d.0).unwrap_or(10),
         })),
         other => Err(E::custom(format!(
-            "unknown restart policy `{other}` (expected Never or OnFailure)"
+            "unknown restart policy `{}` (expected Never or OnFailure)",
+            crate::limits::echo(other)
         ))),
     }
 }

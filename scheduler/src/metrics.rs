@@ -77,7 +77,7 @@ pub struct DepartmentCost {
     pub cost: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Costs {
     pub projects: Vec<ProjectCost>,
     pub departments: Vec<DepartmentCost>,
@@ -127,6 +127,13 @@ pub struct JobView {
     pub kind: String,
     pub phase: String,
     pub priority: String,
+    /// The priority as a number (`priority` names it).
+    pub priority_value: i32,
+    /// Whether every replica's bind is confirmed (false while a placement is assumed).
+    pub bound: bool,
+    /// For an inference service: who paused its autoscaler by scaling it by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaler_paused_by: Option<String>,
     pub request: String,
     pub requested: Resources,
     pub replicas: u32,
@@ -165,9 +172,11 @@ pub struct QuotaRequestView {
 }
 
 /// An owned copy of everything a reader shows.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Snapshot {
     pub time_s: u64,
+    /// Pending longer than this raises an alert, seconds.
+    pub pending_alert_s: u64,
     pub jobs: Vec<JobView>,
     pub nodes: Vec<NodeView>,
     pub quotas: Vec<QuotaView>,
@@ -191,6 +200,9 @@ impl Cluster {
             },
             phase: j.phase.name().into(),
             priority: priority_name(j.spec.priority),
+            priority_value: j.spec.priority,
+            bound: j.placements.iter().all(|p| p.bound),
+            autoscaler_paused_by: j.autoscaler.paused_by.clone(),
             request: j.spec.shape(),
             requested: req,
             replicas: j.running_replicas(),
@@ -371,35 +383,36 @@ impl Cluster {
         } else {
             0.0
         };
-        let mut waits = Vec::new();
+        // Held jobs, plus the running totals of those already dropped from memory.
+        let t = &self.totals_ever;
+        m.jobs.succeeded = t.succeeded;
+        m.jobs.failed = t.failed;
+        m.jobs.cancelled = t.cancelled;
+        let mut count = t.dropped_jobs as u64;
+        let mut wait_sum = t.dropped_wait_s;
+        let mut restarts = t.dropped_restarts;
+        m.max_wait_s = t.dropped_max_wait_s;
         for j in &self.jobs {
             match j.phase {
                 Phase::Pending => m.jobs.pending += 1,
                 Phase::Running => m.jobs.running += 1,
                 Phase::Restarting => m.jobs.restarting += 1,
-                Phase::Succeeded => m.jobs.succeeded += 1,
-                Phase::Failed => m.jobs.failed += 1,
-                Phase::Cancelled => m.jobs.cancelled += 1,
+                _ => {}
             }
-            waits.push(self.wait_s(j));
-            m.restarts += j.restarts;
+            let w = self.wait_s(j);
+            count += 1;
+            wait_sum += w;
+            m.max_wait_s = m.max_wait_s.max(w);
+            restarts += j.restarts as u64;
         }
-        m.mean_wait_s = if waits.is_empty() {
+        m.restarts = restarts.min(u32::MAX as u64) as u32;
+        m.mean_wait_s = if count == 0 {
             0.0
         } else {
-            waits.iter().sum::<u64>() as f64 / waits.len() as f64
+            wait_sum as f64 / count as f64
         };
-        m.max_wait_s = waits.iter().copied().max().unwrap_or(0);
-        m.preemptions = self
-            .events
-            .iter()
-            .filter(|e| e.reason == "Preempted" || e.reason == "Reclaimed")
-            .count();
-        m.oom_kills = self
-            .events
-            .iter()
-            .filter(|e| e.reason == "OOMKilled")
-            .count();
+        m.preemptions = t.preemptions;
+        m.oom_kills = t.oom_kills;
         m
     }
 
@@ -407,7 +420,7 @@ impl Cluster {
     pub fn costs(&self) -> Costs {
         let mut ms = self.gpu_ms.clone();
         for j in self.jobs.iter().filter(|j| !j.placements.is_empty()) {
-            let (Some(pid), since) = (j.project, self.accrued_at[j.id as usize]) else {
+            let (Some(pid), since) = (j.project, j.accrued_at) else {
                 continue;
             };
             let dt = self.now.saturating_sub(since) as u128;
@@ -487,6 +500,7 @@ impl Cluster {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             time_s: self.now,
+            pending_alert_s: self.config.pending_alert_s,
             jobs: self.jobs.iter().map(|j| self.job_view(j)).collect(),
             nodes: self.nodes.iter().map(|n| self.node_view(n)).collect(),
             quotas: self.quota_views(),
@@ -509,7 +523,7 @@ impl Cluster {
                 .collect(),
             metrics: self.metrics(),
             costs: self.costs(),
-            events: self.events.clone(),
+            events: self.events.iter().cloned().collect(),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::quantity::{fmt_bytes, fmt_cpu, fmt_gpus};
 
@@ -25,7 +25,7 @@ pub const GPU_MILLI: u32 = 1000;
 
 /// Amounts of every schedulable resource. GPUs are counted in milli (1000 = one card)
 /// so that shared cards and whole cards add up in one number.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resources {
     pub gpu_milli: u64,
     pub gpu_mem: u64,
@@ -35,7 +35,7 @@ pub struct Resources {
 }
 
 /// The resource dimensions, in the order they are reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dim {
     Gpu,
@@ -112,7 +112,7 @@ impl Resources {
 }
 
 /// Whether a node can run work.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "reason")]
 pub enum Condition {
     Ready,
@@ -120,7 +120,7 @@ pub enum Condition {
 }
 
 /// A GPU's health as the agent (or the simulation) reports it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "reason")]
 pub enum Health {
     Healthy,
@@ -128,7 +128,7 @@ pub enum Health {
 }
 
 /// One job's share of a GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuAlloc {
     pub job: JobId,
     /// Compute share in milli (1000 = the whole card).
@@ -138,7 +138,7 @@ pub struct GpuAlloc {
 }
 
 /// A physical GPU on a node.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
     pub index: u32,
     pub uuid: String,
@@ -203,7 +203,8 @@ impl Gpu {
 }
 
 /// A node: capacity, labels, condition and GPUs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "NodeData")]
 pub struct Node {
     pub name: String,
     /// Labels; change them with [`Node::set_labels`] so derived facts stay right.
@@ -228,6 +229,49 @@ pub struct Node {
     pub disk_external: u64,
     /// Jobs with at least one replica here, in placement order.
     pub jobs: Vec<JobId>,
+}
+
+/// A node as stored: the same fields, without those derived from the labels.
+#[derive(Deserialize)]
+struct NodeData {
+    name: String,
+    labels: BTreeMap<String, String>,
+    cpu_milli: u64,
+    memory: u64,
+    disk: u64,
+    condition: Condition,
+    cordoned: bool,
+    gpus: Vec<Gpu>,
+    pool: Option<PoolId>,
+    alloc_cpu: u64,
+    alloc_mem: u64,
+    alloc_disk: u64,
+    disk_external: u64,
+    jobs: Vec<JobId>,
+}
+
+impl From<NodeData> for Node {
+    fn from(d: NodeData) -> Node {
+        let mut n = Node {
+            name: d.name,
+            labels: BTreeMap::new(),
+            gpu_label: None,
+            cpu_milli: d.cpu_milli,
+            memory: d.memory,
+            disk: d.disk,
+            condition: d.condition,
+            cordoned: d.cordoned,
+            gpus: d.gpus,
+            pool: d.pool,
+            alloc_cpu: d.alloc_cpu,
+            alloc_mem: d.alloc_mem,
+            alloc_disk: d.alloc_disk,
+            disk_external: d.disk_external,
+            jobs: d.jobs,
+        };
+        n.set_labels(d.labels);
+        n
+    }
 }
 
 impl Node {
@@ -328,7 +372,7 @@ pub enum PoolKind {
 }
 
 /// Overcommit ratios per resource. GPUs stay at 1.0.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Overcommit {
     pub cpu: f64,
     pub memory: f64,
@@ -344,7 +388,7 @@ impl Default for Overcommit {
 }
 
 /// A pool of nodes chosen by labels.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pool {
     pub name: String,
     pub kind: PoolKind,
@@ -355,14 +399,14 @@ pub struct Pool {
 }
 
 /// A project's quota in one pool. `None` in `max` means no limit for that resource.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
 pub struct Quota {
     pub reserved: Resources,
     pub max: Limits,
 }
 
 /// Upper limits per dimension, `None` meaning unlimited.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     pub gpu_milli: Option<u64>,
     pub gpu_mem: Option<u64>,
@@ -393,7 +437,7 @@ impl Limits {
 }
 
 /// A tenant. Its namespace in job manifests is its name.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Project {
     pub name: String,
     pub department: String,
@@ -402,7 +446,7 @@ pub struct Project {
 }
 
 /// A project's request for more quota, waiting for an operator.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuotaRequest {
     pub id: u32,
     pub project: ProjectId,
@@ -415,7 +459,7 @@ pub struct QuotaRequest {
     pub created: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", content = "reason")]
 pub enum RequestStatus {
     Pending,
@@ -438,7 +482,7 @@ pub fn priority_name(p: i32) -> String {
 }
 
 /// How the replicas (or the GPUs) of a job are laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Affinity {
     /// No constraint: pack for least fragmentation.
@@ -449,7 +493,7 @@ pub enum Affinity {
     Spread,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "policy")]
 pub enum RestartPolicy {
     Never,
@@ -457,7 +501,7 @@ pub enum RestartPolicy {
 }
 
 /// GPU request of one replica.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuRequest {
     pub count: u32,
     /// Memory needed on each card; `None` means any card size.
@@ -471,7 +515,7 @@ pub struct GpuRequest {
 }
 
 /// Autoscaling of an inference service on GPU-memory usage rate.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Autoscale {
     pub min: u32,
     pub max: u32,
@@ -481,7 +525,7 @@ pub struct Autoscale {
     pub window_s: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     Train,
@@ -489,7 +533,7 @@ pub enum JobKind {
 }
 
 /// A job as the scheduler sees it, normalised from a manifest.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
     pub name: String,
     pub project: String,
@@ -583,7 +627,7 @@ impl JobSpec {
 }
 
 /// Where a job is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Phase {
     Pending,
     Running,
@@ -611,7 +655,7 @@ impl Phase {
 }
 
 /// One GPU slot of a placement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuSlot {
     pub gpu: u32,
     pub milli: u32,
@@ -619,7 +663,7 @@ pub struct GpuSlot {
 }
 
 /// One replica on one node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub node: NodeId,
     pub gpus: Vec<GpuSlot>,
@@ -628,10 +672,14 @@ pub struct Placement {
     pub disk: u64,
     /// Placed on a node of another pool that lends to the job's pool.
     pub on_loan: bool,
+    /// Confirmed by the driver (bound). Until then the placement is assumed: held, but
+    /// taken back if the bind fails or is not confirmed within the bind timeout.
+    #[serde(default = "yes")]
+    pub bound: bool,
 }
 
 /// A job and its live state.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     pub spec: JobSpec,
@@ -661,6 +709,33 @@ pub struct Job {
     pub reason: String,
     /// GPU memory actually in use per card as a fraction of the request, percent.
     pub used_pct: u32,
+    /// When the last placement was decided (the bind timeout counts from here).
+    #[serde(default)]
+    pub placed_at: u64,
+    /// Time of the last cost accrual.
+    #[serde(default)]
+    pub accrued_at: u64,
+    /// The autoscaler of an inference service.
+    #[serde(default)]
+    pub autoscaler: AutoscalerState,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// An inference service's autoscaler: recent recommendations (for the scale-down
+/// stabilization window) and whether an operator took over.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AutoscalerState {
+    /// `(time, desired replicas)` recommendations inside the stabilization window.
+    pub history: std::collections::VecDeque<(u64, u32)>,
+    /// Set when an operator scaled the service by hand: who, and when. The autoscaler
+    /// leaves the replica count alone until it is resumed.
+    pub paused_by: Option<String>,
+    /// Last observed GPU-memory usage rate, percent of the running replicas' capacity
+    /// (may exceed 100 when demand outruns them).
+    pub last_usage_pct: Option<f64>,
 }
 
 impl Job {

@@ -18,9 +18,22 @@ pub struct QuantityError {
 fn err(what: &'static str, text: &str, why: impl Into<String>) -> QuantityError {
     QuantityError {
         what,
-        text: text.to_string(),
+        text: crate::limits::echo(text),
         why: why.into(),
     }
+}
+
+fn bounded(
+    what: &'static str,
+    text: &str,
+    v: f64,
+    max: u64,
+    show: fn(u64) -> String,
+) -> Result<u64, QuantityError> {
+    if !v.is_finite() || v > max as f64 {
+        return Err(err(what, text, format!("above the limit of {}", show(max))));
+    }
+    Ok(v.ceil() as u64)
 }
 
 /// Splits `text` into a decimal number and a suffix, returning the value scaled by
@@ -59,6 +72,23 @@ fn parse_scaled(
     Ok(scaled.ceil() as u64)
 }
 
+/// Parses and checks a quantity against the byte limit.
+fn checked_bytes(text: &str) -> Result<u64, QuantityError> {
+    let v = parse_scaled(
+        "quantity",
+        text,
+        byte_suffix,
+        "one of Ki Mi Gi Ti Pi k M G T P or none",
+    )?;
+    bounded(
+        "quantity",
+        text,
+        v as f64,
+        crate::limits::MAX_BYTES,
+        fmt_bytes,
+    )
+}
+
 fn byte_suffix(s: &str) -> Option<f64> {
     Some(match s {
         "" => 1.0,
@@ -78,17 +108,12 @@ fn byte_suffix(s: &str) -> Option<f64> {
 
 /// Parses a memory or disk quantity into bytes (`32Gi`, `100G`, `512Mi`, `1073741824`).
 pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
-    parse_scaled(
-        "quantity",
-        text,
-        byte_suffix,
-        "one of Ki Mi Gi Ti Pi k M G T P or none",
-    )
+    checked_bytes(text)
 }
 
 /// Parses a CPU quantity into millicores (`16` -> 16000, `500m` -> 500, `1.5` -> 1500).
 pub fn parse_cpu_milli(text: &str) -> Result<u64, QuantityError> {
-    parse_scaled(
+    let v = parse_scaled(
         "CPU quantity",
         text,
         |s| match s {
@@ -97,6 +122,13 @@ pub fn parse_cpu_milli(text: &str) -> Result<u64, QuantityError> {
             _ => None,
         },
         "`m` or none",
+    )?;
+    bounded(
+        "CPU quantity",
+        text,
+        v as f64,
+        crate::limits::MAX_CPU_MILLI,
+        |m| format!("{} cores", fmt_cpu(m)),
     )
 }
 
@@ -106,8 +138,9 @@ pub fn parse_duration_s(text: &str) -> Result<u64, QuantityError> {
     if t.is_empty() {
         return Err(err("duration", text, "empty value"));
     }
+    let max = crate::limits::MAX_DURATION_S;
     if let Ok(v) = t.parse::<u64>() {
-        return Ok(v);
+        return bounded("duration", text, v as f64, max, fmt_duration);
     }
     let mut total = 0f64;
     let mut rest = t;
@@ -144,7 +177,7 @@ pub fn parse_duration_s(text: &str) -> Result<u64, QuantityError> {
         total += v * factor;
         rest = next;
     }
-    Ok(total.round() as u64)
+    bounded("duration", text, total.round(), max, fmt_duration)
 }
 
 /// Formats bytes the way operators read them: `80Gi`, `512Mi`, `1.5Ti`.
@@ -217,7 +250,7 @@ pub struct Bytes(pub u64);
 pub struct CpuMilli(pub u64);
 
 macro_rules! quantity_de {
-    ($ty:ident, $parse:path, $expect:literal, $from_u64:expr, $from_f64:expr) => {
+    ($ty:ident, $parse:path, $expect:literal, $from_f64:expr, $limit:expr) => {
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 struct V;
@@ -230,8 +263,7 @@ macro_rules! quantity_de {
                         $parse(v).map($ty).map_err(E::custom)
                     }
                     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<$ty, E> {
-                        #[allow(clippy::redundant_closure_call)]
-                        Ok($ty(($from_u64)(v)))
+                        self.visit_f64(v as f64)
                     }
                     fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<$ty, E> {
                         if v < 0 {
@@ -244,7 +276,15 @@ macro_rules! quantity_de {
                             return Err(E::custom(format!("invalid value {v}")));
                         }
                         #[allow(clippy::redundant_closure_call)]
-                        Ok($ty(($from_f64)(v)))
+                        let x: f64 = ($from_f64)(v);
+                        let (max, show): (u64, fn(u64) -> String) = $limit;
+                        if x > max as f64 {
+                            return Err(E::custom(format!(
+                                "{v} is above the limit of {}",
+                                show(max)
+                            )));
+                        }
+                        Ok($ty(x as u64))
                     }
                 }
                 d.deserialize_any(V)
@@ -262,22 +302,25 @@ quantity_de!(
     Bytes,
     parse_bytes,
     "a quantity such as 32Gi or 100G",
-    |v: u64| v,
-    |v: f64| v.ceil() as u64
+    |v: f64| v.ceil(),
+    (crate::limits::MAX_BYTES, fmt_bytes)
 );
 quantity_de!(
     CpuMilli,
     parse_cpu_milli,
     "a CPU quantity such as 16 or 500m",
-    |v: u64| v * 1000,
-    |v: f64| (v * 1000.0).ceil() as u64
+    |v: f64| (v * 1000.0).ceil(),
+    (crate::limits::MAX_CPU_MILLI, |m| format!(
+        "{} cores",
+        fmt_cpu(m)
+    ))
 );
 quantity_de!(
     Duration,
     parse_duration_s,
     "a duration such as 90s, 5m or 2h",
-    |v: u64| v,
-    |v: f64| v.round() as u64
+    |v: f64| v.round(),
+    (crate::limits::MAX_DURATION_S, fmt_duration)
 );
 
 #[cfg(test)]
@@ -314,6 +357,22 @@ mod tests {
         assert_eq!(parse_duration_s("42").unwrap(), 42);
         assert!(parse_duration_s("5x").is_err());
         assert!(parse_duration_s("h").is_err());
+    }
+
+    #[test]
+    fn limits_are_checked_not_wrapped() {
+        let e = parse_duration_s("1000000d").unwrap_err();
+        assert!(e.to_string().contains("above the limit of 366d00h"), "{e}");
+        assert!(parse_duration_s("366d").is_ok());
+        assert!(parse_duration_s("18446744073709551615").is_err());
+        let e = parse_bytes("2Pi").unwrap();
+        assert_eq!(e, 2 << 50);
+        assert!(parse_bytes("2000Pi").is_err());
+        assert!(parse_cpu_milli("4294967295").is_err());
+        assert_eq!(parse_cpu_milli("1048576").unwrap(), 1_048_576_000);
+        let long = "9".repeat(10_000);
+        let e = parse_bytes(&format!("{long}x")).unwrap_err().to_string();
+        assert!(e.len() < 200, "value cut to a readable length: {e}");
     }
 
     #[test]

@@ -167,7 +167,9 @@ pub struct ReplayResult {
 
 /// A task shape for fragmentation: CPU, GPU-milli per GPU (0 = no GPU), GPU count,
 /// allowed models (sorted, lower-case).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Shape {
     pub cpu: u64,
     pub milli: u32,

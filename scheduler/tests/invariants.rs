@@ -503,24 +503,34 @@ fn check(c: &Cluster, started: &[(JobId, usize)]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Runs `ops`; at op `restore_at` the cluster is replaced by one restored from its
+/// checkpoint (which must hold everything: the run goes on exactly the same).
 fn run(
     nodes: &[NodeSpec],
     quotas: &[(u32, u32, u32, u32)],
     lend: bool,
     ops: &[Op],
+    restore_at: Option<usize>,
 ) -> Result<Vec<Event>, TestCaseError> {
     let mut c = build(nodes, quotas, lend);
     let mut serial = 0;
-    for op in ops {
+    for (i, op) in ops.iter().enumerate() {
+        if restore_at == Some(i) {
+            let cp = c.checkpoint();
+            let r = Cluster::restore(cp.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&r.checkpoint(), &cp, "a checkpoint restores to itself");
+            c = r;
+        }
         apply(&mut c, op, &mut serial);
         check(&c, &[])?;
-        let before: Vec<usize> = c.jobs.iter().map(|j| j.placements.len()).collect();
+        let before: std::collections::BTreeMap<JobId, usize> =
+            c.jobs.iter().map(|j| (j.id, j.placements.len())).collect();
         let report = c.schedule();
         let started: Vec<(JobId, usize)> = report
             .started
             .iter()
             .map(|&j| (j, 0))
-            .chain(report.scaled_up.iter().map(|&j| (j, before[j as usize])))
+            .chain(report.scaled_up.iter().map(|&j| (j, before[&j])))
             .collect();
         check(&c, &started)?;
         // Explaining never panics and agrees with the phase.
@@ -538,7 +548,7 @@ fn run(
             }
         }
     }
-    Ok(c.events)
+    Ok(c.events.into_iter().collect())
 }
 
 proptest! {
@@ -550,10 +560,12 @@ proptest! {
         quotas in prop::collection::vec((0u32..4, 0u32..8, 0u32..4, 0u32..8), 1..4),
         lend in any::<bool>(),
         ops in prop::collection::vec(op(), 1..60),
+        cut in 0usize..60,
     ) {
-        let a = run(&nodes, &quotas, lend, &ops)?;
-        // Same inputs, same event log.
-        let b = run(&nodes, &quotas, lend, &ops)?;
+        let a = run(&nodes, &quotas, lend, &ops, None)?;
+        // Same inputs, same event log; also when the state is checkpointed and restored
+        // part way.
+        let b = run(&nodes, &quotas, lend, &ops, Some(cut % ops.len()))?;
         prop_assert_eq!(a, b);
     }
 }

@@ -1,11 +1,13 @@
 //! Console state and key handling.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use maar_scheduler::metrics::Snapshot;
-use maar_scheduler::{Command, Explanation, Sim, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+use maar_scheduler::{Actor, Command, Explanation, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+
+use crate::engine::{EngineHandle, Refusal, Status, View};
 
 /// The screens, in Tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,10 +61,17 @@ pub enum Mode {
     Explain(Box<Explanation>),
 }
 
-/// The console's state.
+/// The console's state. It holds a handle on the engine and the last view it
+/// published; it never touches the core.
 pub struct App {
-    pub sim: Arc<Mutex<Sim>>,
-    pub snapshot: Snapshot,
+    pub engine: EngineHandle,
+    /// Who acts from this console.
+    pub actor: Actor,
+    pub snapshot: Arc<Snapshot>,
+    /// The engine's status with the snapshot.
+    pub status: Status,
+    /// Version of the view shown.
+    pub version: u64,
     pub screen: Screen,
     pub mode: Mode,
     pub selected: usize,
@@ -89,6 +98,8 @@ pub struct App {
     pub pending_alert_s: u64,
     /// The screen `?` was pressed on (its keys are listed first).
     pub help_for: Screen,
+    /// Test hook: the event loop should block this many seconds (`:debug-stall`).
+    pub stall: Option<u64>,
 }
 
 /// A row key per screen: what the selection points at.
@@ -103,21 +114,21 @@ fn priority_step(p: i32, up: bool) -> i32 {
 }
 
 impl App {
-    pub fn new(sim: Arc<Mutex<Sim>>) -> App {
-        let (snapshot, pending_alert_s) = {
-            let s = sim.lock().expect("sim lock");
-            (s.cluster.snapshot(), s.cluster.config.pending_alert_s)
-        };
+    pub fn new(engine: EngineHandle) -> App {
+        let view = engine.sync().unwrap_or_else(|_| engine.view());
         App {
-            sim,
-            snapshot,
+            engine,
+            actor: crate::actor::current(),
+            snapshot: view.snapshot.clone(),
+            status: view.status.clone(),
+            version: view.version,
             screen: Screen::Nodes,
             mode: Mode::Normal,
             selected: 0,
             filter: String::new(),
             expanded: None,
-            paused: false,
-            speed: 60.0,
+            paused: view.status.paused,
+            speed: view.status.speed,
             message: "? for help, : for commands, q to quit".into(),
             quit: false,
             dirty: true,
@@ -126,8 +137,9 @@ impl App {
             history: std::collections::HashMap::new(),
             rows: Vec::new(),
             alerts: Vec::new(),
-            pending_alert_s,
+            pending_alert_s: view.snapshot.pending_alert_s,
             help_for: Screen::Nodes,
+            stall: None,
         }
         .with_rows()
     }
@@ -151,24 +163,35 @@ impl App {
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 
-    /// Takes a fresh snapshot of the simulation.
-    pub fn refresh(&mut self) {
-        self.snapshot = self.sim.lock().expect("sim lock").cluster.snapshot();
+    /// Shows a view the engine published.
+    pub fn adopt(&mut self, v: Arc<View>) {
+        if v.version == self.version {
+            return;
+        }
+        self.version = v.version;
+        self.snapshot = v.snapshot.clone();
+        self.status = v.status.clone();
+        self.paused = v.status.paused;
+        self.speed = v.status.speed;
+        self.pending_alert_s = v.snapshot.pending_alert_s;
         self.record_history();
         self.recompute();
         self.dirty = true;
     }
 
-    /// The periodic refresh: takes a snapshot only when simulated time or the event log
-    /// moved, so an idle console neither copies state nor redraws.
-    pub fn refresh_if_changed(&mut self) {
-        let (t, n) = {
-            let s = self.sim.lock().expect("sim lock");
-            (s.cluster.now, s.cluster.events.len())
-        };
-        if t != self.snapshot.time_s || n != self.snapshot.events.len() {
-            self.refresh();
+    /// Waits for the engine to catch up and shows its fresh view.
+    pub fn refresh(&mut self) {
+        match self.engine.sync() {
+            Ok(v) => self.adopt(v),
+            Err(e) => self.message = format!("engine: {e}"),
         }
+    }
+
+    /// The periodic refresh: adopts the newest published view, if it is new (an idle
+    /// console neither copies state nor redraws).
+    pub fn refresh_if_changed(&mut self) {
+        let v = self.engine.view();
+        self.adopt(v);
     }
 
     /// Keeps the last samples of each GPU's utilisation (for the sparklines).
@@ -284,21 +307,38 @@ impl App {
         )
     }
 
-    /// Applies a command to the simulation, showing its result.
+    /// Applies a command through the engine, showing its result once it is recorded.
     pub fn apply(&mut self, cmd: Command) {
-        let what = describe(&cmd);
-        let r = self.sim.lock().expect("sim lock").apply(cmd);
+        let r = self.engine.apply(self.actor.clone(), cmd);
         self.message = match r {
-            Ok(m) => {
-                tracing::info!(target: "maar::action", "{m}");
-                m
-            }
-            Err(e) => {
-                tracing::warn!(target: "maar::action", "refused {what}: {e}");
-                format!("refused: {e}")
-            }
+            Ok(ack) => ack.message,
+            Err(Refusal::Refused(e)) => format!("refused: {e}"),
+            Err(e) => e.to_string(),
         };
         self.refresh();
+    }
+
+    /// Pauses or resumes; a pause shows the state at that moment, which is what the
+    /// next action acts on.
+    pub fn set_paused(&mut self, paused: bool) {
+        match self.engine.set_paused(paused) {
+            Ok(v) => {
+                self.adopt(v);
+                self.paused = paused;
+                self.message = if paused {
+                    "simulation paused".into()
+                } else {
+                    "simulation running".into()
+                };
+            }
+            Err(e) => self.message = format!("engine: {e}"),
+        }
+    }
+
+    fn set_speed(&mut self, x: f64) {
+        self.speed = x;
+        self.engine.set_speed(x);
+        self.message = format!("speed {x}x");
     }
 
     /// Runs a destructive command after confirmation, others at once.
@@ -418,23 +458,9 @@ impl App {
             KeyCode::Char('G') | KeyCode::End => self.selected = n.saturating_sub(1),
             KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
-            KeyCode::Char(' ') => {
-                self.paused = !self.paused;
-                self.message = if self.paused {
-                    "simulation paused"
-                } else {
-                    "simulation running"
-                }
-                .into();
-            }
-            KeyCode::Char('>') => {
-                self.speed = (self.speed * 2.0).min(86_400.0);
-                self.message = format!("speed {}x", self.speed);
-            }
-            KeyCode::Char('<') => {
-                self.speed = (self.speed / 2.0).max(1.0);
-                self.message = format!("speed {}x", self.speed);
-            }
+            KeyCode::Char(' ') => self.set_paused(!self.paused),
+            KeyCode::Char('>') => self.set_speed((self.speed * 2.0).min(86_400.0)),
+            KeyCode::Char('<') => self.set_speed((self.speed / 2.0).max(1.0)),
             _ => self.screen_key(k),
         }
     }
@@ -443,32 +469,28 @@ impl App {
         match (self.screen, k.code) {
             (Screen::Jobs, KeyCode::Enter) => {
                 if let Some(name) = self.selected_job() {
-                    let sim = self.sim.lock().expect("sim lock");
-                    if let Ok(id) = sim.cluster.job_id(&name) {
-                        let ex = sim.cluster.explain(id);
-                        drop(sim);
-                        self.mode = Mode::Explain(Box::new(ex));
+                    match self.engine.explain(&name) {
+                        Ok(ex) => self.mode = Mode::Explain(Box::new(ex)),
+                        Err(e) => self.message = format!("explain {name}: {e}"),
                     }
                 }
             }
             (Screen::Jobs, KeyCode::Char(c @ ('+' | '-'))) => {
-                if let Some(name) = self.selected_job() {
-                    let cur = self
-                        .sim
-                        .lock()
-                        .expect("sim lock")
-                        .cluster
-                        .job_id(&name)
-                        .ok()
-                        .map(|id| {
-                            self.sim.lock().expect("sim lock").cluster.jobs[id as usize]
-                                .spec
-                                .priority
-                        });
-                    if let Some(p) = cur {
+                let sel = self
+                    .rows
+                    .get(self.selected)
+                    .map(|&i| &self.snapshot.jobs[i]);
+                if let (Some(name), Some(j)) = (self.selected_job(), sel) {
+                    let next = priority_step(j.priority_value, c == '+');
+                    if next == j.priority_value {
+                        self.message = format!(
+                            "{name} is already at priority {}",
+                            maar_scheduler::priority_name(next)
+                        );
+                    } else {
                         self.apply(Command::SetPriority {
                             job: name,
-                            priority: priority_step(p, c == '+'),
+                            priority: next,
                         });
                     }
                 }
@@ -566,6 +588,21 @@ impl App {
                 (Some(job), Some(replicas)) => Some(Command::Scale { job, replicas }),
                 _ => None,
             },
+            ("autoscale", 2) => arg(1).map(|job| Command::ResumeAutoscale { job }),
+            ("request-quota", n) if n >= 4 => match (arg(1), arg(2), num(3)) {
+                (Some(project), Some(pool), Some(gpus)) if gpus > 0 => {
+                    let reserved = words.get(4) == Some(&"reserved");
+                    let from = if reserved { 5 } else { 4 };
+                    Some(Command::RequestQuota {
+                        project,
+                        pool,
+                        gpus,
+                        reserved,
+                        reason: words.get(from..).map(|w| w.join(" ")).unwrap_or_default(),
+                    })
+                }
+                _ => None,
+            },
             ("priority", 3) => {
                 let p = match words[2] {
                     "high" => Some(PRIORITY_HIGH),
@@ -591,16 +628,22 @@ impl App {
                     .ok()
                     .filter(|x| *x >= 1.0 && *x <= 86_400.0)
                 {
-                    self.speed = x;
-                    self.message = format!("speed {x}x");
+                    self.set_speed(x);
                 } else {
                     self.message = "speed: give a number from 1 to 86400".into();
                 }
                 return;
             }
             ("pause", 1) => {
-                self.paused = true;
-                self.message = "simulation paused".into();
+                self.set_paused(true);
+                return;
+            }
+            ("resume", 1) => {
+                self.set_paused(false);
+                return;
+            }
+            ("debug-stall", 2) if super::run::debug_stall_allowed() => {
+                self.stall = words[1].parse().ok();
                 return;
             }
             ("q" | "quit", 1) => {
@@ -620,29 +663,5 @@ impl App {
 
 /// A command in words, for the confirmation prompt and the log.
 pub fn describe(c: &Command) -> String {
-    match c {
-        Command::Submit(spec) => format!("submit job {}/{}", spec.project, spec.name),
-        Command::RequestQuota {
-            project,
-            pool,
-            gpus,
-            ..
-        } => format!("request +{gpus} GPUs for {project} in {pool}"),
-        Command::ApproveQuota { id } => format!("approve quota request #{id}"),
-        Command::RejectQuota { id, .. } => format!("reject quota request #{id}"),
-        Command::SetPriority { job, priority } => format!(
-            "set priority of {job} to {}",
-            maar_scheduler::priority_name(*priority)
-        ),
-        Command::CordonGpu { node, gpu } => format!("cordon GPU {node}/{gpu}"),
-        Command::UncordonGpu { node, gpu } => format!("uncordon GPU {node}/{gpu}"),
-        Command::CordonNode { node } => format!("cordon node {node}"),
-        Command::UncordonNode { node } => format!("uncordon node {node}"),
-        Command::DrainNode { node } => {
-            format!("drain node {node} (cordon it and requeue its jobs)")
-        }
-        Command::Requeue { job } => format!("requeue job {job}"),
-        Command::Cancel { job } => format!("cancel job {job}"),
-        Command::Scale { job, replicas } => format!("scale {job} to {replicas} replicas"),
-    }
+    c.describe()
 }

@@ -1,74 +1,149 @@
-//! The terminal and the event loop. The simulation advances on its own thread, so a slow
-//! terminal never stalls scheduling; the UI redraws only when something changed, at most
-//! about 30 times a second. The terminal is restored on exit, panic, ctrl-c, SIGTERM and
-//! SIGHUP.
+//! The terminal and the event loop. The engine runs on its own thread; the loop reads
+//! the views it publishes, so a slow terminal never stalls scheduling and a busy
+//! engine never freezes the screen. The UI redraws only when something changed, at
+//! most about 30 times a second.
+//!
+//! The terminal is restored on every way out: `q`, a panic, and SIGINT, SIGTERM,
+//! SIGHUP or SIGQUIT. Signals are taken by a thread of their own: it asks the loop to
+//! stop and, if the loop does not within a second (it is stuck), restores the terminal
+//! itself and ends the process.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt;
-
-use maar_scheduler::Sim;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::app::App;
 use super::view;
+use crate::engine::EngineHandle;
 
-/// Opens the console on a simulation until the operator quits.
-pub fn run(sim: Sim, speed: f64, mouse: bool, theme: super::theme::Theme) -> std::io::Result<()> {
-    use std::io::IsTerminal;
+/// The signals that end maar.
+pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// How the console ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Quit,
+    Signal(i32),
+}
+
+/// The console needs a terminal on both sides.
+pub fn check_terminal() -> std::io::Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(std::io::Error::other(
             "the console needs a terminal on stdin and stdout; for output to a pipe or file use `maar sim` or `maar get`",
         ));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    Ok(())
+}
+
+/// Blocks until one of the stop signals arrives; returns it.
+pub fn wait_for_signal() -> i32 {
+    match signal_hook::iterator::Signals::new(STOP_SIGNALS) {
+        Ok(mut s) => s.forever().next().unwrap_or(SIGTERM),
+        Err(_) => loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        },
+    }
+}
+
+/// What the signal thread needs to put the terminal back without the event loop.
+struct Rescue {
+    /// The terminal's settings before the console changed them (only this thread
+    /// reads them).
+    termios: std::sync::Mutex<Option<nix::sys::termios::Termios>>,
+    mouse: bool,
+}
+
+impl Rescue {
+    /// Restores the terminal with plain system calls (no locks another thread may hold).
+    fn restore(&self) {
+        let stdout = std::io::stdout();
+        let mut seq = String::from("\x1b[?2026l\x1b[0m\x1b[?1049l\x1b[?25h");
+        if self.mouse {
+            seq.push_str("\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l");
+        }
+        let _ = nix::unistd::write(stdout.as_fd(), seq.as_bytes());
+        let saved = self.termios.lock().ok().and_then(|t| t.clone());
+        if let Some(t) = &saved {
+            let stdin = std::io::stdin();
+            let _ =
+                nix::sys::termios::tcsetattr(stdin.as_fd(), nix::sys::termios::SetArg::TCSANOW, t);
+        }
+    }
+}
+
+/// Opens the console on an engine until the operator quits or a signal arrives.
+pub fn run(
+    engine: EngineHandle,
+    mouse: bool,
+    theme: super::theme::Theme,
+) -> std::io::Result<Ended> {
+    check_terminal()?;
+    let rescue = Arc::new(Rescue {
+        termios: std::sync::Mutex::new(nix::sys::termios::tcgetattr(std::io::stdin().as_fd()).ok()),
+        mouse,
+    });
+    // Signals: registered before the terminal changes, so none is lost.
+    let mut signals = signal_hook::iterator::Signals::new(STOP_SIGNALS)?;
+    let signal_handle = signals.handle();
+    let (sig_tx, sig_rx) = tokio::sync::mpsc::unbounded_channel::<i32>();
+    let finished = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (rescue, finished) = (rescue.clone(), finished.clone());
+        std::thread::Builder::new()
+            .name("maar-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    let _ = sig_tx.send(sig);
+                    // Give the loop a second to stop cleanly; else it is stuck.
+                    for _ in 0..100 {
+                        if finished.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    rescue.restore();
+                    let _ = nix::unistd::write(
+                        std::io::stderr().as_fd(),
+                        format!("maar: signal {sig}: the console did not stop in time; terminal restored\n")
+                            .as_bytes(),
+                    );
+                    // SAFETY: ends the process at once, without running anything that
+                    // could wait on the stuck thread.
+                    unsafe { nix::libc::_exit(128 + sig) };
+                }
+            })?
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(event_loop(sim, speed, mouse, theme))
+    let r = rt.block_on(event_loop(engine, mouse, theme, sig_rx));
+    finished.store(true, Ordering::SeqCst);
+    signal_handle.close();
+    let _ = watcher.join();
+    r
+}
+
+/// A hidden command for tests: with `MAAR_DEBUG_STALL=1`, `:debug-stall N` blocks the
+/// event loop for N seconds (to check that signals still restore the terminal).
+pub fn debug_stall_allowed() -> bool {
+    std::env::var_os("MAAR_DEBUG_STALL").is_some_and(|v| v == "1")
 }
 
 async fn event_loop(
-    mut sim: Sim,
-    speed: f64,
+    engine: EngineHandle,
     mouse: bool,
     theme: super::theme::Theme,
-) -> std::io::Result<()> {
-    // Settle time 0 first (arrivals, first scheduling cycle) so the first frame is true.
-    let now = sim.now();
-    sim.run_until(now);
-    let sim = Arc::new(Mutex::new(sim));
-    let mut app = App::new(sim.clone());
-    app.speed = speed;
+    mut signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
+) -> std::io::Result<Ended> {
+    let mut app = App::new(engine.clone());
     app.theme = theme;
-    let stop = Arc::new(AtomicBool::new(false));
-    let paused = Arc::new(AtomicBool::new(false));
-    let speed_bits = Arc::new(AtomicU64::new(speed.to_bits()));
-    let ticker = {
-        let (sim, stop, paused, speed_bits) = (
-            sim.clone(),
-            stop.clone(),
-            paused.clone(),
-            speed_bits.clone(),
-        );
-        std::thread::spawn(move || {
-            let mut last = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-                let dt = last.elapsed().as_secs_f64();
-                last = Instant::now();
-                if paused.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let sp = f64::from_bits(speed_bits.load(Ordering::Relaxed));
-                let mut s = sim.lock().expect("sim lock");
-                let to = s.now() + (dt * sp).round().max(1.0) as u64;
-                s.run_until(to);
-            }
-        })
-    };
     // Logs: tracing events go to tui-logger's buffer, shown on the Logs screen.
     {
         use tracing_subscriber::layer::SubscriberExt;
@@ -76,53 +151,34 @@ async fn event_loop(
             tracing_subscriber::registry().with(tui_logger::TuiTracingSubscriberLayer),
         );
         let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
-        tracing::info!(target: "maar", "console started: {} nodes, speed {}x", app.snapshot.nodes.len(), app.speed);
-    }
-    let mut terminal = match ratatui::try_init() {
-        Ok(t) => t,
-        Err(e) => {
-            stop.store(true, Ordering::Relaxed);
-            let _ = ticker.join();
-            return Err(std::io::Error::other(format!(
-                "cannot open the terminal: {e}"
-            )));
+        tracing::info!(target: "maar", "console started: {} nodes, speed {}x, acting as {}", app.snapshot.nodes.len(), app.speed, app.actor);
+        if let Some(p) = &app.status.state {
+            tracing::info!(target: "maar", "state file {}", p.display());
         }
-    };
+    }
+    let mut terminal = ratatui::try_init()
+        .map_err(|e| std::io::Error::other(format!("cannot open the terminal: {e}")))?;
     if mouse {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     }
+    let mut views = engine.watch();
     let mut events = EventStream::new();
     let mut frame = tokio::time::interval(Duration::from_millis(33));
-    let mut refresh = tokio::time::interval(Duration::from_millis(250));
-    #[cfg(unix)]
-    let (mut term, mut hup) = {
-        use tokio::signal::unix::{signal, SignalKind};
-        (
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        )
-    };
     let result = loop {
-        #[cfg(unix)]
-        let sig = async {
-            tokio::select! {
-                _ = term.recv() => (),
-                _ = hup.recv() => (),
-            }
-        };
-        #[cfg(not(unix))]
-        let sig = std::future::pending::<()>();
         tokio::select! {
-            _ = sig => break Ok(()),
+            sig = signals.recv() => break Ok(Ended::Signal(sig.unwrap_or(SIGTERM))),
             ev = events.next() => match ev {
                 Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
                 Some(Ok(Event::Resize(..))) => app.dirty = true,
                 Some(Ok(Event::Mouse(m))) => app.mouse(m.kind),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => break Err(e),
-                None => break Ok(()),
+                None => break Ok(Ended::Quit),
             },
-            _ = refresh.tick() => {
+            changed = views.changed() => {
+                if changed.is_err() {
+                    break Ok(Ended::Quit);
+                }
                 if !app.paused {
                     app.refresh_if_changed();
                 }
@@ -137,17 +193,17 @@ async fn event_loop(
                 }
             }
         }
-        paused.store(app.paused, Ordering::Relaxed);
-        speed_bits.store(app.speed.to_bits(), Ordering::Relaxed);
+        if let Some(secs) = app.stall.take() {
+            // Test hook (see debug_stall_allowed): the loop is stuck for a while.
+            std::thread::sleep(Duration::from_secs(secs));
+        }
         if app.quit {
-            break Ok(());
+            break Ok(Ended::Quit);
         }
     };
-    stop.store(true, Ordering::Relaxed);
     if mouse {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     }
     ratatui::restore();
-    let _ = ticker.join();
     result
 }

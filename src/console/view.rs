@@ -572,7 +572,7 @@ fn events(f: &mut Frame, app: &App, area: Rect) {
             Row::new(vec![
                 Cell::from(fmt_duration(e.time)),
                 Cell::from(e.severity.name()).style(st),
-                Cell::from(e.reason),
+                Cell::from(e.reason.to_string()),
                 Cell::from(e.object.clone()),
                 Cell::from(e.message.clone()),
             ])

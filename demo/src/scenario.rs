@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::cluster::{Cluster, SchedConfig};
-use crate::command::Command;
-use crate::manifest::{GpuAffinity, Manifest, Priority, RestartSpec};
-use crate::model::*;
-use crate::quantity::{Bytes, CpuMilli, Duration};
+use maar_scheduler::manifest::{GpuAffinity, Manifest, Priority, RestartSpec};
+use maar_scheduler::model::*;
+use maar_scheduler::quantity::{Bytes, CpuMilli, Duration};
+use maar_scheduler::{Cluster, Command, SchedConfig};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -244,7 +243,7 @@ pub struct TimedJob {
 
 /// Load as a share of the service's full capacity (max replicas at the target rate),
 /// following a cosine over the day with its peak at `peak_hour`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Traffic {
     pub base: f64,
@@ -455,6 +454,7 @@ impl Scenario {
             backfill: self.scheduler.backfill,
             preemption: self.scheduler.preemption,
             pending_alert_s: self.scheduler.pending_alert.0,
+            ..SchedConfig::default()
         });
         c.prices = self
             .prices
@@ -516,7 +516,10 @@ impl Scenario {
                     if g.gpu_labels {
                         labels.insert(LABEL_VENDOR.into(), gs.vendor.clone());
                         labels.insert(LABEL_MODEL.into(), model.clone());
-                        labels.insert(LABEL_MEMORY.into(), crate::quantity::fmt_bytes(gs.memory.0));
+                        labels.insert(
+                            LABEL_MEMORY.into(),
+                            maar_scheduler::quantity::fmt_bytes(gs.memory.0),
+                        );
                         labels.insert(LABEL_COUNT.into(), gs.count.to_string());
                     }
                     for (&idx, _) in gs.unhealthy.iter() {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cluster::{Cluster, SchedConfig};
-use crate::model::*;
+use maar_scheduler::model::*;
+use maar_scheduler::{Cluster, SchedConfig};
 
 const MODELS: [(&str, u64); 5] = [
     ("a100", 80),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use maar_scheduler::synthetic;
+use maar_demo::synthetic;
 
 /// One scheduling cycle over 50,000 pending single-GPU jobs on 5,000 nodes with 8
 /// mixed GPUs each (40,000 GPUs: 40,000 jobs placed, 10,000 left Pending with a reason).

@@ -1,9 +1,9 @@
 //! Peak memory of 10,000 nodes (8 GPUs each) and 100,000 jobs, scheduled once.
-//! `cargo run --release -p maar-scheduler --example rss`; figures in BENCHMARKS.md.
+//! `cargo run --release -p maar-demo --example rss`; figures in BENCHMARKS.md.
 
 use std::time::Instant;
 
-use maar_scheduler::synthetic;
+use maar_demo::synthetic;
 
 fn rss_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -25,7 +25,7 @@ fn main() {
         "10000 nodes, 100000 jobs: {} started, {} pending, {} events in {:.2}s",
         report.started.len(),
         c.pending_jobs().count(),
-        c.events.len(),
+        c.next_event_seq(),
         t.elapsed().as_secs_f64()
     );
     println!(

@@ -1,0 +1,230 @@
+//! Checkpoints: the cluster's state as plain data, and the cluster rebuilt from it.
+//!
+//! Only what cannot be derived is kept; the indexes (free-GPU index, node summaries,
+//! pool membership and capacity, name maps, the queue and preemption orders, quota
+//! usage) are rebuilt on restore, so a checkpoint can never hold an index that disagrees
+//! with the state. Restoring a checkpoint and going on gives the same events as never
+//! having stopped (tested).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, ClusterError, SchedConfig, Totals};
+use crate::event::Event;
+use crate::jobs::Jobs;
+use crate::model::*;
+use crate::replay::Shape;
+
+/// Version of the checkpoint format.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub version: u32,
+    pub now: u64,
+    pub config: SchedConfig,
+    pub prices: BTreeMap<String, f64>,
+    pub pools: Vec<Pool>,
+    pub projects: Vec<Project>,
+    /// GPU model ids, in the order they were first seen (placement ties follow it).
+    pub models: Vec<String>,
+    pub nodes: Vec<Node>,
+    pub jobs: Vec<Job>,
+    pub next_job: JobId,
+    /// Ended jobs still held, oldest first.
+    pub ended: Vec<JobId>,
+    pub quota_requests: Vec<QuotaRequest>,
+    pub next_request: u32,
+    /// The newest events (the in-memory window).
+    pub events: Vec<Event>,
+    pub next_event: u64,
+    pub totals: Totals,
+    /// GPU-milli-seconds by project and model.
+    pub gpu_ms: Vec<(ProjectId, String, u128)>,
+    /// The workload's typical shapes as of the last cycle.
+    pub typical: Vec<(Shape, f64)>,
+    pub typical_gpu: Vec<(Shape, f64)>,
+    pub bound_demand: Vec<f64>,
+}
+
+impl Cluster {
+    /// The state as plain data.
+    pub fn checkpoint(&self) -> ClusterState {
+        ClusterState {
+            version: CHECKPOINT_VERSION,
+            now: self.now,
+            config: self.config.clone(),
+            prices: self.prices.clone(),
+            pools: self.pools.clone(),
+            projects: self.projects.clone(),
+            models: self.models.clone(),
+            nodes: self.nodes.clone(),
+            jobs: self.jobs.iter().cloned().collect(),
+            next_job: self.jobs.next_id(),
+            ended: self.ended.iter().copied().collect(),
+            quota_requests: self.quota_requests.clone(),
+            next_request: self.next_request,
+            events: self.events.iter().cloned().collect(),
+            next_event: self.next_event,
+            totals: self.totals_ever.clone(),
+            gpu_ms: self
+                .gpu_ms
+                .iter()
+                .map(|((p, m), v)| (*p, m.clone(), *v))
+                .collect(),
+            typical: self.typical.clone(),
+            typical_gpu: self.typical_gpu.clone(),
+            bound_demand: self.bound_demand.clone(),
+        }
+    }
+
+    /// Rebuilds a cluster from a checkpoint, checking that it hangs together.
+    pub fn restore(s: ClusterState) -> Result<Cluster, ClusterError> {
+        let bad = |m: String| Err(ClusterError::Invalid(format!("checkpoint: {m}")));
+        if s.version != CHECKPOINT_VERSION {
+            return bad(format!(
+                "format version {} (this maar reads {CHECKPOINT_VERSION})",
+                s.version
+            ));
+        }
+        let mut c = Cluster::new(s.config);
+        c.prices = s.prices;
+        for p in s.pools {
+            c.add_pool(p);
+        }
+        let npools = c.pools.len();
+        for p in &c.pools {
+            if p.lend_to.iter().any(|&l| l as usize >= npools) {
+                return bad(format!(
+                    "pool {} lends to a pool that does not exist",
+                    p.name
+                ));
+            }
+        }
+        for p in s.projects {
+            if p.quotas.keys().any(|&k| k as usize >= npools) {
+                return bad(format!("project {} has a quota in no pool", p.name));
+            }
+            c.add_project(p);
+        }
+        c.models = s.models;
+        if c.models.first().map(String::as_str) != Some("") {
+            return bad("model table must start with the CPU-only entry".into());
+        }
+        for n in s.nodes {
+            if c.node_id(&n.name).is_ok() {
+                return bad(format!("node {} appears twice", n.name));
+            }
+            let stored_pool = n.pool;
+            let id = c.add_node(n);
+            if c.nodes[id as usize].pool != stored_pool {
+                return bad(format!(
+                    "node {} is in pool {:?} but its labels select {:?}",
+                    c.nodes[id as usize].name, stored_pool, c.nodes[id as usize].pool
+                ));
+            }
+        }
+        let nnodes = c.nodes.len();
+        let njobs = s.jobs.len();
+        c.jobs = Jobs::from_parts(s.jobs, s.next_job);
+        if c.jobs.len() != njobs {
+            return bad("a job id appears twice".into());
+        }
+        for j in c.jobs.iter() {
+            if j.id >= s.next_job {
+                return bad(format!(
+                    "job id {} is beyond the next id {}",
+                    j.id, s.next_job
+                ));
+            }
+            if j.project.is_some_and(|p| p as usize >= c.projects.len())
+                || j.pool.is_some_and(|p| p as usize >= npools)
+            {
+                return bad(format!(
+                    "job {} names a project or pool that does not exist",
+                    j.id
+                ));
+            }
+            for p in &j.placements {
+                let Some(node) = c.nodes.get(p.node as usize) else {
+                    return bad(format!("job {} is placed on no node", j.id));
+                };
+                if p.gpus.iter().any(|g| g.gpu as usize >= node.gpus.len()) {
+                    return bad(format!("job {} holds a GPU node {} lacks", j.id, node.name));
+                }
+            }
+        }
+        // Every allocation on a node belongs to a held job (and the other way round).
+        for (nid, n) in c.nodes.iter().enumerate() {
+            for a in n.gpus.iter().flat_map(|g| &g.allocs) {
+                if c.jobs
+                    .get(a.job)
+                    .is_none_or(|j| !j.placements.iter().any(|p| p.node as usize == nid))
+                {
+                    return bad(format!("node {} holds GPU work of an unknown job", n.name));
+                }
+            }
+        }
+        if nnodes != c.nodes.len() {
+            return bad("node count changed".into());
+        }
+        let ids: Vec<JobId> = c.jobs.iter().map(|j| j.id).collect();
+        for id in ids {
+            let j = &c.jobs[id as usize];
+            let key = (j.spec.project.clone(), j.spec.name.clone());
+            if c.job_by_name.insert(key, id).is_some() {
+                return bad(format!(
+                    "two jobs are named {}/{}",
+                    j.spec.project, j.spec.name
+                ));
+            }
+            match j.phase {
+                Phase::Pending => {
+                    let k = c.queue_key(id);
+                    c.pending.insert(id, k);
+                }
+                Phase::Running => {
+                    c.running_by_prio.insert((
+                        j.spec.priority,
+                        std::cmp::Reverse(j.started.unwrap_or(0)),
+                        id,
+                    ));
+                }
+                Phase::Restarting => {
+                    c.restarting.insert(id);
+                }
+                _ => {}
+            }
+            if j.is_inference() {
+                c.services.insert(id);
+            }
+            if j.placements.iter().any(|p| !p.bound) {
+                c.assumed.insert(id);
+            }
+            if let (Some(pr), Some(pl)) = (j.project, j.pool) {
+                let mut held = Resources::default();
+                for p in &j.placements {
+                    held.add(&placement_resources(p));
+                }
+                if !j.placements.is_empty() {
+                    c.usage[pr as usize].entry(pl).or_default().add(&held);
+                }
+            }
+        }
+        c.ended = s.ended.into_iter().collect();
+        c.quota_requests = s.quota_requests;
+        c.next_request = s.next_request;
+        c.events = s.events.into_iter().collect();
+        c.next_event = s.next_event;
+        c.totals_ever = s.totals;
+        c.gpu_ms = s.gpu_ms.into_iter().map(|(p, m, v)| ((p, m), v)).collect();
+        c.typical = s.typical;
+        c.typical_gpu = s.typical_gpu;
+        c.bound_demand = s.bound_demand;
+        c.now = s.now;
+        c.outbox.clear();
+        c.touched.clear();
+        Ok(c)
+    }
+}

@@ -1,0 +1,656 @@
+//! The core's one door: typed inputs in, events and decisions out.
+//!
+//! Everything that changes the cluster reaches the core as an [`Input`]: an
+//! [`Observation`] of the world (a node joined, a GPU went unhealthy, a pod finished,
+//! telemetry), an operator [`Command`] with its [`Actor`], a clock advance, or the end
+//! of an instant (run a scheduling cycle). [`Core::apply`] returns the [`Event`]s the
+//! input caused and the [`Decision`]s the driver must carry out (bind these replicas,
+//! stop those). A placement stays assumed until the driver confirms it with
+//! [`Observation::Bound`]; [`Observation::BindFailed`] or silence past the bind timeout
+//! returns the job to the queue.
+//!
+//! The core does no I/O, starts no thread and reads no clock: the same inputs give the
+//! same outputs. Inputs, observations, decisions and events serialise losslessly (JSON
+//! round trips are tested), so a driver can record them and a test can replay them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::ClusterState;
+use crate::cluster::{Cluster, ClusterError};
+use crate::command::Command;
+use crate::event::{Event, Severity};
+use crate::model::*;
+
+/// Who gave a command: a person (Unix user, from the uid, with the SSH client address
+/// when the command came over SSH) or a part of maar (`scenario`, `autoscaler`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// Where the command came from (the SSH client address), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+impl Actor {
+    /// A part of maar acting on its own (e.g. `scenario`).
+    pub fn system(name: &str) -> Actor {
+        Actor {
+            user: name.to_string(),
+            uid: None,
+            from: None,
+        }
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.user)?;
+        if let Some(a) = &self.from {
+            write!(f, " from {a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Readings of one GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuReading {
+    pub util_pct: u8,
+    pub mem_used: u64,
+    pub temp_c: u8,
+    pub power_w: u16,
+}
+
+/// Readings of one node's GPUs, in index order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReading {
+    pub node: String,
+    pub gpus: Vec<GpuReading>,
+}
+
+/// How a job's run ended, as seen from outside.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    Succeeded,
+    /// Killed for exceeding its memory limit.
+    OomKilled {
+        message: String,
+    },
+    /// Exited with an error.
+    Failed {
+        message: String,
+    },
+}
+
+/// Something seen in the world. Jobs are named `project/name`, nodes by name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Observation {
+    /// A node joined (its pool follows from its labels).
+    NodeJoined { node: Box<Node> },
+    /// A node's labels changed (it may move to another pool).
+    NodeLabels {
+        node: String,
+        labels: BTreeMap<String, String>,
+    },
+    /// A node became Ready (`ready`) or NotReady with a reason; jobs on a node that
+    /// goes NotReady are lost.
+    NodeCondition {
+        node: String,
+        ready: bool,
+        #[serde(default)]
+        reason: String,
+    },
+    /// A GPU's health; jobs on a card that turns unhealthy are lost.
+    GpuHealth {
+        node: String,
+        gpu: u32,
+        healthy: bool,
+        #[serde(default)]
+        reason: String,
+    },
+    /// Disk used on a node by things other than jobs (images, logs), bytes.
+    DiskUsage { node: String, bytes: u64 },
+    /// GPU telemetry (utilisation, memory in use, temperature, power).
+    Telemetry { nodes: Vec<NodeReading> },
+    /// A job appeared (a scenario arrival, a pod created in the cluster).
+    JobSubmitted { spec: Box<JobSpec> },
+    /// A running job's run ended.
+    JobEnded { job: String, outcome: JobOutcome },
+    /// GPU memory a job actually uses, percent of what it asked for.
+    JobUsage { job: String, used_pct: u32 },
+    /// An inference service's GPU-memory usage rate (`crater_gpu_memory_usage_rate`),
+    /// percent of what its running replicas can serve; above 100 when demand outruns
+    /// them. The autoscaler acts on it.
+    ServiceLoad { job: String, usage_pct: f64 },
+    /// The driver bound the job's assumed replicas.
+    Bound { job: String },
+    /// The driver could not bind the job's assumed replicas: they are taken back and
+    /// the job is queued again.
+    BindFailed { job: String, reason: String },
+    /// Something the driver wants the operator to see (a scenario step it could not
+    /// carry out, a reading it could not take); logged as an event, changes nothing.
+    Note {
+        severity: Severity,
+        reason: String,
+        object: String,
+        message: String,
+    },
+}
+
+/// One input to the core.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    /// An operator command and who gave it.
+    Command { actor: Actor, command: Command },
+    /// Something seen in the world.
+    Observe(Observation),
+    /// The clock moves to `to` (seconds since the start; never back). Time-driven
+    /// changes happen here: restart back-offs that elapsed, binds that timed out.
+    Advance { to: u64 },
+    /// The end of an instant: run one scheduling cycle now.
+    Schedule,
+}
+
+/// Replicas on one node: where, and on which cards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<u32>,
+}
+
+/// What the driver must carry out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Bind these replicas (all of a gang at once); answer with `Bound` or
+    /// `BindFailed`. `start` is true when the job was not running before.
+    Bind {
+        id: JobId,
+        job: String,
+        start: bool,
+        replicas: Vec<Binding>,
+    },
+    /// Stop these replicas (evicted, drained, cancelled, scaled down, failed, or a bind
+    /// taken back); `reason` says why.
+    Stop {
+        id: JobId,
+        job: String,
+        replicas: Vec<Binding>,
+        reason: String,
+    },
+}
+
+/// What one input did.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// What happened, in words; or why the input was refused (nothing changed then).
+    pub result: Result<String, ClusterError>,
+    /// The job a submission created.
+    pub job: Option<JobId>,
+    pub events: Vec<Event>,
+    pub decisions: Vec<Decision>,
+}
+
+impl Output {
+    pub fn is_ok(&self) -> bool {
+        self.result.is_ok()
+    }
+}
+
+/// The scheduler core behind its one door. Whoever owns a `Core` (the engine) changes
+/// the cluster only through [`Core::apply`]; readers borrow the cluster.
+#[derive(Clone, Debug)]
+pub struct Core {
+    cluster: Cluster,
+}
+
+impl Core {
+    pub fn new(mut cluster: Cluster) -> Core {
+        // Whatever was built before the core took over is not news to anyone.
+        cluster.take_outbox();
+        cluster.take_touched();
+        Core { cluster }
+    }
+
+    /// The cluster, to read.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub fn now(&self) -> u64 {
+        self.cluster.now
+    }
+
+    /// Applies one input. Refused inputs change nothing and say why.
+    pub fn apply(&mut self, input: Input) -> Output {
+        let mut job = None;
+        let result = match input {
+            Input::Command { actor, command } => {
+                let submit = matches!(command, Command::Submit(_));
+                let r = self.cluster.apply_by(command, &actor.user);
+                if submit && r.is_ok() {
+                    job = self.cluster.jobs.iter().next_back().map(|j| j.id);
+                }
+                r
+            }
+            Input::Observe(o) => {
+                let r = self.observe(o);
+                match r {
+                    Ok((m, j)) => {
+                        job = j;
+                        Ok(m)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Input::Advance { to } => {
+                self.cluster.set_time(to);
+                let expired = self.cluster.expire_binds();
+                let restarted = self.cluster.restart_due();
+                Ok(format!(
+                    "clock at {to}s; {restarted} restart(s) due, {expired} bind(s) timed out"
+                ))
+            }
+            Input::Schedule => {
+                let r = self.cluster.schedule();
+                Ok(format!(
+                    "cycle: {} started, {} scaled up, {} preempted",
+                    r.started.len(),
+                    r.scaled_up.len(),
+                    r.preempted.len()
+                ))
+            }
+        };
+        let events = self.cluster.take_outbox();
+        let decisions = self.cluster.decisions();
+        Output {
+            result,
+            job,
+            events,
+            decisions,
+        }
+    }
+
+    fn observe(&mut self, o: Observation) -> Result<(String, Option<JobId>), ClusterError> {
+        let c = &mut self.cluster;
+        let done = |m: String| Ok((m, None));
+        match o {
+            Observation::NodeJoined { node } => {
+                if c.node_id(&node.name).is_ok() {
+                    return Err(ClusterError::Invalid(format!(
+                        "node `{}` already exists",
+                        node.name
+                    )));
+                }
+                let name = node.name.clone();
+                let id = c.add_node(*node);
+                let pool = c.pool_name(c.nodes[id as usize].pool).to_string();
+                c.emit(
+                    Severity::Normal,
+                    "NodeJoined",
+                    format!("node/{name}"),
+                    format!("node joined pool {pool}"),
+                );
+                done(format!("node {name} joined"))
+            }
+            Observation::NodeLabels { node, labels } => {
+                let n = c.node_id(&node)?;
+                c.relabel_node(n, labels);
+                done(format!("node {node} relabelled"))
+            }
+            Observation::NodeCondition {
+                node,
+                ready,
+                reason,
+            } => {
+                let n = c.node_id(&node)?;
+                let cond = if ready {
+                    Condition::Ready
+                } else {
+                    Condition::NotReady(reason)
+                };
+                c.set_node_condition(n, cond);
+                done(format!("node {node} condition set"))
+            }
+            Observation::GpuHealth {
+                node,
+                gpu,
+                healthy,
+                reason,
+            } => {
+                let n = c.node_id(&node)?;
+                if gpu as usize >= c.nodes[n as usize].gpus.len() {
+                    return Err(ClusterError::UnknownGpu {
+                        node,
+                        index: gpu,
+                        count: c.nodes[n as usize].gpus.len(),
+                    });
+                }
+                let h = if healthy {
+                    Health::Healthy
+                } else {
+                    Health::Unhealthy(reason)
+                };
+                c.set_gpu_health(n, gpu, h);
+                done(format!("GPU {node}/{gpu} health set"))
+            }
+            Observation::DiskUsage { node, bytes } => {
+                let n = c.node_id(&node)?;
+                c.set_disk_external(n, bytes);
+                done(format!("node {node} disk usage set"))
+            }
+            Observation::Telemetry { nodes } => {
+                for r in nodes {
+                    let n = c.node_id(&r.node)?;
+                    let node = &mut c.nodes[n as usize];
+                    for (g, x) in node.gpus.iter_mut().zip(r.gpus) {
+                        g.util_pct = x.util_pct.min(100);
+                        g.mem_used = x.mem_used.min(g.memory);
+                        g.temp_c = x.temp_c;
+                        g.power_w = x.power_w;
+                    }
+                }
+                done("telemetry recorded".into())
+            }
+            Observation::JobSubmitted { spec } => {
+                let id = c.submit(*spec)?;
+                Ok((format!("job {} submitted", c.job_ref(id)), Some(id)))
+            }
+            Observation::JobEnded { job, outcome } => {
+                let id = c.job_id(&job)?;
+                if c.jobs[id as usize].phase != Phase::Running {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} is {}, not running",
+                        c.jobs[id as usize].phase.name()
+                    )));
+                }
+                match outcome {
+                    JobOutcome::Succeeded => c.complete(id, true, "completed"),
+                    JobOutcome::OomKilled { message } => c.fail_running(id, "OOMKilled", message),
+                    JobOutcome::Failed { message } => c.fail_running(id, "Error", message),
+                }
+                done(format!("job {job} ended"))
+            }
+            Observation::JobUsage { job, used_pct } => {
+                let id = c.job_id(&job)?;
+                c.jobs[id as usize].used_pct = used_pct;
+                done(format!("job {job} usage {used_pct}%"))
+            }
+            Observation::ServiceLoad { job, usage_pct } => {
+                let id = c.job_id(&job)?;
+                if !usage_pct.is_finite() || usage_pct < 0.0 {
+                    return Err(ClusterError::Invalid(format!(
+                        "usage {usage_pct} of {job} is not a percentage"
+                    )));
+                }
+                c.autoscale(id, usage_pct)?;
+                done(format!("job {job} load {usage_pct:.0}%"))
+            }
+            Observation::Bound { job } => {
+                let id = c.job_id(&job)?;
+                c.confirm_bind(id)?;
+                done(format!("job {job} bound"))
+            }
+            Observation::Note {
+                severity,
+                reason,
+                object,
+                message,
+            } => {
+                c.emit(severity, reason, object, message);
+                done("noted".into())
+            }
+            Observation::BindFailed { job, reason } => {
+                let id = c.job_id(&job)?;
+                c.fail_bind(id, &format!("bind failed: {reason}"))?;
+                done(format!("job {job} back in the queue: bind failed"))
+            }
+        }
+    }
+
+    /// The state to keep (a checkpoint).
+    pub fn checkpoint(&self) -> ClusterState {
+        self.cluster.checkpoint()
+    }
+
+    /// A core from a checkpoint.
+    pub fn restore(state: ClusterState) -> Result<Core, ClusterError> {
+        Ok(Core {
+            cluster: Cluster::restore(state)?,
+        })
+    }
+}
+
+/// A driver feeds the core: the simulation, the node agent, the Kubernetes watcher.
+/// It runs on the engine's thread and changes the core only through inputs.
+pub trait Driver: Send {
+    /// A short name (`demo`, `local`, `kube`).
+    fn kind(&self) -> &'static str;
+    /// Advances the world to `to` (the core's clock), feeding what it sees; returns the
+    /// events this caused.
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event>;
+    /// Applies an operator command now, and what follows from it (a scheduling cycle,
+    /// the driver's own reactions to the decisions).
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output;
+    /// The driver's own state, for a checkpoint (`null` if it keeps none).
+    fn save(&self) -> serde_json::Value;
+}
+
+impl Cluster {
+    /// Decisions for the jobs whose placements changed since the last call.
+    pub(crate) fn decisions(&mut self) -> Vec<Decision> {
+        let mut out = Vec::new();
+        for (id, before) in self.take_touched() {
+            let Some(j) = self.jobs.get(id) else {
+                continue;
+            };
+            let name = format!("{}/{}", j.spec.project, j.spec.name);
+            let key = |p: &Placement| (p.node, p.gpus.clone(), p.cpu, p.mem, p.disk);
+            let mut gone: Vec<&Placement> = before.iter().collect();
+            let mut new: Vec<&Placement> = Vec::new();
+            for p in &j.placements {
+                match gone.iter().position(|q| key(q) == key(p)) {
+                    Some(i) => {
+                        gone.remove(i);
+                    }
+                    None => new.push(p),
+                }
+            }
+            let binding = |p: &Placement| Binding {
+                node: self.nodes[p.node as usize].name.clone(),
+                gpus: p.gpus.iter().map(|s| s.gpu).collect(),
+            };
+            if !gone.is_empty() {
+                out.push(Decision::Stop {
+                    id,
+                    job: name.clone(),
+                    replicas: gone.iter().map(|p| binding(p)).collect(),
+                    reason: if j.reason.is_empty() {
+                        j.phase.name().to_string()
+                    } else {
+                        j.reason.clone()
+                    },
+                });
+            }
+            if !new.is_empty() {
+                out.push(Decision::Bind {
+                    id,
+                    job: name,
+                    start: before.is_empty() || !gone.is_empty() && gone.len() == before.len(),
+                    replicas: new.iter().map(|p| binding(p)).collect(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The driver confirmed a job's assumed placements.
+    pub(crate) fn confirm_bind(&mut self, id: JobId) -> Result<(), ClusterError> {
+        let j = &mut self.jobs[id as usize];
+        if !j.placements.iter().any(|p| !p.bound) {
+            return Err(ClusterError::Invalid(format!(
+                "job {}/{} has no placement waiting for a bind",
+                j.spec.project, j.spec.name
+            )));
+        }
+        for p in &mut j.placements {
+            p.bound = true;
+        }
+        self.assumed.remove(&id);
+        Ok(())
+    }
+
+    /// Takes back a job's assumed placements; the job waits in the queue again unless
+    /// bound replicas keep it running (a service's scale-up).
+    pub(crate) fn fail_bind(&mut self, id: JobId, why: &str) -> Result<(), ClusterError> {
+        let j = &self.jobs[id as usize];
+        let unbound: Vec<usize> = (0..j.placements.len())
+            .filter(|&i| !j.placements[i].bound)
+            .collect();
+        if unbound.is_empty() {
+            return Err(ClusterError::Invalid(format!(
+                "job {}/{} has no placement waiting for a bind",
+                j.spec.project, j.spec.name
+            )));
+        }
+        let all = unbound.len() == j.placements.len();
+        if all {
+            self.release_all(id);
+            self.set_phase(id, Phase::Pending);
+            let j = &mut self.jobs[id as usize];
+            j.remaining_s = j.spec.est_runtime_s;
+            j.reason = why.to_string();
+        } else {
+            for &i in unbound.iter().rev() {
+                self.release_replica(id, i);
+            }
+        }
+        self.emit(
+            Severity::Warning,
+            "BindFailed",
+            self.job_ref(id),
+            format!(
+                "{why}; {} replica(s) taken back{}",
+                unbound.len(),
+                if all { ", queued again" } else { "" }
+            ),
+        );
+        Ok(())
+    }
+
+    /// Takes back placements not confirmed within the bind timeout. Returns how many
+    /// jobs it touched.
+    pub(crate) fn expire_binds(&mut self) -> usize {
+        let limit = self.config.bind_timeout_s;
+        let now = self.now;
+        let late: Vec<JobId> = self
+            .assumed
+            .iter()
+            .copied()
+            .filter(|&id| {
+                self.jobs
+                    .get(id)
+                    .is_some_and(|j| j.placed_at.saturating_add(limit) < now)
+            })
+            .collect();
+        for &id in &late {
+            let _ = self.fail_bind(
+                id,
+                &format!("bind not confirmed within {limit}s of the placement"),
+            );
+        }
+        late.len()
+    }
+
+    /// The autoscaler of an inference service, on one reading of its load.
+    pub(crate) fn autoscale(&mut self, id: JobId, usage_pct: f64) -> Result<(), ClusterError> {
+        let j = &self.jobs[id as usize];
+        let JobKind::Inference(a) = j.spec.kind.clone() else {
+            return Err(ClusterError::Invalid(format!(
+                "job {} is not an inference service",
+                self.job_ref(id)
+            )));
+        };
+        if j.phase != Phase::Running {
+            return Ok(());
+        }
+        let now = self.now;
+        let running = j.running_replicas().max(1) as f64;
+        let j = &mut self.jobs[id as usize];
+        j.used_pct = usage_pct.min(100.0).round() as u32;
+        j.autoscaler.last_usage_pct = Some(usage_pct);
+        if j.autoscaler.paused_by.is_some() {
+            return Ok(());
+        }
+        // Replicas' worth of demand at full use, and the replicas that serve it at the
+        // target rate.
+        let demand = usage_pct * running / 100.0;
+        let desired = ((demand * 100.0 / a.target_pct as f64).ceil() as u32).clamp(a.min, a.max);
+        let h = &mut j.autoscaler.history;
+        h.push_back((now, desired));
+        while h.front().is_some_and(|&(t, _)| t + a.window_s < now) {
+            h.pop_front();
+        }
+        let current = j.desired_replicas;
+        let eff = if desired >= current {
+            desired
+        } else {
+            h.iter().map(|x| x.1).max().unwrap_or(desired)
+        };
+        if eff != current {
+            let shown = usage_pct.min(100.0);
+            let why = format!(
+                "by autoscaler: GPU memory usage {shown:.0}% vs target {}%{}",
+                a.target_pct,
+                if eff < current {
+                    format!(
+                        " (below target for the {}s stabilization window)",
+                        a.window_s
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            self.scale(id, eff, &why);
+        }
+        Ok(())
+    }
+
+    /// Sets a node's labels; it moves to the pool its new labels select.
+    pub fn relabel_node(&mut self, n: NodeId, labels: BTreeMap<String, String>) {
+        let old_pool = self.nodes[n as usize].pool;
+        let name = self.nodes[n as usize].name.clone();
+        // Take the node's capacity out of its old pool, relabel, and put it back where
+        // the labels now point.
+        self.account_node(n, false);
+        self.nodes[n as usize].set_labels(labels);
+        let pool = self.pool_for_labels(self.nodes[n as usize].labels());
+        self.nodes[n as usize].pool = pool;
+        self.account_node(n, true);
+        self.reindex(n);
+        let msg = if pool != old_pool {
+            format!(
+                "labels changed: pool {} -> {}",
+                self.pool_name(old_pool),
+                self.pool_name(pool)
+            )
+        } else {
+            "labels changed".to_string()
+        };
+        self.emit(
+            Severity::Normal,
+            "NodeLabelled",
+            format!("node/{name}"),
+            msg,
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! The job table: live jobs and the most recently ended ones, by id.
+//!
+//! Ids are handed out in submission order and never reused, so iteration is in
+//! submission order and a stale id (a job that ended long ago and was dropped) finds
+//! nothing rather than another job. Ended jobs beyond the retention are dropped from
+//! memory (their history stays in the event log and the durable record), so memory and
+//! per-cycle work follow the live cluster, not everything ever submitted.
+
+use std::collections::BTreeMap;
+use std::ops::{Index, IndexMut};
+
+use crate::model::{Job, JobId};
+
+#[derive(Clone, Debug, Default)]
+pub struct Jobs {
+    map: BTreeMap<JobId, Job>,
+    next: JobId,
+}
+
+impl Jobs {
+    /// The job with this id, if it is still held.
+    pub fn get(&self, id: JobId) -> Option<&Job> {
+        self.map.get(&id)
+    }
+
+    /// Held jobs in submission order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Job> + '_ {
+        self.map.values()
+    }
+
+    /// How many jobs are held (live and recently ended).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The id the next submitted job gets.
+    pub fn next_id(&self) -> JobId {
+        self.next
+    }
+
+    pub(crate) fn insert(&mut self, job: Job) {
+        self.next = self.next.max(job.id.saturating_add(1));
+        self.map.insert(job.id, job);
+    }
+
+    pub(crate) fn remove(&mut self, id: JobId) -> Option<Job> {
+        self.map.remove(&id)
+    }
+
+    /// Rebuilds the table from stored jobs and the next id.
+    pub(crate) fn from_parts(jobs: Vec<Job>, next: JobId) -> Jobs {
+        let mut t = Jobs {
+            map: BTreeMap::new(),
+            next,
+        };
+        for j in jobs {
+            t.insert(j);
+        }
+        t
+    }
+}
+
+impl Index<usize> for Jobs {
+    type Output = Job;
+    fn index(&self, i: usize) -> &Job {
+        match self.map.get(&(i as JobId)) {
+            Some(j) => j,
+            None => panic!("job {i} is not held (never submitted, or ended and dropped)"),
+        }
+    }
+}
+
+impl IndexMut<usize> for Jobs {
+    fn index_mut(&mut self, i: usize) -> &mut Job {
+        match self.map.get_mut(&(i as JobId)) {
+            Some(j) => j,
+            None => panic!("job {i} is not held (never submitted, or ended and dropped)"),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Jobs {
+    type Item = &'a Job;
+    type IntoIter = std::collections::btree_map::Values<'a, JobId, Job>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.values()
+    }
+}

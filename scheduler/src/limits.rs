@@ -1,0 +1,53 @@
+//! The bounds on every count, rate, quantity and duration maar reads.
+//!
+//! Each is far above any real cluster and far below what would make a run allocate
+//! without bound, spin or overflow. Readers check values against them as they read, so
+//! an error names the file, the line and the limit; arithmetic inside the core then
+//! cannot overflow. docs/limits.md lists them.
+
+/// Bytes in one quantity of memory or disk (a node's, a job's): 1 EiB.
+pub const MAX_BYTES: u64 = 1 << 60;
+/// CPU of one node or one job: 1,048,576 cores (in millicores).
+pub const MAX_CPU_MILLI: u64 = (1 << 20) * 1000;
+/// Any duration (runtimes, delays, `--until`, `--at`): 366 days.
+pub const MAX_DURATION_S: u64 = 366 * 86_400;
+/// GPUs on one node, and GPUs one replica asks for.
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+/// Replicas of one job (also an inference service's maximum).
+pub const MAX_REPLICAS: u32 = 10_000;
+/// Nodes in one cluster (a scenario, a trace).
+pub const MAX_NODES: u32 = 100_000;
+/// Pods in one trace.
+pub const MAX_TRACE_PODS: usize = 2_000_000;
+/// Arrivals per hour of one job generator.
+pub const MAX_RATE_PER_HOUR: f64 = 100_000.0;
+/// GPUs in one quota amount or quota request.
+pub const MAX_QUOTA_GPUS: f64 = 1_000_000.0;
+/// Price of one GPU-hour.
+pub const MAX_PRICE: f64 = 1_000_000.0;
+/// Restarts allowed by a restart policy.
+pub const MAX_RESTARTS: u32 = 1_000;
+/// Absolute value of a numeric priority.
+pub const MAX_PRIORITY: i32 = 1_000_000;
+/// Size of one input file (scenario, manifest, trace CSV, theme).
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+/// Characters of a value echoed back in an error message.
+pub const MAX_ECHO_CHARS: usize = 60;
+
+/// A value cut to a readable length for an error message.
+pub fn echo(v: &str) -> String {
+    let mut out: String = v.chars().take(MAX_ECHO_CHARS).collect();
+    if v.chars().count() > MAX_ECHO_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// `Err` naming the limit when `v > max`.
+pub fn at_most<T: PartialOrd + std::fmt::Display>(what: &str, v: T, max: T) -> Result<T, String> {
+    if v > max {
+        Err(format!("{what} {v} is above the limit of {max}"))
+    } else {
+        Ok(v)
+    }
+}

@@ -1,0 +1,293 @@
+//! Backends: how a cluster is set up for the engine, fresh or from its record.
+//!
+//! Today the demo (the simulation of a scenario); the node agent and the Kubernetes
+//! watcher plug in here as other drivers, and the engine and the console stay as they
+//! are.
+
+use std::path::Path;
+
+use maar_demo::{Scenario, Sim};
+use maar_scheduler::{ClusterState, Core, Driver};
+
+use crate::record::{Meta, Record, RecordError};
+
+/// A cluster ready for an engine: the core, its driver, and where the record stands.
+pub struct Loaded {
+    pub core: Core,
+    pub driver: Box<dyn Driver>,
+    pub meta: Meta,
+    /// The newest command already reflected in `core`.
+    pub after_seq: i64,
+    /// Commands replayed on top of the checkpoint.
+    pub replayed: usize,
+}
+
+/// Why a recorded cluster could not be brought back.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("{path}: {why}")]
+    Content { path: String, why: String },
+}
+
+fn content(path: &Path, why: impl Into<String>) -> LoadError {
+    LoadError::Content {
+        path: path.display().to_string(),
+        why: why.into(),
+    }
+}
+
+/// The meta of a fresh demo record.
+pub fn demo_meta(scenario_text: &str, sc: &Scenario, seed: u64) -> Meta {
+    Meta {
+        backend: "demo".into(),
+        cluster: sc.name.clone(),
+        scenario: Some(scenario_text.to_string()),
+        seed: Some(seed),
+        created: crate::record::now_rfc3339(),
+    }
+}
+
+/// Starts a fresh demo: the core and simulation at time 0, settled (arrivals and the
+/// first cycle), recorded at `path` when given. An earlier demo record there is kept
+/// as `<path>.prev`; anything else there is refused and left untouched.
+pub fn fresh_demo(
+    path: Option<&Path>,
+    scenario_text: &str,
+    sc: Scenario,
+    seed: Option<u64>,
+) -> Result<(Loaded, Option<Record>), LoadError> {
+    let record = match path {
+        Some(p) => {
+            if p.exists() {
+                // Only an earlier demo's record, not in use, may be set aside.
+                let old = Record::open(p)?;
+                if let Some(h) = old.holder()? {
+                    return Err(RecordError::InUse {
+                        path: p.display().to_string(),
+                        pid: h.pid,
+                        host: h.host,
+                        since: h.since,
+                    }
+                    .into());
+                }
+                let meta = old.meta()?;
+                if meta.backend != "demo" {
+                    return Err(content(
+                        p,
+                        format!(
+                            "holds a {} cluster, not a demo; give another --state",
+                            meta.backend
+                        ),
+                    ));
+                }
+                drop(old);
+                let prev = p.with_extension("db.prev");
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", prev.display()));
+                }
+                // The WAL is folded into the file when the last connection closed; a
+                // leftover one travels with it.
+                for suffix in ["", "-wal", "-shm"] {
+                    let from = format!("{}{suffix}", p.display());
+                    if Path::new(&from).exists() {
+                        std::fs::rename(&from, format!("{}{suffix}", prev.display())).map_err(
+                            |e| content(p, format!("cannot set the old record aside: {e}")),
+                        )?;
+                    }
+                }
+            }
+            let seed_used = seed.unwrap_or(sc.seed);
+            Some(Record::create(
+                p,
+                &demo_meta(scenario_text, &sc, seed_used),
+            )?)
+        }
+        None => None,
+    };
+    let (mut sim, cluster) =
+        Sim::new(sc.clone(), seed).map_err(|e| content(Path::new("scenario"), e.to_string()))?;
+    let mut core = Core::new(cluster);
+    let meta = demo_meta(scenario_text, &sc, sim.seed());
+    // Settle time 0 (arrivals, the first cycle) so the first snapshot is true.
+    let events = sim.run_until(&mut core, 0);
+    let mut record = record;
+    if let Some(r) = &mut record {
+        r.append_events(&events)?;
+    }
+    Ok((
+        Loaded {
+            core,
+            driver: Box::new(sim),
+            meta,
+            after_seq: 0,
+            replayed: 0,
+        },
+        record,
+    ))
+}
+
+/// Brings a recorded cluster back: the newest checkpoint and the commands after it;
+/// with `from_scratch`, every command from the start instead. `until` moves the
+/// result on to that time (never back).
+pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError> {
+    let path = record.path();
+    let meta = record.meta()?;
+    if meta.backend != "demo" {
+        return Err(content(
+            path,
+            format!("a {} cluster cannot be restored by this maar", meta.backend),
+        ));
+    }
+    let text = meta
+        .scenario
+        .clone()
+        .ok_or_else(|| content(path, "the demo's scenario is missing from the record"))?;
+    let file = format!("{} (recorded scenario)", path.display());
+    let sc = crate::load::parse_scenario(&file, &text)
+        .map_err(|e| content(path, format!("recorded scenario: {e}")))?;
+    let checkpoint = if from_scratch {
+        None
+    } else {
+        record.latest_checkpoint()?
+    };
+    let (mut core, mut driver, after_seq) = match checkpoint {
+        Some(cp) => {
+            let mut st: ClusterState = serde_json::from_str(&cp.core)
+                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+            if st.events.is_empty() {
+                st.events = record.events_before(st.next_event, st.config.event_window)?;
+            }
+            let core = Core::restore(st)
+                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+            let driver_state: serde_json::Value = serde_json::from_str(&cp.driver)
+                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+            let sim = Sim::restore(sc, driver_state)
+                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+            (core, sim, cp.after_seq)
+        }
+        None => {
+            let (mut sim, cluster) = Sim::new(sc, meta.seed)
+                .map_err(|e| content(path, format!("recorded scenario: {e}")))?;
+            let mut core = Core::new(cluster);
+            sim.run_until(&mut core, 0);
+            (core, sim, 0)
+        }
+    };
+    let tail = record.commands_after(after_seq)?;
+    let mut replayed = 0;
+    let mut last = after_seq;
+    for row in tail {
+        last = row.seq;
+        if row.result.is_err() {
+            continue;
+        }
+        if row.at_s > core.now() {
+            driver.run_until(&mut core, row.at_s);
+        }
+        let out = driver.apply(&mut core, row.actor.clone(), row.command.clone());
+        if let (Ok(_), Err(e)) = (&row.result, &out.result) {
+            return Err(content(
+                path,
+                format!(
+                    "command #{} ({}) was accepted when recorded but is refused on replay: {e}",
+                    row.seq, row.action
+                ),
+            ));
+        }
+        replayed += 1;
+    }
+    Ok(Loaded {
+        core,
+        driver: Box::new(driver),
+        meta,
+        after_seq: last,
+        replayed,
+    })
+}
+
+/// The state of a loaded cluster as one value (core and driver), for comparisons.
+pub fn fingerprint(l: &Loaded) -> serde_json::Value {
+    let mut st = l.core.checkpoint();
+    // The event window is history, kept whole in the record; compare the counters.
+    st.events.clear();
+    serde_json::json!({
+        "core": serde_json::to_value(&st).expect("state serialises"),
+        "driver": l.driver.save(),
+    })
+}
+
+/// Checks a record: the state restored from its newest checkpoint must equal a clean
+/// rebuild from every command. Returns the time both reached, or the first difference.
+pub fn verify(record: &Record) -> Result<Result<u64, String>, LoadError> {
+    let restored = restore(record, false)?;
+    let mut rebuilt = restore(record, true)?;
+    let at = restored.core.now();
+    if rebuilt.core.now() < at {
+        rebuilt.driver.advance(&mut rebuilt.core, at);
+    }
+    let a = fingerprint(&restored);
+    let b = fingerprint(&rebuilt);
+    if a == b {
+        Ok(Ok(at))
+    } else {
+        Ok(Err(
+            first_difference(&a, &b, String::new()).unwrap_or_else(|| "the states differ".into())
+        ))
+    }
+}
+
+/// Where two JSON values first differ, as a path.
+pub fn first_difference(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    at: String,
+) -> Option<String> {
+    use serde_json::Value::*;
+    match (a, b) {
+        (Object(x), Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => {
+                        if let Some(d) = first_difference(v, w, format!("{at}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                    None => return Some(format!("{at}.{k}: only in the restored state")),
+                }
+            }
+            y.keys()
+                .find(|k| !x.contains_key(*k))
+                .map(|k| format!("{at}.{k}: only in the rebuild"))
+        }
+        (Array(x), Array(y)) => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                if let Some(d) = first_difference(v, w, format!("{at}[{i}]")) {
+                    return Some(d);
+                }
+            }
+            (x.len() != y.len())
+                .then(|| format!("{at}: {} items restored, {} rebuilt", x.len(), y.len()))
+        }
+        _ => (a != b).then(|| format!("{at}: restored {a}, rebuilt {b}")),
+    }
+}
+
+/// A demo run (core and simulation) as a cluster for an engine, not recorded.
+pub fn from_demo(d: maar_demo::Demo) -> Loaded {
+    let meta = Meta {
+        backend: "demo".into(),
+        cluster: d.sim.scenario.name.clone(),
+        scenario: None,
+        seed: Some(d.seed()),
+        created: crate::record::now_rfc3339(),
+    };
+    Loaded {
+        core: d.core,
+        driver: Box::new(d.sim),
+        meta,
+        after_seq: 0,
+        replayed: 0,
+    }
+}

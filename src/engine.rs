@@ -1,0 +1,604 @@
+//! The engine: one thread owns the core and its driver and applies everything in
+//! order; every face (the console, the CLI) holds an [`EngineHandle`].
+//!
+//! ```text
+//!  console ─┐                      ┌──────────── engine thread ─────────────┐
+//!  CLI ─────┼─ EngineHandle ──────>│ requests: command, explain, pause, ... │
+//!  other    │  (channel)           │ driver.advance(core, t) in steps        │──> record (SQLite):
+//!  process ─┴─ record inbox ──────>│ core.apply(input) -> events, decisions  │    commands, events,
+//!                                  └──────┬─────────────────────────────────┘    checkpoints, lease
+//!                                         └── View (snapshot + status) ──> watch ──> faces
+//! ```
+//!
+//! The simulation advances in bounded steps and the engine answers requests between
+//! them, so a face never waits behind a long run; faces read owned snapshots and never
+//! lock the core. A command is written to the record before it is acknowledged.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::{Actor, Command, Core, Driver, Event, Explanation};
+
+use crate::backend::Loaded;
+use crate::record::Record;
+
+/// Longest simulated step between two looks at the requests, seconds.
+pub const MAX_STEP_S: u64 = 60;
+/// Real time the engine spends advancing before it looks at requests again.
+const STEP_BUDGET: Duration = Duration::from_millis(40);
+/// The engine never runs more than this much real time behind the speed asked.
+const MAX_LAG: f64 = 0.5;
+/// How often the engine looks at the record's inbox (commands of other processes).
+const INBOX_EVERY: Duration = Duration::from_millis(200);
+/// How often the lease is renewed.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// How often events are written while running.
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// How often a checkpoint is written while running (and at every stop).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// Fewest real time between two published snapshots while running.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// How long a face waits for the engine's answer.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// How the engine runs.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Simulated seconds per real second (demo).
+    pub speed: f64,
+    pub paused: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            speed: 60.0,
+            paused: false,
+        }
+    }
+}
+
+/// The engine's own state, shown beside the snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status {
+    /// `demo`, `local`, `kube`.
+    pub kind: &'static str,
+    pub paused: bool,
+    /// Speed asked for, and simulated seconds per real second achieved lately.
+    pub speed: f64,
+    pub achieved: f64,
+    /// The state file, when there is one.
+    pub state: Option<PathBuf>,
+    /// Commands in the record.
+    pub recorded: i64,
+    /// The last problem with the record, if writing it failed.
+    pub record_error: Option<String>,
+}
+
+/// What faces draw: a snapshot of the cluster and the engine's status.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub snapshot: Arc<Snapshot>,
+    pub status: Status,
+    /// Grows with every publication.
+    pub version: u64,
+}
+
+/// Why a command was not acknowledged.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// The core refused it; nothing changed.
+    #[error("{0}")]
+    Refused(String),
+    /// It could not be recorded, so it was undone.
+    #[error("not recorded, so not applied: {0}")]
+    Record(String),
+    /// The engine did not answer in time or is gone.
+    #[error("the engine did not answer: {0}")]
+    NoAnswer(String),
+}
+
+/// An acknowledged command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ack {
+    pub message: String,
+    /// Its number in the record (when there is one).
+    pub seq: Option<i64>,
+}
+
+enum Request {
+    Command {
+        actor: Actor,
+        command: Command,
+        reply: Sender<Result<Ack, Refusal>>,
+    },
+    Explain {
+        job: String,
+        reply: Sender<Result<Explanation, String>>,
+    },
+    Pause {
+        paused: bool,
+        reply: Sender<Arc<View>>,
+    },
+    Speed(f64),
+    Sync {
+        reply: Sender<Arc<View>>,
+    },
+    Stop,
+}
+
+/// A face's handle on the engine. Cloning it is cheap; the engine stops when the last
+/// handle asks it to (or is dropped).
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Request>,
+    views: watch::Receiver<Arc<View>>,
+    thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+impl EngineHandle {
+    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> Request) -> Result<T, String> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(make(tx))
+            .map_err(|_| "the engine has stopped".to_string())?;
+        rx.recv_timeout(ANSWER_WITHIN).map_err(|e| match e {
+            RecvTimeoutError::Timeout => format!("no answer within {}s", ANSWER_WITHIN.as_secs()),
+            RecvTimeoutError::Disconnected => "the engine has stopped".to_string(),
+        })
+    }
+
+    /// Applies a command; `Ok` only once it is recorded.
+    pub fn apply(&self, actor: Actor, command: Command) -> Result<Ack, Refusal> {
+        self.ask(|reply| Request::Command {
+            actor,
+            command,
+            reply,
+        })
+        .map_err(Refusal::NoAnswer)?
+    }
+
+    /// The explanation of a job, now.
+    pub fn explain(&self, job: &str) -> Result<Explanation, String> {
+        self.ask(|reply| Request::Explain {
+            job: job.to_string(),
+            reply,
+        })?
+    }
+
+    /// Pauses or resumes; returns the view at that moment (what actions then act on).
+    pub fn set_paused(&self, paused: bool) -> Result<Arc<View>, String> {
+        self.ask(|reply| Request::Pause { paused, reply })
+    }
+
+    pub fn set_speed(&self, speed: f64) {
+        let _ = self.tx.send(Request::Speed(speed));
+    }
+
+    /// Waits until the engine has handled everything sent before, and returns a fresh
+    /// view.
+    pub fn sync(&self) -> Result<Arc<View>, String> {
+        self.ask(|reply| Request::Sync { reply })
+    }
+
+    /// The latest published view (never waits).
+    pub fn view(&self) -> Arc<View> {
+        self.views.borrow().clone()
+    }
+
+    /// A receiver that wakes when a new view is published.
+    pub fn watch(&self) -> watch::Receiver<Arc<View>> {
+        self.views.clone()
+    }
+
+    /// Stops the engine (a last checkpoint is written) and waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Request::Stop);
+        if let Some(t) = self.thread.lock().expect("join handle").take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Engine {
+    core: Core,
+    driver: Box<dyn Driver>,
+    record: Option<Record>,
+    /// Newest command reflected in the core.
+    seq: i64,
+    paused: bool,
+    speed: f64,
+    achieved: f64,
+    /// Events not yet written to the record.
+    unwritten: Vec<Event>,
+    changed: bool,
+    version: u64,
+    views: watch::Sender<Arc<View>>,
+    record_error: Option<String>,
+    recorded: i64,
+    last_checkpoint: Instant,
+    checkpoint_needed: bool,
+}
+
+/// Starts an engine on a loaded cluster.
+pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
+    let recorded = record
+        .as_ref()
+        .and_then(|r| r.command_count().ok())
+        .unwrap_or(0);
+    let mut e = Engine {
+        core: loaded.core,
+        driver: loaded.driver,
+        record,
+        seq: loaded.after_seq,
+        paused: opts.paused,
+        speed: opts.speed,
+        achieved: 0.0,
+        unwritten: Vec::new(),
+        changed: true,
+        version: 0,
+        views: watch::channel(Arc::new(View {
+            snapshot: Arc::new(Snapshot::default()),
+            status: Status {
+                kind: "demo",
+                paused: true,
+                speed: 0.0,
+                achieved: 0.0,
+                state: None,
+                recorded: 0,
+                record_error: None,
+            },
+            version: 0,
+        }))
+        .0,
+        record_error: None,
+        recorded,
+        last_checkpoint: Instant::now(),
+        checkpoint_needed: loaded.replayed > 0,
+    };
+    e.publish();
+    let views = e.views.subscribe();
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::Builder::new()
+        .name("maar-engine".into())
+        .spawn(move || e.run(rx))
+        .expect("start the engine thread");
+    EngineHandle {
+        tx,
+        views,
+        thread: Arc::new(std::sync::Mutex::new(Some(t))),
+    }
+}
+
+impl Engine {
+    fn status(&self) -> Status {
+        Status {
+            kind: self.driver.kind(),
+            paused: self.paused,
+            speed: self.speed,
+            achieved: self.achieved,
+            state: self.record.as_ref().map(|r| r.path().to_path_buf()),
+            recorded: self.recorded,
+            record_error: self.record_error.clone(),
+        }
+    }
+
+    fn publish(&mut self) {
+        self.version += 1;
+        let v = View {
+            snapshot: Arc::new(self.core.cluster().snapshot()),
+            status: self.status(),
+            version: self.version,
+        };
+        self.views.send_replace(Arc::new(v));
+        self.changed = false;
+    }
+
+    fn run(mut self, rx: Receiver<Request>) {
+        let mut last = Instant::now();
+        let mut debt = 0.0f64;
+        let mut last_inbox = Instant::now() - INBOX_EVERY;
+        let mut last_beat = Instant::now();
+        let mut last_flush = Instant::now();
+        let mut last_publish = Instant::now();
+        if let Some(r) = &mut self.record {
+            if let Err(e) = r.acquire() {
+                self.record_error = Some(e.to_string());
+            }
+        }
+        'run: loop {
+            let wait = if self.paused {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_millis(25)
+            };
+            match rx.recv_timeout(wait) {
+                Ok(r) => {
+                    if !self.handle(r) {
+                        break 'run;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break 'run,
+            }
+            while let Ok(r) = rx.try_recv() {
+                if !self.handle(r) {
+                    break 'run;
+                }
+            }
+            let now = Instant::now();
+            let dt = now.duration_since(last).as_secs_f64();
+            last = now;
+            if !self.paused {
+                debt = (debt + dt * self.speed).min(self.speed * MAX_LAG);
+                let start_sim = self.core.now();
+                let end = now + STEP_BUDGET;
+                while debt >= 1.0 {
+                    let step = (debt.floor() as u64).min(MAX_STEP_S);
+                    let to = self.core.now() + step;
+                    let ev = self.driver.advance(&mut self.core, to);
+                    self.unwritten.extend(ev);
+                    debt -= step as f64;
+                    self.changed = true;
+                    while let Ok(r) = rx.try_recv() {
+                        if !self.handle(r) {
+                            break 'run;
+                        }
+                    }
+                    if self.paused || Instant::now() > end {
+                        break;
+                    }
+                }
+                let took = now.elapsed().as_secs_f64().max(dt);
+                let rate = (self.core.now() - start_sim) as f64 / took.max(1e-3);
+                self.achieved = 0.8 * self.achieved + 0.2 * rate;
+            } else {
+                debt = 0.0;
+            }
+            if self.record.is_some() {
+                if last_inbox.elapsed() >= INBOX_EVERY {
+                    last_inbox = Instant::now();
+                    self.inbox();
+                }
+                if last_beat.elapsed() >= HEARTBEAT_EVERY {
+                    last_beat = Instant::now();
+                    if let Some(r) = &mut self.record {
+                        if let Err(e) = r.heartbeat() {
+                            self.record_error = Some(e.to_string());
+                        }
+                    }
+                }
+                if last_flush.elapsed() >= FLUSH_EVERY {
+                    last_flush = Instant::now();
+                    self.flush();
+                }
+                if self.checkpoint_needed
+                    || (!self.paused && self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY)
+                {
+                    self.checkpoint();
+                }
+            } else if self.unwritten.len() > 10_000 {
+                self.unwritten.clear();
+            }
+            if self.changed && (self.paused || last_publish.elapsed() >= PUBLISH_EVERY) {
+                last_publish = Instant::now();
+                self.publish();
+            }
+        }
+        self.checkpoint();
+        if let Some(r) = &mut self.record {
+            let _ = r.release();
+        }
+    }
+
+    /// Handles one request; false to stop.
+    fn handle(&mut self, r: Request) -> bool {
+        match r {
+            Request::Command {
+                actor,
+                command,
+                reply,
+            } => {
+                let res = self.command(actor, command, None);
+                let _ = reply.send(res);
+            }
+            Request::Explain { job, reply } => {
+                let c = self.core.cluster();
+                let res = c
+                    .job_id(&job)
+                    .map(|id| c.explain(id))
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(res);
+            }
+            Request::Pause { paused, reply } => {
+                if self.paused != paused {
+                    self.paused = paused;
+                    if paused {
+                        self.checkpoint_needed = true;
+                    }
+                }
+                self.publish();
+                let _ = reply.send(self.views.borrow().clone());
+            }
+            Request::Speed(s) => {
+                if s.is_finite() && s > 0.0 {
+                    self.speed = s;
+                    self.changed = true;
+                }
+            }
+            Request::Sync { reply } => {
+                self.publish();
+                let _ = reply.send(self.views.borrow().clone());
+            }
+            Request::Stop => return false,
+        }
+        true
+    }
+
+    /// Applies a command and records it before answering.
+    fn command(
+        &mut self,
+        actor: Actor,
+        command: Command,
+        request: Option<i64>,
+    ) -> Result<Ack, Refusal> {
+        let at = self.core.now();
+        let what = command.describe();
+        let out = self
+            .driver
+            .command(&mut self.core, actor.clone(), command.clone());
+        self.unwritten.extend(out.events);
+        let result = out.result.map_err(|e| e.to_string());
+        let mut seq = None;
+        if let Some(r) = &mut self.record {
+            match r.append_command(at, &actor, &command, &result, request, &self.unwritten) {
+                Ok(s) => {
+                    self.unwritten.clear();
+                    self.recorded += 1;
+                    self.record_error = None;
+                    if result.is_ok() {
+                        self.seq = s;
+                        self.checkpoint_needed = true;
+                    }
+                    seq = Some(s);
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    self.record_error = Some(why.clone());
+                    if result.is_ok() {
+                        self.undo();
+                    }
+                    self.changed = true;
+                    return Err(Refusal::Record(why));
+                }
+            }
+        }
+        self.changed = true;
+        match result {
+            Ok(message) => {
+                tracing::info!(target: "maar::action", "{actor}: {message}");
+                Ok(Ack { message, seq })
+            }
+            Err(why) => {
+                tracing::warn!(target: "maar::action", "{actor}: refused {what}: {why}");
+                Err(Refusal::Refused(why))
+            }
+        }
+    }
+
+    /// Goes back to what the record holds (a command that could not be written must
+    /// not stay applied).
+    fn undo(&mut self) {
+        let Some(r) = &self.record else { return };
+        match crate::backend::restore(r, false) {
+            Ok(l) => {
+                self.core = l.core;
+                self.driver = l.driver;
+                self.seq = l.after_seq;
+                self.unwritten.clear();
+            }
+            Err(e) => {
+                self.record_error = Some(format!("cannot go back to the record: {e}"));
+            }
+        }
+    }
+
+    /// Applies commands handed in by other processes.
+    fn inbox(&mut self) {
+        let rows = match self.record.as_ref().map(|r| r.inbox_new()) {
+            Some(Ok(rows)) => rows,
+            Some(Err(e)) => {
+                self.record_error = Some(e.to_string());
+                return;
+            }
+            None => return,
+        };
+        for row in rows {
+            let _ = self.command(row.actor, row.command, Some(row.id));
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.unwritten.is_empty() {
+            return;
+        }
+        if let Some(r) = &mut self.record {
+            match r.append_events(&self.unwritten) {
+                Ok(()) => self.unwritten.clear(),
+                Err(e) => self.record_error = Some(e.to_string()),
+            }
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        self.flush();
+        self.last_checkpoint = Instant::now();
+        self.checkpoint_needed = false;
+        let Some(r) = &mut self.record else { return };
+        let mut st = self.core.checkpoint();
+        st.events.clear();
+        let core = serde_json::to_string(&st).expect("state serialises");
+        let driver = self.driver.save().to_string();
+        if let Err(e) = r.checkpoint(self.seq, self.core.now(), &core, &driver) {
+            self.record_error = Some(e.to_string());
+        }
+    }
+}
+
+/// A driver with no world of its own: the clock and scheduling cycles only, every
+/// bind confirmed at once (a synthetic cluster, a benchmark).
+pub struct Bare;
+
+impl Bare {
+    fn settle(
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        decisions: &mut Vec<maar_scheduler::Decision>,
+    ) {
+        let out = core.apply(maar_scheduler::Input::Schedule);
+        events.extend(out.events);
+        for d in &out.decisions {
+            if let maar_scheduler::Decision::Bind { job, .. } = d {
+                let o = core.apply(maar_scheduler::Input::Observe(
+                    maar_scheduler::Observation::Bound { job: job.clone() },
+                ));
+                events.extend(o.events);
+            }
+        }
+        decisions.extend(out.decisions);
+    }
+}
+
+impl Driver for Bare {
+    fn kind(&self) -> &'static str {
+        "bare"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        let mut events = core.apply(maar_scheduler::Input::Advance { to }).events;
+        Self::settle(core, &mut events, &mut Vec::new());
+        events
+    }
+
+    fn command(
+        &mut self,
+        core: &mut Core,
+        actor: Actor,
+        command: Command,
+    ) -> maar_scheduler::Output {
+        let mut out = core.apply(maar_scheduler::Input::Command { actor, command });
+        if out.is_ok() {
+            Self::settle(core, &mut out.events, &mut out.decisions);
+        }
+        out
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}

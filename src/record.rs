@@ -1,0 +1,953 @@
+//! The durable record: one SQLite file per cluster (WAL journal), written by the
+//! engine and read by every command that takes `--state`.
+//!
+//! It holds every operator command with its actor, origin, time and result (written
+//! before the command is acknowledged), checkpoints of the cluster (so a restart never
+//! replays from the beginning), the whole event history (memory keeps only a window),
+//! an inbox through which a second process hands commands to a live engine, and the
+//! lease that says which process runs the engine. docs/state.md documents the schema.
+//!
+//! A file that is not SQLite, not maar's, or written by a newer maar is refused with a
+//! message naming it, and never written to.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use maar_scheduler::{Actor, Command, Event, Severity};
+
+/// `PRAGMA application_id` of maar state files ("maar").
+pub const APPLICATION_ID: i32 = 0x6d61_6172;
+/// Schema version written by this maar (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i32 = 2;
+/// How old a lease heartbeat may be before its holder counts as gone.
+pub const LEASE_STALE: Duration = Duration::from_secs(5);
+
+/// Why the record could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: not a maar state file ({why}); it was left untouched")]
+    Foreign { path: String, why: String },
+    #[error("{path}: written by a newer maar (schema {found}; this maar reads up to {SCHEMA_VERSION}); it was left untouched")]
+    Newer { path: String, found: i32 },
+    #[error("{path}: the state file is damaged ({why}); it was left untouched")]
+    Corrupt { path: String, why: String },
+    #[error("{path}: in use by maar (pid {pid} on {host}, since {since}); quit it first, or act through it: commands given with --state reach a running maar")]
+    InUse {
+        path: String,
+        pid: i64,
+        host: String,
+        since: String,
+    },
+    #[error("{path}: no recorded cluster here; start one with `maar demo` (or give --state)")]
+    Missing { path: String },
+    #[error("{path}: {what}: {source}")]
+    Sql {
+        path: String,
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// What the record is of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Meta {
+    /// `demo`, `local` or `kube`.
+    pub backend: String,
+    /// The cluster's name (the demo scenario's name).
+    pub cluster: String,
+    /// The demo's scenario, as YAML text, and the seed it runs with.
+    pub scenario: Option<String>,
+    pub seed: Option<u64>,
+    pub created: String,
+}
+
+/// One recorded operator command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandRow {
+    pub seq: i64,
+    /// Cluster time when it was applied, seconds.
+    pub at_s: u64,
+    /// Wall-clock time, RFC 3339 UTC.
+    pub wall: String,
+    pub actor: Actor,
+    pub action: String,
+    pub object: String,
+    pub command: Command,
+    /// `Ok(what happened)` or `Err(why it was refused)`.
+    pub result: Result<String, String>,
+    /// The inbox request it answered, when it came from another process.
+    pub request: Option<i64>,
+}
+
+/// A checkpoint: the core's and the driver's state after command `after_seq`.
+#[derive(Clone, Debug)]
+pub struct CheckpointRow {
+    pub id: i64,
+    pub after_seq: i64,
+    pub at_s: u64,
+    pub wall: String,
+    pub core: String,
+    pub driver: String,
+}
+
+/// A command waiting in the inbox for the live engine.
+#[derive(Clone, Debug)]
+pub struct InboxRow {
+    pub id: i64,
+    pub actor: Actor,
+    pub command: Command,
+}
+
+/// The answer to an inbox request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxAnswer {
+    pub seq: Option<i64>,
+    pub result: Result<String, String>,
+}
+
+/// Who holds the lease.
+#[derive(Clone, Debug)]
+pub struct Holder {
+    pub pid: i64,
+    pub host: String,
+    pub since: String,
+}
+
+/// Filters for `maar audit`.
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub object: Option<String>,
+    /// Wall-clock bounds, RFC 3339 (compared as text, both UTC).
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub limit: Option<usize>,
+}
+
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+const SCHEMA_V1: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE commands (
+  seq INTEGER PRIMARY KEY,
+  at_s INTEGER NOT NULL,
+  wall TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  uid INTEGER,
+  origin TEXT,
+  action TEXT NOT NULL,
+  object TEXT NOT NULL,
+  command TEXT NOT NULL,
+  result TEXT NOT NULL,
+  message TEXT NOT NULL
+);
+CREATE TABLE checkpoints (
+  id INTEGER PRIMARY KEY,
+  after_seq INTEGER NOT NULL,
+  at_s INTEGER NOT NULL,
+  wall TEXT NOT NULL,
+  core TEXT NOT NULL,
+  driver TEXT NOT NULL
+);
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY,
+  at_s INTEGER NOT NULL,
+  severity TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  object TEXT NOT NULL,
+  message TEXT NOT NULL
+);
+CREATE INDEX events_object ON events(object);
+";
+
+/// From schema 1 to 2: commands answer inbox requests; the inbox and the lease.
+const MIGRATE_1_2: &str = "
+ALTER TABLE commands ADD COLUMN request INTEGER;
+CREATE TABLE inbox (
+  id INTEGER PRIMARY KEY,
+  wall TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  uid INTEGER,
+  origin TEXT,
+  command TEXT NOT NULL,
+  state TEXT NOT NULL DEFAULT 'new',
+  seq INTEGER,
+  result TEXT,
+  message TEXT
+);
+CREATE TABLE lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  pid INTEGER NOT NULL,
+  host TEXT NOT NULL,
+  since TEXT NOT NULL,
+  heartbeat_ms INTEGER NOT NULL
+);
+";
+
+/// An inbox row's answer columns: state, seq, result, message.
+type AnswerRow = (String, Option<i64>, Option<String>, Option<String>);
+
+pub struct Record {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn action_of(c: &Command) -> (String, String) {
+    let v = serde_json::to_value(c).unwrap_or_default();
+    let action = match &v {
+        serde_json::Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+        serde_json::Value::String(s) => s.clone(),
+        _ => String::new(),
+    };
+    let object = match c {
+        Command::Submit(s) => format!("job/{}/{}", s.project, s.name),
+        Command::RequestQuota { project, pool, .. } => format!("quota/{project}/{pool}"),
+        Command::ApproveQuota { id } | Command::RejectQuota { id, .. } => format!("request/{id}"),
+        Command::SetPriority { job, .. }
+        | Command::Requeue { job }
+        | Command::Cancel { job }
+        | Command::Scale { job, .. }
+        | Command::ResumeAutoscale { job } => format!("job/{job}"),
+        Command::CordonGpu { node, gpu } | Command::UncordonGpu { node, gpu } => {
+            format!("gpu/{node}/{gpu}")
+        }
+        Command::CordonNode { node }
+        | Command::UncordonNode { node }
+        | Command::DrainNode { node } => {
+            format!("node/{node}")
+        }
+    };
+    (action, object)
+}
+
+impl Record {
+    fn sql(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> RecordError + '_ {
+        move |source| classify(&self.path, what, source)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates a new record at `path` (its folder too). Refuses to touch an existing
+    /// file.
+    pub fn create(path: &Path, meta: &Meta) -> Result<Record, RecordError> {
+        let p = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| RecordError::Corrupt {
+                path: p.clone(),
+                why: format!("cannot create its folder: {e}"),
+            })?;
+        }
+        // Claim the name first: of two processes creating the same record, one wins
+        // and the other is told a file is there.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(RecordError::Foreign {
+                    path: p,
+                    why: "a file is already there".into(),
+                })
+            }
+            Err(e) => {
+                return Err(RecordError::Corrupt {
+                    path: p,
+                    why: format!("cannot create it: {e}"),
+                })
+            }
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, "create", e))?;
+        let mut r = Record {
+            conn,
+            path: path.to_path_buf(),
+        };
+        r.pragmas()?;
+        let tx = r
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)
+            .map_err(|e| classify(path, "create", e))?;
+        tx.execute_batch(SCHEMA_V1)
+            .and_then(|_| tx.execute_batch(MIGRATE_1_2))
+            .and_then(|_| tx.pragma_update(None, "application_id", APPLICATION_ID))
+            .and_then(|_| tx.pragma_update(None, "user_version", SCHEMA_VERSION))
+            .map_err(|e| classify(path, "create", e))?;
+        {
+            let mut put = tx
+                .prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)")
+                .map_err(|e| classify(path, "create", e))?;
+            let mut kv = vec![
+                ("app", "maar".to_string()),
+                ("backend", meta.backend.clone()),
+                ("cluster", meta.cluster.clone()),
+                ("created", meta.created.clone()),
+            ];
+            if let Some(s) = &meta.scenario {
+                kv.push(("scenario", s.clone()));
+            }
+            if let Some(s) = meta.seed {
+                kv.push(("seed", s.to_string()));
+            }
+            for (k, v) in kv {
+                put.execute(params![k, v])
+                    .map_err(|e| classify(path, "create", e))?;
+            }
+        }
+        tx.commit().map_err(|e| classify(path, "create", e))?;
+        Ok(r)
+    }
+
+    /// Opens an existing record, checking that it is maar's and migrating an older
+    /// schema.
+    pub fn open(path: &Path) -> Result<Record, RecordError> {
+        let p = path.display().to_string();
+        match std::fs::metadata(path) {
+            Err(_) => return Err(RecordError::Missing { path: p }),
+            Ok(m) if !m.is_file() => {
+                return Err(RecordError::Foreign {
+                    path: p,
+                    why: "not a regular file".into(),
+                })
+            }
+            Ok(_) => {}
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, "open", e))?;
+        let mut r = Record {
+            conn,
+            path: path.to_path_buf(),
+        };
+        // Identify before anything writes (the journal mode is a write).
+        let app: i32 = r
+            .conn
+            .pragma_query_value(None, "application_id", |x| x.get(0))
+            .map_err(|e| classify(path, "read", e))?;
+        let version: i32 = r
+            .conn
+            .pragma_query_value(None, "user_version", |x| x.get(0))
+            .map_err(|e| classify(path, "read", e))?;
+        if app != APPLICATION_ID {
+            return Err(RecordError::Foreign {
+                path: p,
+                why: if app == 0 && version == 0 {
+                    "an SQLite file of another program".into()
+                } else {
+                    format!("application id {app:#x}")
+                },
+            });
+        }
+        if version > SCHEMA_VERSION {
+            return Err(RecordError::Newer {
+                path: p,
+                found: version,
+            });
+        }
+        if version < 1 {
+            return Err(RecordError::Corrupt {
+                path: p,
+                why: format!("schema version {version}"),
+            });
+        }
+        let check: String = r
+            .conn
+            .query_row("PRAGMA quick_check", [], |x| x.get(0))
+            .map_err(|e| classify(path, "check", e))?;
+        if check != "ok" {
+            return Err(RecordError::Corrupt {
+                path: p,
+                why: check,
+            });
+        }
+        let app_meta: Option<String> = r
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'app'", [], |x| x.get(0))
+            .optional()
+            .map_err(|e| classify(path, "read", e))?;
+        if app_meta.as_deref() != Some("maar") {
+            return Err(RecordError::Corrupt {
+                path: p,
+                why: "its meta table does not name maar".into(),
+            });
+        }
+        r.pragmas()?;
+        if version < SCHEMA_VERSION {
+            r.migrate(version)?;
+        }
+        Ok(r)
+    }
+
+    fn pragmas(&mut self) -> Result<(), RecordError> {
+        self.conn
+            .busy_timeout(Duration::from_secs(5))
+            .map_err(self.sql("configure"))?;
+        let _: String = self
+            .conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |x| x.get(0))
+            .map_err(self.sql("configure"))?;
+        // Every acknowledged command survives a crash of the machine, not only of maar.
+        self.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(self.sql("configure"))?;
+        Ok(())
+    }
+
+    fn migrate(&mut self, from: i32) -> Result<(), RecordError> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)
+            .map_err(|e| classify(&path, "migrate", e))?;
+        if from < 2 {
+            tx.execute_batch(MIGRATE_1_2)
+                .map_err(|e| classify(&path, "migrate", e))?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(|e| classify(&path, "migrate", e))?;
+        tx.commit().map_err(|e| classify(&path, "migrate", e))?;
+        Ok(())
+    }
+
+    pub fn meta(&self) -> Result<Meta, RecordError> {
+        let get = |k: &str| -> Result<Option<String>, RecordError> {
+            self.conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [k], |x| x.get(0))
+                .optional()
+                .map_err(|e| classify(&self.path, "read meta", e))
+        };
+        let seed = match get("seed")? {
+            Some(s) => Some(s.parse().map_err(|_| RecordError::Corrupt {
+                path: self.path.display().to_string(),
+                why: format!("meta seed `{s}` is not a number"),
+            })?),
+            None => None,
+        };
+        Ok(Meta {
+            backend: get("backend")?.unwrap_or_default(),
+            cluster: get("cluster")?.unwrap_or_default(),
+            scenario: get("scenario")?,
+            seed,
+            created: get("created")?.unwrap_or_default(),
+        })
+    }
+
+    /// Writes a command, its result and the events not yet written, in one
+    /// transaction; answers the inbox request it came from. Returns its sequence number.
+    pub fn append_command(
+        &mut self,
+        at_s: u64,
+        actor: &Actor,
+        command: &Command,
+        result: &Result<String, String>,
+        request: Option<i64>,
+        events: &[Event],
+    ) -> Result<i64, RecordError> {
+        let path = self.path.clone();
+        let e = |what| {
+            let path = path.clone();
+            move |x| classify(&path, what, x)
+        };
+        let (action, object) = action_of(command);
+        let json = serde_json::to_string(command).expect("commands serialise");
+        let (res, msg) = match result {
+            Ok(m) => ("ok", m.as_str()),
+            Err(m) => ("refused", m.as_str()),
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e("write command"))?;
+        insert_events(&tx, events).map_err(e("write events"))?;
+        tx.execute(
+            "INSERT INTO commands(at_s, wall, actor, uid, origin, action, object, command, result, message, request)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                at_s as i64,
+                now_rfc3339(),
+                actor.user,
+                actor.uid,
+                actor.from,
+                action,
+                object,
+                json,
+                res,
+                msg,
+                request
+            ],
+        )
+        .map_err(e("write command"))?;
+        let seq = tx.last_insert_rowid();
+        if let Some(id) = request {
+            tx.execute(
+                "UPDATE inbox SET state = 'done', seq = ?2, result = ?3, message = ?4 WHERE id = ?1",
+                params![id, seq, res, msg],
+            )
+            .map_err(e("answer request"))?;
+        }
+        tx.commit().map_err(e("commit command"))?;
+        Ok(seq)
+    }
+
+    /// Appends events (ignoring those already written).
+    pub fn append_events(&mut self, events: &[Event]) -> Result<(), RecordError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|x| classify(&path, "write events", x))?;
+        insert_events(&tx, events).map_err(|x| classify(&path, "write events", x))?;
+        tx.commit().map_err(|x| classify(&path, "write events", x))
+    }
+
+    /// Forgets events from `seq` on (a restore rewinds to before them).
+    pub fn drop_events_from(&mut self, seq: u64) -> Result<(), RecordError> {
+        self.conn
+            .execute("DELETE FROM events WHERE seq >= ?1", [seq as i64])
+            .map(|_| ())
+            .map_err(self.sql("rewind events"))
+    }
+
+    /// Writes a checkpoint, keeping the newest few.
+    pub fn checkpoint(
+        &mut self,
+        after_seq: i64,
+        at_s: u64,
+        core: &str,
+        driver: &str,
+    ) -> Result<(), RecordError> {
+        let path = self.path.clone();
+        let e = |x| classify(&path, "write checkpoint", x);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        tx.execute(
+            "INSERT INTO checkpoints(after_seq, at_s, wall, core, driver) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![after_seq, at_s as i64, now_rfc3339(), core, driver],
+        )
+        .map_err(e)?;
+        tx.execute(
+            "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)",
+            [],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    pub fn latest_checkpoint(&self) -> Result<Option<CheckpointRow>, RecordError> {
+        self.conn
+            .query_row(
+                "SELECT id, after_seq, at_s, wall, core, driver FROM checkpoints ORDER BY id DESC LIMIT 1",
+                [],
+                |x| {
+                    Ok(CheckpointRow {
+                        id: x.get(0)?,
+                        after_seq: x.get(1)?,
+                        at_s: x.get::<_, i64>(2)? as u64,
+                        wall: x.get(3)?,
+                        core: x.get(4)?,
+                        driver: x.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.sql("read checkpoint"))
+    }
+
+    /// Sequence number of the newest command (0 when none).
+    pub fn last_seq(&self) -> Result<i64, RecordError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM commands", [], |x| {
+                x.get(0)
+            })
+            .map_err(self.sql("read commands"))
+    }
+
+    fn rows(
+        &self,
+        sql: &str,
+        args: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<CommandRow>, RecordError> {
+        let path = &self.path;
+        let mut st = self.conn.prepare(sql).map_err(self.sql("read commands"))?;
+        let it = st
+            .query_map(args, |x| {
+                Ok((
+                    x.get::<_, i64>(0)?,
+                    x.get::<_, i64>(1)?,
+                    x.get::<_, String>(2)?,
+                    x.get::<_, String>(3)?,
+                    x.get::<_, Option<u32>>(4)?,
+                    x.get::<_, Option<String>>(5)?,
+                    x.get::<_, String>(6)?,
+                    x.get::<_, String>(7)?,
+                    x.get::<_, String>(8)?,
+                    x.get::<_, String>(9)?,
+                    x.get::<_, String>(10)?,
+                    x.get::<_, Option<i64>>(11)?,
+                ))
+            })
+            .map_err(self.sql("read commands"))?;
+        let mut out = Vec::new();
+        for r in it {
+            let (seq, at, wall, user, uid, from, action, object, cmd, res, msg, request) =
+                r.map_err(self.sql("read commands"))?;
+            let command: Command =
+                serde_json::from_str(&cmd).map_err(|e| RecordError::Corrupt {
+                    path: path.display().to_string(),
+                    why: format!("command #{seq} cannot be read: {e}"),
+                })?;
+            out.push(CommandRow {
+                seq,
+                at_s: at.max(0) as u64,
+                wall,
+                actor: Actor { user, uid, from },
+                action,
+                object,
+                command,
+                result: if res == "ok" { Ok(msg) } else { Err(msg) },
+                request,
+            });
+        }
+        Ok(out)
+    }
+
+    const COLUMNS: &'static str =
+        "seq, at_s, wall, actor, uid, origin, action, object, command, result, message, request";
+
+    /// Commands after `seq`, in order.
+    pub fn commands_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError> {
+        self.rows(
+            &format!(
+                "SELECT {} FROM commands WHERE seq > ?1 ORDER BY seq",
+                Self::COLUMNS
+            ),
+            &[&seq],
+        )
+    }
+
+    /// Commands for `maar audit`, oldest first.
+    pub fn audit(&self, f: &AuditFilter) -> Result<Vec<CommandRow>, RecordError> {
+        let mut sql = format!("SELECT {} FROM commands WHERE 1 = 1", Self::COLUMNS);
+        let mut args: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+        if let Some(a) = &f.actor {
+            args.push(Box::new(a.clone()));
+            sql.push_str(&format!(" AND actor = ?{}", args.len()));
+        }
+        if let Some(a) = &f.action {
+            args.push(Box::new(a.replace('-', "_")));
+            sql.push_str(&format!(" AND action = ?{}", args.len()));
+        }
+        if let Some(o) = &f.object {
+            args.push(Box::new(format!("%{o}%")));
+            sql.push_str(&format!(" AND object LIKE ?{}", args.len()));
+        }
+        if let Some(s) = &f.since {
+            args.push(Box::new(s.clone()));
+            sql.push_str(&format!(" AND wall >= ?{}", args.len()));
+        }
+        if let Some(u) = &f.until {
+            args.push(Box::new(u.clone()));
+            sql.push_str(&format!(" AND wall <= ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY seq");
+        let refs: Vec<&dyn rusqlite::ToSql> = args.iter().map(|b| b.as_ref()).collect();
+        let mut rows = self.rows(&sql, &refs)?;
+        if let Some(n) = f.limit {
+            let skip = rows.len().saturating_sub(n);
+            rows.drain(..skip);
+        }
+        Ok(rows)
+    }
+
+    /// The newest `limit` events with `seq < before`, oldest first.
+    pub fn events_before(&self, before: u64, limit: usize) -> Result<Vec<Event>, RecordError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT seq, at_s, severity, reason, object, message FROM events
+                 WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+            )
+            .map_err(self.sql("read events"))?;
+        let it = st
+            .query_map(params![before as i64, limit as i64], |x| {
+                Ok(Event {
+                    seq: x.get::<_, i64>(0)? as u64,
+                    time: x.get::<_, i64>(1)? as u64,
+                    severity: Severity::parse(&x.get::<_, String>(2)?).unwrap_or(Severity::Normal),
+                    reason: x.get::<_, String>(3)?.into(),
+                    object: x.get(4)?,
+                    message: x.get(5)?,
+                })
+            })
+            .map_err(self.sql("read events"))?;
+        let mut v: Vec<Event> = it
+            .collect::<Result<_, _>>()
+            .map_err(self.sql("read events"))?;
+        v.reverse();
+        Ok(v)
+    }
+
+    // ----- the lease: who runs the engine -------------------------------------------
+
+    /// The live holder of the lease, if any (a stale lease or a dead pid on this host
+    /// does not count).
+    pub fn holder(&self) -> Result<Option<Holder>, RecordError> {
+        let row: Option<(i64, String, String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT pid, host, since, heartbeat_ms FROM lease WHERE id = 1",
+                [],
+                |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)),
+            )
+            .optional()
+            .map_err(self.sql("read lease"))?;
+        let Some((pid, host, since, beat)) = row else {
+            return Ok(None);
+        };
+        let fresh = now_ms() - beat < LEASE_STALE.as_millis() as i64;
+        let alive = host != hostname() || pid_alive(pid);
+        Ok((fresh && alive).then_some(Holder { pid, host, since }))
+    }
+
+    /// Takes the lease for this process, unless a live process holds it.
+    pub fn acquire(&mut self) -> Result<(), RecordError> {
+        let path = self.path.clone();
+        let e = |x| classify(&path, "take the lease", x);
+        let holder = self.holder()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        if let Some(h) = holder {
+            if h.pid != std::process::id() as i64 || h.host != hostname() {
+                return Err(RecordError::InUse {
+                    path: path.display().to_string(),
+                    pid: h.pid,
+                    host: h.host,
+                    since: h.since,
+                });
+            }
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO lease(id, pid, host, since, heartbeat_ms) VALUES (1, ?1, ?2, ?3, ?4)",
+            params![std::process::id() as i64, hostname(), now_rfc3339(), now_ms()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    pub fn heartbeat(&mut self) -> Result<(), RecordError> {
+        self.conn
+            .execute(
+                "UPDATE lease SET heartbeat_ms = ?1 WHERE id = 1 AND pid = ?2",
+                params![now_ms(), std::process::id() as i64],
+            )
+            .map(|_| ())
+            .map_err(self.sql("renew the lease"))
+    }
+
+    pub fn release(&mut self) -> Result<(), RecordError> {
+        self.conn
+            .execute(
+                "DELETE FROM lease WHERE id = 1 AND pid = ?1",
+                [std::process::id() as i64],
+            )
+            .map(|_| ())
+            .map_err(self.sql("release the lease"))
+    }
+
+    // ----- the inbox: commands from other processes --------------------------------
+
+    pub fn inbox_push(&mut self, actor: &Actor, command: &Command) -> Result<i64, RecordError> {
+        let json = serde_json::to_string(command).expect("commands serialise");
+        self.conn
+            .execute(
+                "INSERT INTO inbox(wall, actor, uid, origin, command) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![now_rfc3339(), actor.user, actor.uid, actor.from, json],
+            )
+            .map_err(self.sql("write request"))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Requests not answered yet, oldest first.
+    pub fn inbox_new(&self) -> Result<Vec<InboxRow>, RecordError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, actor, uid, origin, command FROM inbox WHERE state = 'new' ORDER BY id",
+            )
+            .map_err(self.sql("read requests"))?;
+        let it = st
+            .query_map([], |x| {
+                Ok((
+                    x.get::<_, i64>(0)?,
+                    x.get::<_, String>(1)?,
+                    x.get::<_, Option<u32>>(2)?,
+                    x.get::<_, Option<String>>(3)?,
+                    x.get::<_, String>(4)?,
+                ))
+            })
+            .map_err(self.sql("read requests"))?;
+        let mut out = Vec::new();
+        for r in it {
+            let (id, user, uid, from, cmd) = r.map_err(self.sql("read requests"))?;
+            match serde_json::from_str::<Command>(&cmd) {
+                Ok(command) => out.push(InboxRow {
+                    id,
+                    actor: Actor { user, uid, from },
+                    command,
+                }),
+                Err(e) => {
+                    // Answer it as refused so that nobody waits for it forever.
+                    self.conn
+                        .execute(
+                            "UPDATE inbox SET state = 'done', result = 'refused', message = ?2 WHERE id = ?1",
+                            params![id, format!("unreadable request: {e}")],
+                        )
+                        .map_err(self.sql("answer request"))?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The answer to request `id`, once there is one.
+    pub fn inbox_answer(&self, id: i64) -> Result<Option<InboxAnswer>, RecordError> {
+        let row: Option<AnswerRow> = self
+            .conn
+            .query_row(
+                "SELECT state, seq, result, message FROM inbox WHERE id = ?1",
+                [id],
+                |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)),
+            )
+            .optional()
+            .map_err(self.sql("read request"))?;
+        Ok(match row {
+            Some((state, seq, res, msg)) if state == "done" => {
+                let msg = msg.unwrap_or_default();
+                Some(InboxAnswer {
+                    seq,
+                    result: if res.as_deref() == Some("ok") {
+                        Ok(msg)
+                    } else {
+                        Err(msg)
+                    },
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// How many commands there are.
+    pub fn command_count(&self) -> Result<i64, RecordError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM commands", [], |x| x.get(0))
+            .map_err(self.sql("count commands"))
+    }
+}
+
+fn insert_events(tx: &rusqlite::Transaction, events: &[Event]) -> rusqlite::Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT OR REPLACE INTO events(seq, at_s, severity, reason, object, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for e in events {
+        st.execute(params![
+            e.seq as i64,
+            e.time as i64,
+            e.severity.name(),
+            e.reason.as_ref(),
+            e.object,
+            e.message
+        ])?;
+    }
+    Ok(())
+}
+
+/// Names a failure, telling a damaged or foreign file apart from other errors.
+fn classify(path: &Path, what: &'static str, e: rusqlite::Error) -> RecordError {
+    use rusqlite::ffi::ErrorCode;
+    let p = path.display().to_string();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => RecordError::Foreign {
+            path: p,
+            why: "not an SQLite database".into(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => RecordError::Corrupt {
+            path: p,
+            why: e.to_string(),
+        },
+        _ => RecordError::Sql {
+            path: p,
+            what,
+            source: e,
+        },
+    }
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn pid_alive(pid: i64) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// The default state file of a cluster: `$XDG_STATE_HOME/maar/<cluster>.db`
+/// (`~/.local/state/maar/<cluster>.db` when unset).
+pub fn default_path(cluster: &str) -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            home.join(".local").join("state")
+        });
+    let safe: String = cluster
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    base.join("maar").join(format!("{safe}.db"))
+}
