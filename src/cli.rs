@@ -71,12 +71,22 @@ pub struct SourceArgs {
     pub state: Option<PathBuf>,
 }
 
-/// The recorded cluster an operator command acts on.
+/// A recorded cluster.
 #[derive(Args, Debug, Clone, Default)]
 pub struct StateArg {
     /// State file; the demo's (`$XDG_STATE_HOME/maar/lab.db`) when absent.
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
+}
+
+/// The recorded cluster an operator command acts on, and how to report.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ActArgs {
+    #[command(flatten)]
+    pub target: StateArg,
+    /// `json` prints {result, message, seq, request} (also when refused).
+    #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
+    pub output: TextOrJson,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
@@ -85,8 +95,9 @@ pub enum SimOutput {
     Json,
 }
 
-#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, ValueEnum, PartialEq, Eq)]
 pub enum TextOrJson {
+    #[default]
     Text,
     Json,
 }
@@ -204,7 +215,7 @@ pub enum Cmd {
         #[arg(long, value_name = "INDEX")]
         gpu: Option<u32>,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Uncordon a node, or one of its GPUs.
     Uncordon {
@@ -212,13 +223,13 @@ pub enum Cmd {
         #[arg(long, value_name = "INDEX")]
         gpu: Option<u32>,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Cordon a node and requeue every job on it.
     Drain {
         node: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Set a job's priority: high, medium, low or a number.
     Priority {
@@ -226,25 +237,25 @@ pub enum Cmd {
         #[arg(value_parser = priority)]
         level: i32,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Put a running, failed or cancelled job back in the queue.
     Requeue {
         job: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Cancel a job.
     Cancel {
         job: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Approve a quota request.
     Approve {
         request: u32,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Reject a quota request.
     Reject {
@@ -252,7 +263,7 @@ pub enum Cmd {
         #[arg(long, default_value = "rejected by operator")]
         reason: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Ask for more quota for a project in a pool (an operator approves it).
     RequestQuota {
@@ -267,20 +278,20 @@ pub enum Cmd {
         #[arg(long, default_value = "")]
         reason: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Set an inference service's replicas (its autoscaler pauses until resumed).
     Scale {
         job: String,
         replicas: u32,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Hand an inference service back to its autoscaler.
     Autoscale {
         job: String,
         #[command(flatten)]
-        state: StateArg,
+        act: ActArgs,
     },
     /// Who did what, when, from where, and the result.
     Audit {
@@ -650,10 +661,13 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         "a real submit goes to a recorded cluster (--state); --scenario and --at are for --dry-run".into(),
                     ));
                 }
-                let st = StateArg {
-                    state: source.state.clone(),
+                let a = ActArgs {
+                    target: StateArg {
+                        state: source.state.clone(),
+                    },
+                    output,
                 };
-                return act(&st, Command::Submit(Box::new(spec)), o);
+                return act(&a, Command::Submit(Box::new(spec)), o);
             }
             dry_run_submit(spec, &file, &source, output, o)
         }
@@ -667,40 +681,40 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             o.put(&get_text(&snap, resource, output));
             Ok(0)
         }
-        Cmd::Cordon { node, gpu, state } => act(
-            &state,
+        Cmd::Cordon { node, gpu, act: a } => act(
+            &a,
             match gpu {
                 Some(gpu) => Command::CordonGpu { node, gpu },
                 None => Command::CordonNode { node },
             },
             o,
         ),
-        Cmd::Uncordon { node, gpu, state } => act(
-            &state,
+        Cmd::Uncordon { node, gpu, act: a } => act(
+            &a,
             match gpu {
                 Some(gpu) => Command::UncordonGpu { node, gpu },
                 None => Command::UncordonNode { node },
             },
             o,
         ),
-        Cmd::Drain { node, state } => act(&state, Command::DrainNode { node }, o),
-        Cmd::Priority { job, level, state } => act(
-            &state,
+        Cmd::Drain { node, act: a } => act(&a, Command::DrainNode { node }, o),
+        Cmd::Priority { job, level, act: a } => act(
+            &a,
             Command::SetPriority {
                 job,
                 priority: level,
             },
             o,
         ),
-        Cmd::Requeue { job, state } => act(&state, Command::Requeue { job }, o),
-        Cmd::Cancel { job, state } => act(&state, Command::Cancel { job }, o),
-        Cmd::Approve { request, state } => act(&state, Command::ApproveQuota { id: request }, o),
+        Cmd::Requeue { job, act: a } => act(&a, Command::Requeue { job }, o),
+        Cmd::Cancel { job, act: a } => act(&a, Command::Cancel { job }, o),
+        Cmd::Approve { request, act: a } => act(&a, Command::ApproveQuota { id: request }, o),
         Cmd::Reject {
             request,
             reason,
-            state,
+            act: a,
         } => act(
-            &state,
+            &a,
             Command::RejectQuota {
                 id: request,
                 reason,
@@ -713,9 +727,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             gpu,
             reserved,
             reason,
-            state,
+            act: a,
         } => act(
-            &state,
+            &a,
             Command::RequestQuota {
                 project,
                 pool,
@@ -728,9 +742,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         Cmd::Scale {
             job,
             replicas,
-            state,
-        } => act(&state, Command::Scale { job, replicas }, o),
-        Cmd::Autoscale { job, state } => act(&state, Command::ResumeAutoscale { job }, o),
+            act: a,
+        } => act(&a, Command::Scale { job, replicas }, o),
+        Cmd::Autoscale { job, act: a } => act(&a, Command::ResumeAutoscale { job }, o),
         Cmd::Audit {
             actor,
             action,
@@ -871,12 +885,42 @@ fn open_demo(
 /// How long a command given on the command line waits for a running maar to answer.
 const INBOX_WAIT: Duration = Duration::from_secs(20);
 
+/// The answer to an operator command.
+struct Answer {
+    result: Result<String, String>,
+    seq: Option<i64>,
+    request: Option<i64>,
+}
+
 /// Applies an operator command to a recorded cluster: through the running maar that
 /// holds it, or directly when none does. Prints the outcome; exit 1 when refused.
-fn act(state: &StateArg, command: Command, o: &mut Out) -> Result<i32, Failure> {
-    let path = state_path(state);
+fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
+    let answer = deliver(&state_path(&a.target), command)?;
+    match a.output {
+        TextOrJson::Json => {
+            o.put(&json(&serde_json::json!({
+                "result": if answer.result.is_ok() { "ok" } else { "refused" },
+                "message": match &answer.result { Ok(m) | Err(m) => m },
+                "seq": answer.seq,
+                "request": answer.request,
+            })));
+            Ok(if answer.result.is_ok() { 0 } else { 1 })
+        }
+        TextOrJson::Text => match answer.result {
+            Ok(m) => {
+                o.put(&m);
+                o.put("\n");
+                Ok(0)
+            }
+            Err(why) => Err(Failure::No(format!("refused: {why}"))),
+        },
+    }
+}
+
+/// Gets a command applied and recorded; waits for its answer.
+fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
     let actor = crate::actor::current();
-    let mut rec = Record::open(&path)?;
+    let mut rec = Record::open(path)?;
     let deadline = Instant::now() + INBOX_WAIT;
     let mut request = None;
     loop {
@@ -892,7 +936,11 @@ fn act(state: &StateArg, command: Command, o: &mut Out) -> Result<i32, Failure> 
             };
             while Instant::now() < deadline {
                 if let Some(a) = rec.inbox_answer(id)? {
-                    return report(a.result, o);
+                    return Ok(Answer {
+                        result: a.result,
+                        seq: a.seq,
+                        request,
+                    });
                 }
                 if rec.holder()?.is_none() {
                     break;
@@ -930,43 +978,43 @@ fn act(state: &StateArg, command: Command, o: &mut Out) -> Result<i32, Failure> 
                 paused: true,
             },
         );
-        let r = match request {
+        let answer = match request {
             // Our own request is already in the inbox: the engine answers it.
             Some(id) => {
-                let reader = Record::open(&path)?;
+                let reader = Record::open(path)?;
                 let mut answer = None;
-                while Instant::now() < deadline {
+                while Instant::now() < deadline + INBOX_WAIT {
                     let _ = handle.sync();
                     if let Some(a) = reader.inbox_answer(id)? {
-                        answer = Some(a.result);
+                        answer = Some(a);
                         break;
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    std::thread::sleep(Duration::from_millis(20));
                 }
-                answer.ok_or_else(|| Failure::No(format!("request {id} was not answered")))
+                answer
+                    .map(|a| Answer {
+                        result: a.result,
+                        seq: a.seq,
+                        request,
+                    })
+                    .ok_or_else(|| Failure::No(format!("request {id} was not answered")))
             }
-            None => Ok(match handle.apply(actor.clone(), command.clone()) {
-                Ok(ack) => Ok(ack.message),
-                Err(Refusal::Refused(why)) => Err(why),
-                Err(e) => {
-                    handle.shutdown();
-                    return Err(Failure::No(e.to_string()));
-                }
-            }),
+            None => match handle.apply(actor.clone(), command.clone()) {
+                Ok(ack) => Ok(Answer {
+                    result: Ok(ack.message),
+                    seq: ack.seq,
+                    request: None,
+                }),
+                Err(Refusal::Refused { why, seq }) => Ok(Answer {
+                    result: Err(why),
+                    seq,
+                    request: None,
+                }),
+                Err(e) => Err(Failure::No(e.to_string())),
+            },
         };
         handle.shutdown();
-        return report(r?, o);
-    }
-}
-
-fn report(r: Result<String, String>, o: &mut Out) -> Result<i32, Failure> {
-    match r {
-        Ok(m) => {
-            o.put(&m);
-            o.put("\n");
-            Ok(0)
-        }
-        Err(why) => Err(Failure::No(format!("refused: {why}"))),
+        return answer;
     }
 }
 

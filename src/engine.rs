@@ -92,9 +92,9 @@ pub struct View {
 /// Why a command was not acknowledged.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Refusal {
-    /// The core refused it; nothing changed.
-    #[error("{0}")]
-    Refused(String),
+    /// The core refused it; nothing changed. The refusal is recorded too (`seq`).
+    #[error("{why}")]
+    Refused { why: String, seq: Option<i64> },
     /// It could not be recorded, so it was undone.
     #[error("not recorded, so not applied: {0}")]
     Record(String),
@@ -486,7 +486,7 @@ impl Engine {
             }
             Err(why) => {
                 tracing::warn!(target: "maar::action", "{actor}: refused {what}: {why}");
-                Err(Refusal::Refused(why))
+                Err(Refusal::Refused { why, seq })
             }
         }
     }

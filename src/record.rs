@@ -136,7 +136,8 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-const SCHEMA_V1: &str = "
+/// Schema 1, as maar first wrote it (kept to create and migrate old files in tests).
+pub const SCHEMA_V1: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE commands (
   seq INTEGER PRIMARY KEY,
@@ -729,27 +730,34 @@ impl Record {
         let Some((pid, host, since, beat)) = row else {
             return Ok(None);
         };
-        let fresh = now_ms() - beat < LEASE_STALE.as_millis() as i64;
-        let alive = host != hostname() || pid_alive(pid);
-        Ok((fresh && alive).then_some(Holder { pid, host, since }))
+        Ok(lease_live(pid, &host, beat).then_some(Holder { pid, host, since }))
     }
 
-    /// Takes the lease for this process, unless a live process holds it.
+    /// Takes the lease for this process, unless a live process holds it. The check
+    /// and the take are one write transaction, so of two processes only one wins.
     pub fn acquire(&mut self) -> Result<(), RecordError> {
         let path = self.path.clone();
         let e = |x| classify(&path, "take the lease", x);
-        let holder = self.holder()?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(e)?;
-        if let Some(h) = holder {
-            if h.pid != std::process::id() as i64 || h.host != hostname() {
+        let row: Option<(i64, String, String, i64)> = tx
+            .query_row(
+                "SELECT pid, host, since, heartbeat_ms FROM lease WHERE id = 1",
+                [],
+                |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)),
+            )
+            .optional()
+            .map_err(e)?;
+        if let Some((pid, host, since, beat)) = row {
+            let me = pid == std::process::id() as i64 && host == hostname();
+            if !me && lease_live(pid, &host, beat) {
                 return Err(RecordError::InUse {
                     path: path.display().to_string(),
-                    pid: h.pid,
-                    host: h.host,
-                    since: h.since,
+                    pid,
+                    host,
+                    since,
                 });
             }
         }
@@ -914,6 +922,12 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Whether a lease is held: renewed lately, and (on this host) by a living process.
+fn lease_live(pid: i64, host: &str, heartbeat_ms: i64) -> bool {
+    let fresh = now_ms() - heartbeat_ms < LEASE_STALE.as_millis() as i64;
+    fresh && (host != hostname() || pid_alive(pid))
 }
 
 fn pid_alive(pid: i64) -> bool {

@@ -39,6 +39,15 @@ impl Demo {
         })
     }
 
+    /// A demo from a core and its simulation (e.g. both restored from a checkpoint).
+    pub fn from_parts(core: Core, sim: Sim) -> Demo {
+        Demo {
+            core,
+            sim,
+            log: None,
+        }
+    }
+
     /// Keeps every event from now on (the core itself keeps only a window).
     pub fn keep_events(mut self) -> Demo {
         self.log = Some(self.core.cluster().events.iter().cloned().collect());
@@ -81,9 +90,8 @@ impl Demo {
 
     /// Applies a command given by `actor` now, and what follows.
     pub fn command(&mut self, actor: Actor, cmd: Command) -> Output {
-        let mut out = self.sim.apply(&mut self.core, actor, cmd);
+        let out = self.sim.apply(&mut self.core, actor, cmd);
         self.note(out.events.clone());
-        out.events.shrink_to_fit();
         out
     }
 

@@ -312,7 +312,7 @@ impl App {
         let r = self.engine.apply(self.actor.clone(), cmd);
         self.message = match r {
             Ok(ack) => ack.message,
-            Err(Refusal::Refused(e)) => format!("refused: {e}"),
+            Err(Refusal::Refused { why, .. }) => format!("refused: {why}"),
             Err(e) => e.to_string(),
         };
         self.refresh();

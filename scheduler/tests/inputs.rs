@@ -1,0 +1,577 @@
+//! The core's one door: typed inputs round-trip through JSON, decisions say what the
+//! driver must do, and a placement stays assumed until the driver confirms it.
+
+use std::collections::BTreeMap;
+
+use maar_scheduler::input::{GpuReading, JobOutcome, NodeReading};
+use maar_scheduler::*;
+use proptest::prelude::*;
+
+fn node(name: &str, gpus: u32) -> Node {
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_ROLE.to_string(), "train".to_string());
+    labels.insert(LABEL_MODEL.to_string(), "a100".to_string());
+    labels.insert(LABEL_COUNT.to_string(), gpus.to_string());
+    Node::new(
+        name,
+        labels,
+        64_000,
+        512 << 30,
+        2 << 40,
+        (0..gpus)
+            .map(|i| Gpu::new(i, format!("{name}-{i}"), "a100", 80 << 30, false))
+            .collect(),
+    )
+}
+
+fn core(nodes: &[(&str, u32)]) -> Core {
+    let mut c = Cluster::new(SchedConfig::default());
+    let mut sel = BTreeMap::new();
+    sel.insert(LABEL_ROLE.to_string(), "train".to_string());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: sel,
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    for &(n, g) in nodes {
+        c.add_node(node(n, g));
+    }
+    let mut q = BTreeMap::new();
+    q.insert(0, Quota::default());
+    c.add_project(Project {
+        name: "ml".into(),
+        department: "d".into(),
+        quotas: q,
+    });
+    Core::new(c)
+}
+
+fn job(name: &str, gpus: u32) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        project: "ml".into(),
+        pool: "train".into(),
+        kind: JobKind::Train,
+        priority: PRIORITY_MEDIUM,
+        replicas: 1,
+        gpu: GpuRequest {
+            count: gpus,
+            memory_per_card: None,
+            models: vec![],
+            shared: false,
+            milli: None,
+        },
+        cpu_milli: 1000,
+        memory: 1 << 30,
+        disk: 0,
+        affinity: Affinity::Any,
+        restart: RestartPolicy::Never,
+        est_runtime_s: Some(600),
+        image: String::new(),
+    }
+}
+
+fn submit(c: &mut Core, spec: JobSpec) -> JobId {
+    let out = c.apply(Input::Observe(Observation::JobSubmitted {
+        spec: Box::new(spec),
+    }));
+    out.result.unwrap();
+    out.job.unwrap()
+}
+
+/// A scheduling cycle whose binds the driver confirms.
+fn cycle(c: &mut Core) -> Output {
+    let out = c.apply(Input::Schedule);
+    for d in &out.decisions {
+        if let Decision::Bind { job, .. } = d {
+            c.apply(Input::Observe(Observation::Bound { job: job.clone() }))
+                .result
+                .unwrap();
+        }
+    }
+    out
+}
+
+fn actor() -> Actor {
+    Actor {
+        user: "alice".into(),
+        uid: Some(1000),
+        from: Some("203.0.113.7".into()),
+    }
+}
+
+/// One of each input, with every field set.
+fn samples() -> Vec<Input> {
+    let mut spec = job("sample", 2);
+    spec.gpu.models = vec!["a100".into()];
+    spec.gpu.memory_per_card = Some(40 << 30);
+    spec.kind = JobKind::Inference(Autoscale {
+        min: 1,
+        max: 4,
+        target_pct: 70,
+        window_s: 300,
+    });
+    spec.restart = RestartPolicy::OnFailure {
+        max_restarts: 3,
+        backoff_s: 10,
+    };
+    let mut n = node("x", 2);
+    n.gpus[1].health = Health::Unhealthy("XID 79".into());
+    n.condition = Condition::NotReady("KubeletNotReady".into());
+    let cmds = vec![
+        Command::Submit(Box::new(spec.clone())),
+        Command::RequestQuota {
+            project: "ml".into(),
+            pool: "train".into(),
+            gpus: 8,
+            reserved: true,
+            reason: "deadline".into(),
+        },
+        Command::ApproveQuota { id: 3 },
+        Command::RejectQuota {
+            id: 4,
+            reason: "no".into(),
+        },
+        Command::SetPriority {
+            job: "ml/a".into(),
+            priority: -5,
+        },
+        Command::CordonGpu {
+            node: "x".into(),
+            gpu: 1,
+        },
+        Command::UncordonGpu {
+            node: "x".into(),
+            gpu: 1,
+        },
+        Command::CordonNode { node: "x".into() },
+        Command::UncordonNode { node: "x".into() },
+        Command::DrainNode { node: "x".into() },
+        Command::Requeue { job: "a".into() },
+        Command::Cancel { job: "a".into() },
+        Command::Scale {
+            job: "a".into(),
+            replicas: 3,
+        },
+        Command::ResumeAutoscale { job: "a".into() },
+    ];
+    let mut v: Vec<Input> = cmds
+        .into_iter()
+        .map(|command| Input::Command {
+            actor: actor(),
+            command,
+        })
+        .collect();
+    let obs = vec![
+        Observation::NodeJoined { node: Box::new(n) },
+        Observation::NodeLabels {
+            node: "x".into(),
+            labels: [("a".to_string(), "b".to_string())].into(),
+        },
+        Observation::NodeCondition {
+            node: "x".into(),
+            ready: false,
+            reason: "gone".into(),
+        },
+        Observation::GpuHealth {
+            node: "x".into(),
+            gpu: 0,
+            healthy: false,
+            reason: "XID 48".into(),
+        },
+        Observation::DiskUsage {
+            node: "x".into(),
+            bytes: 1 << 40,
+        },
+        Observation::Telemetry {
+            nodes: vec![NodeReading {
+                node: "x".into(),
+                gpus: vec![GpuReading {
+                    util_pct: 93,
+                    mem_used: 7 << 30,
+                    temp_c: 71,
+                    power_w: 388,
+                }],
+            }],
+        },
+        Observation::JobSubmitted {
+            spec: Box::new(spec),
+        },
+        Observation::JobEnded {
+            job: "ml/a".into(),
+            outcome: JobOutcome::Succeeded,
+        },
+        Observation::JobEnded {
+            job: "ml/a".into(),
+            outcome: JobOutcome::OomKilled {
+                message: "oom".into(),
+            },
+        },
+        Observation::JobEnded {
+            job: "ml/a".into(),
+            outcome: JobOutcome::Failed {
+                message: "exit 1".into(),
+            },
+        },
+        Observation::JobUsage {
+            job: "ml/a".into(),
+            used_pct: 80,
+        },
+        Observation::ServiceLoad {
+            job: "ml/a".into(),
+            usage_pct: 123.456789,
+        },
+        Observation::Bound { job: "ml/a".into() },
+        Observation::BindFailed {
+            job: "ml/a".into(),
+            reason: "409 Conflict".into(),
+        },
+        Observation::Note {
+            severity: Severity::Warning,
+            reason: "ScenarioRefused".into(),
+            object: "cluster/scenario".into(),
+            message: "m".into(),
+        },
+    ];
+    v.extend(obs.into_iter().map(Input::Observe));
+    v.push(Input::Advance { to: 86_400 });
+    v.push(Input::Schedule);
+    v
+}
+
+#[test]
+fn every_input_round_trips_through_json() {
+    for input in samples() {
+        let text = serde_json::to_string(&input).unwrap();
+        let back: Input = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, input, "{text}");
+    }
+}
+
+#[test]
+fn events_and_decisions_round_trip_through_json() {
+    let mut c = core(&[("n1", 8), ("n2", 8)]);
+    let mut events = Vec::new();
+    let mut decisions = Vec::new();
+    for i in 0..6 {
+        submit(&mut c, job(&format!("j{i}"), 3));
+    }
+    let out = c.apply(Input::Schedule);
+    events.extend(out.events);
+    decisions.extend(out.decisions);
+    let out = c.apply(Input::Command {
+        actor: actor(),
+        command: Command::DrainNode { node: "n1".into() },
+    });
+    events.extend(out.events);
+    decisions.extend(out.decisions);
+    assert!(events.len() > 5 && decisions.len() >= 4);
+    for e in &events {
+        let back: Event = serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
+        assert_eq!(&back, e);
+    }
+    for d in &decisions {
+        let back: Decision = serde_json::from_str(&serde_json::to_string(d).unwrap()).unwrap();
+        assert_eq!(&back, d);
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_texts_in_inputs_round_trip(
+        user in ".*",
+        from in proptest::option::of(".*"),
+        node in ".*",
+        reason in ".*",
+        gpu in any::<u32>(),
+        to in any::<u64>(),
+        usage in 0.0f64..1e9,
+    ) {
+        let inputs = vec![
+            Input::Command {
+                actor: Actor { user, uid: Some(gpu), from },
+                command: Command::CordonGpu { node: node.clone(), gpu },
+            },
+            Input::Observe(Observation::GpuHealth { node: node.clone(), gpu, healthy: false, reason: reason.clone() }),
+            Input::Observe(Observation::ServiceLoad { job: node.clone(), usage_pct: usage }),
+            Input::Observe(Observation::BindFailed { job: node, reason }),
+            Input::Advance { to },
+        ];
+        for i in inputs {
+            let back: Input = serde_json::from_str(&serde_json::to_string(&i).unwrap()).unwrap();
+            prop_assert_eq!(back, i);
+        }
+    }
+}
+
+#[test]
+fn a_cycle_decides_binds_and_a_drain_decides_stops() {
+    let mut c = core(&[("n1", 4)]);
+    let a = submit(&mut c, job("a", 2));
+    let out = c.apply(Input::Schedule);
+    assert_eq!(
+        out.decisions,
+        vec![Decision::Bind {
+            id: a,
+            job: "ml/a".into(),
+            start: true,
+            replicas: vec![Binding {
+                node: "n1".into(),
+                gpus: vec![0, 1]
+            }],
+        }]
+    );
+    assert!(out.events.iter().any(|e| e.reason == "Scheduled"));
+    c.apply(Input::Observe(Observation::Bound { job: "ml/a".into() }))
+        .result
+        .unwrap();
+    let out = c.apply(Input::Command {
+        actor: actor(),
+        command: Command::DrainNode { node: "n1".into() },
+    });
+    assert!(out.result.is_ok());
+    assert!(matches!(
+        &out.decisions[..],
+        [Decision::Stop { job, replicas, reason, .. }]
+            if job == "ml/a" && replicas[0].node == "n1" && reason.contains("drained")
+    ));
+}
+
+#[test]
+fn a_failed_bind_returns_the_job_to_the_queue_and_frees_its_cards() {
+    let mut c = core(&[("n1", 4)]);
+    let a = submit(&mut c, job("a", 4));
+    c.apply(Input::Schedule);
+    let j = &c.cluster().jobs[a as usize];
+    assert_eq!(j.phase, Phase::Running);
+    assert!(j.placements.iter().all(|p| !p.bound), "assumed until bound");
+    assert_eq!(
+        c.cluster().nodes[0].free_whole_gpus(),
+        0,
+        "assumed cards are held"
+    );
+    let out = c.apply(Input::Observe(Observation::BindFailed {
+        job: "ml/a".into(),
+        reason: "node n1 is gone (409)".into(),
+    }));
+    out.result.unwrap();
+    let j = &c.cluster().jobs[a as usize];
+    assert_eq!(j.phase, Phase::Pending);
+    assert!(
+        j.reason.contains("bind failed: node n1 is gone (409)"),
+        "{}",
+        j.reason
+    );
+    assert_eq!(c.cluster().nodes[0].free_whole_gpus(), 4);
+    assert!(out.events.iter().any(|e| e.reason == "BindFailed"));
+    assert!(matches!(&out.decisions[..], [Decision::Stop { .. }]));
+    // The next cycle places it again; this time the bind is confirmed.
+    let out = c.apply(Input::Schedule);
+    assert!(matches!(
+        &out.decisions[..],
+        [Decision::Bind { start: true, .. }]
+    ));
+    c.apply(Input::Observe(Observation::Bound { job: "ml/a".into() }))
+        .result
+        .unwrap();
+    assert!(c.cluster().jobs[a as usize].placements[0].bound);
+    // A confirmed placement cannot fail to bind any more.
+    assert!(c
+        .apply(Input::Observe(Observation::BindFailed {
+            job: "ml/a".into(),
+            reason: "late".into()
+        }))
+        .result
+        .is_err());
+    assert_eq!(c.cluster().jobs[a as usize].phase, Phase::Running);
+}
+
+#[test]
+fn an_unconfirmed_bind_times_out_on_the_clock() {
+    let mut c = core(&[("n1", 4)]);
+    let a = submit(&mut c, job("a", 1));
+    c.apply(Input::Schedule);
+    assert_eq!(c.cluster().jobs[a as usize].phase, Phase::Running);
+    let limit = c.cluster().config.bind_timeout_s;
+    c.apply(Input::Advance { to: limit });
+    assert_eq!(
+        c.cluster().jobs[a as usize].phase,
+        Phase::Running,
+        "not yet"
+    );
+    let out = c.apply(Input::Advance { to: limit + 1 });
+    assert_eq!(c.cluster().jobs[a as usize].phase, Phase::Pending);
+    assert!(out
+        .events
+        .iter()
+        .any(|e| e.reason == "BindFailed" && e.message.contains("bind not confirmed within 30s")));
+}
+
+#[test]
+fn refused_inputs_change_nothing_and_say_why() {
+    let mut c = core(&[("n1", 4)]);
+    let before = c.checkpoint();
+    for i in [
+        Input::Observe(Observation::GpuHealth {
+            node: "n1".into(),
+            gpu: 9,
+            healthy: false,
+            reason: "x".into(),
+        }),
+        Input::Observe(Observation::JobEnded {
+            job: "ml/none".into(),
+            outcome: JobOutcome::Succeeded,
+        }),
+        Input::Observe(Observation::ServiceLoad {
+            job: "ml/none".into(),
+            usage_pct: f64::NAN,
+        }),
+        Input::Command {
+            actor: actor(),
+            command: Command::CordonNode { node: "n9".into() },
+        },
+        Input::Command {
+            actor: actor(),
+            command: Command::Submit(Box::new(JobSpec {
+                pool: "nowhere".into(),
+                ..job("a", 1)
+            })),
+        },
+        Input::Command {
+            actor: actor(),
+            command: Command::Submit(Box::new(JobSpec {
+                project: "nobody".into(),
+                ..job("a", 1)
+            })),
+        },
+    ] {
+        let out = c.apply(i.clone());
+        assert!(out.result.is_err(), "{i:?}");
+        assert!(out.events.is_empty() && out.decisions.is_empty(), "{i:?}");
+    }
+    assert_eq!(c.checkpoint(), before);
+}
+
+#[test]
+fn an_operator_scale_pauses_the_autoscaler_until_resumed() {
+    let mut c = core(&[("n1", 8)]);
+    let mut svc = job("svc", 1);
+    svc.kind = JobKind::Inference(Autoscale {
+        min: 1,
+        max: 8,
+        target_pct: 50,
+        window_s: 60,
+    });
+    svc.replicas = 2;
+    svc.affinity = Affinity::Spread;
+    svc.est_runtime_s = None;
+    let id = submit(&mut c, svc);
+    cycle(&mut c);
+    let load = |c: &mut Core, pct: f64| {
+        c.apply(Input::Observe(Observation::ServiceLoad {
+            job: "ml/svc".into(),
+            usage_pct: pct,
+        }))
+    };
+    // Operator: 6 replicas. The autoscaler (low load says 1) must not undo it.
+    let out = c.apply(Input::Command {
+        actor: actor(),
+        command: Command::Scale {
+            job: "ml/svc".into(),
+            replicas: 6,
+        },
+    });
+    assert!(out.result.unwrap().contains("autoscaler is paused"));
+    assert!(out
+        .events
+        .iter()
+        .any(|e| e.reason == "AutoscalerPaused" && e.message.contains("alice")));
+    cycle(&mut c);
+    for t in 1..10 {
+        c.apply(Input::Advance { to: t * 30 });
+        let out = load(&mut c, 5.0);
+        assert!(out.events.is_empty(), "{:?}", out.events);
+    }
+    let j = &c.cluster().jobs[id as usize];
+    assert_eq!(j.desired_replicas, 6);
+    assert_eq!(j.autoscaler.paused_by.as_deref(), Some("alice"));
+    assert_eq!(
+        c.cluster().job_view(j).autoscaler_paused_by.as_deref(),
+        Some("alice")
+    );
+    // Resumed: the autoscaler scales it down again (after its window).
+    c.apply(Input::Command {
+        actor: actor(),
+        command: Command::ResumeAutoscale {
+            job: "ml/svc".into(),
+        },
+    })
+    .result
+    .unwrap();
+    for t in 10..20 {
+        c.apply(Input::Advance { to: t * 30 });
+        load(&mut c, 5.0);
+        cycle(&mut c);
+    }
+    let j = &c.cluster().jobs[id as usize];
+    assert_eq!((j.desired_replicas, j.running_replicas()), (1, 1));
+}
+
+#[test]
+fn ended_jobs_beyond_the_retention_leave_memory_but_not_the_counts() {
+    let mut c = {
+        let mut cl = Cluster::new(SchedConfig {
+            retain_ended: 5,
+            event_window: 50,
+            ..SchedConfig::default()
+        });
+        let mut sel = BTreeMap::new();
+        sel.insert(LABEL_ROLE.to_string(), "train".to_string());
+        cl.add_pool(Pool {
+            name: "train".into(),
+            kind: PoolKind::Training,
+            selector: sel,
+            overcommit: Overcommit::default(),
+            lend_to: vec![],
+        });
+        cl.add_node(node("n1", 8));
+        let mut q = BTreeMap::new();
+        q.insert(0, Quota::default());
+        cl.add_project(Project {
+            name: "ml".into(),
+            department: "d".into(),
+            quotas: q,
+        });
+        Core::new(cl)
+    };
+    for i in 0..40 {
+        let name = format!("j{i}");
+        submit(&mut c, job(&name, 1));
+        c.apply(Input::Schedule);
+        c.apply(Input::Observe(Observation::JobEnded {
+            job: format!("ml/{name}"),
+            outcome: if i % 4 == 0 {
+                JobOutcome::Failed {
+                    message: "exit 1".into(),
+                }
+            } else {
+                JobOutcome::Succeeded
+            },
+        }))
+        .result
+        .unwrap();
+    }
+    let cl = c.cluster();
+    assert_eq!(cl.jobs.len(), 5, "only the newest ended jobs are held");
+    assert!(cl.events.len() <= 50);
+    assert!(cl.next_event_seq() > 100);
+    let m = cl.metrics();
+    assert_eq!(m.jobs.succeeded, 30);
+    assert_eq!(m.jobs.failed, 10);
+    // A dropped job's name is free again; its id is never reused.
+    assert!(cl.job_id("ml/j0").is_err());
+    let again = submit(&mut c, job("j0", 1));
+    assert_eq!(again, 40);
+}

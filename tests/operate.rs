@@ -1,0 +1,372 @@
+//! Operators acting on a recorded cluster from the command line, alone and beside a
+//! running maar: the README's walk-through, two operators at once, the audit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use maar::record::Record;
+
+struct Env {
+    home: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        let home = std::env::temp_dir().join(format!("maar-operate-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        Env { home }
+    }
+
+    /// The demo's default state file under this environment.
+    fn state(&self) -> PathBuf {
+        self.home.join("maar").join("lab.db")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_maar"));
+        c.args(args)
+            .env("XDG_STATE_HOME", &self.home)
+            .env_remove("SSH_CONNECTION");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Starts `maar demo --headless` and waits until it holds the state file. The
+    /// caller stops it (`stop`).
+    #[allow(clippy::zombie_processes)]
+    fn engine(&self, extra: &[&str]) -> Child {
+        let mut args = vec!["demo", "--headless"];
+        args.extend_from_slice(extra);
+        let mut child = self
+            .cmd(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = Record::open(&self.state()) {
+                if r.holder()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|h| h.pid == child.id() as i64)
+                {
+                    return child;
+                }
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the engine never took the state file");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let end = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < end, "the engine did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn node_line(e: &Env, node: &str) -> String {
+    let o = e.run(&["get", "nodes", "--state", e.state().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .find(|l| l.starts_with(node))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn me() -> String {
+    maar::actor::current().user
+}
+
+#[test]
+fn cordon_from_the_cli_survives_quit_and_resume_and_the_audit_says_who() {
+    let e = Env::new("readme");
+    let demo = e.engine(&["--speed", "600"]);
+    let o = e.run(&["cordon", "a100-03"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "node a100-03 cordoned\n");
+    stop(demo);
+    assert!(node_line(&e, "a100-03").contains("SchedulingDisabled"));
+    // Reopen the same demo: still cordoned, and the demo goes on from where it was.
+    let demo = e.engine(&["--resume", "--speed", "600"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let o = e.run(&["priority", "gpt-finetune-demo", "high"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    stop(demo);
+    assert!(node_line(&e, "a100-03").contains("SchedulingDisabled"));
+    let o = e.run(&["audit"]);
+    let audit = text(&o.stdout);
+    let cordon = audit.lines().find(|l| l.contains("cordon_node")).unwrap();
+    assert!(
+        cordon.contains(&me()) && cordon.contains("node/a100-03"),
+        "{audit}"
+    );
+    assert!(cordon.contains("local") && cordon.contains("ok: node a100-03 cordoned"));
+    assert!(audit.contains("set_priority"));
+    // A fresh demo starts over (the old record is kept aside).
+    let demo = e.engine(&[]);
+    stop(demo);
+    assert!(!node_line(&e, "a100-03").contains("SchedulingDisabled"));
+    assert!(e.state().with_extension("db.prev").exists());
+}
+
+#[test]
+fn a_command_given_beside_a_running_console_takes_effect_within_a_second() {
+    let e = Env::new("two");
+    let demo = e.engine(&["--speed", "60"]);
+    let t = Instant::now();
+    let o = e.run(&["cordon", "v100-02", "--gpu", "1", "-o", "json"]);
+    let took = t.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["result"], "ok");
+    assert!(
+        v["request"].is_i64(),
+        "it went through the running maar: {v}"
+    );
+    assert!(took < Duration::from_secs(1), "acknowledged after {took:?}");
+    // Seen at once by a reader of the state file.
+    let o = e.run(&["get", "gpus", "--state", e.state().to_str().unwrap()]);
+    let cols = |node: &str, gpu: &str| -> Vec<String> {
+        text(&o.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .find(|c| c.len() > 6 && c[0] == node && c[1] == gpu)
+            .unwrap_or_default()
+    };
+    assert_eq!(cols("v100-02", "1")[6], "yes", "{}", text(&o.stdout));
+    assert_eq!(cols("v100-02", "0")[6], "no");
+    stop(demo);
+}
+
+#[test]
+fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
+    let e = Env::new("refuse");
+    stop(e.engine(&[]));
+    for (args, why) in [
+        (
+            vec!["cordon", "no-such-node"],
+            "refused: no node named `no-such-node`",
+        ),
+        (
+            vec!["cordon", "a100-01", "--gpu", "8"],
+            "node `a100-01` has no GPU 8 (it has 8)",
+        ),
+        (vec!["approve", "99"], "no quota request #99"),
+        (
+            vec!["scale", "gpt-finetune-demo", "3"],
+            "is not an inference service",
+        ),
+        (vec!["autoscale", "llm-infer-vllm"], "is not paused"),
+        (
+            vec!["request-quota", "nobody", "training-gpu", "--gpu", "2"],
+            "no project named `nobody`",
+        ),
+    ] {
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&o.stderr).contains(why),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    for args in [
+        vec!["cordon"],
+        vec!["priority", "x", "urgent"],
+        vec!["request-quota", "ml-prod", "training-gpu", "--gpu", "0"],
+        vec!["audit", "--since", "yesterday"],
+        vec!["scale", "x", "-1"],
+    ] {
+        let o = e.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+    }
+    // Refused commands are in the audit too, with their reason.
+    let o = e.run(&["audit", "--action", "cordon_node", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["result"], "refused");
+    assert_eq!(v[0]["object"], "node/no-such-node");
+}
+
+#[test]
+fn quota_requests_submissions_and_scaling_from_the_cli() {
+    let e = Env::new("quota");
+    let demo = e.engine(&["--speed", "1", "--paused"]);
+    let o = e.run(&[
+        "request-quota",
+        "platform",
+        "training-gpu",
+        "--gpu",
+        "4",
+        "--reason",
+        "load test",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("quota request #"), "{out}");
+    let id: String = out
+        .trim_start_matches("quota request #")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let o = e.run(&["approve", &id]);
+    assert_eq!(
+        text(&o.stdout),
+        format!("approved quota request #{id}: +4 GPUs\n")
+    );
+    // A real submit of the users' own example. The demo runs a job of that name
+    // already, so the first submit is refused; renamed, it goes in.
+    let example = Path::new("../shared/examples/trainjob-gpt-finetune.yaml");
+    let text_of = if example.exists() {
+        std::fs::read_to_string(example).unwrap()
+    } else {
+        "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {name: gpt-finetune-demo, namespace: ml-prod}\nspec:\n  resources: {pool: training-gpu, gpu: {count: 1}, cpu: {cores: 4}, memory: {capacity: 8Gi}}\n".to_string()
+    };
+    let o = e.run(&["submit", "-f", example.to_str().unwrap()]);
+    if example.exists() {
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o.stderr).contains("a job `ml-prod/gpt-finetune-demo` already exists"));
+    }
+    let job = e.home.join("job.yaml");
+    std::fs::write(&job, text_of.replace("gpt-finetune-demo", "gpt-finetune-2")).unwrap();
+    let o = e.run(&["submit", "-f", job.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("submitted"), "{}", text(&o.stdout));
+    let again = e.run(&["submit", "-f", job.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("already exists"));
+    // Scale a service by hand: its autoscaler pauses, visibly, until resumed.
+    let o = e.run(&["scale", "llm-infer-vllm", "5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("autoscaler is paused"));
+    let o = e.run(&[
+        "get",
+        "jobs",
+        "-o",
+        "json",
+        "--state",
+        e.state().to_str().unwrap(),
+    ]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let svc = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "llm-infer-vllm")
+        .unwrap();
+    assert_eq!(svc["desired_replicas"], 5);
+    assert_eq!(svc["autoscaler_paused_by"], me());
+    let o = e.run(&["autoscale", "llm-infer-vllm"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    stop(demo);
+    // The audit filters.
+    let count = |args: &[&str]| {
+        let mut a = vec!["audit", "-o", "json"];
+        a.extend_from_slice(args);
+        let o = e.run(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let all = if example.exists() { 7 } else { 6 };
+    assert_eq!(count(&[]), all);
+    assert_eq!(count(&["--actor", &me()]), all);
+    assert_eq!(count(&["--actor", "somebody-else"]), 0);
+    assert_eq!(count(&["--action", "submit"]), all - 4);
+    assert_eq!(count(&["--object", "llm-infer-vllm"]), 2);
+    assert_eq!(count(&["--last", "2"]), 2);
+    assert_eq!(
+        count(&[
+            "--since",
+            "2000-01-01T00:00:00Z",
+            "--until",
+            "2100-01-01T00:00:00Z"
+        ]),
+        all
+    );
+    assert_eq!(count(&["--since", "2100-01-01T00:00:00Z"]), 0);
+    let o = e.run(&["audit", "-o", "csv"]);
+    let csv = text(&o.stdout);
+    assert!(
+        csv.starts_with("seq,wall,cluster_time_s,actor,uid,from,action,object,result,message\n")
+    );
+    assert_eq!(csv.lines().count(), all + 1);
+}
+
+#[test]
+fn an_ssh_operator_is_recorded_with_the_client_address() {
+    let e = Env::new("ssh");
+    stop(e.engine(&[]));
+    let o = e
+        .cmd(&["drain", "t4-02"])
+        .env("SSH_CONNECTION", "198.51.100.23 50522 10.0.0.1 22")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = e.run(&["audit", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["from"], "198.51.100.23");
+    assert_eq!(v[0]["uid"], nix::unistd::getuid().as_raw());
+    assert_eq!(v[0]["action"], "drain_node");
+}
+
+#[test]
+fn the_consoles_own_actions_are_seen_by_readers_once_acknowledged() {
+    use maar::engine::{self, EngineOptions};
+    use maar_scheduler::Command as Cmd;
+    let e = Env::new("console-acts");
+    let (text_, sc) = maar::load::scenario_text(None).unwrap();
+    let (loaded, rec) = maar::backend::fresh_demo(Some(&e.state()), &text_, sc, None).unwrap();
+    let mut rec = rec.unwrap();
+    rec.acquire().unwrap();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 600.0,
+            paused: false,
+        },
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let ack = handle
+        .apply(
+            maar_scheduler::Actor::system("console-operator"),
+            Cmd::CordonNode {
+                node: "h100-02".into(),
+            },
+        )
+        .unwrap();
+    assert!(ack.seq.is_some(), "recorded before acknowledged");
+    // Right after the acknowledgement, another process reads it.
+    assert!(node_line(&e, "h100-02").contains("SchedulingDisabled"));
+    let o = e.run(&["audit", "--actor", "console-operator"]);
+    assert!(
+        text(&o.stdout).contains("node/h100-02"),
+        "{}",
+        text(&o.stdout)
+    );
+    handle.shutdown();
+}
