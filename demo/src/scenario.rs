@@ -276,6 +276,10 @@ pub struct Generator {
     /// Probability that a generated job is OOM-killed during its run.
     #[serde(default)]
     pub oom_probability: f64,
+    /// Arrivals are dropped while this many of the generator's jobs are Pending (users
+    /// stop submitting when their backlog is long); no limit when absent.
+    #[serde(default)]
+    pub max_pending: Option<u32>,
     pub shapes: Vec<ShapeSpec>,
 }
 
