@@ -171,7 +171,7 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
             let (mut sim, cluster) = Sim::new(sc, meta.seed)
                 .map_err(|e| content(path, format!("recorded scenario: {e}")))?;
             let mut core = Core::new(cluster);
-            sim.run_until(&mut core, 0);
+            sim.run_until_into(&mut core, 0, &mut |_| {});
             (core, sim, 0)
         }
     };
@@ -184,7 +184,7 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
             continue;
         }
         if row.at_s > core.now() {
-            driver.run_until(&mut core, row.at_s);
+            driver.run_until_into(&mut core, row.at_s, &mut |_| {});
         }
         let out = driver.apply(&mut core, row.actor.clone(), row.command.clone());
         if let (Ok(_), Err(e)) = (&row.result, &out.result) {

@@ -42,7 +42,7 @@ fn a_card_memory_not_insufficient_gpus() {
         "{:?}",
         ex.suggestions
     );
-    assert_eq!(job(&s, "big-cards").reason, ex.summary);
+    assert_eq!(&*job(&s, "big-cards").reason, ex.summary);
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn d_quota_exhausted_with_numbers_while_cards_are_free() {
         "{:?}",
         ex.suggestions
     );
-    assert_eq!(job(&s, "second").reason, ex.quota.message);
+    assert_eq!(&*job(&s, "second").reason, ex.quota.message);
 }
 
 #[test]
@@ -196,11 +196,11 @@ fn h_oom_never_fails_on_failure_restarts_with_backoff() {
     let s = sim("h-oom", "1h");
     let a = job(&s, "no-restart");
     assert_eq!(a.phase, Phase::Failed);
-    assert_eq!(a.reason, "OOMKilled (restart policy Never)");
+    assert_eq!(&*a.reason, "OOMKilled (restart policy Never)");
     let b = job(&s, "with-restart");
     assert_eq!(b.restarts, 2);
     assert_eq!(b.phase, Phase::Failed);
-    assert_eq!(b.reason, "OOMKilled (restart limit 2 reached)");
+    assert_eq!(&*b.reason, "OOMKilled (restart limit 2 reached)");
     let backoffs: Vec<_> = events(&s, "BackOff")
         .into_iter()
         .map(|e| (e.time, e.message.clone()))

@@ -79,8 +79,12 @@ impl Demo {
 
     /// Runs the simulation up to `until`.
     pub fn run_until(&mut self, until: u64) {
-        let ev = self.sim.run_until(&mut self.core, until);
-        self.note(ev);
+        let log = &mut self.log;
+        self.sim.run_until_into(&mut self.core, until, &mut |ev| {
+            if let Some(l) = log {
+                l.append(ev);
+            }
+        });
     }
 
     /// Applies an operator command now (as the operator `operator`).

@@ -59,9 +59,12 @@ struct SimState {
     oom_plan: BTreeMap<JobId, f64>,
     restart_timers: BTreeSet<(JobId, u64)>,
     generated: Vec<u32>,
-    /// Jobs of the generators (random OOM faults pick among these, so a scripted job
-    /// meets only the faults its scenario scripts).
-    background: BTreeSet<JobId>,
+    /// Jobs of the generators, with the generator of each (random OOM faults pick
+    /// among these, so a scripted job meets only the faults its scenario scripts).
+    background: BTreeMap<JobId, usize>,
+    /// When the job sets above were last cleared of jobs the core no longer holds.
+    #[serde(default)]
+    last_prune: u64,
 }
 
 /// A running simulation of a scenario. It holds no cluster: the core does.
@@ -97,7 +100,8 @@ impl Sim {
                 oom_plan: BTreeMap::new(),
                 restart_timers: BTreeSet::new(),
                 generated: vec![0; scenario.workload.generators.len()],
-                background: BTreeSet::new(),
+                background: BTreeMap::new(),
+                last_prune: 0,
             },
             scenario,
         };
@@ -184,6 +188,19 @@ impl Sim {
     /// Runs every timer up to and including `until`, then leaves the clock at `until`.
     /// Returns the events, in order.
     pub fn run_until(&mut self, core: &mut Core, until: u64) -> Vec<Event> {
+        let mut all = Vec::new();
+        self.run_until_into(core, until, &mut |ev| all.append(ev));
+        all
+    }
+
+    /// As [`Sim::run_until`], handing the events of each instant to `sink` (so a long
+    /// run holds only one instant's events at a time).
+    pub fn run_until_into(
+        &mut self,
+        core: &mut Core,
+        until: u64,
+        sink: &mut dyn FnMut(&mut Vec<Event>),
+    ) {
         let mut log = Vec::new();
         while let Some(t) = self.next_timer() {
             if t > until {
@@ -198,10 +215,12 @@ impl Sim {
                 self.fire(core, timer, &mut log);
             }
             self.settle(core, &mut log);
+            sink(&mut log);
+            log.clear();
         }
         self.feed(core, Input::Advance { to: until }, &mut log);
         self.settle(core, &mut log);
-        log
+        sink(&mut log);
     }
 
     /// Applies a command now, then what follows from it.
@@ -357,7 +376,24 @@ impl Sim {
                 self.st.dirty = true;
             }
             Timer::Generate(g) => {
-                self.generate(core, g, log);
+                // Users whose backlog is full stop submitting for a while.
+                let full = self.scenario.workload.generators[g]
+                    .max_pending
+                    .is_some_and(|max| {
+                        let c = core.cluster();
+                        self.st
+                            .background
+                            .iter()
+                            .filter(|&(&id, &gen)| {
+                                gen == g
+                                    && c.jobs.get(id).is_some_and(|j| j.phase == Phase::Pending)
+                            })
+                            .count()
+                            >= max as usize
+                    });
+                if !full {
+                    self.generate(core, g, log);
+                }
                 let stop = self.scenario.workload.generators[g].stop.map(|d| d.0);
                 let next = now + self.interarrival(g);
                 if stop.is_none_or(|s| next <= s) {
@@ -603,7 +639,7 @@ impl Sim {
         match out.result {
             Ok(_) => {
                 let id = out.job.expect("a submission names its job");
-                self.st.background.insert(id);
+                self.st.background.insert(id, g);
                 if oom {
                     self.st.oom_plan.insert(id, frac);
                 }
@@ -656,7 +692,7 @@ impl Sim {
                 let running: Vec<JobId> = self
                     .st
                     .background
-                    .iter()
+                    .keys()
                     .copied()
                     .filter(|&id| {
                         c.jobs.get(id).is_some_and(|j| {
@@ -693,17 +729,22 @@ impl Sim {
     /// Service load (the autoscaler's metric) and GPU telemetry.
     fn tick(&mut self, core: &mut Core, log: &mut Vec<Event>) {
         let now = core.now();
-        // Forget jobs the core no longer holds.
-        let c = core.cluster();
-        self.st.background.retain(|&id| c.jobs.get(id).is_some());
-        self.st.oom_plan.retain(|&id, _| c.jobs.get(id).is_some());
-        self.st.traffic.retain(|&id, _| c.jobs.get(id).is_some());
+        // Forget jobs the core no longer holds (hourly: the sets stay small).
+        if now >= self.st.last_prune + 3600 {
+            self.st.last_prune = now;
+            let c = core.cluster();
+            self.st.background.retain(|&id, _| c.jobs.get(id).is_some());
+            self.st.oom_plan.retain(|&id, _| c.jobs.get(id).is_some());
+            self.st.traffic.retain(|&id, _| c.jobs.get(id).is_some());
+        }
         let services: Vec<(JobId, usize)> = self.st.traffic.iter().map(|(k, v)| (*k, *v)).collect();
         for (id, idx) in services {
             let Some(tr) = self.scenario.workload.jobs[idx].traffic.clone() else {
                 continue;
             };
-            let j = &core.cluster().jobs[id as usize];
+            let Some(j) = core.cluster().jobs.get(id) else {
+                continue;
+            };
             let JobKind::Inference(a) = &j.spec.kind else {
                 continue;
             };
@@ -729,6 +770,8 @@ impl Sim {
                 continue;
             }
             let mut gpus = Vec::with_capacity(n.gpus.len());
+            // The node's cards share a model (the power of the first one serves all).
+            let tdp = board_power_w(&n.gpus[0].model);
             for g in &n.gpus {
                 let (util, mem) = if g.allocs.is_empty() {
                     (0u8, 0u64)
@@ -742,7 +785,11 @@ impl Sim {
                 };
                 // Temperature and power follow utilisation: idle around 32 C and a
                 // fifth of the board's power, full load near 80 C and its board power.
-                let tdp = board_power_w(&g.model);
+                let tdp = if g.model == n.gpus[0].model {
+                    tdp
+                } else {
+                    board_power_w(&g.model)
+                };
                 gpus.push(GpuReading {
                     util_pct: util,
                     mem_used: mem,

@@ -179,23 +179,23 @@ impl Cluster {
                     j.spec.project, j.spec.name
                 ));
             }
-            match j.phase {
+            let (phase, prio, started) = (j.phase, j.spec.priority, j.started);
+            match phase {
                 Phase::Pending => {
-                    let k = c.queue_key(id);
-                    c.pending.insert(id, k);
+                    c.pending_insert(id);
+                    c.shape_add(id);
                 }
                 Phase::Running => {
-                    c.running_by_prio.insert((
-                        j.spec.priority,
-                        std::cmp::Reverse(j.started.unwrap_or(0)),
-                        id,
-                    ));
+                    c.shape_add(id);
+                    c.running_by_prio
+                        .insert((prio, std::cmp::Reverse(started.unwrap_or(0)), id));
                 }
                 Phase::Restarting => {
                     c.restarting.insert(id);
                 }
                 _ => {}
             }
+            let j = &c.jobs[id as usize];
             if j.is_inference() {
                 c.services.insert(id);
             }

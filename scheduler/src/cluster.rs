@@ -110,6 +110,28 @@ pub struct Cluster {
     pub(crate) ended: VecDeque<JobId>,
     /// Running jobs whose placement the driver has not confirmed yet.
     pub(crate) assumed: BTreeSet<JobId>,
+    /// Bumped whenever quota usage changes (cached quota verdicts check it).
+    pub(crate) usage_gen: u64,
+    /// Pending jobs by the key of their quota verdict (project, pool, request), so that
+    /// a cycle decides quota once per key, not once per job.
+    pub(crate) pending_by_key:
+        crate::fxhash::FxHashMap<crate::schedule::VerdictKey, BTreeSet<JobId>>,
+    /// Pending jobs without a verdict key (unknown project or pool).
+    pub(crate) pending_loose: BTreeSet<JobId>,
+    /// The refusal every pending job of a key was last told (dropped when the key
+    /// gains a job), so an unchanged refusal is not told again job by job.
+    pub(crate) told: crate::fxhash::FxHashMap<crate::schedule::VerdictKey, Reason>,
+    /// Counts of the task shapes of pending and running jobs (maar's typical shapes
+    /// follow from them), kept as jobs come and go.
+    pub(crate) shape_counts: BTreeMap<crate::replay::Shape, u64>,
+    /// Quota verdicts by (project, pool, request), kept while nothing they read has
+    /// changed: a long queue of jobs of a few shapes costs a few verdicts.
+    pub(crate) verdicts:
+        crate::fxhash::FxHashMap<crate::schedule::VerdictKey, crate::schedule::CachedVerdict>,
+    /// Bumped when quotas, pools or capacity change.
+    pub(crate) admission_gen: u64,
+    /// Bumped when a project's usage changes, per project.
+    pub(crate) project_gen: Vec<u64>,
     /// (pool, model id, free whole GPUs, node): candidate generation for placement.
     pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
@@ -213,6 +235,14 @@ impl Cluster {
             touched: Vec::new(),
             ended: VecDeque::new(),
             assumed: BTreeSet::new(),
+            usage_gen: 0,
+            verdicts: Default::default(),
+            pending_by_key: Default::default(),
+            pending_loose: BTreeSet::new(),
+            told: Default::default(),
+            shape_counts: BTreeMap::new(),
+            admission_gen: 0,
+            project_gen: Vec::new(),
             index: BTreeSet::new(),
             index_key: Vec::new(),
             node_by_name: HashMap::new(),
@@ -235,6 +265,7 @@ impl Cluster {
     // ----- construction -------------------------------------------------------------
 
     pub fn add_pool(&mut self, pool: Pool) -> PoolId {
+        self.admission_gen += 1;
         self.pools.push(pool);
         self.pool_cap.push(Resources::default());
         self.pool_members.push(Vec::new());
@@ -242,8 +273,10 @@ impl Cluster {
     }
 
     pub fn add_project(&mut self, p: Project) -> ProjectId {
+        self.admission_gen += 1;
         self.projects.push(p);
         self.usage.push(BTreeMap::new());
+        self.project_gen.push(0);
         (self.projects.len() - 1) as ProjectId
     }
 
@@ -263,6 +296,7 @@ impl Cluster {
     /// Adds a node's capacity to (or takes it from) the cluster's totals and its pool's
     /// capacity and membership.
     pub(crate) fn account_node(&mut self, id: NodeId, add: bool) {
+        self.admission_gen += 1;
         let node = &self.nodes[id as usize];
         let mut r = Resources {
             gpu_milli: node.sched_gpus().len() as u64 * GPU_MILLI as u64,
@@ -335,7 +369,6 @@ impl Cluster {
             min_mem: g.iter().map(|g| g.memory).min().unwrap_or(0),
             max_mem: g.iter().map(|g| g.memory).max().unwrap_or(0),
         };
-        let model = node.gpu_model().unwrap_or("").to_string();
         let free = if node.ready() && !node.cordoned {
             node.free_whole_gpus()
         } else {
@@ -345,15 +378,24 @@ impl Cluster {
         let mid = if node.sched_gpus().is_empty() {
             0
         } else {
-            self.model_id(&model)
+            let model = node.gpu_model().unwrap_or("");
+            match self.model_id_of(model) {
+                Some(m) => m,
+                None => {
+                    let model = model.to_string();
+                    self.model_id(&model)
+                }
+            }
         };
         let key = (pool, mid, free, id);
         let old = self.index_key[id as usize];
         if old != key {
             self.index.remove(&old);
+            self.index.insert(key);
+            self.index_key[id as usize] = key;
+        } else if !self.index.contains(&key) {
+            self.index.insert(key);
         }
-        self.index.insert(key);
-        self.index_key[id as usize] = key;
     }
 
     // ----- lookups ------------------------------------------------------------------
@@ -588,7 +630,8 @@ impl Cluster {
             spec,
         });
         self.job_by_name.insert(key, id);
-        self.pending.insert(id, self.queue_key(id));
+        self.pending_insert(id);
+        self.shape_add(id);
         if self.jobs[id as usize].is_inference() {
             self.services.insert(id);
         }
@@ -599,6 +642,7 @@ impl Cluster {
     /// Commits one replica placement (already checked to fit).
     pub(crate) fn allocate(&mut self, id: JobId, p: Placement) {
         self.touch(id);
+        self.usage_gen += 1;
         let n = &mut self.nodes[p.node as usize];
         n.alloc_cpu += p.cpu;
         n.alloc_mem += p.mem;
@@ -618,6 +662,7 @@ impl Cluster {
         let j = &mut self.jobs[id as usize];
         if let (Some(pr), Some(pl)) = (j.project, j.pool) {
             self.usage[pr as usize].entry(pl).or_default().add(&res);
+            self.project_gen[pr as usize] += 1;
         }
         if j.placements.is_empty() {
             j.accrued_at = self.now;
@@ -634,6 +679,7 @@ impl Cluster {
     pub(crate) fn release_replica(&mut self, id: JobId, idx: usize) {
         self.accrue(id);
         self.touch(id);
+        self.usage_gen += 1;
         let p = self.jobs[id as usize].placements.remove(idx);
         let still_here = self.jobs[id as usize]
             .placements
@@ -665,6 +711,7 @@ impl Cluster {
             if let Some(u) = self.usage[pr as usize].get_mut(&pl) {
                 u.sub(&res);
             }
+            self.project_gen[pr as usize] += 1;
         }
         self.reindex(p.node);
     }
@@ -681,12 +728,24 @@ impl Cluster {
     /// Moves a job to a new phase, keeping the pending/restarting sets and the
     /// wait/run accounting right. Does not touch placements.
     pub(crate) fn set_phase(&mut self, id: JobId, phase: Phase) {
+        let live = |p: Phase| matches!(p, Phase::Pending | Phase::Running);
+        let was = self.jobs[id as usize].phase;
+        if live(was) && !live(phase) {
+            self.shape_remove(id);
+        }
+        self.set_phase_only(id, phase);
+        if !live(was) && live(phase) {
+            self.shape_add(id);
+        }
+    }
+
+    fn set_phase_only(&mut self, id: JobId, phase: Phase) {
         let now = self.now;
         let j = &mut self.jobs[id as usize];
         match j.phase {
             Phase::Pending => {
                 j.wait_s += now.saturating_sub(j.queued_since);
-                self.pending.remove(&id);
+                self.pending_remove(id);
             }
             Phase::Running => {
                 if let Some(s) = j.started {
@@ -718,8 +777,7 @@ impl Cluster {
         match phase {
             Phase::Pending => {
                 j.queued_since = now;
-                let key = self.queue_key(id);
-                self.pending.insert(id, key);
+                self.pending_insert(id);
             }
             Phase::Running => {
                 j.started = Some(now);
@@ -769,6 +827,103 @@ impl Cluster {
         }
     }
 
+    /// The key of a job's quota verdict for `replicas` replicas (None when its project
+    /// or pool is unknown: such jobs are decided one by one).
+    pub(crate) fn verdict_key(
+        &self,
+        id: JobId,
+        replicas: u32,
+    ) -> Option<crate::schedule::VerdictKey> {
+        let j = &self.jobs[id as usize];
+        let (p, pl) = (j.project?, j.pool?);
+        let r = j.spec.replica_request().scaled(replicas as u64);
+        Some((
+            p,
+            pl,
+            [r.gpu_milli, r.gpu_mem, r.cpu_milli, r.memory, r.disk],
+        ))
+    }
+
+    /// Puts a job in the pending set and its indexes.
+    pub(crate) fn pending_insert(&mut self, id: JobId) {
+        let k = self.queue_key(id);
+        match self.verdict_key(id, k.replicas) {
+            Some(vk) => {
+                self.pending_by_key.entry(vk).or_default().insert(id);
+                self.told.remove(&vk);
+            }
+            None => {
+                self.pending_loose.insert(id);
+            }
+        }
+        self.pending.insert(id, k);
+    }
+
+    /// Takes a job out of the pending set and its indexes.
+    pub(crate) fn pending_remove(&mut self, id: JobId) {
+        if let Some(k) = self.pending.remove(&id) {
+            match self.verdict_key(id, k.replicas) {
+                Some(vk) => {
+                    if let Some(set) = self.pending_by_key.get_mut(&vk) {
+                        set.remove(&id);
+                        if set.is_empty() {
+                            self.pending_by_key.remove(&vk);
+                            self.told.remove(&vk);
+                        }
+                    }
+                }
+                None => {
+                    self.pending_loose.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// A job's task shape for maar's placement, and how many placements it counts for
+    /// (a same-node gang is placed as one; other replicas one by one).
+    pub(crate) fn shape_of(j: &Job) -> (crate::replay::Shape, u64) {
+        let (mult, placements) = if j.spec.affinity == Affinity::SameNode {
+            (j.desired_replicas.max(1), 1)
+        } else {
+            (1, j.desired_replicas.max(1) as u64)
+        };
+        let milli = if j.spec.gpu.count == 0 {
+            0
+        } else if j.spec.gpu.shared {
+            j.spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
+        } else {
+            GPU_MILLI
+        };
+        let mut models = j.spec.gpu.models.clone();
+        models.sort();
+        (
+            crate::replay::Shape {
+                cpu: j.spec.cpu_milli * mult as u64,
+                milli,
+                count: j.spec.gpu.count * mult,
+                models,
+            },
+            placements,
+        )
+    }
+
+    /// Counts a job that became pending or running among the typical shapes.
+    pub(crate) fn shape_add(&mut self, id: JobId) {
+        let (s, n) = Self::shape_of(&self.jobs[id as usize]);
+        *self.shape_counts.entry(s).or_default() += n;
+    }
+
+    /// Uncounts a job that is no longer pending or running.
+    pub(crate) fn shape_remove(&mut self, id: JobId) {
+        let (s, n) = Self::shape_of(&self.jobs[id as usize]);
+        if let Some(c) = self.shape_counts.get_mut(&s) {
+            *c = c.saturating_sub(n);
+            if *c == 0 {
+                self.shape_counts.remove(&s);
+            }
+        }
+    }
+
     pub(crate) fn queue_key(&self, id: JobId) -> QueueKey {
         let j = &self.jobs[id as usize];
         QueueKey {
@@ -811,7 +966,7 @@ impl Cluster {
             Phase::Failed
         };
         self.set_phase(id, phase);
-        self.jobs[id as usize].reason = reason.to_string();
+        self.jobs[id as usize].reason = reason.into();
         let (sev, r) = if success {
             (Severity::Normal, "Completed")
         } else {
@@ -842,7 +997,7 @@ impl Cluster {
                 j.restarts += 1;
                 j.restart_at = Some(self.now + delay);
                 j.remaining_s = j.spec.est_runtime_s;
-                j.reason = format!("{reason}: restarting in {delay}s");
+                j.reason = format!("{reason}: restarting in {delay}s").into();
                 let msg = format!(
                     "restart {}/{} after {reason}, back-off {delay}s",
                     restarts + 1,
@@ -858,7 +1013,7 @@ impl Cluster {
                         format!("{reason} (restart limit {max_restarts} reached)")
                     }
                 };
-                self.jobs[id as usize].reason = why.clone();
+                self.jobs[id as usize].reason = why.as_str().into();
                 self.emit(Severity::Error, "Failed", self.job_ref(id), why);
             }
         }
@@ -940,7 +1095,7 @@ impl Cluster {
         self.set_phase(id, Phase::Pending);
         let j = &mut self.jobs[id as usize];
         j.remaining_s = j.spec.est_runtime_s;
-        j.reason = message.clone();
+        j.reason = message.as_str().into();
         self.emit(Severity::Warning, reason, self.job_ref(id), message);
     }
 

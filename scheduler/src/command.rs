@@ -194,6 +194,7 @@ impl Cluster {
                 let r = self.request_mut(id)?;
                 r.status = RequestStatus::Approved;
                 let (pid, pl, gpus, reserved) = (r.project, r.pool, r.gpus, r.reserved);
+                self.admission_gen += 1;
                 let q = self.projects[pid as usize].quotas.entry(pl).or_default();
                 let add = gpus as u64 * GPU_MILLI as u64;
                 if let Some(m) = q.max.gpu_milli.as_mut() {
@@ -456,9 +457,23 @@ impl Cluster {
         if old == replicas {
             return;
         }
+        let live = matches!(
+            self.jobs[id as usize].phase,
+            Phase::Pending | Phase::Running
+        );
+        let pending = self.pending.contains_key(&id);
+        if live {
+            self.shape_remove(id);
+        }
+        if pending {
+            self.pending_remove(id);
+        }
         self.jobs[id as usize].desired_replicas = replicas;
-        if let Some(k) = self.pending.get_mut(&id) {
-            k.replicas = replicas.max(1);
+        if pending {
+            self.pending_insert(id);
+        }
+        if live {
+            self.shape_add(id);
         }
         if self.jobs[id as usize].phase == Phase::Running {
             while self.jobs[id as usize].running_replicas() > replicas {

@@ -364,7 +364,7 @@ impl Cluster {
             nearest,
             suggestions,
             placement,
-            reason: j.reason.clone(),
+            reason: j.reason.to_string(),
         }
     }
 

@@ -477,7 +477,7 @@ impl Cluster {
                     reason: if j.reason.is_empty() {
                         j.phase.name().to_string()
                     } else {
-                        j.reason.clone()
+                        j.reason.to_string()
                     },
                 });
             }
@@ -528,7 +528,7 @@ impl Cluster {
             self.set_phase(id, Phase::Pending);
             let j = &mut self.jobs[id as usize];
             j.remaining_s = j.spec.est_runtime_s;
-            j.reason = why.to_string();
+            j.reason = why.into();
         } else {
             for &i in unbound.iter().rev() {
                 self.release_replica(id, i);

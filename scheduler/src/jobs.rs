@@ -6,14 +6,18 @@
 //! memory (their history stays in the event log and the durable record), so memory and
 //! per-cycle work follow the live cluster, not everything ever submitted.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::ops::{Index, IndexMut};
 
 use crate::model::{Job, JobId};
 
+type IdMap<V> = crate::fxhash::FxHashMap<JobId, V>;
+
 #[derive(Clone, Debug, Default)]
 pub struct Jobs {
-    map: BTreeMap<JobId, Job>,
+    map: IdMap<Job>,
+    /// The held ids in order (for iteration in submission order).
+    ids: BTreeSet<JobId>,
     next: JobId,
 }
 
@@ -25,7 +29,7 @@ impl Jobs {
 
     /// Held jobs in submission order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Job> + '_ {
-        self.map.values()
+        self.ids.iter().map(|id| &self.map[id])
     }
 
     /// How many jobs are held (live and recently ended).
@@ -44,17 +48,20 @@ impl Jobs {
 
     pub(crate) fn insert(&mut self, job: Job) {
         self.next = self.next.max(job.id.saturating_add(1));
+        self.ids.insert(job.id);
         self.map.insert(job.id, job);
     }
 
     pub(crate) fn remove(&mut self, id: JobId) -> Option<Job> {
+        self.ids.remove(&id);
         self.map.remove(&id)
     }
 
     /// Rebuilds the table from stored jobs and the next id.
     pub(crate) fn from_parts(jobs: Vec<Job>, next: JobId) -> Jobs {
         let mut t = Jobs {
-            map: BTreeMap::new(),
+            map: IdMap::default(),
+            ids: BTreeSet::new(),
             next,
         };
         for j in jobs {
@@ -85,8 +92,8 @@ impl IndexMut<usize> for Jobs {
 
 impl<'a> IntoIterator for &'a Jobs {
     type Item = &'a Job;
-    type IntoIter = std::collections::btree_map::Values<'a, JobId, Job>;
+    type IntoIter = Box<dyn DoubleEndedIterator<Item = &'a Job> + 'a>;
     fn into_iter(self) -> Self::IntoIter {
-        self.map.values()
+        Box::new(self.iter())
     }
 }

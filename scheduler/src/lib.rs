@@ -25,6 +25,7 @@ pub mod command;
 pub mod event;
 pub mod explain;
 pub mod fit;
+pub mod fxhash;
 pub mod input;
 pub mod jobs;
 pub mod limits;

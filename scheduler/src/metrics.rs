@@ -227,7 +227,7 @@ impl Cluster {
             reasons: if j.reason.is_empty() {
                 Vec::new()
             } else {
-                vec![j.reason.clone()]
+                vec![j.reason.to_string()]
             },
         }
     }

@@ -467,6 +467,9 @@ pub enum RequestStatus {
     Rejected(String),
 }
 
+/// A job's one-line reason, shared between jobs that have the same one.
+pub type Reason = std::sync::Arc<str>;
+
 /// Named priorities; integers may be used too.
 pub const PRIORITY_HIGH: i32 = 100;
 pub const PRIORITY_MEDIUM: i32 = 50;
@@ -705,8 +708,9 @@ pub struct Job {
     pub remaining_s: Option<u64>,
     /// Bumped whenever the job (re)starts, so stale completion timers can be ignored.
     pub epoch: u32,
-    /// One-line reason while Pending; the final reason once terminal.
-    pub reason: String,
+    /// One-line reason while Pending; the final reason once terminal. Shared: the
+    /// jobs a cycle refuses for the same reason hold one copy.
+    pub reason: Reason,
     /// GPU memory actually in use per card as a fraction of the request, percent.
     pub used_pct: u32,
     /// When the last placement was decided (the bind timeout counts from here).

@@ -5,13 +5,14 @@
 //! deterministic: the same state gives the same placements and the same events.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::event::Severity;
 use crate::fit::{fit, fit_except, split, Except, NodeReason};
+use crate::fxhash::FxHashMap;
 use crate::model::*;
 use crate::quantity::fmt_duration;
 use crate::replay::{MAAR_STEP, PRESSURE_SLACK};
@@ -23,6 +24,58 @@ pub struct QuotaVerdict {
     /// Admitted above the project's reserved GPUs (borrowing idle quota).
     pub borrowing: bool,
     pub message: String,
+}
+
+/// Key of a cached quota verdict: project, pool, and the request in every dimension.
+pub(crate) type VerdictKey = (ProjectId, PoolId, [u64; 5]);
+
+/// A quota verdict with the generations it was computed at.
+#[derive(Clone, Debug)]
+pub(crate) struct CachedVerdict {
+    pub admission: u64,
+    pub project: u64,
+    pub ok: bool,
+    pub borrowing: bool,
+    pub message: Reason,
+}
+
+/// A queue item's sort key: (effective priority, share, submitted, job, scale-up).
+type QueueItem = (Reverse<i64>, u64, u64, JobId, bool);
+
+/// A verdict key whose jobs the quota refuses at the start of a cycle.
+#[derive(Debug)]
+struct Held {
+    key: VerdictKey,
+    /// The project's usage generation the verdict was made at.
+    project_gen: u64,
+    message: Reason,
+}
+
+/// One cycle's queue: the ordered items (a stack, next last), items that joined during
+/// the cycle (a min-heap), and the keys held back by quota.
+#[derive(Debug, Default)]
+struct CycleQueue {
+    items: Vec<(QueueItem, u32)>,
+    extra: BinaryHeap<Reverse<(QueueItem, u32)>>,
+    held: Vec<Held>,
+    shares: Vec<u64>,
+    watch: bool,
+}
+
+impl CycleQueue {
+    /// The next item in order.
+    fn next(&mut self) -> Option<(QueueItem, u32)> {
+        match (self.items.last(), self.extra.peek()) {
+            (Some(a), Some(Reverse(b))) if b < a => self.extra.pop().map(|r| r.0),
+            (Some(_), _) => self.items.pop(),
+            (None, _) => self.extra.pop().map(|r| r.0),
+        }
+    }
+
+    /// Whether held keys may need deciding again.
+    fn watching(&self) -> bool {
+        self.watch
+    }
 }
 
 /// What one cycle did.
@@ -45,12 +98,14 @@ pub(crate) struct Reservation {
     pub nodes: Vec<NodeId>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// What makes two queued jobs equal for placement in one cycle. The allowed models
+/// are in the key as a hash; [`ShapeMap`] compares the lists themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ShapeKey {
     pool: Option<PoolId>,
     count: u32,
     mem: Option<u64>,
-    models: Vec<String>,
+    models: u64,
     shared: bool,
     milli: Option<u32>,
     cpu: u64,
@@ -62,12 +117,15 @@ struct ShapeKey {
 }
 
 fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
+    use std::hash::{Hash, Hasher};
     let s = &j.spec;
+    let mut h = crate::fxhash::FxHasher::default();
+    s.gpu.models.hash(&mut h);
     ShapeKey {
         pool: j.pool,
         count: s.gpu.count,
         mem: s.gpu.memory_per_card,
-        models: s.gpu.models.clone(),
+        models: h.finish(),
         shared: s.gpu.shared,
         milli: s.gpu.milli,
         cpu: s.cpu_milli,
@@ -76,6 +134,37 @@ fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
         affinity: s.affinity,
         replicas,
         avoid,
+    }
+}
+
+/// A per-cycle map by job shape: looking up costs no allocation, and jobs whose model
+/// lists merely hash alike are told apart.
+struct ShapeMap<V> {
+    map: FxHashMap<ShapeKey, Vec<(Vec<String>, V)>>,
+}
+
+impl<V> ShapeMap<V> {
+    fn new() -> Self {
+        ShapeMap {
+            map: FxHashMap::default(),
+        }
+    }
+    fn get(&self, k: &ShapeKey, models: &[String]) -> Option<&V> {
+        self.map
+            .get(k)?
+            .iter()
+            .find(|(m, _)| m.as_slice() == models)
+            .map(|(_, v)| v)
+    }
+    fn insert(&mut self, k: ShapeKey, models: &[String], v: V) {
+        let bucket = self.map.entry(k).or_default();
+        match bucket.iter_mut().find(|(m, _)| m.as_slice() == models) {
+            Some(e) => e.1 = v,
+            None => bucket.push((models.to_vec(), v)),
+        }
+    }
+    fn clear(&mut self) {
+        self.map.clear();
     }
 }
 
@@ -212,36 +301,25 @@ impl Cluster {
     /// counted per placement as in the published FGD setup, covering 95%), which maar's
     /// placement measures fragmentation against; and what follows from them.
     pub(crate) fn refresh_typical(&mut self) {
-        let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
-        // Only queued and running jobs: the job list keeps every job ever submitted.
-        let live = self
-            .pending
-            .keys()
-            .chain(self.running_by_prio.iter().map(|k| &k.2));
-        for j in live.map(|&id| &self.jobs[id as usize]) {
-            // A same-node gang is placed as one; other replicas one by one.
-            let (mult, placements) = if j.spec.affinity == Affinity::SameNode {
-                (j.desired_replicas.max(1), 1)
-            } else {
-                (1, j.desired_replicas.max(1) as u64)
-            };
-            let milli = if j.spec.gpu.count == 0 {
-                0
-            } else if j.spec.gpu.shared {
-                j.spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
-            } else {
-                GPU_MILLI
-            };
-            let mut models = j.spec.gpu.models.clone();
-            models.sort();
-            let shape = crate::replay::Shape {
-                cpu: j.spec.cpu_milli * mult as u64,
-                milli,
-                count: j.spec.gpu.count * mult,
-                models,
-            };
-            *counts.entry(shape).or_default() += placements;
-        }
+        // Kept as jobs come and go (set_phase, scale); recounting them all would cost
+        // a pass over the whole queue every cycle.
+        debug_assert_eq!(
+            self.shape_counts,
+            {
+                let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
+                let live = self
+                    .pending
+                    .keys()
+                    .chain(self.running_by_prio.iter().map(|k| &k.2));
+                for j in live.map(|&id| &self.jobs[id as usize]) {
+                    let (s, n) = Self::shape_of(j);
+                    *counts.entry(s).or_default() += n;
+                }
+                counts
+            },
+            "typical shape counts drifted"
+        );
+        let counts = self.shape_counts.clone();
         self.typical = crate::replay::cover_95(counts);
         self.typical_gpu = crate::replay::gpu_shapes(&self.typical);
         self.bound_demand = crate::replay::bound_demand(&self.typical, &self.models);
@@ -1074,12 +1152,23 @@ impl Cluster {
         let mut report = CycleReport::default();
         self.restart_due();
         self.refresh_typical();
-        let queue = self.queue();
-        let mut failed: HashMap<ShapeKey, String> = HashMap::new();
-        let mut no_victims: HashMap<ShapeKey, i32> = HashMap::new();
+        let mut queue = self.cycle_queue();
+        let mut failed: ShapeMap<Reason> = ShapeMap::new();
+        let mut no_victims: ShapeMap<i32> = ShapeMap::new();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
-        for (id, replicas, scale_up) in queue {
+
+        let mut last: Option<QueueItem> = None;
+        loop {
+            // What the last item did to usage may let held jobs in, from here on.
+            if let (true, Some(l)) = (queue.watching(), last) {
+                self.recheck_held(&mut queue, &l, &report);
+            }
+            let Some((item, replicas)) = queue.next() else {
+                break;
+            };
+            last = Some(item);
+            let (id, scale_up) = (item.3, item.4);
             // Evictions earlier in this cycle may have changed the job.
             let phase = self.jobs[id as usize].phase;
             if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
@@ -1095,14 +1184,15 @@ impl Cluster {
                 continue;
             }
             if let Some(b) = strict_block {
-                let msg = format!("waiting behind {} (backfill is off)", self.job_ref(b));
-                self.jobs[id as usize].reason = msg;
+                let msg: Reason =
+                    format!("waiting behind {} (backfill is off)", self.job_ref(b)).into();
+                self.set_reason(id, &msg);
                 continue;
             }
-            let verdict = self.quota_verdict(id, replicas);
+            let verdict = self.cached_verdict(id, replicas);
             if !verdict.ok {
                 if !scale_up {
-                    self.jobs[id as usize].reason = verdict.message;
+                    self.set_reason(id, &verdict.message);
                 }
                 continue;
             }
@@ -1113,9 +1203,10 @@ impl Cluster {
                 };
             let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
             let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
-            if let Some(r) = failed.get(&key) {
+            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec.gpu.models) {
                 if !scale_up {
-                    self.jobs[id as usize].reason = r.clone();
+                    let r = r.clone();
+                    self.set_reason(id, &r);
                 }
                 continue;
             }
@@ -1136,11 +1227,14 @@ impl Cluster {
                 let want = if scale_up { 1 } else { replicas };
                 // Evictions never give a job of this shape new victims in this cycle.
                 let prio = self.jobs[id as usize].spec.priority;
-                if no_victims.get(&key).is_some_and(|&p| p >= prio) {
+                if no_victims
+                    .get(&key, &self.jobs[id as usize].spec.gpu.models)
+                    .is_some_and(|&p| p >= prio)
+                {
                     break;
                 }
                 let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
-                    no_victims.insert(key.clone(), prio);
+                    no_victims.insert(key, &self.jobs[id as usize].spec.gpu.models, prio);
                     break;
                 };
                 self.evict_for(id, &victims, &mut report);
@@ -1159,7 +1253,7 @@ impl Cluster {
                         self.release_replica(id, last);
                     }
                     if !scale_up {
-                        self.jobs[id as usize].reason = over;
+                        self.jobs[id as usize].reason = over.into();
                     }
                     continue;
                 }
@@ -1181,7 +1275,7 @@ impl Cluster {
                     self.set_phase(id, Phase::Running);
                     let j = &mut self.jobs[id as usize];
                     j.borrowed = borrowing;
-                    j.reason.clear();
+                    j.reason = "".into();
                     let wait = self.wait_s(&self.jobs[id as usize]);
                     self.emit(
                         Severity::Normal,
@@ -1207,7 +1301,8 @@ impl Cluster {
             } else {
                 self.headline(id, if scale_up { 1 } else { replicas })
             };
-            failed.insert(key, reason.clone());
+            let reason: Reason = reason.into();
+            failed.insert(key, &self.jobs[id as usize].spec.gpu.models, reason.clone());
             if !scale_up {
                 self.jobs[id as usize].reason = reason;
                 if reservation.is_none() {
@@ -1220,6 +1315,200 @@ impl Cluster {
             }
         }
         report
+    }
+
+    /// Sets a job's one-line reason (shared, so a queue of jobs refused for one reason
+    /// holds one copy and an unchanged reason costs nothing).
+    fn set_reason(&mut self, id: JobId, why: &Reason) {
+        let j = &mut self.jobs[id as usize];
+        if !std::sync::Arc::ptr_eq(&j.reason, why) {
+            j.reason = why.clone();
+        }
+    }
+
+    /// The quota verdict for `replicas` more replicas of a job, from the cache while
+    /// nothing it reads (the project's usage, quotas, pools, capacity) has changed.
+    pub(crate) fn cached_verdict(&mut self, id: JobId, replicas: u32) -> CachedVerdict {
+        let j = &self.jobs[id as usize];
+        let (Some(p), Some(pl)) = (j.project, j.pool) else {
+            let v = self.quota_verdict(id, replicas);
+            return CachedVerdict {
+                admission: self.admission_gen,
+                project: 0,
+                ok: v.ok,
+                borrowing: v.borrowing,
+                message: v.message.into(),
+            };
+        };
+        let r = j.spec.replica_request().scaled(replicas as u64);
+        let key = (
+            p,
+            pl,
+            [r.gpu_milli, r.gpu_mem, r.cpu_milli, r.memory, r.disk],
+        );
+        let (adm, proj) = (self.admission_gen, self.project_gen[p as usize]);
+        if let Some(v) = self.verdicts.get(&key) {
+            if v.admission == adm && v.project == proj {
+                debug_assert_eq!(
+                    *v.message,
+                    *self.quota_verdict(id, replicas).message,
+                    "a cached quota verdict went stale"
+                );
+                return v.clone();
+            }
+        }
+        let v = self.quota_verdict(id, replicas);
+        let c = CachedVerdict {
+            admission: adm,
+            project: proj,
+            ok: v.ok,
+            borrowing: v.borrowing,
+            message: v.message.into(),
+        };
+        if self.verdicts.len() > 4096 {
+            self.verdicts.clear();
+        }
+        self.verdicts.insert(key, c.clone());
+        c
+    }
+
+    /// The sort key of a queue item: effective priority (with aging), fair share,
+    /// submission time, id, and whether it is a scale-up.
+    fn item_key(&self, id: JobId, k: &crate::cluster::QueueKey, shares: &[u64]) -> QueueItem {
+        let aging = self.config.aging_s.max(1);
+        let eff = k.priority as i64 + (self.now.saturating_sub(k.queued_since) / aging) as i64;
+        let share = k.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+        (Reverse(eff), share, k.submitted, id, false)
+    }
+
+    /// This cycle's queue. Quota is decided once per verdict key first: the jobs of a
+    /// key the quota refuses are held back whole (told why), the others are ordered.
+    /// Held keys are checked again whenever their project's usage changes during the
+    /// cycle, so the order and the verdicts are exactly those of deciding every job at
+    /// its turn, at a cost that follows the jobs that can move.
+    fn cycle_queue(&mut self) -> CycleQueue {
+        let shares = self.drf_shares();
+        let mut q = CycleQueue::default();
+        let mut hold = self.config.backfill;
+        if !hold {
+            // With backfill off, jobs behind the first blocked one wait behind it
+            // whatever their quota says: every job is taken in turn.
+            q.items = self.queue_items();
+        } else {
+            let keys: Vec<VerdictKey> = self.pending_by_key.keys().copied().collect();
+            for key in keys {
+                let rep = *self.pending_by_key[&key].iter().next().expect("non-empty");
+                let replicas = self.pending[&rep].replicas;
+                let v = self.cached_verdict(rep, replicas);
+                if v.ok {
+                    self.told.remove(&key);
+                    for &id in &self.pending_by_key[&key] {
+                        let k = self.pending[&id];
+                        q.items.push((self.item_key(id, &k, &shares), k.replicas));
+                    }
+                } else {
+                    let same = self
+                        .told
+                        .get(&key)
+                        .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
+                    if !same {
+                        let ids: Vec<JobId> = self.pending_by_key[&key].iter().copied().collect();
+                        for id in ids {
+                            self.set_reason(id, &v.message);
+                        }
+                        self.told.insert(key, v.message.clone());
+                    }
+                    q.held.push(Held {
+                        key,
+                        project_gen: self.project_gen[key.0 as usize],
+                        message: v.message.clone(),
+                    });
+                }
+            }
+            for &id in &self.pending_loose {
+                let k = self.pending[&id];
+                q.items.push((self.item_key(id, &k, &shares), k.replicas));
+            }
+            for &id in &self.services {
+                let j = &self.jobs[id as usize];
+                if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
+                    let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+                    let key = (
+                        Reverse(j.spec.priority as i64),
+                        share,
+                        j.submitted,
+                        j.id,
+                        true,
+                    );
+                    q.items
+                        .push((key, j.desired_replicas - j.running_replicas()));
+                }
+            }
+            hold = !q.held.is_empty();
+        }
+        q.items.sort_unstable();
+        q.items.reverse();
+        q.shares = shares;
+        q.watch = hold;
+        q
+    }
+
+    /// After a change of usage: held keys whose project's usage moved are decided
+    /// again, for their jobs still to come in the order (those before `at` had their
+    /// turn while the key was refused).
+    fn recheck_held(&mut self, q: &mut CycleQueue, at: &QueueItem, report: &CycleReport) {
+        let mut i = 0;
+        while i < q.held.len() {
+            let h = &q.held[i];
+            let p = h.key.0 as usize;
+            if self.project_gen[p] == h.project_gen {
+                i += 1;
+                continue;
+            }
+            let key = h.key;
+            let old = h.message.clone();
+            // Jobs of this key still pending, that were in the queue at the start of
+            // the cycle (not this cycle's victims), and whose turn is still to come.
+            let later: Vec<(JobId, QueueItem, u32)> = self
+                .pending_by_key
+                .get(&key)
+                .map(|set| {
+                    set.iter()
+                        .filter(|id| !report.preempted.contains(id))
+                        .map(|&id| {
+                            let k = self.pending[&id];
+                            (id, self.item_key(id, &k, &q.shares), k.replicas)
+                        })
+                        .filter(|x| x.1 > *at)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Some(&(rep, _, replicas)) = later.first() else {
+                q.held.swap_remove(i);
+                continue;
+            };
+            let v = self.cached_verdict(rep, replicas);
+            if v.ok {
+                // Its jobs take their turns from here on.
+                for (_, item, r) in later {
+                    q.extra.push(Reverse((item, r)));
+                }
+                q.held.swap_remove(i);
+                continue;
+            }
+            if !std::sync::Arc::ptr_eq(&old, &v.message) {
+                for &(id, _, _) in &later {
+                    self.set_reason(id, &v.message);
+                }
+                // Only the later ones were told: the key's jobs no longer agree.
+                self.told.remove(&key);
+            }
+            let h = &mut q.held[i];
+            h.project_gen = self.project_gen[p];
+            h.message = v.message;
+            i += 1;
+        }
+        q.watch = !q.held.is_empty();
     }
 
     /// If the job's project now holds more than its max in the job's pool, says so.

@@ -528,9 +528,9 @@ fn placement_avoids_stranding_a_gpu_without_cpu() {
         vec![small, node("big", "train", 3, "a100", 80, false)],
         &[("p", 0, None)],
     );
-    c.submit(job("first", "p", 1, PRIORITY_MEDIUM, None))
-        .unwrap();
-    c.jobs[0].spec.cpu_milli = 8000;
+    let mut first = job("first", "p", 1, PRIORITY_MEDIUM, None);
+    first.cpu_milli = 8000;
+    c.submit(first).unwrap();
     c.schedule();
     let on = |c: &Cluster, n: &str| {
         c.nodes[c.jobs[c.job_id(n).unwrap() as usize].placements[0].node as usize]
