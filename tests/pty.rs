@@ -38,6 +38,17 @@ fn spawn() -> (
     Box<dyn Write + Send>,
     Screen,
 ) {
+    spawn_with(&[])
+}
+
+/// As `spawn`, with extra environment variables.
+fn spawn_with(
+    env: &[(&str, &str)],
+) -> (
+    Box<dyn portable_pty::Child + Send + Sync>,
+    Box<dyn Write + Send>,
+    Screen,
+) {
     let pty = native_pty_system();
     let pair = pty
         .openpty(PtySize {
@@ -51,6 +62,9 @@ fn spawn() -> (
     cmd.args(["demo", "--speed", "600", "--no-state"]);
     cmd.cwd(env!("CARGO_MANIFEST_DIR"));
     cmd.env("TERM", "xterm-256color");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let child = pair.slave.spawn_command(cmd).unwrap();
     drop(pair.slave);
     let mut reader = pair.master.try_clone_reader().unwrap();
@@ -87,33 +101,67 @@ fn wait_exit(child: &mut Box<dyn portable_pty::Child + Send + Sync>) -> portable
     }
 }
 
+/// Sends `sig` to the child and checks it exits with 128 + the signal number, within
+/// `secs`, having left the alternate screen and shown the cursor again.
+fn killed_restores(
+    child: &mut Box<dyn portable_pty::Child + Send + Sync>,
+    s: &mut Screen,
+    sig: &str,
+    code: u32,
+    secs: u64,
+) {
+    let pid = child.process_id().expect("a pid").to_string();
+    let sent = Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success());
+    let st = wait_exit(child);
+    let took = sent.elapsed();
+    assert!(took < Duration::from_secs(secs), "{sig}: took {took:?}");
+    assert_eq!(
+        st.exit_code(),
+        code,
+        "{sig}: exits 128 + the signal: {st:?}"
+    );
+    while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {
+        s.raw.extend_from_slice(&bytes);
+    }
+    let raw = String::from_utf8_lossy(&s.raw);
+    let left = raw.rfind("\x1b[?1049l").expect("left the alternate screen");
+    let entered = raw.rfind("\x1b[?1049h").expect("entered it first");
+    assert!(left > entered, "{sig}: the alternate screen was left last");
+    assert!(
+        raw[left..].contains("\x1b[?25h")
+            || raw[..left].rfind("\x1b[?25h") > raw[..left].rfind("\x1b[?25l"),
+        "{sig}: cursor shown again"
+    );
+}
+
 #[test]
-fn sigterm_and_sighup_restore_the_terminal() {
-    for sig in ["-TERM", "-HUP"] {
+fn every_stop_signal_restores_the_terminal() {
+    for (sig, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129), ("-QUIT", 131)] {
         let (mut child, _writer, mut s) = spawn();
         s.wait_for("nodes (40)", 20);
-        let pid = child.process_id().expect("a pid").to_string();
-        assert!(std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap()
-            .success());
-        let st = wait_exit(&mut child);
-        let code = match sig {
-            "-TERM" => 143,
-            _ => 129,
-        };
-        assert_eq!(
-            st.exit_code(),
-            code,
-            "{sig}: exits 128 + the signal: {st:?}"
-        );
-        while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {
-            s.raw.extend_from_slice(&bytes);
-        }
+        killed_restores(&mut child, &mut s, sig, code, 5);
+    }
+}
+
+#[test]
+fn a_signal_restores_the_terminal_even_when_the_event_loop_is_stuck() {
+    for (sig, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129), ("-QUIT", 131)] {
+        let (mut child, mut writer, mut s) = spawn_with(&[("MAAR_DEBUG_STALL", "1")]);
+        s.wait_for("nodes (40)", 20);
+        // The event loop blocks for a minute: keys, frames and signals wait on it.
+        writer.write_all(b":debug-stall 60\r").unwrap();
+        writer.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        killed_restores(&mut child, &mut s, sig, code, 4);
+        let raw = String::from_utf8_lossy(&s.raw);
         assert!(
-            String::from_utf8_lossy(&s.raw).contains("\x1b[?1049l"),
-            "{sig}: alternate screen left"
+            raw.contains("the console did not stop in time; terminal restored"),
+            "{sig}: says why it stopped the hard way"
         );
     }
 }
