@@ -248,3 +248,54 @@ fn the_console_without_a_terminal_says_so_instead_of_panicking() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).starts_with("scenario lab, seed 7, at 1h00m"));
 }
+
+#[test]
+fn a_failed_write_exits_1_and_a_closed_pipe_exits_quietly() {
+    use std::process::Stdio;
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        for args in [
+            vec!["sim", "--until", "2h", "--output", "json"],
+            vec!["get", "events", "--at", "1h"],
+            vec!["get", "jobs", "-o", "yaml"],
+            vec!["explain", "gpt-finetune-demo"],
+            vec![
+                "submit",
+                "-f",
+                "../shared/examples/trainjob-gpt-finetune.yaml",
+                "--dry-run",
+            ],
+        ] {
+            if args.contains(&"../shared/examples/trainjob-gpt-finetune.yaml")
+                && !std::path::Path::new("../shared/examples/trainjob-gpt-finetune.yaml").exists()
+            {
+                continue;
+            }
+            let o = Command::new(env!("CARGO_BIN_EXE_maar"))
+                .args(&args)
+                .stdout(full.try_clone().unwrap())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{args:?}");
+            let err = text(&o.stderr);
+            assert!(
+                err.contains("cannot write the output") && err.contains("No space left"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // A reader that stops early (as `head` does): no message, exit 0.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maar"))
+        .args(["sim", "--until", "24h", "--output", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stderr), "");
+}
