@@ -21,6 +21,9 @@ use maar_scheduler::{Actor, Command, Event, Severity};
 pub const APPLICATION_ID: i32 = 0x6d61_6172;
 /// Schema version written by this maar (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i32 = 2;
+/// Events the state file keeps (the newest); older ones are dropped at checkpoints so
+/// a demo left at top speed for hours does not fill the disk.
+pub const KEEP_EVENTS: i64 = 500_000;
 /// How old a lease heartbeat may be before its holder counts as gone.
 pub const LEASE_STALE: Duration = Duration::from_secs(5);
 
@@ -554,6 +557,11 @@ impl Record {
         tx.execute(
             "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)",
             [],
+        )
+        .map_err(e)?;
+        tx.execute(
+            "DELETE FROM events WHERE seq < (SELECT MAX(seq) FROM events) - ?1",
+            [KEEP_EVENTS],
         )
         .map_err(e)?;
         tx.commit().map_err(e)
