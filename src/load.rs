@@ -46,99 +46,326 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-/// A YAML reading error as an [`InputError`] with file, line, column and field.
+/// A YAML reading error as an [`InputError`] with file, line, column and field, in
+/// maar's words: the location once, long values cut, no parser option names, and a
+/// missing field reported at the mapping that lacks it.
 pub fn yaml_error(file: &str, text: &str, e: serde_saphyr::Error) -> InputError {
+    use serde_saphyr::MessageFormatter;
     let loc = e.location();
-    let line = loc.map(|l| l.line()).filter(|&l| l > 0);
-    let column = loc.map(|l| l.column()).filter(|&c| c > 0);
-    // The library's own text repeats the location and may carry a snippet: keep the
-    // first line, without the `error: line N column M:` prefix.
-    let full = e.to_string();
-    let mut message = full
+    let mut line = loc.map(|l| l.line() as usize).filter(|&l| l > 0);
+    let mut column = loc.map(|l| l.column() as usize).filter(|&c| c > 0);
+    let raw = serde_saphyr::UserMessageFormatter
+        .format_message(e.without_snippet())
+        .into_owned();
+    let mut message = plain_message(&raw);
+    let mut field = line.and_then(|l| yaml_path_at(text, l, column.unwrap_or(1)));
+    if let (Some(l), true) = (line, message.starts_with("missing field")) {
+        // The reader stops at the last key of the mapping that lacks the field: name
+        // that mapping, where it starts.
+        let m = mapping_at(text, l, column.unwrap_or(1));
+        line = Some(m.line);
+        column = Some(m.column);
+        field = m.path;
+        if field.is_none() {
+            message = format!("{message} at the top level");
+        }
+    }
+    InputError {
+        file: file.to_string(),
+        line: line.map(|l| l as u64),
+        column: column.map(|c| c as u64),
+        field,
+        message,
+    }
+}
+
+/// The parser's message in plain words, with long values cut.
+fn plain_message(raw: &str) -> String {
+    let first = raw
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid YAML")
         .trim();
-    message = message.strip_prefix("error: ").unwrap_or(message);
-    if let (Some(l), Some(c)) = (line, column) {
-        let prefix = format!("line {l} column {c}: ");
-        message = message.strip_prefix(prefix.as_str()).unwrap_or(message);
+    // Drop a location the parser put in its text (ours is printed once, in front).
+    let mut m = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    if let Some(i) = m.find(" at line ") {
+        if m[i..].contains("column") {
+            m.truncate(i);
+        }
     }
-    InputError {
-        file: file.to_string(),
-        line,
-        column,
-        field: line.and_then(|l| yaml_path_at(text, l as usize, column.unwrap_or(1) as usize)),
-        message: message.to_string(),
-    }
-}
-
-/// The dotted key path of the value at `line`:`column` (1-based) in a block-style YAML
-/// document, e.g. `spec.resources.gpu.memory`; list items appear as `[]`. Best effort:
-/// flow mappings on the line itself are followed to the key before the column.
-pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let target = *lines.get(line.checked_sub(1)?)?;
-    let key_of = |l: &str| -> Option<(usize, String)> {
-        let indent = l.len() - l.trim_start().len();
-        let mut body = l.trim_start();
-        let mut indent = indent;
-        while let Some(rest) = body.strip_prefix("- ") {
-            indent += 2;
-            body = rest.trim_start();
-        }
-        if body.starts_with('#') {
-            return None;
-        }
-        let colon = body.find(':')?;
-        let key = body[..colon].trim();
-        if key.is_empty() || key.contains(' ') && !key.starts_with('"') || key.starts_with('{') {
-            return None;
-        }
-        Some((indent, key.trim_matches('"').to_string()))
-    };
-    let mut path: Vec<String> = Vec::new();
-    // Keys inside a flow mapping on the target line, up to the column.
-    let upto: String = target.chars().take(column.saturating_sub(1) + 1).collect();
-    let mut inner = Vec::new();
-    if let Some(brace) = upto.find('{') {
-        let flow = &upto[brace + 1..];
-        if let Some(k) = flow
-            .rsplit(',')
-            .next()
-            .and_then(|seg| seg.split(':').next())
-        {
-            let k = k.trim().trim_start_matches('{').trim();
-            if !k.is_empty() {
-                inner.push(k.to_string());
+    if let Some(rest) = m.strip_prefix("line ") {
+        if let Some(i) = rest.find(": ") {
+            if rest[..i].contains("column") {
+                m = rest[i + 2..].to_string();
             }
         }
     }
-    let own_indent = key_of(target).map(|(i, k)| {
-        path.push(k);
-        i
-    });
-    let mut limit = own_indent.unwrap_or(target.len() - target.trim_start().len());
-    for l in lines[..line - 1].iter().rev() {
-        if l.trim().is_empty() {
-            continue;
+    let m = if let Some(k) = m
+        .strip_prefix("duplicate mapping key: ")
+        .and_then(|r| r.strip_suffix(" not allowed here"))
+    {
+        format!("duplicate key `{}`", maar_scheduler::limits::echo(k))
+    } else if m.starts_with("duplicate mapping key") {
+        "duplicate key".to_string()
+    } else if let Some(what) = m.strip_prefix("unexpected event: expected ") {
+        let what = match what {
+            "string scalar" | "scalar" => "a single value (text or number)",
+            "mapping" | "mapping start" => "a mapping of `key: value` lines",
+            "sequence" | "sequence start" => "a list",
+            other => other,
+        };
+        format!("expected {what} here")
+    } else if let Some(t) = m.strip_prefix("invalid ") {
+        match t {
+            "u8" | "u16" | "u32" | "u64" | "usize" => {
+                "expected a whole number of 0 or more".to_string()
+            }
+            "i8" | "i16" | "i32" | "i64" | "isize" => "expected a whole number".to_string(),
+            "f32" | "f64" => "expected a number".to_string(),
+            _ => m.clone(),
         }
-        if let Some((i, k)) = key_of(l) {
-            if i < limit {
-                path.push(k);
-                limit = i;
-                if i == 0 {
-                    break;
+    } else {
+        m
+    };
+    cut_values(&m)
+}
+
+/// Cuts every backquoted value (and the whole message) to a readable length.
+fn cut_values(m: &str) -> String {
+    let mut out = String::new();
+    let mut rest = m;
+    while let Some(a) = rest.find('`') {
+        out.push_str(&rest[..=a]);
+        rest = &rest[a + 1..];
+        match rest.find('`') {
+            Some(b) => {
+                out.push_str(&maar_scheduler::limits::echo(&rest[..b]));
+                out.push('`');
+                rest = &rest[b + 1..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    let max = 4 * maar_scheduler::limits::MAX_ECHO_CHARS;
+    if out.chars().count() > max {
+        out = out.chars().take(max).collect::<String>() + "…";
+    }
+    out
+}
+
+/// Where each node of a YAML document is, from the parser's own events: paths such as
+/// `spec.resources.gpu.memory` or `nodes[2].gpu.count`, exact for block and flow style
+/// alike. A document with a syntax error is located up to the error.
+struct Locator {
+    /// Nodes in document order: (line, column) of their start (1-based), path, and
+    /// for keys, the mapping they belong to (index into `maps`).
+    nodes: Vec<Node>,
+    /// Mappings: start (line, column) and path.
+    maps: Vec<((usize, usize), Vec<String>)>,
+}
+
+struct Node {
+    at: (usize, usize),
+    path: Vec<String>,
+    key_of: Option<usize>,
+    map_start: Option<usize>,
+    /// A scalar with no text (an empty value).
+    empty: bool,
+}
+
+enum Frame {
+    Map {
+        id: usize,
+        path: Vec<String>,
+        key: Option<String>,
+    },
+    Seq {
+        path: Vec<String>,
+        index: usize,
+    },
+}
+
+impl Locator {
+    fn new(text: &str) -> Locator {
+        use serde_saphyr::granit_parser::{Event, Parser};
+        let mut loc = Locator {
+            nodes: Vec::new(),
+            maps: Vec::new(),
+        };
+        let mut stack: Vec<Frame> = Vec::new();
+        // The path of the node that comes next, and whether it is a key.
+        fn next_path(stack: &[Frame]) -> (Vec<String>, Option<usize>) {
+            match stack.last() {
+                None => (Vec::new(), None),
+                Some(Frame::Map { id, path, key }) => match key {
+                    None => (path.clone(), Some(*id)),
+                    Some(k) => {
+                        let mut p = path.clone();
+                        p.push(k.clone());
+                        (p, None)
+                    }
+                },
+                Some(Frame::Seq { path, index }) => {
+                    let mut p = path.clone();
+                    p.push(format!("[{index}]"));
+                    (p, None)
                 }
             }
         }
+        // After a node is complete: a map's key is set or cleared, a list moves on.
+        fn done(stack: &mut [Frame], key_text: Option<String>) {
+            match stack.last_mut() {
+                Some(Frame::Map { key, .. }) => {
+                    *key = match key {
+                        None => Some(key_text.unwrap_or_default()),
+                        Some(_) => None,
+                    }
+                }
+                Some(Frame::Seq { index, .. }) => *index += 1,
+                None => {}
+            }
+        }
+        for ev in Parser::new_from_str(text) {
+            let Ok((ev, span)) = ev else { break };
+            let at = (span.start.line(), span.start.col() + 1);
+            match ev {
+                Event::Scalar(v, ..) => {
+                    let (path, key_of) = next_path(&stack);
+                    let mut full = path;
+                    if key_of.is_some() {
+                        full.push(v.to_string());
+                    }
+                    loc.nodes.push(Node {
+                        at,
+                        path: full,
+                        key_of,
+                        map_start: None,
+                        empty: matches!(v.as_ref(), "" | "~" | "null" | "Null" | "NULL"),
+                    });
+                    done(&mut stack, Some(v.to_string()));
+                }
+                Event::Alias(_) => {
+                    let (path, key_of) = next_path(&stack);
+                    loc.nodes.push(Node {
+                        at,
+                        path,
+                        key_of,
+                        map_start: None,
+                        empty: false,
+                    });
+                    done(&mut stack, None);
+                }
+                Event::MappingStart(..) => {
+                    let (path, _) = next_path(&stack);
+                    let id = loc.maps.len();
+                    loc.maps.push((at, path.clone()));
+                    loc.nodes.push(Node {
+                        at,
+                        path: path.clone(),
+                        key_of: None,
+                        map_start: Some(id),
+                        empty: false,
+                    });
+                    stack.push(Frame::Map {
+                        id,
+                        path,
+                        key: None,
+                    });
+                }
+                Event::SequenceStart(..) => {
+                    let (path, _) = next_path(&stack);
+                    loc.nodes.push(Node {
+                        at,
+                        path: path.clone(),
+                        key_of: None,
+                        map_start: None,
+                        empty: false,
+                    });
+                    stack.push(Frame::Seq { path, index: 0 });
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    stack.pop();
+                    done(&mut stack, None);
+                }
+                _ => {}
+            }
+        }
+        loc
     }
-    path.reverse();
-    path.extend(inner);
-    if path.is_empty() {
-        None
-    } else {
-        Some(path.join("."))
+
+    /// The last node starting at or before a position.
+    fn node_at(&self, line: usize, column: usize) -> Option<&Node> {
+        self.nodes.iter().rev().find(|n| n.at <= (line, column))
+    }
+}
+
+/// `a.b[0].c` from its segments.
+fn join_path(segments: &[String]) -> Option<String> {
+    let mut out = String::new();
+    for seg in segments {
+        if !out.is_empty() && !seg.starts_with('[') {
+            out.push('.');
+        }
+        out.push_str(seg);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The dotted path of the value at `line`:`column` (1-based) in a YAML document, e.g.
+/// `spec.resources.gpu.memory` or `nodes[2].gpu.count` (a key names its value).
+pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
+    let loc = Locator::new(text);
+    join_path(&loc.node_at(line, column)?.path)
+}
+
+/// Where a mapping that holds the key at `line`:`column` starts, and its path (None
+/// for the whole document).
+struct MappingAt {
+    line: usize,
+    column: usize,
+    path: Option<String>,
+}
+
+fn mapping_at(text: &str, line: usize, column: usize) -> MappingAt {
+    let loc = Locator::new(text);
+    // A key left without a value where a mapping should be (`spec:`): that value.
+    if let Some(i) = loc.nodes.iter().rposition(|n| n.at <= (line, column)) {
+        let n = &loc.nodes[i];
+        let empty_value = loc
+            .nodes
+            .get(i + 1)
+            .is_some_and(|v| v.empty && v.key_of.is_none() && v.path == n.path);
+        if n.key_of.is_some() && empty_value {
+            return MappingAt {
+                line: n.at.0,
+                column: n.at.1,
+                path: join_path(&n.path),
+            };
+        }
+    }
+    let map = match loc.node_at(line, column) {
+        // The key the reader stopped at: its mapping lacks the field.
+        Some(Node {
+            key_of: Some(m), ..
+        }) => Some(*m),
+        // An empty mapping (no key to stop at): that one.
+        Some(Node {
+            map_start: Some(m), ..
+        }) => Some(*m),
+        _ => None,
+    };
+    match map.map(|m| &loc.maps[m]) {
+        Some(((l, c), path)) if !path.is_empty() => MappingAt {
+            line: *l,
+            column: *c,
+            path: join_path(path),
+        },
+        _ => MappingAt {
+            line: 1,
+            column: 1,
+            path: None,
+        },
     }
 }
 
