@@ -294,6 +294,26 @@ impl Locator {
         loc
     }
 
+    /// Where the node at `path` (e.g. `nodes[2].gpu.count`) is, or its nearest
+    /// ancestor that is written in the file.
+    fn position_of(&self, path: &str) -> Option<(usize, usize)> {
+        let mut p = path.to_string();
+        loop {
+            if let Some(n) = self
+                .nodes
+                .iter()
+                .find(|n| join_path(&n.path).as_deref() == Some(p.as_str()))
+            {
+                return Some(n.at);
+            }
+            let cut = p.rfind(['.', '['])?;
+            p.truncate(cut);
+            if p.is_empty() {
+                return None;
+            }
+        }
+    }
+
     /// The last node starting at or before a position.
     fn node_at(&self, line: usize, column: usize) -> Option<&Node> {
         self.nodes.iter().rev().find(|n| n.at <= (line, column))
@@ -411,17 +431,24 @@ pub fn read(path: &Path) -> Result<String, InputError> {
     })
 }
 
-/// Parses a scenario from text and checks its references.
+/// An error found after reading (a reference, a limit), at the line of its field.
+fn field_error(file: &str, text: &str, field: String, message: String) -> InputError {
+    let at = Locator::new(text).position_of(&field);
+    InputError {
+        file: file.to_string(),
+        line: at.map(|a| a.0 as u64),
+        column: at.map(|a| a.1 as u64),
+        field: Some(field),
+        message: cut_values(&message),
+    }
+}
+
+/// Parses a scenario from text and checks its limits and references.
 pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, InputError> {
     let sc: Scenario = serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))?;
-    // Build once to check references (pools, nodes, projects) with field paths.
-    sc.build().map_err(|e| InputError {
-        file: file.to_string(),
-        line: None,
-        column: None,
-        field: Some(e.field),
-        message: e.message,
-    })?;
+    // Build once to check limits and references (pools, nodes, projects).
+    sc.build()
+        .map_err(|e| field_error(file, text, e.field, e.message))?;
     Ok(sc)
 }
 
@@ -448,13 +475,8 @@ pub fn scenario_text(path: Option<&Path>) -> Result<(String, Scenario), InputErr
 /// Parses a TrainJob or InferenceService manifest.
 pub fn parse_manifest(file: &str, text: &str) -> Result<JobSpec, InputError> {
     let m: Manifest = serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))?;
-    m.to_job_spec().map_err(|e| InputError {
-        file: file.to_string(),
-        line: None,
-        column: None,
-        field: Some(e.field),
-        message: e.message,
-    })
+    m.to_job_spec()
+        .map_err(|e| field_error(file, text, e.field, e.message))
 }
 
 pub fn load_manifest(path: &Path) -> Result<JobSpec, InputError> {

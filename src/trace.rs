@@ -6,6 +6,9 @@
 
 use std::path::Path;
 
+use maar_scheduler::limits::{
+    echo, MAX_BYTES, MAX_CPU_MILLI, MAX_GPUS_PER_NODE, MAX_NODES, MAX_TRACE_PODS,
+};
 use maar_scheduler::replay::{TraceNode, TracePod};
 
 use crate::load::InputError;
@@ -32,12 +35,17 @@ struct Table {
 }
 
 impl Table {
-    fn read(path: &Path) -> Result<Table, InputError> {
-        let file = path.display().to_string();
+    fn read(path: &Path, max_rows: usize) -> Result<Table, InputError> {
+        // At most the input size limit, whatever the file is (a pipe, /dev/zero).
+        let text = crate::load::read(path)?;
+        Table::parse(&path.display().to_string(), &text, max_rows)
+    }
+
+    fn parse(file: &str, text: &str, max_rows: usize) -> Result<Table, InputError> {
+        let file = file.to_string();
         let mut rdr = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
-            .from_path(path)
-            .map_err(|e| err(&file, None, None, format!("cannot read: {e}")))?;
+            .from_reader(text.as_bytes());
         let headers: Vec<String> = rdr
             .headers()
             .map_err(|e| err(&file, Some(1), None, e.to_string()))?
@@ -51,6 +59,14 @@ impl Table {
                 err(&file, line, None, e.to_string())
             })?;
             let line = rec.position().map(|p| p.line()).unwrap_or(0);
+            if rows.len() == max_rows {
+                return Err(err(
+                    &file,
+                    Some(line),
+                    None,
+                    format!("more than the limit of {max_rows} rows"),
+                ));
+            }
             rows.push((line, rec));
         }
         Ok(Table {
@@ -94,15 +110,43 @@ impl Table {
                 &self.file,
                 Some(line),
                 Some(&self.headers[col]),
-                format!("`{v}` is not a non-negative integer"),
+                format!("`{}` is not a non-negative integer", echo(v)),
             )
         })
+    }
+
+    /// A number no larger than `max`.
+    fn bounded(
+        &self,
+        line: u64,
+        rec: &csv::StringRecord,
+        col: usize,
+        max: u64,
+    ) -> Result<u64, InputError> {
+        let v: u64 = self.num(line, rec, col, false)?;
+        if v > max {
+            return Err(err(
+                &self.file,
+                Some(line),
+                Some(&self.headers[col]),
+                format!("{v} is above the limit of {max}"),
+            ));
+        }
+        Ok(v)
     }
 }
 
 /// Reads a node list (`sn,cpu_milli,memory_mib,gpu,model`).
 pub fn read_nodes(path: &Path) -> Result<Vec<TraceNode>, InputError> {
-    let t = Table::read(path)?;
+    nodes_of(Table::read(path, MAX_NODES as usize)?)
+}
+
+/// Parses a node list from text (`file` names it in errors).
+pub fn parse_nodes(file: &str, text: &str) -> Result<Vec<TraceNode>, InputError> {
+    nodes_of(Table::parse(file, text, MAX_NODES as usize)?)
+}
+
+fn nodes_of(t: Table) -> Result<Vec<TraceNode>, InputError> {
     let (sn, cpu, mem, gpu, model) = (
         t.col("sn")?,
         t.col("cpu_milli")?,
@@ -111,16 +155,28 @@ pub fn read_nodes(path: &Path) -> Result<Vec<TraceNode>, InputError> {
         t.col("model")?,
     );
     let mut out = Vec::with_capacity(t.rows.len());
+    let mut seen: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for (line, rec) in &t.rows {
         let n = TraceNode {
             name: rec.get(sn).unwrap_or("").to_string(),
-            cpu_milli: t.num(*line, rec, cpu, false)?,
-            memory_mib: t.num(*line, rec, mem, false)?,
-            gpus: t.num(*line, rec, gpu, false)?,
+            cpu_milli: t.bounded(*line, rec, cpu, MAX_CPU_MILLI)?,
+            memory_mib: t.bounded(*line, rec, mem, MAX_BYTES >> 20)?,
+            gpus: t.bounded(*line, rec, gpu, MAX_GPUS_PER_NODE as u64)? as u32,
             model: rec.get(model).unwrap_or("").to_string(),
         };
         if n.name.is_empty() {
             return Err(err(&t.file, Some(*line), Some("sn"), "empty node name"));
+        }
+        if let Some(first) = seen.insert(n.name.clone(), *line) {
+            return Err(err(
+                &t.file,
+                Some(*line),
+                Some("sn"),
+                format!(
+                    "node `{}` is listed twice, on lines {first} and {line}",
+                    echo(&n.name)
+                ),
+            ));
         }
         if n.gpus > 0 && n.model.is_empty() {
             return Err(err(
@@ -128,14 +184,6 @@ pub fn read_nodes(path: &Path) -> Result<Vec<TraceNode>, InputError> {
                 Some(*line),
                 Some("model"),
                 "a node with GPUs needs a model",
-            ));
-        }
-        if n.gpus > 64 {
-            return Err(err(
-                &t.file,
-                Some(*line),
-                Some("gpu"),
-                format!("{} GPUs on one node is not plausible", n.gpus),
             ));
         }
         out.push(n);
@@ -148,7 +196,15 @@ pub fn read_nodes(path: &Path) -> Result<Vec<TraceNode>, InputError> {
 
 /// Reads a pod list; `gpu_spec` is optional (`|`-separated allowed models).
 pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, InputError> {
-    let t = Table::read(path)?;
+    pods_of(Table::read(path, MAX_TRACE_PODS)?)
+}
+
+/// Parses a pod list from text (`file` names it in errors).
+pub fn parse_pods(file: &str, text: &str) -> Result<Vec<TracePod>, InputError> {
+    pods_of(Table::parse(file, text, MAX_TRACE_PODS)?)
+}
+
+fn pods_of(t: Table) -> Result<Vec<TracePod>, InputError> {
     let (name, cpu, mem, ng, gm) = (
         t.col("name")?,
         t.col("cpu_milli")?,
@@ -161,10 +217,10 @@ pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, InputError> {
     for (line, rec) in &t.rows {
         let p = TracePod {
             name: rec.get(name).unwrap_or("").to_string(),
-            cpu_milli: t.num(*line, rec, cpu, false)?,
-            memory_mib: t.num(*line, rec, mem, false)?,
-            num_gpu: t.num(*line, rec, ng, false)?,
-            gpu_milli: t.num(*line, rec, gm, false)?,
+            cpu_milli: t.bounded(*line, rec, cpu, MAX_CPU_MILLI)?,
+            memory_mib: t.bounded(*line, rec, mem, MAX_BYTES >> 20)?,
+            num_gpu: t.bounded(*line, rec, ng, MAX_GPUS_PER_NODE as u64)? as u32,
+            gpu_milli: t.bounded(*line, rec, gm, 1000)? as u32,
             gpu_spec: spec
                 .and_then(|c| rec.get(c))
                 .unwrap_or("")

@@ -450,9 +450,162 @@ fn amount(a: &AmountSpec) -> (Resources, Limits) {
     (r, l)
 }
 
+/// A number that must be finite and within `lo..=hi`.
+fn within(field: impl Into<String>, v: f64, lo: f64, hi: f64) -> Result<(), BuildError> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(berr(field, format!("{v} is not within {lo}..={hi}")))
+    }
+}
+
+/// A count that must not exceed its limit.
+fn at_most(field: impl Into<String>, v: u64, max: u64) -> Result<(), BuildError> {
+    if v <= max {
+        Ok(())
+    } else {
+        Err(berr(field, format!("{v} is above the limit of {max}")))
+    }
+}
+
 impl Scenario {
+    /// Checks every number against its documented limit (docs/limits.md), before
+    /// anything is built from it.
+    pub fn check_limits(&self) -> Result<(), BuildError> {
+        use maar_scheduler::limits::{
+            MAX_GPUS_PER_NODE, MAX_NODES, MAX_PRICE, MAX_QUOTA_GPUS, MAX_RATE_PER_HOUR,
+        };
+        within("start_hour", self.start_hour, 0.0, 24.0)?;
+        for (m, p) in &self.prices {
+            within(format!("prices.{m}"), *p, 0.0, MAX_PRICE)?;
+        }
+        if self.scheduler.tick.0 == 0 {
+            return Err(berr("scheduler.tick", "must be at least 1s"));
+        }
+        let mut total: u64 = 0;
+        for (i, g) in self.nodes.iter().enumerate() {
+            at_most(
+                format!("nodes[{i}].count"),
+                g.count as u64,
+                MAX_NODES as u64,
+            )?;
+            total += g.count as u64;
+            at_most("nodes", total, MAX_NODES as u64).map_err(|_| {
+                berr(
+                    format!("nodes[{i}].count"),
+                    format!(
+                        "the scenario would have {total} nodes, above the limit of {MAX_NODES}"
+                    ),
+                )
+            })?;
+            if let Some(gpu) = &g.gpu {
+                at_most(
+                    format!("nodes[{i}].gpu.count"),
+                    gpu.count as u64,
+                    MAX_GPUS_PER_NODE as u64,
+                )?;
+            }
+        }
+        for (pi, p) in self.projects.iter().enumerate() {
+            for (pool, q) in &p.quotas {
+                for (what, a) in [("reserved", &q.reserved), ("max", &q.max)] {
+                    if let Some(g) = a.gpu {
+                        within(
+                            format!("projects[{pi}].quotas.{pool}.{what}.gpu"),
+                            g,
+                            0.0,
+                            MAX_QUOTA_GPUS,
+                        )?;
+                    }
+                }
+            }
+            for (ri, r) in p.requests.iter().enumerate() {
+                if r.gpus == 0 {
+                    return Err(berr(
+                        format!("projects[{pi}].requests[{ri}].gpus"),
+                        "must be at least 1",
+                    ));
+                }
+                at_most(
+                    format!("projects[{pi}].requests[{ri}].gpus"),
+                    r.gpus as u64,
+                    MAX_QUOTA_GPUS as u64,
+                )?;
+            }
+        }
+        for (i, g) in self.workload.generators.iter().enumerate() {
+            let f = |s: &str| format!("workload.generators[{i}].{s}");
+            if !(g.rate_per_hour > 0.0 && g.rate_per_hour <= MAX_RATE_PER_HOUR) {
+                return Err(berr(
+                    f("rate_per_hour"),
+                    format!(
+                        "{} must be above 0 and at most the limit of {MAX_RATE_PER_HOUR}",
+                        g.rate_per_hour
+                    ),
+                ));
+            }
+            within(f("oom_probability"), g.oom_probability, 0.0, 1.0)?;
+            for (k, sh) in g.shapes.iter().enumerate() {
+                at_most(
+                    format!("workload.generators[{i}].shapes[{k}].gpu"),
+                    sh.gpu as u64,
+                    MAX_GPUS_PER_NODE as u64,
+                )?;
+                at_most(
+                    format!("workload.generators[{i}].shapes[{k}].weight"),
+                    sh.weight as u64,
+                    1_000_000,
+                )?;
+            }
+            if g.shapes.iter().map(|s| s.weight as u64).sum::<u64>() == 0 && !g.shapes.is_empty() {
+                return Err(berr(
+                    f("shapes"),
+                    "at least one shape needs a weight above 0",
+                ));
+            }
+        }
+        for (i, j) in self.workload.jobs.iter().enumerate() {
+            if let Some(t) = &j.traffic {
+                let f = |s: &str| format!("workload.jobs[{i}].traffic.{s}");
+                within(f("base"), t.base, 0.0, 1.0)?;
+                within(f("peak"), t.peak, 0.0, 1.0)?;
+                within(f("peak_hour"), t.peak_hour, 0.0, 24.0)?;
+            }
+        }
+        for (i, fs) in self.faults.iter().enumerate() {
+            if let Some(d) = &fs.disk_fill {
+                at_most(
+                    format!("faults[{i}].disk_fill.percent"),
+                    d.percent as u64,
+                    100,
+                )?;
+            }
+        }
+        if let Some(rf) = &self.random_faults {
+            if rf.every.0 == 0 {
+                return Err(berr("random_faults.every", "must be at least 1s"));
+            }
+            if rf.kinds.is_empty() {
+                return Err(berr(
+                    "random_faults.kinds",
+                    "name at least one kind of fault",
+                ));
+            }
+        }
+        for (i, c) in self.commands.iter().enumerate() {
+            if matches!(c.run, Command::Submit(_)) {
+                return Err(berr(
+                    format!("commands[{i}].run"),
+                    "submit is not a scripted command; put the job under workload.jobs",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Builds the initial cluster (nodes, pools, projects) and checks every reference.
     pub fn build(&self) -> Result<Cluster, BuildError> {
+        self.check_limits()?;
         let mut c = Cluster::new(SchedConfig {
             aging_s: self.scheduler.aging.0.max(1),
             backfill: self.scheduler.backfill,
@@ -597,12 +750,33 @@ impl Scenario {
             });
         }
         for (i, tj) in self.workload.jobs.iter().enumerate() {
-            tj.manifest.to_job_spec().map_err(|e| {
+            let spec = tj.manifest.to_job_spec().map_err(|e| {
                 berr(
                     format!("workload.jobs[{i}].manifest.{}", e.field),
                     e.message,
                 )
             })?;
+            // A job for a project or pool that does not exist could never run.
+            if c.project_id(&spec.project).is_none() {
+                return Err(berr(
+                    format!("workload.jobs[{i}].manifest.metadata.namespace"),
+                    format!(
+                        "no project named `{}` (projects: {})",
+                        spec.project,
+                        self.projects
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            if c.pool_id(&spec.pool).is_none() {
+                return Err(berr(
+                    format!("workload.jobs[{i}].manifest.spec.resources.pool"),
+                    format!("no pool named `{}`", spec.pool),
+                ));
+            }
         }
         for (i, g) in self.workload.generators.iter().enumerate() {
             let f = |s: &str| format!("workload.generators[{i}].{s}");

@@ -89,9 +89,12 @@ impl Resources {
         }
     }
 
+    /// Adds another amount (saturating: amounts are bounded when read, sums of many
+    /// cannot wrap).
     pub fn add(&mut self, o: &Resources) {
         for d in Dim::ALL {
-            *self.get_mut(d) += o.get(d);
+            let v = self.get_mut(d);
+            *v = v.saturating_add(o.get(d));
         }
     }
 
@@ -105,7 +108,8 @@ impl Resources {
     pub fn scaled(&self, n: u64) -> Resources {
         let mut r = *self;
         for d in Dim::ALL {
-            *r.get_mut(d) *= n;
+            let v = r.get_mut(d);
+            *v = v.saturating_mul(n);
         }
         r
     }

@@ -43,7 +43,7 @@ fn parse_scaled(
     text: &str,
     scale: impl Fn(&str) -> Option<f64>,
     expected: &str,
-) -> Result<u64, QuantityError> {
+) -> Result<f64, QuantityError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(err(what, text, "empty value"));
@@ -65,11 +65,7 @@ fn parse_scaled(
             format!("unknown suffix `{suffix}` (expected {expected})"),
         )
     })?;
-    let scaled = value * factor;
-    if !scaled.is_finite() || scaled > u64::MAX as f64 / 2.0 {
-        return Err(err(what, text, "value too large"));
-    }
-    Ok(scaled.ceil() as u64)
+    Ok(value * factor)
 }
 
 /// Parses and checks a quantity against the byte limit.
@@ -80,13 +76,7 @@ fn checked_bytes(text: &str) -> Result<u64, QuantityError> {
         byte_suffix,
         "one of Ki Mi Gi Ti Pi k M G T P or none",
     )?;
-    bounded(
-        "quantity",
-        text,
-        v as f64,
-        crate::limits::MAX_BYTES,
-        fmt_bytes,
-    )
+    bounded("quantity", text, v, crate::limits::MAX_BYTES, fmt_bytes)
 }
 
 fn byte_suffix(s: &str) -> Option<f64> {
@@ -123,13 +113,9 @@ pub fn parse_cpu_milli(text: &str) -> Result<u64, QuantityError> {
         },
         "`m` or none",
     )?;
-    bounded(
-        "CPU quantity",
-        text,
-        v as f64,
-        crate::limits::MAX_CPU_MILLI,
-        |m| format!("{} cores", fmt_cpu(m)),
-    )
+    bounded("CPU quantity", text, v, crate::limits::MAX_CPU_MILLI, |m| {
+        format!("{} cores", fmt_cpu(m))
+    })
 }
 
 /// Parses a duration into seconds (`90s`, `5m`, `2h`, `1d`, `1h30m`, or plain seconds).

@@ -160,13 +160,7 @@ pub fn load(name_or_path: &str) -> Result<Theme, InputError> {
             ),
         });
     }
-    let text = std::fs::read_to_string(p).map_err(|e| InputError {
-        file: name_or_path.to_string(),
-        line: None,
-        column: None,
-        field: None,
-        message: format!("cannot read: {e}"),
-    })?;
+    let text = crate::load::read(p)?;
     parse(name_or_path, &text)
 }
 
@@ -207,15 +201,7 @@ pub fn choose_with(
     }
     if let Some(p) = config.filter(|p| p.exists()) {
         let file = p.display().to_string();
-        let err = |line, column, message: String| InputError {
-            file: file.clone(),
-            line,
-            column,
-            field: None,
-            message,
-        };
-        let text =
-            std::fs::read_to_string(p).map_err(|e| err(None, None, format!("cannot read: {e}")))?;
+        let text = crate::load::read(&p)?;
         let c: Config =
             serde_saphyr::from_str(&text).map_err(|e| crate::load::yaml_error(&file, &text, e))?;
         if let Some(t) = c.theme {

@@ -1,0 +1,249 @@
+//! Bounded inputs: every count, rate, quantity and duration is checked against its
+//! documented limit when read (file:line and the limit, exit 2, at once), nonsense is
+//! refused with a clear message, and no input makes maar spin or allocate without end.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("maar-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn file(name: &str, body: &str) -> String {
+    let p = dir().join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+/// Runs maar; it must answer within 10 s.
+fn maar(args: &[&str]) -> Output {
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_maar"))
+        .args(args)
+        .env("XDG_STATE_HOME", dir().join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "{args:?} took {:?}",
+        t.elapsed()
+    );
+    o
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Exit 2 with a message naming `file:line:` and containing `want`.
+fn refused(args: &[&str], file: &str, line: u32, want: &str) {
+    let o = maar(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(&format!("{file}:{line}:")), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {err}");
+    assert!(err.len() < 600, "{args:?}: a long message: {err}");
+}
+
+const JOB: &str = "apiVersion: crater.ai/v1
+kind: TrainJob
+metadata: {name: probe, namespace: ml-prod}
+spec:
+  resources:
+    pool: training-gpu
+    gpu: {count: 2}
+    cpu: {cores: 8}
+    memory: {capacity: 64Gi}
+";
+
+const SCENARIO: &str = "name: limits
+prices: {a100: 2.5}
+pools:
+  - {name: train, kind: training, selector: {crater.ai/node-role: train}}
+nodes:
+  - {name: a100, count: 2, role: train, cpu: 64, memory: 512Gi, disk: 2Ti,
+     gpu: {model: a100, count: 8, memory: 80Gi}}
+projects:
+  - name: ml
+    quotas:
+      train: {max: {gpu: 16}}
+workload:
+  generators:
+    - name: g
+      project: ml
+      pool: train
+      rate_per_hour: 4
+      runtime: {min: 10m, max: 1h}
+      shapes:
+        - {gpu: 1, cpu: 8, memory: 32Gi}
+";
+
+#[test]
+fn the_job_manifests_counts_are_bounded() {
+    for (from, to, line, want) in [
+        (
+            "count: 2",
+            "count: 4294967295",
+            7,
+            "gpu.count 4294967295 is above the limit of 64",
+        ),
+        (
+            "cores: 8",
+            "cores: 4294967295",
+            8,
+            "above the limit of 1048576 cores",
+        ),
+        (
+            "capacity: 64Gi",
+            "capacity: 99999Pi",
+            9,
+            "above the limit of 1024Pi",
+        ),
+    ] {
+        let f = file("job.yaml", &JOB.replace(from, to));
+        refused(&["submit", "-f", &f, "--dry-run"], &f, line, want);
+    }
+    let f = file(
+        "replicas.yaml",
+        &JOB.replace("spec:\n", "spec:\n  replicas: 4294967295\n"),
+    );
+    refused(
+        &["submit", "-f", &f, "--dry-run"],
+        &f,
+        5,
+        "replicas 4294967295 is above the limit of 10000",
+    );
+    let f = file(
+        "runtime.yaml",
+        &JOB.replace("spec:\n", "spec:\n  estimatedRuntime: 1000000d\n"),
+    );
+    refused(
+        &["submit", "-f", &f, "--dry-run"],
+        &f,
+        5,
+        "above the limit of 366d00h",
+    );
+}
+
+#[test]
+fn the_scenarios_counts_rates_and_numbers_are_bounded() {
+    for (from, to, line, want) in [
+        (
+            "count: 2,",
+            "count: 4294967295,",
+            6,
+            "4294967295 is above the limit of 100000",
+        ),
+        (
+            "count: 8,",
+            "count: 4294967295,",
+            7,
+            "4294967295 is above the limit of 64",
+        ),
+        (
+            "rate_per_hour: 4",
+            "rate_per_hour: 1e12",
+            17,
+            "at most the limit of 100000",
+        ),
+        ("max: 1h", "max: 1000000d", 18, "above the limit of 366d00h"),
+        ("gpu: 16", "gpu: .nan", 11, "NaN is not within 0..=1000000"),
+        ("gpu: 16", "gpu: -1", 11, "-1 is not within 0..=1000000"),
+        (
+            "a100: 2.5",
+            "a100: .nan",
+            2,
+            "NaN is not within 0..=1000000",
+        ),
+        ("a100: 2.5", "a100: -3", 2, "-3 is not within 0..=1000000"),
+    ] {
+        let f = file("scenario.yaml", &SCENARIO.replace(from, to));
+        refused(&["sim", "--scenario", &f], &f, line, want);
+    }
+    // The horizon of a run.
+    let o = maar(&["sim", "--until", "1000000d"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("above the limit of 366d00h"));
+    let o = maar(&["explain", "x", "--at", "1000000d"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_job_for_a_project_or_pool_that_does_not_exist_is_refused() {
+    let f = file(
+        "unknown.yaml",
+        &format!(
+            "{SCENARIO}  jobs:\n    - at: 0s\n      manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: x, namespace: nobody}}, spec: {{resources: {{pool: train}}}}}}\n"
+        ),
+    );
+    refused(
+        &["sim", "--scenario", &f],
+        &f,
+        23,
+        "no project named `nobody` (projects: ml)",
+    );
+    let f = file(
+        "nopool.yaml",
+        &JOB.replace("pool: training-gpu", "pool: nowhere"),
+    );
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stdout).contains("can never run here: pool `nowhere` does not exist"));
+    let f = file(
+        "noproj.yaml",
+        &JOB.replace("namespace: ml-prod", "namespace: nobody"),
+    );
+    let o = maar(&["submit", "-f", &f, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stdout).contains("namespace `nobody` is not a maar project"));
+}
+
+#[test]
+fn trace_files_are_bounded_and_duplicate_nodes_named() {
+    let nodes = file(
+        "nodes.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,1000,1024,8,a100\nn2,1000,1024,8,a100\nn1,1000,1024,4,v100\n",
+    );
+    let pods = file(
+        "pods.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1000,100,1,1000\n",
+    );
+    refused(
+        &["replay", "--nodes", &nodes, "--pods", &pods],
+        &nodes,
+        4,
+        "node `n1` is listed twice, on lines 2 and 4",
+    );
+    let nodes = file(
+        "nodes2.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,1000,1024,4294967295,a100\n",
+    );
+    refused(
+        &["replay", "--nodes", &nodes, "--pods", &pods],
+        &nodes,
+        2,
+        "4294967295 is above the limit of 64",
+    );
+}
+
+#[test]
+fn endless_or_huge_inputs_are_refused_at_the_size_limit() {
+    for args in [
+        vec!["sim", "--scenario", "/dev/zero"],
+        vec!["submit", "-f", "/dev/zero", "--dry-run"],
+        vec!["replay", "--nodes", "/dev/zero", "--pods", "/dev/zero"],
+    ] {
+        let o = maar(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&o.stderr).contains("/dev/zero: larger than the limit of 64 MiB"),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    let o = maar(&["sim", "--scenario", "/tmp"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("it is a directory"));
+}
