@@ -201,7 +201,7 @@ pub fn choose_with(
     }
     if let Some(p) = config.filter(|p| p.exists()) {
         let file = p.display().to_string();
-        let text = crate::load::read(&p)?;
+        let text = crate::load::read(p)?;
         let c: Config =
             serde_saphyr::from_str(&text).map_err(|e| crate::load::yaml_error(&file, &text, e))?;
         if let Some(t) = c.theme {
