@@ -10,6 +10,7 @@ pub mod backend;
 pub mod cli;
 pub mod console;
 pub mod engine;
+pub mod fuzzing;
 pub mod load;
 pub mod out;
 pub mod output;
