@@ -4,9 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+/// A fuzz target: reads bytes, says whether it accepted them.
+type Target = fn(&[u8]) -> bool;
+
 #[test]
 fn every_kept_input_is_read_without_panic_or_hang() {
-    let targets: [(&str, fn(&[u8]) -> bool); 5] = [
+    let targets: [(&str, Target); 5] = [
         ("manifest", maar::fuzzing::manifest),
         ("scenario", maar::fuzzing::scenario),
         ("node_csv", maar::fuzzing::node_csv),
