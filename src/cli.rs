@@ -58,15 +58,17 @@ pub struct ScenarioArgs {
     pub seed: Option<u64>,
 }
 
-/// Where a reading command looks: a scenario at a moment, or a recorded cluster.
+/// Where a reading command looks: a recorded cluster (`--state`, or the demo's state
+/// file when it exists and no scenario is asked for), or a scenario at a moment.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SourceArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     /// Simulated time of the scenario at which to look, e.g. 90s, 30m, 24h (at most 366d).
-    #[arg(long, value_parser = duration, default_value = "0s", conflicts_with = "state")]
-    pub at: u64,
-    /// A recorded cluster (a state file) instead of a scenario.
+    #[arg(long, value_parser = duration, conflicts_with = "state")]
+    pub at: Option<u64>,
+    /// A recorded cluster (a state file). Without --state, --scenario, --seed or --at:
+    /// the demo's state file when there is one, else the built-in scenario at 0s.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
     pub state: Option<PathBuf>,
 }
@@ -490,10 +492,16 @@ enum Source {
 
 impl Source {
     fn open(s: &SourceArgs) -> Result<Source, Failure> {
+        let scenario_asked =
+            s.scenario.scenario.is_some() || s.scenario.seed.is_some() || s.at.is_some();
         match &s.state {
             Some(p) => Ok(Source::Recorded(Box::new(recorded(p)?))),
+            // The demo the operator runs (and acts on with `maar cordon ...`).
+            None if !scenario_asked && default_state().exists() => {
+                Ok(Source::Recorded(Box::new(recorded(&default_state())?)))
+            }
             None => Ok(Source::Scenario(Box::new(
-                demo_at(&s.scenario, s.at, false)?.0,
+                demo_at(&s.scenario, s.at.unwrap_or(0), false)?.0,
             ))),
         }
     }
@@ -507,9 +515,12 @@ impl Source {
 
     /// Where, in words, for "no such job" messages.
     fn moment(&self, s: &SourceArgs) -> String {
-        match &s.state {
-            Some(p) => format!("in {}", p.display()),
-            None => format!("at {} in this scenario", fmt_duration(s.at)),
+        match (self, &s.state) {
+            (_, Some(p)) => format!("in {}", p.display()),
+            (Source::Recorded(_), None) => format!("in {}", default_state().display()),
+            (Source::Scenario(_), None) => {
+                format!("at {} in this scenario", fmt_duration(s.at.unwrap_or(0)))
+            }
         }
     }
 }
@@ -656,7 +667,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         } => {
             let spec = load_manifest(&file)?;
             if !dry_run {
-                if source.scenario.scenario.is_some() || source.at != 0 {
+                if source.scenario.scenario.is_some() || source.at.is_some() {
                     return Err(Failure::Usage(
                         "a real submit goes to a recorded cluster (--state); --scenario and --at are for --dry-run".into(),
                     ));

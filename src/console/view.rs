@@ -157,10 +157,17 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     let l1 = Line::from(vec![
         Span::styled("maar ", app.theme.header),
         Span::raw(format!(
-            "demo  t={}  {}  {}x  GPUs {}/{} used  ",
+            "{}  t={}  {}  {}x{}  GPUs {}/{} used  ",
+            app.status.kind,
             fmt_duration(app.snapshot.time_s),
             if app.paused { "PAUSED" } else { "running" },
             app.speed,
+            // When the cluster cannot keep up with the speed asked, say how fast it goes.
+            if !app.paused && app.status.achieved > 0.0 && app.status.achieved < 0.8 * app.speed {
+                format!(" (at {:.0}x)", app.status.achieved)
+            } else {
+                String::new()
+            },
             fmt_cpu(m.allocated.gpu_milli),
             fmt_cpu(m.total.gpu_milli),
         )),
@@ -433,7 +440,12 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(j.pool.clone()),
                 Cell::from(j.request.clone()),
                 Cell::from(time),
-                Cell::from(j.reasons.first().cloned().unwrap_or_default()),
+                Cell::from(match &j.autoscaler_paused_by {
+                    Some(who) if j.phase == "Running" => {
+                        format!("autoscaler paused by {who}")
+                    }
+                    _ => j.reasons.first().cloned().unwrap_or_default(),
+                }),
             ])
         })
         .collect();
@@ -720,6 +732,15 @@ pub const HELP: &[(&str, &str)] = &[
         ":requeue JOB  :cancel JOB  :drain NODE  :scale JOB N  :submit FILE.yaml  :speed X",
         "more actions",
     ),
+    (
+        ":request-quota PROJECT POOL GPUS [reserved] [REASON]",
+        "ask for quota (an operator approves it)",
+    ),
+    (
+        ":autoscale JOB",
+        "hand a service scaled by hand back to its autoscaler",
+    ),
+    (":pause  :resume", "pause or resume the simulation"),
 ];
 
 /// Keys that act on one screen, listed first when `?` is pressed there.

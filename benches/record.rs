@@ -1,0 +1,143 @@
+//! The durable record: how long a command takes to be acknowledged (applied by the
+//! engine and written to SQLite with a full sync before the answer), and how long a
+//! restart takes with a 24-hour demo record of thousands of commands.
+//!
+//! `cargo bench --bench record`; figures in BENCHMARKS.md. Plain timing (percentiles
+//! are the point), not criterion.
+
+use std::time::{Duration, Instant};
+
+use maar::backend;
+use maar::engine::{self, EngineOptions};
+use maar::record::Record;
+use maar_scheduler::{Actor, Command};
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("maar-bench-record-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Commands acknowledged by a running engine (the console's path), and by the command
+/// line against a running engine (the inbox path).
+fn ack_latency() {
+    let d = dir("ack");
+    let path = d.join("lab.db");
+    let (text, sc) = maar::load::scenario_text(None).unwrap();
+    let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
+    let mut rec = rec.unwrap();
+    rec.acquire().unwrap();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 60.0,
+            paused: false,
+        },
+    );
+    let actor = Actor::system("bench");
+    let nodes = ["a100-01", "a100-02", "h100-01", "v100-03", "t4-02"];
+    let n = 2000;
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n {
+        let node = nodes[i % nodes.len()].to_string();
+        let cmd = if (i / nodes.len()).is_multiple_of(2) {
+            Command::CordonNode { node }
+        } else {
+            Command::UncordonNode { node }
+        };
+        let t = Instant::now();
+        let ack = handle.apply(actor.clone(), cmd).expect("acknowledged");
+        lat.push(t.elapsed());
+        assert!(ack.seq.is_some());
+    }
+    let mean = lat.iter().sum::<Duration>() / n as u32;
+    println!(
+        "command acknowledged durably (engine running at 60x, {n} commands): median {:.2} ms, p99 {:.2} ms, max {:.2} ms, mean {:.2} ms",
+        ms(percentile(&mut lat, 0.5)),
+        ms(percentile(&mut lat, 0.99)),
+        ms(percentile(&mut lat, 1.0)),
+        ms(mean)
+    );
+    handle.shutdown();
+}
+
+/// A 24-hour demo with thousands of commands, then a restart.
+fn restart() {
+    let d = dir("restart");
+    let path = d.join("lab.db");
+    let (text, sc) = maar::load::scenario_text(None).unwrap();
+    let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
+    let mut rec = rec.unwrap();
+    rec.acquire().unwrap();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 86_400.0,
+            paused: true,
+        },
+    );
+    // 3,000 commands spread over a simulated day: the engine runs between them.
+    let actor = Actor::system("bench");
+    let started = Instant::now();
+    let commands: usize = 3000;
+    handle.set_speed(86_400.0);
+    for i in 0..commands {
+        let node = format!("a100-0{}", 1 + i % 8);
+        let cmd = if (i / 8).is_multiple_of(2) {
+            Command::CordonNode { node }
+        } else {
+            Command::UncordonNode { node }
+        };
+        handle.apply(actor.clone(), cmd).unwrap();
+        if i.is_multiple_of(100) {
+            // Let a simulated hour pass now and then.
+            handle.set_paused(false).unwrap();
+            while handle.view().snapshot.time_s < (i as u64 / 100 + 1) * 2880 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            handle.set_paused(true).unwrap();
+        }
+    }
+    let at = handle.sync().unwrap().snapshot.time_s;
+    handle.shutdown();
+    let recording = started.elapsed();
+    let rec = Record::open(&path).unwrap();
+    let t = Instant::now();
+    let restored = backend::restore(&rec, false).unwrap();
+    let from_checkpoint = t.elapsed();
+    assert_eq!(restored.core.now(), at);
+    let t = Instant::now();
+    let rebuilt = backend::restore(&rec, true).unwrap();
+    let from_scratch = t.elapsed();
+    assert_eq!(rebuilt.replayed, commands);
+    let size: u64 = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    println!(
+        "restart with a {:.1}-hour demo record of {commands} commands ({} KiB, recorded in {:.1} s): restored from its checkpoint in {:.1} ms; rebuilt from every command in {:.0} ms",
+        at as f64 / 3600.0,
+        size / 1024,
+        recording.as_secs_f64(),
+        ms(from_checkpoint),
+        ms(from_scratch)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter (if any) is ignored.
+    ack_latency();
+    restart();
+}
