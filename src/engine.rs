@@ -223,6 +223,8 @@ struct Engine {
     recorded: i64,
     last_checkpoint: Instant,
     checkpoint_needed: bool,
+    /// Set when another process took the state file: commands are refused.
+    lost: Option<String>,
 }
 
 /// Starts an engine on a loaded cluster.
@@ -260,6 +262,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         recorded,
         last_checkpoint: Instant::now(),
         checkpoint_needed: loaded.replayed > 0,
+        lost: None,
     };
     e.publish();
     let views = e.views.subscribe();
@@ -368,8 +371,22 @@ impl Engine {
                 if last_beat.elapsed() >= HEARTBEAT_EVERY {
                     last_beat = Instant::now();
                     if let Some(r) = &mut self.record {
-                        if let Err(e) = r.heartbeat() {
-                            self.record_error = Some(e.to_string());
+                        match r.heartbeat() {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                // Another maar took the state file (this one was
+                                // stopped too long): stop writing to it.
+                                let why = format!(
+                                    "{}: taken over by another maar; this one no longer records, so it refuses commands",
+                                    r.path().display()
+                                );
+                                tracing::error!(target: "maar", "{why}");
+                                self.record_error = Some(why.clone());
+                                self.lost = Some(why);
+                                self.record = None;
+                                self.changed = true;
+                            }
+                            Err(e) => self.record_error = Some(e.to_string()),
                         }
                     }
                 }
@@ -447,6 +464,9 @@ impl Engine {
         command: Command,
         request: Option<i64>,
     ) -> Result<Ack, Refusal> {
+        if let Some(why) = &self.lost {
+            return Err(Refusal::Record(why.clone()));
+        }
         let at = self.core.now();
         let what = command.describe();
         let out = self

@@ -777,13 +777,15 @@ impl Record {
         tx.commit().map_err(e)
     }
 
-    pub fn heartbeat(&mut self) -> Result<(), RecordError> {
+    /// Renews this process's lease; false when another process has taken it (this
+    /// one was stopped or stalled past the lease's life).
+    pub fn heartbeat(&mut self) -> Result<bool, RecordError> {
         self.conn
             .execute(
-                "UPDATE lease SET heartbeat_ms = ?1 WHERE id = 1 AND pid = ?2",
-                params![now_ms(), std::process::id() as i64],
+                "UPDATE lease SET heartbeat_ms = ?1 WHERE id = 1 AND pid = ?2 AND host = ?3",
+                params![now_ms(), std::process::id() as i64, hostname()],
             )
-            .map(|_| ())
+            .map(|n| n == 1)
             .map_err(self.sql("renew the lease"))
     }
 

@@ -370,3 +370,45 @@ fn the_consoles_own_actions_are_seen_by_readers_once_acknowledged() {
     );
     handle.shutdown();
 }
+
+#[test]
+fn a_maar_stopped_too_long_loses_the_state_file_and_writes_no_more() {
+    let e = Env::new("stopped");
+    let demo = e.engine(&["--speed", "600"]);
+    let pid = demo.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // Past the lease's life the holder counts as gone: the command line takes over.
+    std::thread::sleep(maar::record::LEASE_STALE + Duration::from_millis(500));
+    let o = e.run(&["cordon", "t4-01", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["request"].is_null(),
+        "applied directly, not through the stopped maar"
+    );
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // The woken maar notices it lost the file and stops writing to it.
+    std::thread::sleep(Duration::from_millis(2500));
+    let o = e.run(&["state", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = e.run(&["state", "show"]);
+    assert!(
+        text(&o.stdout).contains("running     no"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(node_line(&e, "t4-01").contains("SchedulingDisabled"));
+    stop(demo);
+    // Its last checkpoint did not overwrite the command's.
+    assert!(node_line(&e, "t4-01").contains("SchedulingDisabled"));
+    let o = e.run(&["state", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
