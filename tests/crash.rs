@@ -61,6 +61,16 @@ fn start(home: &Path, resume: bool) -> Child {
     }
 }
 
+/// The running engine, killed if the test fails while it runs.
+struct Engine(Child);
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An acknowledged command: the answer the operator got.
 #[derive(Debug)]
 struct Acked {
@@ -123,7 +133,7 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
             .unwrap_or(1),
     );
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
-    let mut engine = start(&home, false);
+    let mut engine = Engine(start(&home, false));
     for round in 0..kills {
         // Operators send commands while the engine runs...
         let stop = Arc::new(AtomicBool::new(false));
@@ -163,9 +173,9 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
         // ...and it is killed at a random moment.
         std::thread::sleep(Duration::from_millis(rng.gen_range(50..700)));
         let _ = Command::new("kill")
-            .args(["-KILL", &engine.id().to_string()])
+            .args(["-KILL", &engine.0.id().to_string()])
             .status();
-        let _ = engine.wait();
+        let _ = engine.0.wait();
         // Commands in flight finish (answered by the command line itself, or by the
         // next engine).
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..200)));
@@ -182,12 +192,12 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        engine = start(&home, true);
+        engine = Engine(start(&home, true));
     }
     let _ = Command::new("kill")
-        .args(["-TERM", &engine.id().to_string()])
+        .args(["-TERM", &engine.0.id().to_string()])
         .status();
-    let _ = engine.wait();
+    let _ = engine.0.wait();
     // Every acknowledged command is in the record exactly once.
     let rec = Record::open(&state(&home)).unwrap();
     let rows = rec.commands_after(0).unwrap();

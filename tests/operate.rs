@@ -36,10 +36,10 @@ impl Env {
         self.cmd(args).output().unwrap()
     }
 
-    /// Starts `maar demo --headless` and waits until it holds the state file. The
-    /// caller stops it (`stop`).
+    /// Starts `maar demo --headless` and waits until it holds the state file. It stops
+    /// when the caller `stop`s it, or is killed when dropped (a failing test).
     #[allow(clippy::zombie_processes)]
-    fn engine(&self, extra: &[&str]) -> Child {
+    fn engine(&self, extra: &[&str]) -> Running {
         let mut args = vec!["demo", "--headless"];
         args.extend_from_slice(extra);
         let mut child = self
@@ -56,7 +56,7 @@ impl Env {
                     .flatten()
                     .is_some_and(|h| h.pid == child.id() as i64)
                 {
-                    return child;
+                    return Running(Some(child));
                 }
             }
             if Instant::now() > end {
@@ -73,7 +73,26 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn stop(mut child: Child) {
+/// A running `maar demo --headless`, killed if the test fails before stopping it.
+struct Running(Option<Child>);
+
+impl Running {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn stop(mut running: Running) {
+    let mut child = running.0.take().expect("running");
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -107,8 +126,69 @@ fn cordon_from_the_cli_survives_quit_and_resume_and_the_audit_says_who() {
     assert_eq!(text(&o.stdout), "node a100-03 cordoned\n");
     stop(demo);
     assert!(node_line(&e, "a100-03").contains("SchedulingDisabled"));
+    // A quota approved and a job submitted before quitting survive too.
+    let demo = e.engine(&["--resume", "--speed", "600"]);
+    let o = e.run(&[
+        "request-quota",
+        "platform",
+        "training-gpu",
+        "--gpu",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let msg: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id: String = msg["message"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("quota request #")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert_eq!(e.run(&["approve", &id]).status.code(), Some(0));
+    let job = e.home.join("resume-job.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {name: kept, namespace: nlp-lab}\nspec:\n  resources: {pool: training-gpu, gpu: {count: 1}, cpu: {cores: 4}, memory: {capacity: 8Gi}}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        e.run(&["submit", "-f", job.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    stop(demo);
     // Reopen the same demo: still cordoned, and the demo goes on from where it was.
     let demo = e.engine(&["--resume", "--speed", "600"]);
+    let o = e.run(&[
+        "get",
+        "jobs",
+        "-o",
+        "json",
+        "--state",
+        e.state().to_str().unwrap(),
+    ]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["name"] == "kept" && j["project"] == "nlp-lab"));
+    let o = e.run(&[
+        "get",
+        "quotas",
+        "-o",
+        "json",
+        "--state",
+        e.state().to_str().unwrap(),
+    ]);
+    assert!(
+        text(&o.stdout).contains("\"status\": \"Approved\""),
+        "{}",
+        text(&o.stdout)
+    );
     std::thread::sleep(Duration::from_millis(300));
     let o = e.run(&["priority", "gpt-finetune-demo", "high"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
