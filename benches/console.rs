@@ -21,6 +21,7 @@ fn frame(c: &mut Criterion) {
         meta: maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
         after_seq: 0,
         replayed: 0,
+        note: None,
     };
     let handle = engine::start(
         loaded,

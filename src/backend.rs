@@ -20,6 +20,8 @@ pub struct Loaded {
     pub after_seq: i64,
     /// Commands replayed on top of the checkpoint.
     pub replayed: usize,
+    /// Something the operator should be told when it opens (an earlier demo set aside).
+    pub note: Option<String>,
 }
 
 /// Why a recorded cluster could not be brought back.
@@ -49,15 +51,20 @@ pub fn demo_meta(scenario_text: &str, sc: &Scenario, seed: u64) -> Meta {
     }
 }
 
+/// Earlier demos' state files kept beside the current one.
+pub const KEEP_DEMOS: usize = 5;
+
 /// Starts a fresh demo: the core and simulation at time 0, settled (arrivals and the
-/// first cycle), recorded at `path` when given. An earlier demo record there is kept
-/// as `<path>.prev`; anything else there is refused and left untouched.
+/// first cycle), recorded at `path` when given. Earlier demo records there are kept as
+/// `<path>.prev` (the last), `.prev.2`, ... (the newest five); anything else there is
+/// refused and left untouched.
 pub fn fresh_demo(
     path: Option<&Path>,
     scenario_text: &str,
     sc: Scenario,
     seed: Option<u64>,
 ) -> Result<(Loaded, Option<Record>), LoadError> {
+    let mut note = None;
     let record = match path {
         Some(p) => {
             if p.exists() {
@@ -83,20 +90,38 @@ pub fn fresh_demo(
                     ));
                 }
                 drop(old);
-                let prev = p.with_extension("db.prev");
-                for suffix in ["", "-wal", "-shm"] {
-                    let _ = std::fs::remove_file(format!("{}{suffix}", prev.display()));
-                }
-                // The WAL is folded into the file when the last connection closed; a
-                // leftover one travels with it.
-                for suffix in ["", "-wal", "-shm"] {
-                    let from = format!("{}{suffix}", p.display());
-                    if Path::new(&from).exists() {
-                        std::fs::rename(&from, format!("{}{suffix}", prev.display())).map_err(
-                            |e| content(p, format!("cannot set the old record aside: {e}")),
-                        )?;
+                // Earlier demos are kept: <name>.db.prev (the last), .prev.2, ...
+                // .prev.5 (the oldest is dropped).
+                let prev_n = |n: usize| {
+                    if n == 1 {
+                        p.with_extension("db.prev")
+                    } else {
+                        p.with_extension(format!("db.prev.{n}"))
+                    }
+                };
+                let mv = |from: &Path, to: &Path| -> Result<(), LoadError> {
+                    for suffix in ["", "-wal", "-shm"] {
+                        let f = format!("{}{suffix}", from.display());
+                        let t = format!("{}{suffix}", to.display());
+                        let _ = std::fs::remove_file(&t);
+                        if Path::new(&f).exists() {
+                            std::fs::rename(&f, &t).map_err(|e| {
+                                content(p, format!("cannot set the old record aside: {e}"))
+                            })?;
+                        }
+                    }
+                    Ok(())
+                };
+                for n in (1..KEEP_DEMOS).rev() {
+                    if prev_n(n).exists() {
+                        mv(&prev_n(n), &prev_n(n + 1))?;
                     }
                 }
+                mv(p, &prev_n(1))?;
+                note = Some(format!(
+                    "a fresh demo; the last one is kept as {} (`maar demo --resume` continues a demo instead)",
+                    prev_n(1).display()
+                ));
             }
             let seed_used = seed.unwrap_or(sc.seed);
             Some(Record::create(
@@ -123,6 +148,7 @@ pub fn fresh_demo(
             meta,
             after_seq: 0,
             replayed: 0,
+            note,
         },
         record,
     ))
@@ -204,6 +230,7 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
         meta,
         after_seq: last,
         replayed,
+        note: None,
     })
 }
 
@@ -289,5 +316,6 @@ pub fn from_demo(d: maar_demo::Demo) -> Loaded {
         meta,
         after_seq: 0,
         replayed: 0,
+        note: None,
     }
 }

@@ -255,12 +255,14 @@ pub enum Cmd {
     },
     /// Approve a quota request.
     Approve {
+        #[arg(value_parser = request_id, value_name = "ID")]
         request: u32,
         #[command(flatten)]
         act: ActArgs,
     },
     /// Reject a quota request.
     Reject {
+        #[arg(value_parser = request_id, value_name = "ID")]
         request: u32,
         #[arg(long, default_value = "rejected by operator")]
         reason: String,
@@ -306,11 +308,12 @@ pub enum Cmd {
         /// Only objects containing this text, e.g. node/a100-01 or a job name.
         #[arg(long)]
         object: Option<String>,
-        /// From this wall-clock time (RFC 3339, e.g. 2026-11-30T09:00:00Z).
-        #[arg(long, value_parser = timestamp)]
+        /// From this time: 2026-11-30T09:00:00Z, or local time as the table shows it
+        /// (2026-11-30 09:00:00, 2026-11-30 09:00, 2026-11-30).
+        #[arg(long, value_parser = since)]
         since: Option<String>,
-        /// Up to this wall-clock time (RFC 3339).
-        #[arg(long, value_parser = timestamp)]
+        /// Up to the end of this time (the whole second, minute or day written).
+        #[arg(long, value_parser = until)]
         until: Option<String>,
         /// Only the last N.
         #[arg(long, value_name = "N")]
@@ -362,18 +365,65 @@ fn priority(s: &str) -> Result<i32, String> {
     }
 }
 
-fn timestamp(s: &str) -> Result<String, String> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| {
-            t.with_timezone(&chrono::Utc)
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-        })
-        .map_err(|e| {
-            format!(
-                "`{}` is not an RFC 3339 time: {e}",
-                maar_scheduler::limits::echo(s)
-            )
-        })
+/// A quota request's id: `3` or `#3` (as the console shows it).
+fn request_id(s: &str) -> Result<u32, String> {
+    s.trim_start_matches('#').parse().map_err(|_| {
+        format!(
+            "`{}` is not a request id (a number, as `maar get quotas` lists them)",
+            maar_scheduler::limits::echo(s)
+        )
+    })
+}
+
+/// A wall-clock time as `maar audit` takes it: RFC 3339 (`2026-11-30T09:00:00Z`), or
+/// local time as its table shows it (`2026-11-30 09:00:00`, `2026-11-30T09:00`,
+/// `2026-11-30`). Returns the start and the end of what was written (a second, a
+/// minute, a day), in UTC, RFC 3339 with milliseconds.
+fn time_span(s: &str) -> Result<(String, String), String> {
+    use chrono::{Duration as D, LocalResult, NaiveDate, NaiveDateTime, TimeZone};
+    let fmt =
+        |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        let t = t.with_timezone(&chrono::Utc);
+        let end = if s.contains('.') {
+            t
+        } else {
+            t + D::milliseconds(999)
+        };
+        return Ok((fmt(t), fmt(end)));
+    }
+    let local = |n: NaiveDateTime| match chrono::Local.from_local_datetime(&n) {
+        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => Ok(t.with_timezone(&chrono::Utc)),
+        LocalResult::None => Err(format!("`{s}` does not exist in the local time zone")),
+    };
+    let t = s.replace('T', " ");
+    for (f, step) in [
+        ("%Y-%m-%d %H:%M:%S", D::milliseconds(999)),
+        ("%Y-%m-%d %H:%M", D::seconds(59) + D::milliseconds(999)),
+    ] {
+        if let Ok(n) = NaiveDateTime::parse_from_str(&t, f) {
+            let a = local(n)?;
+            return Ok((fmt(a), fmt(a + step)));
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(&t, "%Y-%m-%d") {
+        let a = local(d.and_hms_opt(0, 0, 0).expect("midnight"))?;
+        return Ok((fmt(a), fmt(a + D::days(1) - D::milliseconds(1))));
+    }
+    Err(format!(
+        "`{}` is not a time: write 2026-11-30T09:00:00Z, or local time as 2026-11-30 09:00:00, 2026-11-30 09:00 or 2026-11-30",
+        maar_scheduler::limits::echo(s)
+    ))
+}
+
+/// `--since`: from the start of the time written.
+fn since(s: &str) -> Result<String, String> {
+    time_span(s).map(|t| t.0)
+}
+
+/// `--until`: to the end of the time written (the whole second, minute or day).
+fn until(s: &str) -> Result<String, String> {
+    time_span(s).map(|t| t.1)
 }
 
 /// A failure with its exit code.
@@ -478,9 +528,19 @@ fn state_path(a: &StateArg) -> PathBuf {
     a.state.clone().unwrap_or_else(default_state)
 }
 
-/// Opens a recorded cluster for reading (restored from its newest checkpoint).
+/// Opens a recorded cluster for reading (restored from its newest checkpoint; a
+/// running maar is asked for a fresh one first, so the reader sees the cluster as it
+/// is now, not up to a few seconds ago).
 fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
-    let rec = Record::open(path)?;
+    let mut rec = Record::open(path)?;
+    if rec.holder()?.is_some() {
+        let before = rec.checkpoint_id()?;
+        rec.want_checkpoint()?;
+        let end = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < end && rec.checkpoint_id()? == before {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     Ok(backend::restore(&rec, false)?)
 }
 
@@ -555,9 +615,10 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
             }
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
+            let note = loaded.note.clone();
             let handle = engine::start(loaded, record, EngineOptions { speed, paused });
             let r = match theme {
-                Some(theme) => crate::console::run::run(handle.clone(), mouse, theme)
+                Some(theme) => crate::console::run::run(handle.clone(), mouse, theme, note)
                     .map_err(|e| Failure::Usage(format!("console: {e}")))
                     .map(|ended| match ended {
                         crate::console::run::Ended::Quit => 0,
@@ -571,6 +632,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         .as_ref()
                         .map(|p| format!(" on {}", p.display()))
                         .unwrap_or_default();
+                    if let Some(n) = &note {
+                        o.put(&format!("maar: {n}\n"));
+                    }
                     o.put(&format!(
                         "maar: demo running headless{at} (pid {}), {speed}x; interrupt to stop\n",
                         std::process::id()
@@ -651,7 +715,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let c = src.cluster();
             let id = c
                 .job_id(&job)
-                .map_err(|e| Failure::Usage(format!("{e} {}", src.moment(&source))))?;
+                .map_err(|e| Failure::No(format!("{e} {}", src.moment(&source))))?;
             let ex = c.explain(id);
             match output {
                 TextOrJson::Json => o.put(&json(&ex)),
@@ -1138,7 +1202,9 @@ fn get_text(snap: &Snapshot, resource: Resource, output: GetOutput) -> String {
         (Resource::Jobs, _) => jobs_table(&snap.jobs, wide),
         (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
         (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
-        (Resource::Quotas, _) => quotas_table(&snap.quotas, wide),
+        (Resource::Quotas, _) => {
+            quotas_table(&snap.quotas, wide) + &requests_table(&snap.quota_requests)
+        }
         (Resource::Events, GetOutput::Json) => json(&snap.events),
         (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),
         (Resource::Events, _) => events_table(&snap.events),

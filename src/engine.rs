@@ -225,6 +225,8 @@ struct Engine {
     checkpoint_needed: bool,
     /// Set when another process took the state file: commands are refused.
     lost: Option<String>,
+    /// The newest checkpoint request of a reader already served (unix ms).
+    served_checkpoint: i64,
 }
 
 /// Starts an engine on a loaded cluster.
@@ -263,6 +265,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         last_checkpoint: Instant::now(),
         checkpoint_needed: loaded.replayed > 0,
         lost: None,
+        served_checkpoint: 0,
     };
     e.publish();
     let views = e.views.subscribe();
@@ -469,6 +472,18 @@ impl Engine {
         }
         let at = self.core.now();
         let what = command.describe();
+        // A job named without its project is recorded under its full name.
+        let object = match &command {
+            Command::SetPriority { job, .. }
+            | Command::Requeue { job }
+            | Command::Cancel { job }
+            | Command::Scale { job, .. }
+            | Command::ResumeAutoscale { job } => {
+                let c = self.core.cluster();
+                c.job_id(job).ok().map(|id| c.job_ref(id))
+            }
+            _ => None,
+        };
         let out = self
             .driver
             .command(&mut self.core, actor.clone(), command.clone());
@@ -476,7 +491,15 @@ impl Engine {
         let result = out.result.map_err(|e| e.to_string());
         let mut seq = None;
         if let Some(r) = &mut self.record {
-            match r.append_command(at, &actor, &command, &result, request, &self.unwritten) {
+            match r.append_command(
+                at,
+                &actor,
+                &command,
+                &result,
+                request,
+                &self.unwritten,
+                object.as_deref(),
+            ) {
                 Ok(s) => {
                     self.unwritten.clear();
                     self.recorded += 1;
@@ -528,8 +551,15 @@ impl Engine {
         }
     }
 
-    /// Applies commands handed in by other processes.
+    /// Applies commands handed in by other processes, and writes a checkpoint when a
+    /// reader asked for one.
     fn inbox(&mut self) {
+        if let Some(Ok(Some(t))) = self.record.as_ref().map(|r| r.checkpoint_wanted()) {
+            if t > self.served_checkpoint {
+                self.served_checkpoint = t;
+                self.checkpoint();
+            }
+        }
         let rows = match self.record.as_ref().map(|r| r.inbox_new()) {
             Some(Ok(rows)) => rows,
             Some(Err(e)) => {

@@ -400,6 +400,15 @@ pub fn read(path: &Path) -> Result<String, InputError> {
         field: None,
         message,
     };
+    // A pipe is opened without waiting for a writer, and read for a while at most:
+    // maar never hangs on an input.
+    let fifo = {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    };
+    if fifo {
+        return read_pipe(path, &fail);
+    }
     let f = std::fs::File::open(path).map_err(|e| fail(format!("cannot read: {e}")))?;
     if let Ok(m) = f.metadata() {
         if m.is_dir() {
@@ -441,6 +450,63 @@ fn field_error(file: &str, text: &str, field: String, message: String) -> InputE
         field: Some(field),
         message: cut_values(&message),
     }
+}
+
+/// How long a pipe may take to deliver its input.
+const PIPE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn read_pipe(path: &Path, fail: &dyn Fn(String) -> InputError) -> Result<String, InputError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| fail(format!("cannot read: {e}")))?;
+    let end = std::time::Instant::now() + PIPE_WAIT;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut seen_writer = false;
+    loop {
+        match f.read(&mut chunk) {
+            // End of input: the writer closed (or none came yet).
+            Ok(0) if seen_writer || std::time::Instant::now() > end => break,
+            Ok(0) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Ok(n) => {
+                seen_writer = true;
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() as u64 > MAX_INPUT_BYTES {
+                    return Err(fail(format!(
+                        "larger than the limit of {} MiB for an input file (not a regular file?)",
+                        MAX_INPUT_BYTES >> 20
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                seen_writer = true;
+                if std::time::Instant::now() > end {
+                    return Err(fail(format!(
+                        "the pipe gave no end of input within {} s",
+                        PIPE_WAIT.as_secs()
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(fail(format!("cannot read: {e}"))),
+        }
+    }
+    if buf.is_empty() && !seen_writer {
+        return Err(fail(format!(
+            "nothing was written to the pipe within {} s",
+            PIPE_WAIT.as_secs()
+        )));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// Parses a scenario from text and checks its limits and references.

@@ -181,6 +181,31 @@ fn limit(v: Option<u64>, d: Dim) -> String {
     v.map(|x| d.fmt(x)).unwrap_or_else(|| "-".into())
 }
 
+/// Quota requests (after the quotas): id, who, what, why, and where they stand.
+pub fn requests_table(r: &[maar_scheduler::metrics::QuotaRequestView]) -> String {
+    if r.is_empty() {
+        return String::new();
+    }
+    let mut t = table(&[
+        "REQUEST", "PROJECT", "POOL", "GPUS", "RESERVED", "STATUS", "REASON",
+    ]);
+    for q in r {
+        t.add_row(vec![
+            q.id.to_string(),
+            q.project.clone(),
+            q.pool.clone(),
+            format!("+{}", q.gpus),
+            if q.reserved { "yes" } else { "no" }.to_string(),
+            q.status.clone(),
+            q.reason.clone(),
+        ]);
+    }
+    format!(
+        "\nQUOTA REQUESTS (maar approve ID / maar reject ID)\n{}",
+        render(t)
+    )
+}
+
 pub fn quotas_table(q: &[QuotaView], wide: bool) -> String {
     let mut h = vec![
         "PROJECT",

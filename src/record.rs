@@ -43,7 +43,7 @@ pub enum RecordError {
         host: String,
         since: String,
     },
-    #[error("{path}: no recorded cluster here; start one with `maar demo` (or give --state)")]
+    #[error("{path}: no recorded cluster here; start one with `maar demo`, or name another state file with --state")]
     Missing { path: String },
     #[error("{path}: {what}: {source}")]
     Sql {
@@ -458,6 +458,7 @@ impl Record {
 
     /// Writes a command, its result and the events not yet written, in one
     /// transaction; answers the inbox request it came from. Returns its sequence number.
+    #[allow(clippy::too_many_arguments)]
     pub fn append_command(
         &mut self,
         at_s: u64,
@@ -466,13 +467,16 @@ impl Record {
         result: &Result<String, String>,
         request: Option<i64>,
         events: &[Event],
+        object: Option<&str>,
     ) -> Result<i64, RecordError> {
         let path = self.path.clone();
         let e = |what| {
             let path = path.clone();
             move |x| classify(&path, what, x)
         };
-        let (action, object) = action_of(command);
+        let (action, named) = action_of(command);
+        // The object as the cluster names it (job/PROJECT/NAME), when the engine knows.
+        let object = object.map(str::to_string).unwrap_or(named);
         let json = serde_json::to_string(command).expect("commands serialise");
         let (res, msg) = match result {
             Ok(m) => ("ok", m.as_str()),
@@ -797,6 +801,42 @@ impl Record {
             )
             .map(|_| ())
             .map_err(self.sql("release the lease"))
+    }
+
+    // ----- fresh checkpoints on request ---------------------------------------------
+
+    /// Asks the running maar for a checkpoint now (a reader wants the newest state).
+    pub fn want_checkpoint(&mut self) -> Result<(), RecordError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('checkpoint_wanted', ?1)",
+                [now_ms().to_string()],
+            )
+            .map(|_| ())
+            .map_err(self.sql("ask for a checkpoint"))
+    }
+
+    /// When a checkpoint was last asked for (unix ms), if ever.
+    pub fn checkpoint_wanted(&self) -> Result<Option<i64>, RecordError> {
+        let v: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'checkpoint_wanted'",
+                [],
+                |x| x.get(0),
+            )
+            .optional()
+            .map_err(self.sql("read meta"))?;
+        Ok(v.and_then(|v| v.parse().ok()))
+    }
+
+    /// Id of the newest checkpoint (0 when none).
+    pub fn checkpoint_id(&self) -> Result<i64, RecordError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM checkpoints", [], |x| {
+                x.get(0)
+            })
+            .map_err(self.sql("read checkpoints"))
     }
 
     // ----- the inbox: commands from other processes --------------------------------

@@ -91,8 +91,10 @@ fn usage_errors_exit_2() {
     assert_eq!(maar(&["sim", "--until", "5parsecs"]).status.code(), Some(2));
     assert_eq!(maar(&["get", "pods"]).status.code(), Some(2));
     assert_eq!(maar(&["--no-such-flag"]).status.code(), Some(2));
+    // A job that is not there is an answer ("no such job", exit 1), as for every
+    // command that names one; not a usage error.
     let o = maar(&["explain", "no-such-job"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("no job named `no-such-job`"));
     let o = maar(&["sim", "--scenario", "/nonexistent/x.yaml"]);
     assert_eq!(o.status.code(), Some(2));

@@ -156,7 +156,10 @@ fn destructive_actions_ask_first() {
     assert!(matches!(app.mode, Mode::Confirm(_)), "drain waits for y");
     assert!(app.message.contains("press y to confirm"));
     keys(&mut app, "n");
-    assert_eq!(app.message, "cancelled");
+    assert_eq!(
+        app.message,
+        "not done: drain node a100-01 (cordon it and requeue its jobs)"
+    );
     assert!(!app.snapshot.nodes[0].cordoned);
     keys(&mut app, "dy");
     assert!(app.snapshot.nodes[0].cordoned, "{}", app.message);

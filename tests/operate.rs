@@ -250,7 +250,7 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
         ),
         (
             vec!["cordon", "a100-01", "--gpu", "8"],
-            "node `a100-01` has no GPU 8 (it has 8)",
+            "node `a100-01` has no GPU 8 (its GPUs are 0-7)",
         ),
         (vec!["approve", "99"], "no quota request #99"),
         (
@@ -309,7 +309,14 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
-    let o = e.run(&["approve", &id]);
+    // Listed with the quotas, by the id the console shows (`#N` is taken too).
+    let o = e.run(&["get", "quotas"]);
+    let listed = text(&o.stdout);
+    assert!(
+        listed.contains("QUOTA REQUESTS") && listed.contains("load test"),
+        "{listed}"
+    );
+    let o = e.run(&["approve", &format!("#{id}")]);
     assert_eq!(
         text(&o.stdout),
         format!("approved quota request #{id}: +4 GPUs\n")
@@ -388,6 +395,11 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
         all
     );
     assert_eq!(count(&["--since", "2100-01-01T00:00:00Z"]), 0);
+    // Local times as the table shows them, and whole days.
+    assert_eq!(count(&["--since", "2000-01-01"]), all);
+    assert_eq!(count(&["--until", "2000-01-01 00:00"]), 0);
+    let today = chrono::Local::now().format("%Y-%m-%d").to_string();
+    assert_eq!(count(&["--since", &today, "--until", &today]), all);
     let o = e.run(&["audit", "-o", "csv"]);
     let csv = text(&o.stdout);
     assert!(
@@ -491,4 +503,19 @@ fn a_maar_stopped_too_long_loses_the_state_file_and_writes_no_more() {
     assert!(node_line(&e, "t4-01").contains("SchedulingDisabled"));
     let o = e.run(&["state", "verify"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn readers_see_the_running_cluster_as_it_is_now() {
+    let e = Env::new("fresh");
+    let demo = e.engine(&["--speed", "600"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = e.run(&["get", "metrics", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 1.5 s at 600x is 15 simulated minutes; the reader asked for a fresh checkpoint
+    // instead of reading one up to 5 s (50 simulated minutes) old.
+    let t = m["time_s"].as_u64().unwrap();
+    assert!(t >= 600, "the reader saw t={t}s");
+    stop(demo);
 }

@@ -185,12 +185,21 @@ pub(crate) struct NodeSummary {
     pub max_mem: u64,
 }
 
+/// `its GPUs are 0-7`, or `it has no GPUs`.
+fn gpu_range(count: usize) -> String {
+    match count {
+        0 => "it has no GPUs".into(),
+        1 => "its only GPU is 0".into(),
+        n => format!("its GPUs are 0-{}", n - 1),
+    }
+}
+
 /// Why a cluster change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterError {
     #[error("no node named `{0}`")]
     UnknownNode(String),
-    #[error("node `{node}` has no GPU {index} (it has {count})")]
+    #[error("node `{node}` has no GPU {index} ({})", gpu_range(*count))]
     UnknownGpu {
         node: String,
         index: u32,

@@ -228,6 +228,12 @@ impl Cluster {
             }
             Command::SetPriority { job, priority } => {
                 let id = self.job_id(&job)?;
+                if self.jobs[id as usize].phase.is_terminal() {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {job} already ended ({}); requeue it first",
+                        self.jobs[id as usize].phase.name()
+                    )));
+                }
                 let j = &mut self.jobs[id as usize];
                 let old = j.spec.priority;
                 let key = |p| (p, std::cmp::Reverse(j.started.unwrap_or(0)), id);
@@ -253,6 +259,9 @@ impl Cluster {
             }
             Command::CordonGpu { node, gpu } => {
                 let n = self.gpu_ref(&node, gpu)?;
+                if self.nodes[n as usize].gpus[gpu as usize].cordoned {
+                    return Ok(format!("GPU {node}/{gpu} was already cordoned"));
+                }
                 self.nodes[n as usize].gpus[gpu as usize].cordoned = true;
                 self.reindex(n);
                 let m =
@@ -267,6 +276,9 @@ impl Cluster {
             }
             Command::UncordonGpu { node, gpu } => {
                 let n = self.gpu_ref(&node, gpu)?;
+                if !self.nodes[n as usize].gpus[gpu as usize].cordoned {
+                    return Ok(format!("GPU {node}/{gpu} was not cordoned"));
+                }
                 self.nodes[n as usize].gpus[gpu as usize].cordoned = false;
                 self.reindex(n);
                 let m = format!("GPU {node}/{gpu} uncordoned");
@@ -280,6 +292,9 @@ impl Cluster {
             }
             Command::CordonNode { node } => {
                 let n = self.node_id(&node)?;
+                if self.nodes[n as usize].cordoned {
+                    return Ok(format!("node {node} was already cordoned"));
+                }
                 self.nodes[n as usize].cordoned = true;
                 self.reindex(n);
                 let m = format!("node {node} cordoned");
@@ -293,6 +308,9 @@ impl Cluster {
             }
             Command::UncordonNode { node } => {
                 let n = self.node_id(&node)?;
+                if !self.nodes[n as usize].cordoned {
+                    return Ok(format!("node {node} was not cordoned"));
+                }
                 self.nodes[n as usize].cordoned = false;
                 self.reindex(n);
                 let m = format!("node {node} uncordoned");

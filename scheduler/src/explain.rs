@@ -49,6 +49,10 @@ pub struct Explanation {
     /// For running jobs: where they run.
     pub placement: Vec<String>,
     pub reason: String,
+    /// For an inference service: its autoscaler, in words (paused by whom, or the last
+    /// load it saw).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<String>,
 }
 
 impl Cluster {
@@ -349,7 +353,7 @@ impl Cluster {
         Explanation {
             job: self.job_ref(id),
             phase: j.phase.name().into(),
-            request: j.spec.shape(),
+            request: j.spec.shape_with(j.desired_replicas.max(1)),
             pool: j.spec.pool.clone(),
             quota,
             nodes_total: verdicts.len(),
@@ -365,6 +369,26 @@ impl Cluster {
             suggestions,
             placement,
             reason: j.reason.to_string(),
+            autoscaler: match &j.spec.kind {
+                JobKind::Inference(a) => Some(match &j.autoscaler.paused_by {
+                    Some(who) => format!(
+                        "paused by {who}: replicas held at {} (range {}..{}) until `maar autoscale {}/{}`",
+                        j.desired_replicas, a.min, a.max, j.spec.project, j.spec.name
+                    ),
+                    None => format!(
+                        "{} of {}..{} replicas, target {}% GPU memory usage{}",
+                        j.desired_replicas,
+                        a.min,
+                        a.max,
+                        a.target_pct,
+                        j.autoscaler
+                            .last_usage_pct
+                            .map(|u| format!(", last seen {:.0}%", u.min(100.0)))
+                            .unwrap_or_default()
+                    ),
+                }),
+                JobKind::Train => None,
+            },
         }
     }
 
@@ -552,6 +576,9 @@ impl fmt::Display for Explanation {
         }
         if !self.reason.is_empty() {
             writeln!(f, "Reason:    {}", self.reason)?;
+        }
+        if let Some(a) = &self.autoscaler {
+            writeln!(f, "Autoscale: {a}")?;
         }
         writeln!(f, "Quota:     {}", self.quota.message)?;
         if self.phase == "Running" && self.suggestions.is_empty() {

@@ -129,6 +129,9 @@ pub struct JobView {
     pub priority: String,
     /// The priority as a number (`priority` names it).
     pub priority_value: i32,
+    /// Place in the scheduling queue (1 = next), while Pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
     /// Whether every replica's bind is confirmed (false while a placement is assumed).
     pub bound: bool,
     /// For an inference service: who paused its autoscaler by scaling it by hand.
@@ -201,9 +204,10 @@ impl Cluster {
             phase: j.phase.name().into(),
             priority: priority_name(j.spec.priority),
             priority_value: j.spec.priority,
+            queue_position: None,
             bound: j.placements.iter().all(|p| p.bound),
             autoscaler_paused_by: j.autoscaler.paused_by.clone(),
-            request: j.spec.shape(),
+            request: j.spec.shape_with(j.desired_replicas.max(1)),
             requested: req,
             replicas: j.running_replicas(),
             desired_replicas: j.desired_replicas,
@@ -501,7 +505,20 @@ impl Cluster {
         Snapshot {
             time_s: self.now,
             pending_alert_s: self.config.pending_alert_s,
-            jobs: self.jobs.iter().map(|j| self.job_view(j)).collect(),
+            jobs: {
+                let mut jobs: Vec<JobView> = self.jobs.iter().map(|j| self.job_view(j)).collect();
+                let order: BTreeMap<JobId, u32> = self
+                    .queue()
+                    .into_iter()
+                    .filter(|q| !q.2)
+                    .enumerate()
+                    .map(|(i, q)| (q.0, i as u32 + 1))
+                    .collect();
+                for (view, j) in jobs.iter_mut().zip(self.jobs.iter()) {
+                    view.queue_position = order.get(&j.id).copied();
+                }
+                jobs
+            },
             nodes: self.nodes.iter().map(|n| self.node_view(n)).collect(),
             quotas: self.quota_views(),
             quota_requests: self

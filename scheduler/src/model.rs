@@ -604,6 +604,11 @@ impl JobSpec {
 
     /// One-line shape, e.g. `2x a100 32Gi, 16 CPU, 64Gi`.
     pub fn shape(&self) -> String {
+        self.shape_with(self.replicas)
+    }
+
+    /// The shape with `replicas` replicas (a scaled service's current count).
+    pub fn shape_with(&self, replicas: u32) -> String {
         let mut s = String::new();
         if self.gpu.count > 0 {
             s.push_str(&format!("{}x GPU", self.gpu.count));
@@ -626,8 +631,8 @@ impl JobSpec {
         if self.disk > 0 {
             s.push_str(&format!(", {} disk", fmt_bytes(self.disk)));
         }
-        if self.replicas > 1 {
-            s = format!("{} x ({s})", self.replicas);
+        if replicas > 1 {
+            s = format!("{replicas} x ({s})");
         }
         s
     }

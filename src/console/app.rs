@@ -168,15 +168,54 @@ impl App {
         if v.version == self.version {
             return;
         }
+        // The selection follows what it points at (the list may reorder).
+        let keep = self.selected_key();
+        let moved = v.snapshot.time_s != self.snapshot.time_s;
         self.version = v.version;
         self.snapshot = v.snapshot.clone();
         self.status = v.status.clone();
         self.paused = v.status.paused;
         self.speed = v.status.speed;
         self.pending_alert_s = v.snapshot.pending_alert_s;
-        self.record_history();
+        if moved {
+            self.record_history();
+        }
         self.recompute();
+        if let Some(k) = keep {
+            if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
+                self.selected = at;
+            }
+        }
         self.dirty = true;
+    }
+
+    /// What row `i` (an index into the snapshot) of the current screen is, by name.
+    fn row_key(&self, i: usize) -> String {
+        let s = &self.snapshot;
+        match self.screen {
+            Screen::Jobs => s
+                .jobs
+                .get(i)
+                .map(|j| format!("{}/{}", j.project, j.name))
+                .unwrap_or_default(),
+            Screen::Nodes => s.nodes.get(i).map(|n| n.name.clone()).unwrap_or_default(),
+            Screen::Quotas => s
+                .quota_requests
+                .get(i)
+                .map(|r| r.id.to_string())
+                .unwrap_or_default(),
+            Screen::Events => s
+                .events
+                .get(i)
+                .map(|e| e.seq.to_string())
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+
+    /// The selected row, by name.
+    fn selected_key(&self) -> Option<String> {
+        self.rows.get(self.selected).map(|&i| self.row_key(i))
     }
 
     /// Waits for the engine to catch up and shows its fresh view.
@@ -208,28 +247,44 @@ impl App {
         }
     }
 
-    /// Jobs as listed on the Jobs screen: Pending first (longest wait first), then
-    /// Running, Restarting; ended jobs are left out.
+    /// Jobs as listed on the Jobs screen: Pending in queue order, then Restarting,
+    /// Running, and the recently ended ones (newest first, so they can be requeued).
     pub fn job_rows(&self) -> Vec<usize> {
         let f = self.filter.to_lowercase();
         let mut v: Vec<usize> = (0..self.snapshot.jobs.len())
             .filter(|&i| {
                 let j = &self.snapshot.jobs[i];
-                matches!(j.phase.as_str(), "Pending" | "Running" | "Restarting")
-                    && (f.is_empty()
-                        || format!("{}/{} {} {}", j.project, j.name, j.phase, j.pool)
-                            .to_lowercase()
-                            .contains(&f))
+                f.is_empty()
+                    || format!(
+                        "{}/{} {} {} {} {} {} {}",
+                        j.project,
+                        j.name,
+                        j.phase,
+                        j.pool,
+                        j.priority,
+                        j.kind,
+                        j.request,
+                        j.reasons.join(" ")
+                    )
+                    .to_lowercase()
+                    .contains(&f)
             })
             .collect();
         let rank = |p: &str| match p {
             "Pending" => 0,
             "Restarting" => 1,
-            _ => 2,
+            "Running" => 2,
+            _ => 3,
         };
         v.sort_by_key(|&i| {
             let j = &self.snapshot.jobs[i];
-            (rank(&j.phase), std::cmp::Reverse(j.wait_s), i)
+            let r = rank(&j.phase);
+            let order = match r {
+                0 => j.queue_position.unwrap_or(u32::MAX) as i64,
+                3 => -(i as i64),
+                _ => -(j.wait_s as i64),
+            };
+            (r, order, i)
         });
         v
     }
@@ -240,9 +295,17 @@ impl App {
             .filter(|&i| {
                 let n = &self.snapshot.nodes[i];
                 f.is_empty()
-                    || format!("{} {} {} {}", n.name, n.pool, n.role, n.condition)
-                        .to_lowercase()
-                        .contains(&f)
+                    || format!(
+                        "{} {} {} {} {} {}",
+                        n.name,
+                        n.pool,
+                        n.role,
+                        n.condition,
+                        if n.cordoned { "cordoned" } else { "" },
+                        n.gpus.first().map(|g| g.model.as_str()).unwrap_or("")
+                    )
+                    .to_lowercase()
+                    .contains(&f)
             })
             .collect()
     }
@@ -373,7 +436,7 @@ impl App {
                 if k.code == KeyCode::Char('y') {
                     self.apply(cmd);
                 } else {
-                    self.message = "cancelled".into();
+                    self.message = format!("not done: {}", describe(&cmd));
                 }
             }
             Mode::Explain(ex) => {
@@ -426,11 +489,14 @@ impl App {
             KeyCode::Char(':') => self.mode = Mode::Command(String::new()),
             KeyCode::Char('/') => self.mode = Mode::Filter(self.filter.clone()),
             KeyCode::Char('?') => {
-                if self.screen != Screen::Help {
+                if self.screen == Screen::Help {
+                    self.switch(self.help_for);
+                } else {
                     self.help_for = self.screen;
+                    self.switch(Screen::Help);
                 }
-                self.switch(Screen::Help);
             }
+            KeyCode::Esc if self.screen == Screen::Help => self.switch(self.help_for),
             KeyCode::Esc => {
                 self.filter.clear();
                 self.expanded = None;

@@ -83,6 +83,7 @@ pub fn run(
     engine: EngineHandle,
     mouse: bool,
     theme: super::theme::Theme,
+    note: Option<String>,
 ) -> std::io::Result<Ended> {
     check_terminal()?;
     let rescue = Arc::new(Rescue {
@@ -123,7 +124,7 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let r = rt.block_on(event_loop(engine, mouse, theme, sig_rx));
+    let r = rt.block_on(event_loop(engine, mouse, theme, note, sig_rx));
     finished.store(true, Ordering::SeqCst);
     signal_handle.close();
     let _ = watcher.join();
@@ -140,10 +141,15 @@ async fn event_loop(
     engine: EngineHandle,
     mouse: bool,
     theme: super::theme::Theme,
+    note: Option<String>,
     mut signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
 ) -> std::io::Result<Ended> {
     let mut app = App::new(engine.clone());
     app.theme = theme;
+    if let Some(n) = note {
+        tracing::info!(target: "maar", "{n}");
+        app.message = n;
+    }
     // Logs: tracing events go to tui-logger's buffer, shown on the Logs screen.
     {
         use tracing_subscriber::layer::SubscriberExt;
@@ -179,9 +185,9 @@ async fn event_loop(
                 if changed.is_err() {
                     break Ok(Ended::Quit);
                 }
-                if !app.paused {
-                    app.refresh_if_changed();
-                }
+                // Paused too: what others do (a command from the command line)
+                // shows, so the screen is what the next action acts on.
+                app.refresh_if_changed();
             }
             _ = frame.tick() => {
                 if app.dirty {

@@ -707,8 +707,8 @@ pub const HELP: &[(&str, &str)] = &[
     ("q, ctrl-c", "quit"),
     ("Tab / shift-Tab", "next / previous screen"),
     (
-        ": then nodes|jobs|quotas|events|alerts|cost|logs|help",
-        "go to a screen",
+        ":SCREEN",
+        "go to a screen: nodes jobs quotas events alerts cost logs help",
     ),
     ("/", "filter the current table (Esc clears)"),
     ("j k, arrows, g G, PgUp PgDn", "move"),
@@ -724,13 +724,25 @@ pub const HELP: &[(&str, &str)] = &[
         ":cordon-gpu NODE N  :uncordon-gpu NODE N",
         "cordon / uncordon one GPU",
     ),
+    (":approve ID  :reject ID REASON", "decide a quota request"),
+    (":priority JOB high|medium|low|N", "set a job's priority"),
     (
-        ":approve ID  :reject ID REASON  :priority JOB high|medium|low|N",
-        "actions by name",
+        ":requeue JOB  :cancel JOB",
+        "requeue or cancel a job (confirm)",
     ),
     (
-        ":requeue JOB  :cancel JOB  :drain NODE  :scale JOB N  :submit FILE.yaml  :speed X",
-        "more actions",
+        ":drain NODE  :cordon NODE",
+        "drain (confirm) or cordon a node",
+    ),
+    (
+        ":scale JOB N",
+        "set a service's replicas (its autoscaler pauses)",
+    ),
+    (":submit FILE.yaml", "submit a job"),
+    (":speed X", "set the speed (1-86400)"),
+    (
+        "y",
+        "confirm the action asked about; any other key does not",
     ),
     (
         ":request-quota PROJECT POOL GPUS [reserved] [REASON]",
@@ -741,6 +753,14 @@ pub const HELP: &[(&str, &str)] = &[
         "hand a service scaled by hand back to its autoscaler",
     ),
     (":pause  :resume", "pause or resume the simulation"),
+    (
+        "? or Esc on this screen",
+        "back to the screen you came from",
+    ),
+    (
+        "GPU bars",
+        "█ used  ▄ partly used (shared)  · free  x unhealthy  c cordoned",
+    ),
 ];
 
 /// Keys that act on one screen, listed first when `?` is pressed there.
@@ -786,7 +806,18 @@ fn help(f: &mut Frame, app: &App, area: Rect) {
         table(
             app,
             vec!["KEYS", "WHAT"],
-            vec![Constraint::Percentage(55), Constraint::Percentage(45)],
+            {
+                let longest = screen_keys(app.help_for)
+                    .iter()
+                    .chain(HELP.iter())
+                    .map(|(k, _)| k.chars().count())
+                    .max()
+                    .unwrap_or(10) as u16;
+                vec![
+                    Constraint::Length((longest + 1).min(area.width * 2 / 5)),
+                    Constraint::Min(10),
+                ]
+            },
             rows,
             None,
             " help ".into(),
