@@ -850,6 +850,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let path = state_path(&state);
             let rec = Record::open(&path)?;
             let started = Instant::now();
+            rec.check()?;
             match backend::verify(&rec)? {
                 Ok(at) => {
                     o.put(&format!(

@@ -374,16 +374,6 @@ impl Record {
                 why: format!("schema version {version}"),
             });
         }
-        let check: String = r
-            .conn
-            .query_row("PRAGMA quick_check", [], |x| x.get(0))
-            .map_err(|e| classify(path, "check", e))?;
-        if check != "ok" {
-            return Err(RecordError::Corrupt {
-                path: p,
-                why: check,
-            });
-        }
         let app_meta: Option<String> = r
             .conn
             .query_row("SELECT value FROM meta WHERE key = 'app'", [], |x| x.get(0))
@@ -397,9 +387,28 @@ impl Record {
         }
         r.pragmas()?;
         if version < SCHEMA_VERSION {
+            // Nothing is written to a damaged file.
+            r.check()?;
             r.migrate(version)?;
         }
         Ok(r)
+    }
+
+    /// Checks the file's structure (`PRAGMA quick_check`, a pass over the whole file):
+    /// done before this process writes to it as its owner, not on every read (a reader
+    /// meets damage as an error where it reads).
+    pub fn check(&self) -> Result<(), RecordError> {
+        let check: String = self
+            .conn
+            .query_row("PRAGMA quick_check", [], |x| x.get(0))
+            .map_err(self.sql("check"))?;
+        if check != "ok" {
+            return Err(RecordError::Corrupt {
+                path: self.path.display().to_string(),
+                why: check,
+            });
+        }
+        Ok(())
     }
 
     fn pragmas(&mut self) -> Result<(), RecordError> {
@@ -748,6 +757,7 @@ impl Record {
     /// Takes the lease for this process, unless a live process holds it. The check
     /// and the take are one write transaction, so of two processes only one wins.
     pub fn acquire(&mut self) -> Result<(), RecordError> {
+        self.check()?;
         let path = self.path.clone();
         let e = |x| classify(&path, "take the lease", x);
         let tx = self
