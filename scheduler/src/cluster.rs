@@ -106,6 +106,9 @@ pub struct Cluster {
     /// Jobs whose placements changed since the last [`Cluster::take_touched`], with
     /// their placements before the first change (for decisions).
     pub(crate) touched: Vec<(JobId, Vec<Placement>)>,
+    /// The jobs in `touched`, to find them without a scan (a cycle may touch tens of
+    /// thousands).
+    pub(crate) touched_ids: std::collections::HashSet<JobId, crate::fxhash::FxBuild>,
     /// Ended jobs still held, oldest first.
     pub(crate) ended: VecDeque<JobId>,
     /// Running jobs whose placement the driver has not confirmed yet.
@@ -242,6 +245,7 @@ impl Cluster {
             next_event: 0,
             outbox: Vec::new(),
             touched: Vec::new(),
+            touched_ids: Default::default(),
             ended: VecDeque::new(),
             assumed: BTreeSet::new(),
             usage_gen: 0,
@@ -541,7 +545,7 @@ impl Cluster {
 
     /// Notes that a job's placements are about to change (first change only).
     fn touch(&mut self, id: JobId) {
-        if !self.touched.iter().any(|t| t.0 == id) {
+        if self.touched_ids.insert(id) {
             let before = self.jobs[id as usize].placements.clone();
             self.touched.push((id, before));
         }
@@ -550,6 +554,7 @@ impl Cluster {
     /// Jobs whose placements changed since the last call, in the order of their first
     /// change, with the placements they had before.
     pub(crate) fn take_touched(&mut self) -> Vec<(JobId, Vec<Placement>)> {
+        self.touched_ids.clear();
         std::mem::take(&mut self.touched)
     }
 

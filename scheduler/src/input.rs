@@ -485,7 +485,8 @@ impl Cluster {
                 out.push(Decision::Bind {
                     id,
                     job: name,
-                    start: before.is_empty() || !gone.is_empty() && gone.len() == before.len(),
+                    // Nothing it held before is held now: a (re)start.
+                    start: gone.len() == before.len(),
                     replicas: new.iter().map(|p| binding(p)).collect(),
                 });
             }
