@@ -1235,12 +1235,9 @@ fn audit_json(r: &record::CommandRow) -> serde_json::Value {
 }
 
 fn audit_table(rows: &[record::CommandRow]) -> String {
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::NOTHING)
-        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
-        .set_header([
-            "SEQ", "WHEN", "AT", "WHO", "FROM", "ACTION", "OBJECT", "RESULT",
-        ]);
+    let mut t = table(&[
+        "SEQ", "WHEN", "AT", "WHO", "FROM", "ACTION", "OBJECT", "RESULT",
+    ]);
     for r in rows {
         let (res, msg) = match &r.result {
             Ok(m) => ("ok", m.as_str()),
@@ -1257,14 +1254,7 @@ fn audit_table(rows: &[record::CommandRow]) -> String {
             format!("{res}: {msg}"),
         ]);
     }
-    let s = t.to_string();
-    let mut out: String = s
-        .lines()
-        .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
-        .collect::<Vec<_>>()
-        .join("\n");
-    out.push('\n');
-    out
+    render(t)
 }
 
 fn local_time(rfc3339: &str) -> String {

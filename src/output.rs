@@ -41,7 +41,8 @@ impl<'a> SimReport<'a> {
     }
 }
 
-fn table(header: &[&str]) -> Table {
+/// A plain, borderless table with these column headers (every listing uses it).
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -49,7 +50,8 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
-fn render(t: Table) -> String {
+/// A table as text: no left margin, no trailing spaces, ending in a newline.
+pub(crate) fn render(t: Table) -> String {
     // comfy-table pads the left of each line with one space in this preset.
     let s = t.to_string();
     let mut out: String = s
