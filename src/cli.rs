@@ -1121,29 +1121,7 @@ fn dry_run_submit(
         spec.name = format!("{}-dry-run", spec.name);
     }
     let c = core.cluster();
-    let never = if c.project_id(&spec.project).is_none() {
-        Some(format!(
-            "namespace `{}` is not a maar project (projects: {})",
-            spec.project,
-            c.projects
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    } else if c.pool_id(&spec.pool).is_none() {
-        Some(format!(
-            "pool `{}` does not exist (pools: {})",
-            spec.pool,
-            c.pools
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    } else {
-        None
-    };
+    let never = c.unknown_project_or_pool(&spec.project, &spec.pool);
     if let Some(why) = never {
         o.put(&format!(
             "{}: can never run here: {why}; a real submit would be refused\n",

@@ -434,6 +434,26 @@ impl Cluster {
             .map(|i| i as ProjectId)
     }
 
+    /// Why a job of `project` in `pool` could never be admitted here, naming what
+    /// exists; `None` when both are known.
+    pub fn unknown_project_or_pool(&self, project: &str, pool: &str) -> Option<String> {
+        if self.project_id(project).is_none() {
+            let known: Vec<&str> = self.projects.iter().map(|p| p.name.as_str()).collect();
+            return Some(format!(
+                "namespace `{project}` is not a maar project (projects: {})",
+                known.join(", ")
+            ));
+        }
+        if self.pool_id(pool).is_none() {
+            let known: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+            return Some(format!(
+                "pool `{pool}` does not exist (pools: {})",
+                known.join(", ")
+            ));
+        }
+        None
+    }
+
     /// Finds a job by `name` or `project/name`.
     pub fn job_id(&self, name: &str) -> Result<JobId, ClusterError> {
         if let Some((p, n)) = name.split_once('/') {

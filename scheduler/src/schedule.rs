@@ -356,27 +356,11 @@ impl Cluster {
             borrowing: false,
             message: m,
         };
-        let Some(pid) = j.project else {
-            return deny(format!(
-                "namespace `{}` is not a maar project (known: {})",
-                j.spec.project,
-                self.projects
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        };
-        let Some(pool) = j.pool else {
-            return deny(format!(
-                "pool `{}` does not exist (pools: {})",
-                j.spec.pool,
-                self.pools
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+        let (Some(pid), Some(pool)) = (j.project, j.pool) else {
+            return deny(
+                self.unknown_project_or_pool(&j.spec.project, &j.spec.pool)
+                    .unwrap_or_else(|| format!("job {} has no project or pool", j.spec.name)),
+            );
         };
         let project = &self.projects[pid as usize];
         let Some(q) = project.quotas.get(&pool) else {
