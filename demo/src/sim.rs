@@ -185,6 +185,24 @@ impl Sim {
         self.feed(core, Input::Observe(o), log)
     }
 
+    /// Observes a job arriving; its id when the core took it.
+    fn observe_submit(
+        &mut self,
+        core: &mut Core,
+        spec: JobSpec,
+        log: &mut Vec<Event>,
+    ) -> Result<JobId, ClusterError> {
+        let out = self.observe(
+            core,
+            Observation::JobSubmitted {
+                spec: Box::new(spec),
+            },
+            log,
+        );
+        out.result
+            .map(|_| out.job.expect("a submission names its job"))
+    }
+
     /// Runs every timer up to and including `until`, then leaves the clock at `until`.
     /// Returns the events, in order.
     pub fn run_until(&mut self, core: &mut Core, until: u64) -> Vec<Event> {
@@ -252,16 +270,7 @@ impl Sim {
             spec.est_runtime_s = runtime_s;
         }
         let mut log = Vec::new();
-        let out = self.observe(
-            core,
-            Observation::JobSubmitted {
-                spec: Box::new(spec),
-            },
-            &mut log,
-        );
-        let r = out
-            .result
-            .map(|_| out.job.expect("a submission names its job"));
+        let r = self.observe_submit(core, spec, &mut log);
         if r.is_ok() {
             self.st.dirty = true;
             self.settle(core, &mut log);
@@ -358,16 +367,9 @@ impl Sim {
                 if let Some(r) = tj.runtime {
                     spec.est_runtime_s = Some(r.0);
                 }
-                let out = self.observe(
-                    core,
-                    Observation::JobSubmitted {
-                        spec: Box::new(spec),
-                    },
-                    log,
-                );
-                match out.result {
-                    Ok(_) => {
-                        if let (Some(id), Some(_)) = (out.job, &tj.traffic) {
+                match self.observe_submit(core, spec, log) {
+                    Ok(id) => {
+                        if tj.traffic.is_some() {
                             self.st.traffic.insert(id, i);
                         }
                     }
@@ -629,16 +631,8 @@ impl Sim {
             est_runtime_s: Some(runtime),
             image: "registry.example.com/ai/train:latest".into(),
         };
-        let out = self.observe(
-            core,
-            Observation::JobSubmitted {
-                spec: Box::new(spec),
-            },
-            log,
-        );
-        match out.result {
-            Ok(_) => {
-                let id = out.job.expect("a submission names its job");
+        match self.observe_submit(core, spec, log) {
+            Ok(id) => {
                 self.st.background.insert(id, g);
                 if oom {
                     self.st.oom_plan.insert(id, frac);
