@@ -19,6 +19,18 @@ fn dir(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// An engine on a fresh recorded demo (the state file in its own folder, the lease
+/// taken), and the state file's path.
+fn demo_engine(name: &str, speed: f64, paused: bool) -> (engine::EngineHandle, std::path::PathBuf) {
+    let path = dir(name).join("lab.db");
+    let (text, sc) = maar::load::scenario_text(None).unwrap();
+    let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
+    let mut rec = rec.unwrap();
+    rec.acquire().unwrap();
+    let handle = engine::start(loaded, Some(rec), EngineOptions { speed, paused });
+    (handle, path)
+}
+
 fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -31,20 +43,7 @@ fn ms(d: Duration) -> f64 {
 /// Commands acknowledged by a running engine (the console's path), and by the command
 /// line against a running engine (the inbox path).
 fn ack_latency() {
-    let d = dir("ack");
-    let path = d.join("lab.db");
-    let (text, sc) = maar::load::scenario_text(None).unwrap();
-    let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
-    let mut rec = rec.unwrap();
-    rec.acquire().unwrap();
-    let handle = engine::start(
-        loaded,
-        Some(rec),
-        EngineOptions {
-            speed: 60.0,
-            paused: false,
-        },
-    );
+    let (handle, _) = demo_engine("ack", 60.0, false);
     let actor = Actor::system("bench");
     let nodes = ["a100-01", "a100-02", "h100-01", "v100-03", "t4-02"];
     let n = 2000;
@@ -74,20 +73,7 @@ fn ack_latency() {
 
 /// A 24-hour demo with thousands of commands, then a restart.
 fn restart() {
-    let d = dir("restart");
-    let path = d.join("lab.db");
-    let (text, sc) = maar::load::scenario_text(None).unwrap();
-    let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
-    let mut rec = rec.unwrap();
-    rec.acquire().unwrap();
-    let handle = engine::start(
-        loaded,
-        Some(rec),
-        EngineOptions {
-            speed: 86_400.0,
-            paused: true,
-        },
-    );
+    let (handle, path) = demo_engine("restart", 86_400.0, true);
     // 3,000 commands spread over a simulated day: the engine runs between them.
     let actor = Actor::system("bench");
     let started = Instant::now();
@@ -122,7 +108,7 @@ fn restart() {
     let rebuilt = backend::restore(&rec, true).unwrap();
     let from_scratch = t.elapsed();
     assert_eq!(rebuilt.replayed, commands);
-    let size: u64 = std::fs::read_dir(&d)
+    let size: u64 = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
