@@ -36,6 +36,20 @@ impl Env {
         self.cmd(args).output().unwrap()
     }
 
+    /// `maar get jobs -o json` read from the state file, parsed.
+    fn jobs_json(&self) -> serde_json::Value {
+        let state = self.state();
+        let o = self.run(&[
+            "get",
+            "jobs",
+            "-o",
+            "json",
+            "--state",
+            state.to_str().unwrap(),
+        ]);
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+
     /// Starts `maar demo --headless` and waits until it holds the state file. It stops
     /// when the caller `stop`s it, or is killed when dropped (a failing test).
     #[allow(clippy::zombie_processes)]
@@ -162,15 +176,7 @@ fn cordon_from_the_cli_survives_quit_and_resume_and_the_audit_says_who() {
     stop(demo);
     // Reopen the same demo: still cordoned, and the demo goes on from where it was.
     let demo = e.engine(&["--resume", "--speed", "600"]);
-    let o = e.run(&[
-        "get",
-        "jobs",
-        "-o",
-        "json",
-        "--state",
-        e.state().to_str().unwrap(),
-    ]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = e.jobs_json();
     assert!(jobs
         .as_array()
         .unwrap()
@@ -346,15 +352,7 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
     let o = e.run(&["scale", "llm-infer-vllm", "5"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("autoscaler is paused"));
-    let o = e.run(&[
-        "get",
-        "jobs",
-        "-o",
-        "json",
-        "--state",
-        e.state().to_str().unwrap(),
-    ]);
-    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = e.jobs_json();
     let svc = jobs
         .as_array()
         .unwrap()
