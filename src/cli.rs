@@ -1073,7 +1073,13 @@ fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
                         seq: a.seq,
                         request,
                     })
-                    .ok_or_else(|| Failure::No(format!("request {id} was not answered")))
+                    .ok_or_else(|| {
+                        Failure::No(format!(
+                            "{}: the command was not answered within {}s after taking over the state file; it waits in the inbox (request {id}) for the next maar that opens it",
+                            path.display(),
+                            INBOX_WAIT.as_secs()
+                        ))
+                    })
             }
             None => match handle.apply(actor.clone(), command.clone()) {
                 Ok(ack) => Ok(Answer {
