@@ -86,9 +86,43 @@ pub struct StateArg {
 pub struct ActArgs {
     #[command(flatten)]
     pub target: StateArg,
-    /// `json` prints {result, message, seq, request} (also when refused).
+    /// `json` prints {result, message, seq, request} (also when refused); with
+    /// --what-if, {accepted, message, evicted, started, still_pending, quotas}.
     #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
     pub output: TextOrJson,
+    /// Say what the command would do (jobs evicted, started, still Pending, quota
+    /// changes), computed on a copy; change nothing. Exit 0, or 1 if it would be refused.
+    #[arg(long)]
+    pub what_if: bool,
+    /// With --what-if: preview on this scenario (at --at) instead of a recorded cluster.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "what_if",
+        conflicts_with = "state"
+    )]
+    pub scenario: Option<PathBuf>,
+    /// With --what-if: the scenario's seed.
+    #[arg(long, requires = "what_if", conflicts_with = "state")]
+    pub seed: Option<u64>,
+    /// With --what-if: the moment to preview at, e.g. 2h15m (a scenario's time, or a
+    /// recorded cluster's past).
+    #[arg(long, value_parser = duration, requires = "what_if")]
+    pub at: Option<u64>,
+}
+
+impl ActArgs {
+    /// Where a --what-if looks.
+    fn source(&self) -> SourceArgs {
+        SourceArgs {
+            scenario: ScenarioArgs {
+                scenario: self.scenario.clone(),
+                seed: self.seed,
+            },
+            at: self.at,
+            state: self.target.state.clone(),
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
@@ -197,6 +231,10 @@ pub enum Cmd {
         /// Place it on a copy and report, changing nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Say what submitting it would do to the cluster (jobs evicted, started, still
+        /// Pending, quota changes), changing nothing.
+        #[arg(long, conflicts_with = "dry_run")]
+        what_if: bool,
         #[command(flatten)]
         source: SourceArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
@@ -566,6 +604,20 @@ impl Source {
         }
     }
 
+    /// The core and its driver.
+    fn into_parts(self) -> (maar_scheduler::Core, Box<dyn maar_scheduler::Driver>) {
+        match self {
+            Source::Scenario(d) => {
+                let d = *d;
+                (d.core, Box::new(d.sim))
+            }
+            Source::Recorded(l) => {
+                let l = *l;
+                (l.core, l.driver)
+            }
+        }
+    }
+
     fn cluster(&self) -> &maar_scheduler::Cluster {
         match self {
             Source::Scenario(d) => d.cluster(),
@@ -726,10 +778,14 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         Cmd::Submit {
             file,
             dry_run,
+            what_if,
             source,
             output,
         } => {
             let spec = load_manifest(&file)?;
+            if what_if {
+                return preview(&source, Command::Submit(Box::new(spec)), output, o);
+            }
             if !dry_run {
                 if source.scenario.scenario.is_some() || source.at.is_some() {
                     return Err(Failure::Usage(
@@ -741,6 +797,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         state: source.state.clone(),
                     },
                     output,
+                    ..ActArgs::default()
                 };
                 return act(&a, Command::Submit(Box::new(spec)), o);
             }
@@ -971,6 +1028,9 @@ struct Answer {
 /// Applies an operator command to a recorded cluster: through the running maar that
 /// holds it, or directly when none does. Prints the outcome; exit 1 when refused.
 fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
+    if a.what_if {
+        return preview(&a.source(), command, a.output, o);
+    }
     let answer = deliver(&state_path(&a.target), command)?;
     match a.output {
         TextOrJson::Json => {
@@ -1100,6 +1160,26 @@ fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
     }
 }
 
+/// Prints what a command would do on the source's cluster, changing nothing.
+fn preview(
+    source: &SourceArgs,
+    command: Command,
+    output: TextOrJson,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let (core, driver) = Source::open(source)?.into_parts();
+    let p =
+        maar_scheduler::whatif::what_if(&core, driver.as_ref(), crate::actor::current(), command);
+    match output {
+        TextOrJson::Json => o.put(&json(&p)),
+        TextOrJson::Text => {
+            o.put(&format!("what if, at {}: ", fmt_duration(p.at_s)));
+            o.put(&p.text(20));
+        }
+    }
+    Ok(if p.accepted { 0 } else { 1 })
+}
+
 fn dry_run_submit(
     spec: maar_scheduler::JobSpec,
     file: &Path,
@@ -1108,16 +1188,7 @@ fn dry_run_submit(
     o: &mut Out,
 ) -> Result<i32, Failure> {
     let mut spec = spec;
-    let (mut core, mut driver) = match Source::open(source)? {
-        Source::Scenario(d) => {
-            let d = *d;
-            (d.core, Box::new(d.sim) as Box<dyn maar_scheduler::Driver>)
-        }
-        Source::Recorded(l) => {
-            let l = *l;
-            (l.core, l.driver)
-        }
-    };
+    let (mut core, mut driver) = Source::open(source)?.into_parts();
     let full = format!("{}/{}", spec.project, spec.name);
     if core.cluster().job_id(&full).is_ok() {
         // Evaluate a copy under another name, and say what a real submit would do.

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::whatif::{what_if, Preview};
 use maar_scheduler::{Actor, Command, Core, Driver, Event, Explanation};
 
 use crate::backend::Loaded;
@@ -121,6 +122,11 @@ enum Request {
         job: String,
         reply: Sender<Result<Explanation, String>>,
     },
+    WhatIf {
+        actor: Actor,
+        command: Command,
+        reply: Sender<Preview>,
+    },
     Pause {
         paused: bool,
         reply: Sender<Arc<View>>,
@@ -169,6 +175,15 @@ impl EngineHandle {
             job: job.to_string(),
             reply,
         })?
+    }
+
+    /// What a command would do now, computed on a copy (nothing changes).
+    pub fn what_if(&self, actor: Actor, command: Command) -> Result<Preview, String> {
+        self.ask(|reply| Request::WhatIf {
+            actor,
+            command,
+            reply,
+        })
     }
 
     /// Pauses or resumes; returns the view at that moment (what actions then act on).
@@ -435,6 +450,14 @@ impl Engine {
                     .map_err(|e| e.to_string());
                 let _ = reply.send(res);
             }
+            Request::WhatIf {
+                actor,
+                command,
+                reply,
+            } => {
+                let p = what_if(&self.core, self.driver.as_ref(), actor, command);
+                let _ = reply.send(p);
+            }
             Request::Pause { paused, reply } => {
                 if self.paused != paused {
                     self.paused = paused;
@@ -600,55 +623,4 @@ impl Engine {
     }
 }
 
-/// A driver with no world of its own: the clock and scheduling cycles only, every
-/// bind confirmed at once (a synthetic cluster, a benchmark).
-pub struct Bare;
-
-impl Bare {
-    fn settle(
-        core: &mut Core,
-        events: &mut Vec<Event>,
-        decisions: &mut Vec<maar_scheduler::Decision>,
-    ) {
-        let out = core.apply(maar_scheduler::Input::Schedule);
-        events.extend(out.events);
-        for d in &out.decisions {
-            if let maar_scheduler::Decision::Bind { job, .. } = d {
-                let o = core.apply(maar_scheduler::Input::Observe(
-                    maar_scheduler::Observation::Bound { job: job.clone() },
-                ));
-                events.extend(o.events);
-            }
-        }
-        decisions.extend(out.decisions);
-    }
-}
-
-impl Driver for Bare {
-    fn kind(&self) -> &'static str {
-        "bare"
-    }
-
-    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
-        let mut events = core.apply(maar_scheduler::Input::Advance { to }).events;
-        Self::settle(core, &mut events, &mut Vec::new());
-        events
-    }
-
-    fn command(
-        &mut self,
-        core: &mut Core,
-        actor: Actor,
-        command: Command,
-    ) -> maar_scheduler::Output {
-        let mut out = core.apply(maar_scheduler::Input::Command { actor, command });
-        if out.is_ok() {
-            Self::settle(core, &mut out.events, &mut out.decisions);
-        }
-        out
-    }
-
-    fn save(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-}
+pub use maar_scheduler::input::Bare;

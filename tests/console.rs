@@ -54,7 +54,7 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 #[test]
 fn cordoning_a_gpu_marks_it_and_logs_an_event() {
     let mut app = app_on(load_scenario(None).unwrap(), 60);
-    keys(&mut app, ":cordon-gpu a100-02 3\n");
+    keys(&mut app, ":cordon-gpu a100-02 3\ny");
     assert_eq!(
         app.message,
         "GPU a100-02/3 cordoned: running work stays, nothing new is placed"
@@ -113,6 +113,19 @@ workload:
     assert_eq!(app.screen, Screen::Quotas);
     assert!(screen(&app, 80, 24).contains("deadline"));
     keys(&mut app, "a");
+    let Mode::Confirm(_, p, _) = &app.mode else {
+        panic!("approval previews first")
+    };
+    assert_eq!(
+        p.started.iter().map(|c| c.job.as_str()).collect::<Vec<_>>(),
+        ["ml/wants-4"],
+        "the preview says the waiting job starts"
+    );
+    assert!(p
+        .quotas
+        .iter()
+        .any(|q| q.figure == "max" && q.before == "2" && q.after == "4"));
+    keys(&mut app, "y");
     assert_eq!(app.message, "approved quota request #1: +2 GPUs");
     assert_eq!(app.snapshot.jobs[0].phase, "Running");
     assert!(app
@@ -132,7 +145,7 @@ fn enter_on_a_pending_job_shows_the_true_reason() {
         60,
     );
     keys(&mut app, ":jobs\n\n");
-    let Mode::Explain(ex) = &app.mode else {
+    let Mode::Explain(ex, _) = &app.mode else {
         panic!("no explanation shown")
     };
     assert_eq!(
@@ -144,21 +157,46 @@ fn enter_on_a_pending_job_shows_the_true_reason() {
         s.contains("GPU memory per card 16Gi < 32Gi requested"),
         "{s}"
     );
-    assert!(s.contains("explain (Esc closes)"));
+    assert!(s.contains("Esc closes"));
     keys(&mut app, "\x1b");
     assert!(matches!(app.mode, Mode::Normal));
 }
 
 #[test]
-fn destructive_actions_ask_first() {
-    let mut app = app_on(load_scenario(None).unwrap(), 60);
+fn every_action_shows_what_it_would_do_and_asks_first() {
+    let mut app = app_on(load_scenario(None).unwrap(), 2 * 3600);
+    let on_node: Vec<String> = app
+        .snapshot
+        .jobs
+        .iter()
+        .filter(|j| j.placement.iter().any(|p| p.starts_with("a100-01")))
+        .map(|j| format!("{}/{}", j.project, j.name))
+        .collect();
+    assert!(!on_node.is_empty(), "a100-01 is busy at 2h");
     keys(&mut app, "d");
-    assert!(matches!(app.mode, Mode::Confirm(_)), "drain waits for y");
-    assert!(app.message.contains("press y to confirm"));
+    let Mode::Confirm(_, p, _) = &app.mode else {
+        panic!("drain waits for y: {}", app.message)
+    };
+    let mut evicted: Vec<String> = p.evicted.iter().map(|e| e.job.clone()).collect();
+    evicted.sort();
+    let mut want = on_node.clone();
+    want.sort();
+    assert_eq!(evicted, want, "the preview names the jobs on the node");
+    assert!(app.message.contains("y to do it"));
+    let s = screen(&app, 120, 35);
+    assert!(s.contains("what if") && s.contains("would evict"), "{s}");
+    for j in &on_node {
+        assert!(s.contains(j.as_str()), "{j} in the preview:\n{s}");
+    }
+    keys(&mut app, "jjk");
+    assert!(
+        matches!(app.mode, Mode::Confirm(..)),
+        "j/k scroll the preview"
+    );
     keys(&mut app, "n");
     assert_eq!(
         app.message,
-        "not done: drain node a100-01 (cordon it and requeue its jobs)"
+        "kept as it was: drain node a100-01 (cordon it and requeue its jobs) was not done"
     );
     assert!(!app.snapshot.nodes[0].cordoned);
     keys(&mut app, "dy");
@@ -166,9 +204,11 @@ fn destructive_actions_ask_first() {
     assert!(app.message.starts_with("node a100-01 drained"));
     keys(&mut app, "u");
     assert!(
-        !app.snapshot.nodes[0].cordoned,
-        "uncordon needs no confirmation"
+        matches!(app.mode, Mode::Confirm(..)),
+        "uncordon previews too"
     );
+    keys(&mut app, "y");
+    assert!(!app.snapshot.nodes[0].cordoned, "{}", app.message);
     keys(&mut app, ":bogus\n");
     assert!(app.message.starts_with("unknown or incomplete command"));
 }
@@ -228,7 +268,7 @@ fn logs_show_operator_actions() {
     let mut app = app_on(load_scenario(None).unwrap(), 60);
     keys(
         &mut app,
-        ":cordon-gpu a100-04 1\n:cordon-gpu nowhere 1\n:logs\n",
+        ":cordon-gpu a100-04 1\ny:cordon-gpu nowhere 1\ny:logs\n",
     );
     assert_eq!(app.screen, Screen::Logs);
     let end = std::time::Instant::now() + std::time::Duration::from_secs(5);

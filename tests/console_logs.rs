@@ -55,7 +55,7 @@ fn logs_snapshots() {
     let mut app = App::new(handle);
     // The operator's name shows in the log; fix it so the snapshot is the same anywhere.
     app.actor = maar_scheduler::Actor::system("operator");
-    for c in ":cordon-gpu a100-04 1\n:approve 9\n:logs\n".chars() {
+    for c in ":cordon-gpu a100-04 1\ny:approve 9\ny:logs\n".chars() {
         let code = if c == '\n' {
             KeyCode::Enter
         } else {

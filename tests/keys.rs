@@ -123,7 +123,7 @@ fn sweep(app: &mut App, progress: &AtomicUsize, last: &Mutex<String>) -> usize {
             press(app, key('j'), "j");
             press(app, *k, &format!("{k:?} on {}", s.name()));
             // Answer a confirmation either way; close what opened.
-            if matches!(app.mode, Mode::Confirm(_)) {
+            if matches!(app.mode, Mode::Confirm(..)) {
                 press(app, key('n'), "n (confirm)");
             }
         }
@@ -236,6 +236,11 @@ fn plus_and_minus_change_the_selected_jobs_priority() {
             .clone()
     };
     a.key(key('+'));
+    assert!(
+        matches!(a.mode, Mode::Confirm(..)),
+        "a priority change previews first"
+    );
+    a.key(key('y'));
     assert_eq!(a.message, "priority medium -> high");
     assert_eq!(prio(&a), "high");
     a.key(key('+'));
@@ -252,8 +257,10 @@ fn plus_and_minus_change_the_selected_jobs_priority() {
         })
         .unwrap();
     a.key(key('-'));
+    a.key(key('y'));
     assert_eq!(prio(&a), "medium");
     a.key(key('-'));
+    a.key(key('y'));
     assert_eq!(prio(&a), "low");
     a.key(key('-'));
     assert!(

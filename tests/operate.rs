@@ -517,3 +517,105 @@ fn readers_see_the_running_cluster_as_it_is_now() {
     assert!(t >= 600, "the reader saw t={t}s");
     stop(demo);
 }
+
+#[test]
+fn what_if_previews_a_drain_changes_nothing_and_comes_true() {
+    let e = Env::new("whatif");
+    let demo = e.engine(&["--speed", "3600"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    stop(demo);
+    let state = e.state();
+    let commands = || Record::open(&state).unwrap().command_count().unwrap();
+    let before = commands();
+    let o = e.run(&["drain", "a100-01", "--what-if", "-o", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["accepted"], true);
+    for k in ["evicted", "started", "still_pending", "quotas"] {
+        assert!(p[k].is_array(), "{k} in {p}");
+    }
+    assert_eq!(commands(), before, "a preview records nothing");
+    let on_node = |jobs: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = jobs
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| {
+                j["placement"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p.as_str().unwrap().starts_with("a100-01"))
+            })
+            .map(|j| {
+                format!(
+                    "{}/{}",
+                    j["project"].as_str().unwrap(),
+                    j["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let was_there = on_node(&e.jobs_json());
+    let mut evicted: Vec<String> = p["evicted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["job"].as_str().unwrap().to_string())
+        .collect();
+    evicted.sort();
+    assert_eq!(evicted, was_there, "the preview names the jobs on the node");
+    // The text form says the same.
+    let o = e.run(&["drain", "a100-01", "--what-if"]);
+    let t = text(&o.stdout);
+    assert!(
+        t.contains("would evict") && t.contains("would stay Pending"),
+        "{t}"
+    );
+    // Done for real at the same moment: the same jobs leave, the same start.
+    let o = e.run(&["drain", "a100-01"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let after = e.jobs_json();
+    assert!(on_node(&after).is_empty());
+    for s in p["started"].as_array().unwrap() {
+        let job = s["job"].as_str().unwrap();
+        let place = s["reason"].as_str().unwrap().trim_start_matches("on ");
+        let j = after
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| {
+                format!(
+                    "{}/{}",
+                    j["project"].as_str().unwrap(),
+                    j["name"].as_str().unwrap()
+                ) == job
+            })
+            .unwrap();
+        let now: Vec<&str> = j["placement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        for part in place.split("; ") {
+            assert!(now.contains(&part), "{job} on {part}: now {now:?}");
+        }
+    }
+    // On a scenario at a moment, no state file involved; a refusal says so, exit 1.
+    let o = e.run(&[
+        "cancel",
+        "nope",
+        "--what-if",
+        "--scenario",
+        "demo/lab.yaml",
+        "--at",
+        "2h",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stdout).contains("would be refused: no job named `nope`"));
+    let o = e.run(&["cancel", "nope", "--at", "2h"]);
+    assert_eq!(o.status.code(), Some(2), "--at needs --what-if");
+}

@@ -47,5 +47,53 @@ fn explain(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, placements, explain);
+/// What-if previews: a drain of the busiest node on the demo lab at 2h, and on a full
+/// 5,000-node cluster with 50,000 jobs (the copy, the command, the cycles after it and
+/// the comparison).
+fn what_if(c: &mut Criterion) {
+    use maar_scheduler::whatif::what_if;
+    use maar_scheduler::{Actor, Command, Core};
+    let busiest = |cl: &maar_scheduler::Cluster| {
+        cl.nodes
+            .iter()
+            .max_by_key(|n| n.gpus.iter().filter(|g| !g.allocs.is_empty()).count())
+            .map(|n| n.name.clone())
+            .unwrap()
+    };
+    let lab: maar_demo::Scenario = serde_saphyr::from_str(maar_demo::LAB_YAML).unwrap();
+    let mut d = maar_demo::Demo::new(lab, None).unwrap();
+    d.run_until(2 * 3600);
+    let node = busiest(d.cluster());
+    let mut g = c.benchmark_group("what_if");
+    g.sample_size(10);
+    g.bench_function("drain/demo", |b| {
+        b.iter(|| {
+            what_if(
+                &d.core,
+                &d.sim,
+                Actor::system("bench"),
+                Command::DrainNode { node: node.clone() },
+            )
+        })
+    });
+    let mut cl = synthetic::cluster(5_000, 8);
+    synthetic::submit_single_gpu_jobs(&mut cl, 50_000, 1);
+    cl.schedule();
+    let node = busiest(&cl);
+    let core = Core::new(cl);
+    g.measurement_time(Duration::from_secs(30));
+    g.bench_function("drain/5000_nodes_50000_jobs", |b| {
+        b.iter(|| {
+            what_if(
+                &core,
+                &maar_scheduler::input::Bare,
+                Actor::system("bench"),
+                Command::DrainNode { node: node.clone() },
+            )
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, placements, explain, what_if);
 criterion_main!(benches);

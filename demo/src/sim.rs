@@ -68,6 +68,7 @@ struct SimState {
 }
 
 /// A running simulation of a scenario. It holds no cluster: the core does.
+#[derive(Clone)]
 pub struct Sim {
     pub scenario: Scenario,
     st: SimState,
@@ -818,6 +819,10 @@ impl Driver for Sim {
 
     fn save(&self) -> serde_json::Value {
         self.save_state()
+    }
+
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(self.clone())
     }
 }
 

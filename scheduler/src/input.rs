@@ -443,6 +443,9 @@ pub trait Driver: Send {
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output;
     /// The driver's own state, for a checkpoint (`null` if it keeps none).
     fn save(&self) -> serde_json::Value;
+    /// A copy that reacts as this one would, for previews (`what_if`): it must not
+    /// touch the world (a real backend's copy decides, binds nothing).
+    fn fork(&self) -> Box<dyn Driver>;
 }
 
 impl Cluster {
@@ -653,5 +656,53 @@ impl Cluster {
             format!("node/{name}"),
             msg,
         );
+    }
+}
+
+/// A driver with no world of its own: the clock and scheduling cycles only, every
+/// bind confirmed at once (a synthetic cluster, a benchmark).
+pub struct Bare;
+
+impl Bare {
+    fn settle(core: &mut Core, events: &mut Vec<Event>, decisions: &mut Vec<crate::Decision>) {
+        let out = core.apply(crate::Input::Schedule);
+        events.extend(out.events);
+        for d in &out.decisions {
+            if let crate::Decision::Bind { job, .. } = d {
+                let o = core.apply(crate::Input::Observe(crate::Observation::Bound {
+                    job: job.clone(),
+                }));
+                events.extend(o.events);
+            }
+        }
+        decisions.extend(out.decisions);
+    }
+}
+
+impl Driver for Bare {
+    fn kind(&self) -> &'static str {
+        "bare"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        let mut events = core.apply(crate::Input::Advance { to }).events;
+        Self::settle(core, &mut events, &mut Vec::new());
+        events
+    }
+
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> crate::Output {
+        let mut out = core.apply(crate::Input::Command { actor, command });
+        if out.is_ok() {
+            Self::settle(core, &mut out.events, &mut out.decisions);
+        }
+        out
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(Bare)
     }
 }

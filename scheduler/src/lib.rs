@@ -18,6 +18,7 @@
 //! - [`limits`]: the documented bounds on every count, rate, quantity and duration.
 //! - [`manifest`]: the YAML-facing job types (parsed by the application).
 //! - [`replay`]: trace replay and the placement policies.
+//! - [`whatif`]: what an operator command would do, computed on a copy.
 
 pub mod checkpoint;
 pub mod cluster;
@@ -35,6 +36,7 @@ pub mod model;
 pub mod quantity;
 pub mod replay;
 pub mod schedule;
+pub mod whatif;
 
 pub use checkpoint::ClusterState;
 pub use cluster::{Cluster, ClusterError, SchedConfig};

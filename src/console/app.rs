@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::whatif::Preview;
 use maar_scheduler::{Actor, Command, Explanation, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
 use crate::engine::{EngineHandle, Refusal, Status, View};
@@ -55,10 +56,10 @@ pub enum Mode {
     Command(String),
     /// `/` typed, collecting a filter.
     Filter(String),
-    /// A destructive action waiting for `y`.
-    Confirm(Command),
-    /// The explanation of a job, shown over the screen.
-    Explain(Box<Explanation>),
+    /// An operator action waiting for `y`, with what it would do (scrolled this far).
+    Confirm(Command, Box<Preview>, u16),
+    /// The explanation of a job, shown over the screen (scrolled this far).
+    Explain(Box<Explanation>, u16),
 }
 
 /// The console's state. It holds a handle on the engine and the last view it
@@ -100,6 +101,8 @@ pub struct App {
     pub help_for: Screen,
     /// Test hook: the event loop should block this many seconds (`:debug-stall`).
     pub stall: Option<u64>,
+    /// The simulation was paused for an open question and resumes after it.
+    pub resume_after: bool,
 }
 
 /// A row key per screen: what the selection points at.
@@ -140,6 +143,7 @@ impl App {
             pending_alert_s: view.snapshot.pending_alert_s,
             help_for: Screen::Nodes,
             stall: None,
+            resume_after: false,
         }
         .with_rows()
     }
@@ -404,16 +408,34 @@ impl App {
         self.message = format!("speed {x}x");
     }
 
-    /// Runs a destructive command after confirmation, others at once.
+    /// Shows what an operator action would do and waits for `y`. A running demo
+    /// pauses while the question is open, so the preview is of the moment acted on.
     fn act(&mut self, cmd: Command) {
-        if cmd.is_destructive() {
-            self.message = format!(
-                "{} — press y to confirm, any other key to cancel",
-                describe(&cmd)
-            );
-            self.mode = Mode::Confirm(cmd);
-        } else {
-            self.apply(cmd);
+        if !self.paused {
+            self.set_paused(true);
+            self.resume_after = true;
+        }
+        match self.engine.what_if(self.actor.clone(), cmd.clone()) {
+            Ok(p) => {
+                self.message = format!(
+                    "{} — y to do it, n or Esc to keep things as they are, j/k to scroll",
+                    describe(&cmd)
+                );
+                self.mode = Mode::Confirm(cmd, Box::new(p), 0);
+            }
+            Err(e) => {
+                self.message = format!("cannot preview {}: {e}", describe(&cmd));
+                self.resume();
+            }
+        }
+    }
+
+    /// Resumes the simulation paused for a question.
+    fn resume(&mut self) {
+        if std::mem::take(&mut self.resume_after) {
+            let msg = std::mem::take(&mut self.message);
+            self.set_paused(false);
+            self.message = msg;
         }
     }
 
@@ -432,16 +454,22 @@ impl App {
             return;
         }
         match std::mem::replace(&mut self.mode, Mode::Normal) {
-            Mode::Confirm(cmd) => {
-                if k.code == KeyCode::Char('y') {
+            Mode::Confirm(cmd, p, at) => {
+                if let Some(at) = scroll(k.code, at) {
+                    self.mode = Mode::Confirm(cmd, p, at);
+                } else if k.code == KeyCode::Char('y') {
                     self.apply(cmd);
+                    self.resume();
                 } else {
-                    self.message = format!("not done: {}", describe(&cmd));
+                    self.message = format!("kept as it was: {} was not done", describe(&cmd));
+                    self.resume();
                 }
             }
-            Mode::Explain(ex) => {
-                if !matches!(k.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
-                    self.mode = Mode::Explain(ex);
+            Mode::Explain(ex, at) => {
+                if let Some(at) = scroll(k.code, at) {
+                    self.mode = Mode::Explain(ex, at);
+                } else if !matches!(k.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
+                    self.mode = Mode::Explain(ex, at);
                 }
             }
             Mode::Command(mut s) => match k.code {
@@ -536,7 +564,7 @@ impl App {
             (Screen::Jobs, KeyCode::Enter) => {
                 if let Some(name) = self.selected_job() {
                     match self.engine.explain(&name) {
-                        Ok(ex) => self.mode = Mode::Explain(Box::new(ex)),
+                        Ok(ex) => self.mode = Mode::Explain(Box::new(ex), 0),
                         Err(e) => self.message = format!("explain {name}: {e}"),
                     }
                 }
@@ -554,7 +582,7 @@ impl App {
                             maar_scheduler::priority_name(next)
                         );
                     } else {
-                        self.apply(Command::SetPriority {
+                        self.act(Command::SetPriority {
                             job: name,
                             priority: next,
                         });
@@ -724,6 +752,18 @@ impl App {
                 self.message = format!("unknown or incomplete command `:{line}` — ? lists them")
             }
         }
+    }
+}
+
+/// How a scrolling popup moves on a key (`None`: the key is not a scroll key).
+pub fn scroll(k: KeyCode, at: u16) -> Option<u16> {
+    match k {
+        KeyCode::Char('j') | KeyCode::Down => Some(at.saturating_add(1)),
+        KeyCode::Char('k') | KeyCode::Up => Some(at.saturating_sub(1)),
+        KeyCode::PageDown | KeyCode::Char(' ') => Some(at.saturating_add(10)),
+        KeyCode::PageUp => Some(at.saturating_sub(10)),
+        KeyCode::Home | KeyCode::Char('g') => Some(0),
+        _ => None,
     }
 }
 

@@ -117,25 +117,57 @@ pub fn draw(f: &mut Frame, app: &App) {
         _ => app.message.clone(),
     };
     f.render_widget(Paragraph::new(line), foot);
-    if let Mode::Explain(ex) = &app.mode {
-        let r = Rect {
-            x: area.x + 2,
-            y: area.y + 2,
-            width: area.width.saturating_sub(4),
-            height: area.height.saturating_sub(4),
-        };
-        f.render_widget(Clear, r);
-        f.render_widget(
-            Paragraph::new(ex.to_string())
-                .wrap(Wrap { trim: false })
-                .block(
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .title(" explain (Esc closes) "),
-                ),
-            r,
-        );
+    match &app.mode {
+        Mode::Explain(ex, at) => popup(
+            f,
+            area,
+            " explain — j/k PgUp/PgDn scroll, Esc closes ",
+            &ex.to_string(),
+            *at,
+        ),
+        Mode::Confirm(_, p, at) => popup(
+            f,
+            area,
+            " what if — y do it, n/Esc keep as is, j/k scroll ",
+            &p.text(usize::MAX),
+            *at,
+        ),
+        _ => {}
     }
+}
+
+/// Text over the screen, scrolled `at` lines (never past its end); says where it is
+/// when it does not fit.
+fn popup(f: &mut Frame, area: Rect, title: &str, text: &str, at: u16) {
+    let r = Rect {
+        x: area.x + 2,
+        y: area.y + 2,
+        width: area.width.saturating_sub(4),
+        height: area.height.saturating_sub(4),
+    };
+    let p = Paragraph::new(text.to_string()).wrap(Wrap { trim: false });
+    let inner_h = r.height.saturating_sub(2);
+    let total = p.line_count(r.width.saturating_sub(2)) as u16;
+    let at = at.min(total.saturating_sub(inner_h));
+    let pos = if total > inner_h {
+        format!(
+            " lines {}-{} of {total} ",
+            at + 1,
+            (at + inner_h).min(total)
+        )
+    } else {
+        String::new()
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        p.scroll((at, 0)).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(title.to_string())
+                .title_bottom(Line::from(pos).right_aligned()),
+        ),
+        r,
+    );
 }
 
 fn header(f: &mut Frame, app: &App, area: Rect) {
@@ -741,8 +773,8 @@ pub const HELP: &[(&str, &str)] = &[
     (":submit FILE.yaml", "submit a job"),
     (":speed X", "set the speed (1-86400)"),
     (
-        "y",
-        "confirm the action asked about; any other key does not",
+        "y  n/Esc  j k",
+        "each action first shows what it would do: y does it, n or Esc keeps things, j/k scroll",
     ),
     (
         ":request-quota PROJECT POOL GPUS [reserved] [REASON]",
