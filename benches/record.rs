@@ -108,6 +108,24 @@ fn restart() {
     let rebuilt = backend::restore(&rec, true).unwrap();
     let from_scratch = t.elapsed();
     assert_eq!(rebuilt.replayed, commands);
+    // Time travel: jumps to moments all over the recorded day (the console's `:at`),
+    // each restored from the nearest hourly checkpoint and the commands after it.
+    let mut jumps = Vec::new();
+    let mut t_s = 97;
+    while t_s < at {
+        let t = Instant::now();
+        let past = backend::restore_at(&rec, t_s).unwrap();
+        let _ = past.core.cluster().snapshot();
+        jumps.push(t.elapsed());
+        assert_eq!(past.core.now(), t_s);
+        t_s += 3_131;
+    }
+    let n_jumps = jumps.len();
+    println!(
+        "time travel in that record ({n_jumps} jumps, restored and snapshotted): median {:.1} ms, max {:.1} ms",
+        ms(percentile(&mut jumps, 0.5)),
+        ms(percentile(&mut jumps, 1.0))
+    );
     let size: u64 = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())

@@ -155,9 +155,34 @@ pub fn fresh_demo(
 }
 
 /// Brings a recorded cluster back: the newest checkpoint and the commands after it;
-/// with `from_scratch`, every command from the start instead. `until` moves the
-/// result on to that time (never back).
+/// with `from_scratch`, every command from the start instead.
 pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError> {
+    restore_until(record, from_scratch, None)
+}
+
+/// The recorded cluster as it was at cluster time `t` (time travel): the newest
+/// checkpoint at or before `t`, the commands given up to `t`, and the simulation run on
+/// to `t`. A time after the newest the record knows is refused.
+pub fn restore_at(record: &Record, t: u64) -> Result<Loaded, LoadError> {
+    let newest = record.latest_time()?;
+    if t > newest {
+        return Err(content(
+            record.path(),
+            format!(
+                "{} is after the newest moment recorded ({}); the past only",
+                maar_scheduler::quantity::fmt_duration(t),
+                maar_scheduler::quantity::fmt_duration(newest)
+            ),
+        ));
+    }
+    restore_until(record, false, Some(t))
+}
+
+fn restore_until(
+    record: &Record,
+    from_scratch: bool,
+    until: Option<u64>,
+) -> Result<Loaded, LoadError> {
     let path = record.path();
     let meta = record.meta()?;
     if meta.backend != "demo" {
@@ -176,7 +201,7 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
     let checkpoint = if from_scratch {
         None
     } else {
-        record.latest_checkpoint()?
+        record.checkpoint_before(until)?
     };
     let (mut core, mut driver, after_seq) = match checkpoint {
         Some(cp) => {
@@ -205,6 +230,9 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
     let mut replayed = 0;
     let mut last = after_seq;
     for row in tail {
+        if until.is_some_and(|t| row.at_s > t) {
+            break;
+        }
         last = row.seq;
         if row.result.is_err() {
             continue;
@@ -223,6 +251,11 @@ pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError>
             ));
         }
         replayed += 1;
+    }
+    if let Some(t) = until {
+        if t > core.now() {
+            driver.run_until_into(&mut core, t, &mut |_| {});
+        }
     }
     Ok(Loaded {
         core,

@@ -64,11 +64,13 @@ pub struct ScenarioArgs {
 pub struct SourceArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    /// Simulated time of the scenario at which to look, e.g. 90s, 30m, 24h (at most 366d).
-    #[arg(long, value_parser = duration, conflicts_with = "state")]
+    /// The moment at which to look, e.g. 90s, 30m, 2h15m (at most 366d): in the recorded
+    /// cluster's history (--state, or the demo's state file when there is one), or in
+    /// the scenario when --scenario or --seed is given.
+    #[arg(long, value_parser = duration)]
     pub at: Option<u64>,
-    /// A recorded cluster (a state file). Without --state, --scenario, --seed or --at:
-    /// the demo's state file when there is one, else the built-in scenario at 0s.
+    /// A recorded cluster (a state file). Without --state, --scenario or --seed: the
+    /// demo's state file when there is one, else the built-in scenario (at --at or 0s).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
     pub state: Option<PathBuf>,
 }
@@ -582,6 +584,12 @@ fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
     Ok(backend::restore(&rec, false)?)
 }
 
+/// A recorded cluster as it was at cluster time `t` (its history).
+fn recorded_at(path: &Path, t: u64) -> Result<backend::Loaded, Failure> {
+    let rec = Record::open(path)?;
+    Ok(backend::restore_at(&rec, t)?)
+}
+
 /// What a reading command looks at.
 enum Source {
     Scenario(Box<Demo>),
@@ -590,8 +598,11 @@ enum Source {
 
 impl Source {
     fn open(s: &SourceArgs) -> Result<Source, Failure> {
-        let scenario_asked =
-            s.scenario.scenario.is_some() || s.scenario.seed.is_some() || s.at.is_some();
+        let scenario_asked = s.scenario.scenario.is_some() || s.scenario.seed.is_some();
+        let recorded = |p: &Path| match s.at {
+            Some(t) => recorded_at(p, t),
+            None => recorded(p),
+        };
         match &s.state {
             Some(p) => Ok(Source::Recorded(Box::new(recorded(p)?))),
             // The demo the operator runs (and acts on with `maar cordon ...`).
@@ -628,8 +639,14 @@ impl Source {
     /// Where, in words, for "no such job" messages.
     fn moment(&self, s: &SourceArgs) -> String {
         match (self, &s.state) {
-            (_, Some(p)) => format!("in {}", p.display()),
-            (Source::Recorded(_), None) => format!("in {}", default_state().display()),
+            (_, Some(p)) => match s.at {
+                Some(t) => format!("in {} at {}", p.display(), fmt_duration(t)),
+                None => format!("in {}", p.display()),
+            },
+            (Source::Recorded(_), None) => match s.at {
+                Some(t) => format!("in {} at {}", default_state().display(), fmt_duration(t)),
+                None => format!("in {}", default_state().display()),
+            },
             (Source::Scenario(_), None) => {
                 format!("at {} in this scenario", fmt_duration(s.at.unwrap_or(0)))
             }

@@ -26,7 +26,8 @@ use maar_scheduler::whatif::{what_if, Preview};
 use maar_scheduler::{Actor, Command, Core, Driver, Event, Explanation};
 
 use crate::backend::Loaded;
-use crate::record::Record;
+use crate::record::{Record, HISTORY_EVERY_S};
+use maar_scheduler::quantity::fmt_duration;
 
 /// Longest simulated step between two looks at the requests, seconds.
 pub const MAX_STEP_S: u64 = 60;
@@ -42,6 +43,8 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// How often a checkpoint is written while running (and at every stop).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// Fewest real time between two checkpoints taken for history (a new simulated hour).
+const HISTORY_MIN_GAP: Duration = Duration::from_millis(250);
 /// Fewest real time between two published snapshots while running.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// How long a face waits for the engine's answer.
@@ -90,6 +93,18 @@ pub struct View {
     pub version: u64,
 }
 
+/// The cluster as it was at a moment of its history, restored from the record: an
+/// owned copy to read (nothing in it acts on the live cluster).
+pub struct Past {
+    /// The moment shown, cluster time.
+    pub at: u64,
+    /// The live cluster's time when it was asked for.
+    pub now: u64,
+    pub snapshot: Arc<Snapshot>,
+    /// The restored core, to explain jobs as they were.
+    pub core: Core,
+}
+
 /// Why a command was not acknowledged.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Refusal {
@@ -126,6 +141,10 @@ enum Request {
         actor: Actor,
         command: Command,
         reply: Sender<Preview>,
+    },
+    At {
+        t: u64,
+        reply: Sender<Result<Past, String>>,
     },
     Pause {
         paused: bool,
@@ -186,6 +205,11 @@ impl EngineHandle {
         })
     }
 
+    /// The cluster as it was at cluster time `t`, from the record.
+    pub fn at(&self, t: u64) -> Result<Past, String> {
+        self.ask(|reply| Request::At { t, reply })?
+    }
+
     /// Pauses or resumes; returns the view at that moment (what actions then act on).
     pub fn set_paused(&self, paused: bool) -> Result<Arc<View>, String> {
         self.ask(|reply| Request::Pause { paused, reply })
@@ -237,6 +261,8 @@ struct Engine {
     record_error: Option<String>,
     recorded: i64,
     last_checkpoint: Instant,
+    /// Cluster time of the last checkpoint.
+    checkpoint_at: u64,
     checkpoint_needed: bool,
     /// Set when another process took the state file: commands are refused.
     lost: Option<String>,
@@ -250,6 +276,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         .as_ref()
         .and_then(|r| r.command_count().ok())
         .unwrap_or(0);
+    let start_at = loaded.core.now();
     let mut e = Engine {
         core: loaded.core,
         driver: loaded.driver,
@@ -278,6 +305,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         record_error: None,
         recorded,
         last_checkpoint: Instant::now(),
+        checkpoint_at: start_at,
         checkpoint_needed: loaded.replayed > 0,
         lost: None,
         served_checkpoint: 0,
@@ -412,8 +440,15 @@ impl Engine {
                     last_flush = Instant::now();
                     self.flush();
                 }
+                // A checkpoint every CHECKPOINT_EVERY, and one as the cluster enters each
+                // hour of its history (so a look back restores near any moment), at
+                // most every HISTORY_MIN_GAP at high speeds.
+                let new_hour = self.core.now() / HISTORY_EVERY_S
+                    != self.checkpoint_at / HISTORY_EVERY_S
+                    && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP;
                 if self.checkpoint_needed
-                    || (!self.paused && self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY)
+                    || (!self.paused
+                        && (self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY || new_hour))
                 {
                     self.checkpoint();
                 }
@@ -457,6 +492,9 @@ impl Engine {
             } => {
                 let p = what_if(&self.core, self.driver.as_ref(), actor, command);
                 let _ = reply.send(p);
+            }
+            Request::At { t, reply } => {
+                let _ = reply.send(self.past(t));
             }
             Request::Pause { paused, reply } => {
                 if self.paused != paused {
@@ -557,6 +595,33 @@ impl Engine {
         }
     }
 
+    /// The cluster at `t`, restored from the record (events not yet written are
+    /// written first, so the past's event list is whole).
+    fn past(&mut self, t: u64) -> Result<Past, String> {
+        let now = self.core.now();
+        if t >= now {
+            return Err(format!(
+                "{} is not in the past (the cluster is at {})",
+                fmt_duration(t),
+                fmt_duration(now)
+            ));
+        }
+        self.flush();
+        let Some(r) = &self.record else {
+            return Err(
+                "no state file (started with --no-state), so there is no history to look back at"
+                    .into(),
+            );
+        };
+        let l = crate::backend::restore_at(r, t).map_err(|e| e.to_string())?;
+        Ok(Past {
+            at: l.core.now(),
+            now,
+            snapshot: Arc::new(l.core.cluster().snapshot()),
+            core: l.core,
+        })
+    }
+
     /// Goes back to what the record holds (a command that could not be written must
     /// not stay applied).
     fn undo(&mut self) {
@@ -611,6 +676,7 @@ impl Engine {
     fn checkpoint(&mut self) {
         self.flush();
         self.last_checkpoint = Instant::now();
+        self.checkpoint_at = self.core.now();
         self.checkpoint_needed = false;
         let Some(r) = &mut self.record else { return };
         let mut st = self.core.checkpoint();

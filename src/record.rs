@@ -21,6 +21,10 @@ use maar_scheduler::{Actor, Command, Event, Severity};
 pub const APPLICATION_ID: i32 = 0x6d61_6172;
 /// Schema version written by this maar (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i32 = 2;
+/// Besides the newest checkpoints, the first of every this many simulated seconds is
+/// kept, so the past can be restored quickly (time travel).
+pub const HISTORY_EVERY_S: u64 = 3600;
+
 /// Events the state file keeps (the newest); older ones are dropped at checkpoints so
 /// a demo left at top speed for hours does not fill the disk.
 pub const KEEP_EVENTS: i64 = 500_000;
@@ -548,7 +552,8 @@ impl Record {
             .map_err(self.sql("rewind events"))
     }
 
-    /// Writes a checkpoint, keeping the newest few.
+    /// Writes a checkpoint, keeping the newest few and, for looking back in time, the
+    /// first of every simulated hour ([`HISTORY_EVERY_S`]).
     pub fn checkpoint(
         &mut self,
         after_seq: i64,
@@ -568,8 +573,9 @@ impl Record {
         )
         .map_err(e)?;
         tx.execute(
-            "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)",
-            [],
+            "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)
+               AND id NOT IN (SELECT MIN(id) FROM checkpoints GROUP BY at_s / ?1)",
+            [HISTORY_EVERY_S as i64],
         )
         .map_err(e)?;
         tx.execute(
@@ -581,10 +587,17 @@ impl Record {
     }
 
     pub fn latest_checkpoint(&self) -> Result<Option<CheckpointRow>, RecordError> {
+        self.checkpoint_before(None)
+    }
+
+    /// The newest checkpoint at or before cluster time `t` (the newest of all when
+    /// `None`).
+    pub fn checkpoint_before(&self, t: Option<u64>) -> Result<Option<CheckpointRow>, RecordError> {
         self.conn
             .query_row(
-                "SELECT id, after_seq, at_s, wall, core, driver FROM checkpoints ORDER BY id DESC LIMIT 1",
-                [],
+                "SELECT id, after_seq, at_s, wall, core, driver FROM checkpoints
+                 WHERE at_s <= ?1 ORDER BY id DESC LIMIT 1",
+                [t.map(|t| t as i64).unwrap_or(i64::MAX)],
                 |x| {
                     Ok(CheckpointRow {
                         id: x.get(0)?,
@@ -598,6 +611,21 @@ impl Record {
             )
             .optional()
             .map_err(self.sql("read checkpoint"))
+    }
+
+    /// The newest cluster time the record knows (its newest checkpoint, command or
+    /// event).
+    pub fn latest_time(&self) -> Result<u64, RecordError> {
+        self.conn
+            .query_row(
+                "SELECT MAX(COALESCE((SELECT MAX(at_s) FROM checkpoints), 0),
+                            COALESCE((SELECT MAX(at_s) FROM commands), 0),
+                            COALESCE((SELECT MAX(at_s) FROM events), 0))",
+                [],
+                |x| x.get::<_, i64>(0),
+            )
+            .map(|t| t.max(0) as u64)
+            .map_err(self.sql("read the newest time"))
     }
 
     /// Sequence number of the newest command (0 when none).

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::whatif::Preview;
 use maar_scheduler::{Actor, Command, Explanation, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
-use crate::engine::{EngineHandle, Refusal, Status, View};
+use crate::engine::{EngineHandle, Past, Refusal, Status, View};
 
 /// The screens, in Tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +104,15 @@ pub struct App {
     pub stall: Option<u64>,
     /// The simulation was paused for an open question and resumes after it.
     pub resume_after: bool,
+    /// Looking at the cluster's past (time travel): what is shown instead of the live
+    /// view. Actions are off while it is set.
+    pub past: Option<Past>,
+    /// The live cluster's time (the newest view adopted).
+    pub live_s: u64,
 }
+
+/// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
+pub const STEP_S: u64 = 300;
 
 /// A row key per screen: what the selection points at.
 fn priority_step(p: i32, up: bool) -> i32 {
@@ -144,6 +153,8 @@ impl App {
             help_for: Screen::Nodes,
             stall: None,
             resume_after: false,
+            past: None,
+            live_s: view.snapshot.time_s,
         }
         .with_rows()
     }
@@ -170,6 +181,16 @@ impl App {
     /// Shows a view the engine published.
     pub fn adopt(&mut self, v: Arc<View>) {
         if v.version == self.version {
+            return;
+        }
+        self.live_s = v.snapshot.time_s;
+        if self.past.is_some() {
+            // The past stays on screen; only the engine's status follows.
+            self.version = v.version;
+            self.status = v.status.clone();
+            self.paused = v.status.paused;
+            self.speed = v.status.speed;
+            self.dirty = true;
             return;
         }
         // The selection follows what it points at (the list may reorder).
@@ -408,9 +429,63 @@ impl App {
         self.message = format!("speed {x}x");
     }
 
+    /// Shows the cluster as it was at `t` (clamped to its start); at or after the
+    /// present, returns to it.
+    pub fn travel(&mut self, t: u64) {
+        if t >= self.live_s {
+            self.now();
+            return;
+        }
+        let keep = self.selected_key();
+        match self.engine.at(t) {
+            Ok(p) => {
+                self.message = format!(
+                    "the cluster at {} ({} ago): [ ] step 5m, {{ }} 1h, :at T jumps, :now returns; actions are off",
+                    fmt_duration(p.at),
+                    fmt_duration(p.now.saturating_sub(p.at))
+                );
+                self.snapshot = p.snapshot.clone();
+                self.past = Some(p);
+                self.recompute();
+                self.reselect(keep);
+            }
+            Err(e) => self.message = format!("cannot go back to {}: {e}", fmt_duration(t)),
+        }
+    }
+
+    /// Back to the live cluster.
+    pub fn now(&mut self) {
+        if self.past.take().is_some() {
+            self.version = 0;
+            self.refresh();
+            self.message = "back to now".into();
+        }
+    }
+
+    /// The cluster time shown.
+    pub fn shown_s(&self) -> u64 {
+        self.past.as_ref().map(|p| p.at).unwrap_or(self.live_s)
+    }
+
+    fn reselect(&mut self, keep: Option<String>) {
+        if let Some(k) = keep {
+            if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
+                self.selected = at;
+            }
+        }
+    }
+
     /// Shows what an operator action would do and waits for `y`. A running demo
     /// pauses while the question is open, so the preview is of the moment acted on.
+    /// Looking at the past, actions are off.
     fn act(&mut self, cmd: Command) {
+        if let Some(p) = &self.past {
+            self.message = format!(
+                "looking at the past ({}): actions are off — :now returns to the present",
+                fmt_duration(p.at)
+            );
+            return;
+        }
         if !self.paused {
             self.set_paused(true);
             self.resume_after = true;
@@ -553,6 +628,11 @@ impl App {
             KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
             KeyCode::Char(' ') => self.set_paused(!self.paused),
+            KeyCode::Char('[') => self.travel(self.shown_s().saturating_sub(STEP_S)),
+            KeyCode::Char(']') if self.past.is_some() => self.travel(self.shown_s() + STEP_S),
+            KeyCode::Char('{') => self.travel(self.shown_s().saturating_sub(12 * STEP_S)),
+            KeyCode::Char('}') if self.past.is_some() => self.travel(self.shown_s() + 12 * STEP_S),
+            KeyCode::Char(']' | '}') => self.message = "already at the present".into(),
             KeyCode::Char('>') => self.set_speed((self.speed * 2.0).min(86_400.0)),
             KeyCode::Char('<') => self.set_speed((self.speed / 2.0).max(1.0)),
             _ => self.screen_key(k),
@@ -563,7 +643,16 @@ impl App {
         match (self.screen, k.code) {
             (Screen::Jobs, KeyCode::Enter) => {
                 if let Some(name) = self.selected_job() {
-                    match self.engine.explain(&name) {
+                    let ex = match &self.past {
+                        Some(p) => {
+                            let c = p.core.cluster();
+                            c.job_id(&name)
+                                .map(|id| c.explain(id))
+                                .map_err(|e| e.to_string())
+                        }
+                        None => self.engine.explain(&name),
+                    };
+                    match ex {
                         Ok(ex) => self.mode = Mode::Explain(Box::new(ex), 0),
                         Err(e) => self.message = format!("explain {name}: {e}"),
                     }
@@ -726,6 +815,17 @@ impl App {
                 } else {
                     self.message = "speed: give a number from 1 to 86400".into();
                 }
+                return;
+            }
+            ("at", 2) => {
+                match maar_scheduler::quantity::parse_duration_s(words[1]) {
+                    Ok(t) => self.travel(t),
+                    Err(e) => self.message = format!(":at {}: {e} (e.g. :at 2h15m)", words[1]),
+                }
+                return;
+            }
+            ("now", 1) => {
+                self.now();
                 return;
             }
             ("pause", 1) => {

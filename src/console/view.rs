@@ -186,6 +186,35 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     let n_alerts = app.alerts.len();
+    if let Some(p) = &app.past {
+        // A banner no one can miss: this is not the present.
+        let l1 = Line::from(vec![
+            Span::styled(
+                format!(
+                    " PAST t={} (now {}, {} ago) — actions off; [ ] step, :now returns ",
+                    fmt_duration(p.at),
+                    fmt_duration(app.live_s),
+                    fmt_duration(app.live_s.saturating_sub(p.at))
+                ),
+                app.theme
+                    .warn
+                    .add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            ),
+            Span::raw(format!(
+                "  GPUs {}/{} used  jobs {} pending {} running  alerts {n_alerts}",
+                fmt_cpu(m.allocated.gpu_milli),
+                fmt_cpu(m.total.gpu_milli),
+                m.jobs.pending,
+                m.jobs.running
+            )),
+        ]);
+        let l2 = Line::from(format!(
+            "GPUs by model (used/idle/total): {}",
+            models.join("  ")
+        ));
+        f.render_widget(Paragraph::new(vec![l1, l2]), area);
+        return;
+    }
     let l1 = Line::from(vec![
         Span::styled("maar ", app.theme.header),
         Span::raw(format!(
@@ -752,6 +781,14 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("a r", "quotas: approve, reject the selected request"),
     ("space, < >", "pause, slower, faster"),
+    (
+        "[ ]  { }",
+        "time travel: back / forward 5 minutes, 1 hour (actions are off in the past)",
+    ),
+    (
+        ":at 2h15m  :now",
+        "look at the cluster at a moment of its history; back to now",
+    ),
     (
         ":cordon-gpu NODE N  :uncordon-gpu NODE N",
         "cordon / uncordon one GPU",
