@@ -29,6 +29,7 @@ fn frame(c: &mut Criterion) {
         EngineOptions {
             speed: 1.0,
             paused: true,
+            ..Default::default()
         },
     );
     let mut app = App::new(handle);

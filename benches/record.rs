@@ -27,7 +27,15 @@ fn demo_engine(name: &str, speed: f64, paused: bool) -> (engine::EngineHandle, s
     let (loaded, rec) = backend::fresh_demo(Some(&path), &text, sc, None).unwrap();
     let mut rec = rec.unwrap();
     rec.acquire().unwrap();
-    let handle = engine::start(loaded, Some(rec), EngineOptions { speed, paused });
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed,
+            paused,
+            ..Default::default()
+        },
+    );
     (handle, path)
 }
 

@@ -205,6 +205,10 @@ pub enum Cmd {
         /// interrupted.
         #[arg(long)]
         headless: bool,
+        /// Look only: this console session acts as a viewer whatever the roles file
+        /// says (docs/roles.md).
+        #[arg(long)]
+        read_only: bool,
     },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
@@ -674,6 +678,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             no_state,
             paused,
             headless,
+            read_only,
         } => {
             let theme = if headless {
                 None
@@ -685,9 +690,23 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             }
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
             let note = loaded.note.clone();
-            let handle = engine::start(loaded, record, EngineOptions { speed, paused });
+            let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+            let handle = engine::start(
+                loaded,
+                record,
+                EngineOptions {
+                    speed,
+                    paused,
+                    roles,
+                },
+            );
+            let face = if read_only {
+                handle.capped(maar_scheduler::Role::Viewer)
+            } else {
+                handle.clone()
+            };
             let r = match theme {
-                Some(theme) => crate::console::run::run(handle.clone(), mouse, theme, note)
+                Some(theme) => crate::console::run::run(face, mouse, theme, note)
                     .map_err(|e| Failure::Usage(format!("console: {e}")))
                     .map(|ended| match ended {
                         crate::console::run::Ended::Quit => 0,
@@ -1073,6 +1092,7 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
 /// Gets a command applied and recorded; waits for its answer.
 fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
     let actor = crate::actor::current();
+    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let mut rec = Record::open(path)?;
     let deadline = Instant::now() + INBOX_WAIT;
     let mut request = None;
@@ -1129,6 +1149,7 @@ fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
             EngineOptions {
                 speed: 1.0,
                 paused: true,
+                roles: roles.clone(),
             },
         );
         let answer = match request {

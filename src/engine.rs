@@ -27,7 +27,9 @@ use maar_scheduler::{Actor, Command, Core, Driver, Event, Explanation};
 
 use crate::backend::Loaded;
 use crate::record::{Record, HISTORY_EVERY_S};
+use crate::roles::{Grant, Roles};
 use maar_scheduler::quantity::fmt_duration;
+use maar_scheduler::Role;
 
 /// Longest simulated step between two looks at the requests, seconds.
 pub const MAX_STEP_S: u64 = 60;
@@ -56,6 +58,8 @@ pub struct EngineOptions {
     /// Simulated seconds per real second (demo).
     pub speed: f64,
     pub paused: bool,
+    /// Who may do what (every command is checked against its actor's role).
+    pub roles: Arc<Roles>,
 }
 
 impl Default for EngineOptions {
@@ -63,6 +67,7 @@ impl Default for EngineOptions {
         EngineOptions {
             speed: 60.0,
             paused: false,
+            roles: Arc::new(Roles::default()),
         }
     }
 }
@@ -131,7 +136,14 @@ enum Request {
     Command {
         actor: Actor,
         command: Command,
+        /// The highest role this face may act with (`--read-only`: viewer).
+        cap: Option<Role>,
         reply: Sender<Result<Ack, Refusal>>,
+    },
+    Grant {
+        actor: Actor,
+        cap: Option<Role>,
+        reply: Sender<Grant>,
     },
     Explain {
         job: String,
@@ -161,6 +173,8 @@ enum Request {
 /// handle asks it to (or is dropped).
 #[derive(Clone)]
 pub struct EngineHandle {
+    /// The highest role commands through this handle act with.
+    cap: Option<Role>,
     tx: Sender<Request>,
     views: watch::Receiver<Arc<View>>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
@@ -180,12 +194,31 @@ impl EngineHandle {
 
     /// Applies a command; `Ok` only once it is recorded.
     pub fn apply(&self, actor: Actor, command: Command) -> Result<Ack, Refusal> {
+        let cap = self.cap;
         self.ask(|reply| Request::Command {
             actor,
             command,
+            cap,
             reply,
         })
         .map_err(Refusal::NoAnswer)?
+    }
+
+    /// A handle whose commands act with at most `role` (`--read-only`: viewer).
+    pub fn capped(&self, role: Role) -> EngineHandle {
+        let mut h = self.clone();
+        h.cap = Some(h.cap.map_or(role, |c| c.min(role)));
+        h
+    }
+
+    /// The role `actor` acts with through this handle, and why.
+    pub fn grant(&self, actor: &Actor) -> Result<Grant, String> {
+        let cap = self.cap;
+        self.ask(|reply| Request::Grant {
+            actor: actor.clone(),
+            cap,
+            reply,
+        })
     }
 
     /// The explanation of a job, now.
@@ -268,10 +301,14 @@ struct Engine {
     lost: Option<String>,
     /// The newest checkpoint request of a reader already served (unix ms).
     served_checkpoint: i64,
+    roles: Arc<Roles>,
+    /// The owner of the state file (None without one).
+    owner: Option<u32>,
 }
 
 /// Starts an engine on a loaded cluster.
 pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
+    let owner = record.as_ref().and_then(|r| crate::roles::owner(r.path()));
     let recorded = record
         .as_ref()
         .and_then(|r| r.command_count().ok())
@@ -309,6 +346,8 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         checkpoint_needed: loaded.replayed > 0,
         lost: None,
         served_checkpoint: 0,
+        owner,
+        roles: opts.roles.clone(),
     };
     e.publish();
     let views = e.views.subscribe();
@@ -318,6 +357,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         .spawn(move || e.run(rx))
         .expect("start the engine thread");
     EngineHandle {
+        cap: None,
         tx,
         views,
         thread: Arc::new(std::sync::Mutex::new(Some(t))),
@@ -472,10 +512,14 @@ impl Engine {
             Request::Command {
                 actor,
                 command,
+                cap,
                 reply,
             } => {
-                let res = self.command(actor, command, None);
+                let res = self.command(actor, command, None, cap);
                 let _ = reply.send(res);
+            }
+            Request::Grant { actor, cap, reply } => {
+                let _ = reply.send(self.grant(&actor, None, cap));
             }
             Request::Explain { job, reply } => {
                 let c = self.core.cluster();
@@ -521,12 +565,26 @@ impl Engine {
         true
     }
 
-    /// Applies a command and records it before answering.
+    /// The role of an actor: maar's own actors in this process (no uid, not from the
+    /// inbox) act as admin; people by the roles file.
+    fn grant(&self, actor: &Actor, request: Option<i64>, cap: Option<Role>) -> Grant {
+        if actor.uid.is_none() && request.is_none() && cap.is_none() {
+            return Grant {
+                role: Role::Admin,
+                why: format!("{actor} is part of maar"),
+            };
+        }
+        self.roles.grant(actor, self.owner, cap)
+    }
+
+    /// Applies a command (if the actor's role allows it) and records it, or its
+    /// refusal, before answering.
     fn command(
         &mut self,
         actor: Actor,
         command: Command,
         request: Option<i64>,
+        cap: Option<Role>,
     ) -> Result<Ack, Refusal> {
         if let Some(why) = &self.lost {
             return Err(Refusal::Record(why.clone()));
@@ -545,11 +603,20 @@ impl Engine {
             }
             _ => None,
         };
-        let out = self
-            .driver
-            .command(&mut self.core, actor.clone(), command.clone());
-        self.unwritten.extend(out.events);
-        let result = out.result.map_err(|e| e.to_string());
+        let need = command.required_role();
+        let grant = self.grant(&actor, request, cap);
+        let result = if grant.role < need {
+            Err(format!(
+                "{what} needs the {need} role; {} is {} ({})",
+                actor.user, grant.role, grant.why
+            ))
+        } else {
+            let out = self
+                .driver
+                .command(&mut self.core, actor.clone(), command.clone());
+            self.unwritten.extend(out.events);
+            out.result.map_err(|e| e.to_string())
+        };
         let mut seq = None;
         if let Some(r) = &mut self.record {
             match r.append_command(
@@ -657,7 +724,7 @@ impl Engine {
             None => return,
         };
         for row in rows {
-            let _ = self.command(row.actor, row.command, Some(row.id));
+            let _ = self.command(row.actor, row.command, Some(row.id), None);
         }
     }
 

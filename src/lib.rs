@@ -16,4 +16,5 @@ pub mod out;
 pub mod output;
 pub mod record;
 pub mod replay_cli;
+pub mod roles;
 pub mod trace;

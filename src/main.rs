@@ -23,6 +23,7 @@ fn main() -> ExitCode {
             no_state: false,
             paused: false,
             headless: false,
+            read_only: false,
         }
     } else {
         Cmd::Sim {

@@ -20,6 +20,7 @@ fn app_on(sc: maar_demo::Scenario, at: u64) -> App {
         EngineOptions {
             speed: 60.0,
             paused: true,
+            ..Default::default()
         },
     );
     App::new(handle)

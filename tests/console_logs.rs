@@ -50,6 +50,7 @@ fn logs_snapshots() {
         EngineOptions {
             speed: 60.0,
             paused: true,
+            ..Default::default()
         },
     );
     let mut app = App::new(handle);

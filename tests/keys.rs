@@ -25,6 +25,7 @@ fn app(paused: bool) -> App {
         EngineOptions {
             speed: 3600.0,
             paused,
+            ..Default::default()
         },
     );
     let mut a = App::new(handle);

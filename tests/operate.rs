@@ -438,6 +438,7 @@ fn the_consoles_own_actions_are_seen_by_readers_once_acknowledged() {
         EngineOptions {
             speed: 600.0,
             paused: false,
+            ..Default::default()
         },
     );
     std::thread::sleep(Duration::from_millis(200));

@@ -44,6 +44,7 @@ fn recorded_run(d: &std::path::Path) -> (PathBuf, u64) {
         EngineOptions {
             speed: 20_000.0,
             paused: false,
+            ..Default::default()
         },
     );
     let until = |t: u64| {
@@ -175,6 +176,7 @@ fn the_console_steps_back_shows_a_banner_refuses_actions_and_returns() {
         EngineOptions {
             speed: 60.0,
             paused: true,
+            ..Default::default()
         },
     );
     let mut app = App::new(h.clone());

@@ -70,7 +70,43 @@ pub enum Command {
     },
 }
 
+/// What a person may do: look (viewer); act on nodes and jobs (operator); also decide
+/// quotas and roles (admin). Ordered: each role may do what the ones before it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Command {
+    /// The least role that may give this command: approving or rejecting quota is an
+    /// admin's; everything else (cordon, drain, priority, requeue, cancel, submit,
+    /// scale, asking for quota) an operator's.
+    pub fn required_role(&self) -> Role {
+        match self {
+            Command::ApproveQuota { .. } | Command::RejectQuota { .. } => Role::Admin,
+            _ => Role::Operator,
+        }
+    }
+
     /// The command in words, for confirmation prompts, logs and the audit.
     pub fn describe(&self) -> String {
         match self {

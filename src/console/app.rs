@@ -109,6 +109,8 @@ pub struct App {
     pub past: Option<Past>,
     /// The live cluster's time (the newest view adopted).
     pub live_s: u64,
+    /// The role this console acts with, and why (the engine checks every command too).
+    pub grant: crate::roles::Grant,
 }
 
 /// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
@@ -128,9 +130,14 @@ fn priority_step(p: i32, up: bool) -> i32 {
 impl App {
     pub fn new(engine: EngineHandle) -> App {
         let view = engine.sync().unwrap_or_else(|_| engine.view());
+        let actor = crate::actor::current();
         App {
+            grant: engine.grant(&actor).unwrap_or(crate::roles::Grant {
+                role: maar_scheduler::Role::Viewer,
+                why: "the engine did not say".into(),
+            }),
             engine,
-            actor: crate::actor::current(),
+            actor,
             snapshot: view.snapshot.clone(),
             status: view.status.clone(),
             version: view.version,
@@ -479,6 +486,17 @@ impl App {
     /// pauses while the question is open, so the preview is of the moment acted on.
     /// Looking at the past, actions are off.
     fn act(&mut self, cmd: Command) {
+        let need = cmd.required_role();
+        if need > self.grant.role {
+            self.message = format!(
+                "{} needs the {need} role; you ({}) are {}: {}",
+                describe(&cmd),
+                self.actor.user,
+                self.grant.role,
+                self.grant.why
+            );
+            return;
+        }
         if let Some(p) = &self.past {
             self.message = format!(
                 "looking at the past ({}): actions are off — :now returns to the present",

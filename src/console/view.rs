@@ -244,6 +244,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
                 Style::default()
             },
         ),
+        Span::raw(format!("  {} ({})", app.actor.user, app.grant.role)),
     ]);
     let l2 = Line::from(format!(
         "GPUs by model (used/idle/total): {}",
@@ -857,20 +858,56 @@ pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
     }
 }
 
+/// The role an entry of the help needs (None: anyone may).
+pub fn help_needs(keys: &str, screen: Option<Screen>) -> Option<maar_scheduler::Role> {
+    use maar_scheduler::Role;
+    let admin = keys.starts_with(":approve") || (keys == "a r");
+    let operator = keys.starts_with("c u d")
+        || keys.starts_with("+ -")
+        || keys.starts_with("r x")
+        || keys.starts_with("+ - r x")
+        || [
+            ":cordon",
+            ":uncordon",
+            ":priority",
+            ":requeue",
+            ":drain",
+            ":scale",
+            ":submit",
+            ":request-quota",
+            ":autoscale",
+        ]
+        .iter()
+        .any(|p| keys.starts_with(p));
+    let _ = screen;
+    if admin {
+        Some(Role::Admin)
+    } else if operator {
+        Some(Role::Operator)
+    } else {
+        None
+    }
+}
+
 fn help(f: &mut Frame, app: &App, area: Rect) {
-    let here = screen_keys(app.help_for).iter().map(|(k, v)| {
-        Row::new(vec![
-            k.to_string(),
-            format!("{v} (on {})", app.help_for.name()),
-        ])
-    });
-    let rows: Vec<Row> = here
-        .chain(
-            HELP.iter()
-                .map(|(k, v)| Row::new(vec![k.to_string(), v.to_string()])),
-        )
-        .take(area.height.saturating_sub(2) as usize)
-        .collect();
+    let row = |k: &str, v: String| match help_needs(k, Some(app.help_for))
+        .filter(|need| *need > app.grant.role)
+    {
+        Some(need) => Row::new(vec![k.to_string(), format!("{v} — needs {need}")])
+            .style(Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT)),
+        None => Row::new(vec![k.to_string(), v]),
+    };
+    let here = screen_keys(app.help_for)
+        .iter()
+        .map(|(k, v)| row(k, format!("{v} (on {})", app.help_for.name())));
+    let rows: Vec<Row> = std::iter::once(Row::new(vec![
+        "you are".to_string(),
+        format!("{} ({})", app.grant.role, app.grant.why),
+    ]))
+    .chain(here)
+    .chain(HELP.iter().map(|(k, v)| row(k, v.to_string())))
+    .take(area.height.saturating_sub(2) as usize)
+    .collect();
     f.render_widget(
         table(
             app,

@@ -1,0 +1,258 @@
+//! Who may do what: roles from a file mapping Unix users and groups to roles.
+//!
+//! The file is `$MAAR_ROLES` when set, else `/etc/maar/roles.yaml`:
+//!
+//! ```yaml
+//! users:            # Unix user names
+//!   alice: admin
+//!   bob: operator
+//! groups:           # Unix groups (a user gets the highest role of all its groups)
+//!   gpu-ops: operator
+//! default: viewer   # optional: anyone not named above
+//! ```
+//!
+//! A user named nowhere (and no `default`) is a viewer on a shared state file and an
+//! admin on one's own (a state file owned by the user, or none at all). maar's own
+//! actors (the scenario, a dry run) act as admin. The engine checks every command
+//! against the role of its actor; `--read-only` caps a session at viewer.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use maar_scheduler::{Actor, Role};
+
+use crate::load::InputError;
+
+/// Where the roles file is looked for when `$MAAR_ROLES` is not set.
+pub const DEFAULT_PATH: &str = "/etc/maar/roles.yaml";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    users: BTreeMap<String, Role>,
+    #[serde(default)]
+    groups: BTreeMap<String, Role>,
+    #[serde(default)]
+    default: Option<Role>,
+}
+
+/// The roles in force, and where they came from.
+#[derive(Debug, Default)]
+pub struct Roles {
+    file: File,
+    /// The file read (None: there was none).
+    path: Option<PathBuf>,
+}
+
+/// A person's role and why they have it (for refusals and the console).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub role: Role,
+    pub why: String,
+}
+
+impl Roles {
+    /// The roles file in force: `$MAAR_ROLES`, else [`DEFAULT_PATH`]; none there is
+    /// fine (the defaults apply), a file that does not parse is an input error naming
+    /// it and the line.
+    pub fn load() -> Result<Roles, InputError> {
+        match std::env::var_os("MAAR_ROLES") {
+            Some(p) if !p.is_empty() => Roles::from_path(Path::new(&p), true),
+            _ => Roles::from_path(Path::new(DEFAULT_PATH), false),
+        }
+    }
+
+    /// Reads a roles file; a missing one is an error only when `required`.
+    pub fn from_path(path: &Path, required: bool) -> Result<Roles, InputError> {
+        if !required && !path.exists() {
+            return Ok(Roles::default());
+        }
+        let text = crate::load::read(path)?;
+        Roles::parse(path, &text)
+    }
+
+    /// Roles from the text of a roles file.
+    pub fn parse(path: &Path, text: &str) -> Result<Roles, InputError> {
+        let name = path.display().to_string();
+        let file: File = if text.trim().is_empty() {
+            File::default()
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| crate::load::yaml_error(&name, text, e))?
+        };
+        Ok(Roles {
+            file,
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    fn source(&self) -> String {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => format!("no roles file ({DEFAULT_PATH} or $MAAR_ROLES)"),
+        }
+    }
+
+    /// The role of `actor` on a state file owned by `owner` (None: no state file, or
+    /// maar's own actors), capped at `cap`.
+    pub fn grant(&self, actor: &Actor, owner: Option<u32>, cap: Option<Role>) -> Grant {
+        let mut g = self.uncapped(actor, owner);
+        if let Some(c) = cap {
+            if c < g.role {
+                g = Grant {
+                    role: c,
+                    why: format!("{}; this session is read-only (--read-only)", g.why),
+                };
+            }
+        }
+        g
+    }
+
+    fn uncapped(&self, actor: &Actor, owner: Option<u32>) -> Grant {
+        let src = self.source();
+        let mut best: Option<(Role, String)> = None;
+        let mut consider = |role: Role, why: String| {
+            if best.as_ref().is_none_or(|b| role > b.0) {
+                best = Some((role, why));
+            }
+        };
+        if let Some(&r) = self.file.users.get(&actor.user) {
+            consider(r, format!("user {} is {r} in {src}", actor.user));
+        }
+        if !self.file.groups.is_empty() {
+            for g in unix_groups(&actor.user) {
+                if let Some(&r) = self.file.groups.get(&g) {
+                    consider(r, format!("group {g} is {r} in {src}"));
+                }
+            }
+        }
+        if let Some((role, why)) = best {
+            return Grant { role, why };
+        }
+        if let Some(r) = self.file.default {
+            return Grant {
+                role: r,
+                why: format!("{} is not named in {src}; its default is {r}", actor.user),
+            };
+        }
+        match (owner, actor.uid) {
+            (None, _) => Grant {
+                role: Role::Admin,
+                why: format!(
+                    "{} runs this cluster alone (no shared state file)",
+                    actor.user
+                ),
+            },
+            (Some(o), Some(u)) if o == u => Grant {
+                role: Role::Admin,
+                why: format!(
+                    "{} owns the state file and is not named in {src}",
+                    actor.user
+                ),
+            },
+            _ => Grant {
+                role: Role::Viewer,
+                why: format!(
+                    "{} is not named in {src}, and the state file is shared (another user owns it)",
+                    actor.user
+                ),
+            },
+        }
+    }
+}
+
+/// The Unix groups a user belongs to (by name), from the system's user database.
+fn unix_groups(user: &str) -> Vec<String> {
+    use nix::unistd::{getgrouplist, Group, User};
+    let Ok(Some(u)) = User::from_name(user) else {
+        return Vec::new();
+    };
+    let Ok(name) = std::ffi::CString::new(user) else {
+        return Vec::new();
+    };
+    getgrouplist(&name, u.gid)
+        .unwrap_or_else(|_| vec![u.gid])
+        .into_iter()
+        .filter_map(|g| Group::from_gid(g).ok().flatten().map(|g| g.name))
+        .collect()
+}
+
+/// The owner of a state file (its uid).
+pub fn owner(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.uid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn actor(user: &str, uid: u32) -> Actor {
+        Actor {
+            user: user.into(),
+            uid: Some(uid),
+            from: None,
+        }
+    }
+
+    #[test]
+    fn users_groups_default_and_ownership_decide() {
+        let me = crate::actor::current();
+        let my_group = unix_groups(&me.user).into_iter().next();
+        let text = format!(
+            "users: {{alice: admin, bob: operator}}\ngroups: {{{}: operator}}\n",
+            my_group.clone().unwrap_or_else(|| "nogroup-here".into())
+        );
+        let r = Roles::parse(Path::new("roles.yaml"), &text).unwrap();
+        assert_eq!(
+            r.grant(&actor("alice", 5001), Some(0), None).role,
+            Role::Admin
+        );
+        let bob = r.grant(&actor("bob", 5002), Some(0), None);
+        assert_eq!(bob.role, Role::Operator);
+        assert!(bob.why.contains("user bob is operator in roles.yaml"));
+        // Capped by --read-only.
+        let capped = r.grant(&actor("alice", 5001), Some(0), Some(Role::Viewer));
+        assert_eq!(capped.role, Role::Viewer);
+        assert!(capped.why.contains("read-only"));
+        // Nobody named: viewer on a shared file, admin on one's own or with none.
+        assert_eq!(
+            r.grant(&actor("carol", 5003), Some(0), None).role,
+            Role::Viewer
+        );
+        assert_eq!(
+            r.grant(&actor("carol", 5003), Some(5003), None).role,
+            Role::Admin
+        );
+        assert_eq!(r.grant(&actor("carol", 5003), None, None).role, Role::Admin);
+        // A group of the current user (from the system's user database) counts.
+        if my_group.is_some() && me.user != "alice" && me.user != "bob" {
+            let g = r.grant(&me, Some(u32::MAX), None);
+            assert_eq!(g.role, Role::Operator, "{}", g.why);
+            assert!(g.why.starts_with("group "));
+        }
+        let d = Roles::parse(Path::new("r.yaml"), "default: operator\n").unwrap();
+        assert_eq!(
+            d.grant(&actor("carol", 5003), Some(0), None).role,
+            Role::Operator
+        );
+    }
+
+    #[test]
+    fn a_bad_roles_file_names_the_file_and_line() {
+        let e = Roles::parse(
+            Path::new("/etc/maar/roles.yaml"),
+            "users:\n  alice: superuser\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/etc/maar/roles.yaml"), "{e}");
+        assert!(e.contains('2'), "{e}");
+        let e = Roles::parse(Path::new("r.yaml"), "admins: [alice]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("admins"), "{e}");
+    }
+}
