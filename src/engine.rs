@@ -652,7 +652,7 @@ impl Engine {
         self.changed = true;
         match result {
             Ok(message) => {
-                tracing::info!(target: "maar::action", "{actor}: {message}");
+                tracing::info!(target: "maar::action", "{actor}: {what}: {message}");
                 Ok(Ack { message, seq })
             }
             Err(why) => {

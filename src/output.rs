@@ -117,11 +117,7 @@ pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
     }
     let mut t = table(&h);
     for n in nodes {
-        let status = if n.cordoned {
-            format!("{},SchedulingDisabled", n.condition)
-        } else {
-            n.condition.clone()
-        };
+        let status = n.status();
         let model = n
             .gpus
             .first()

@@ -234,6 +234,7 @@ fn action_of(c: &Command) -> (String, String) {
         | Command::DrainNode { node } => {
             format!("node/{node}")
         }
+        Command::AckAlert { alert } => format!("alert/{alert}"),
     };
     (action, object)
 }

@@ -23,7 +23,14 @@ fn app_on(sc: maar_demo::Scenario, at: u64) -> App {
             ..Default::default()
         },
     );
-    App::new(handle)
+    let mut app = App::new(handle);
+    // Snapshots must not depend on who runs the tests.
+    app.actor = maar_scheduler::Actor::system("operator");
+    app.grant = maar::roles::Grant {
+        role: maar_scheduler::Role::Admin,
+        why: "the test's operator".into(),
+    };
+    app
 }
 
 fn keys(app: &mut App, s: &str) {
@@ -55,7 +62,7 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 #[test]
 fn cordoning_a_gpu_marks_it_and_logs_an_event() {
     let mut app = app_on(load_scenario(None).unwrap(), 60);
-    keys(&mut app, ":cordon-gpu a100-02 3\ny");
+    keys(&mut app, ":cordon-gpu a100-02 3\ny:nodes\n");
     assert_eq!(
         app.message,
         "GPU a100-02/3 cordoned: running work stays, nothing new is placed"
@@ -174,7 +181,7 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
         .map(|j| format!("{}/{}", j.project, j.name))
         .collect();
     assert!(!on_node.is_empty(), "a100-01 is busy at 2h");
-    keys(&mut app, "d");
+    keys(&mut app, ":nodes\nd");
     let Mode::Confirm(_, p, _) = &app.mode else {
         panic!("drain waits for y: {}", app.message)
     };
@@ -183,7 +190,7 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
     let mut want = on_node.clone();
     want.sort();
     assert_eq!(evicted, want, "the preview names the jobs on the node");
-    assert!(app.message.contains("y to do it"));
+    assert!(app.message.contains("y does it"));
     let s = screen(&app, 120, 35);
     assert!(s.contains("what if") && s.contains("would evict"), "{s}");
     for j in &on_node {
@@ -218,9 +225,10 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
 fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
     let mut app = app_on(load_scenario(None).unwrap(), 3 * 3600);
     let heads = [
+        (Screen::Overview, "latest events"),
         (Screen::Nodes, "NODE"),
         (Screen::Jobs, "REASON"),
-        (Screen::Quotas, "USED/RES/MAX"),
+        (Screen::Quotas, "GPU U/R/MAX"),
         (Screen::Events, "MESSAGE"),
         (Screen::Alerts, "ALERT"),
         (Screen::Cost, "GPU-HOURS"),
@@ -230,7 +238,7 @@ fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
     for (s, head) in heads {
         keys(&mut app, &format!(":{}\n", s.name()));
         assert_eq!(app.screen, s);
-        for (w, h) in [(80, 24), (160, 48)] {
+        for (w, h) in [(80, 24), (120, 35), (250, 70)] {
             let text = screen(&app, w, h);
             assert!(text.contains(head), "{s:?} at {w}x{h}:\n{text}");
             assert!(text.lines().next().unwrap().starts_with("maar demo"));
@@ -249,14 +257,136 @@ fn screen_snapshots() {
     // Logs carry wall-clock timestamps and a process-wide buffer: tested on their own.
     for s in Screen::ALL.into_iter().filter(|s| *s != Screen::Logs) {
         keys(&mut app, &format!(":{}\n", s.name()));
-        for (w, h) in [(80, 24), (160, 48)] {
+        for (w, h) in [(80, 24), (120, 35), (250, 70)] {
             insta::assert_snapshot!(format!("{}_{w}x{h}", s.name()), screen(&app, w, h));
         }
     }
     keys(&mut app, ":jobs\n\n");
-    insta::assert_snapshot!("explain_160x48", screen(&app, 160, 48));
+    insta::assert_snapshot!("explain_120x35", screen(&app, 120, 35));
     keys(&mut app, "\x1b:nodes\n\n");
-    insta::assert_snapshot!("nodes_expanded_160x48", screen(&app, 160, 48));
+    insta::assert_snapshot!("nodes_expanded_120x35", screen(&app, 120, 35));
+    keys(&mut app, "\x1bd");
+    insta::assert_snapshot!("what_if_drain_120x35", screen(&app, 120, 35));
+    insta::assert_snapshot!("what_if_drain_80x24", screen(&app, 80, 24));
+    keys(&mut app, "n");
+}
+
+#[test]
+fn tables_fit_every_size_reason_always_shown_names_never_alike() {
+    let mut app = app_on(load_scenario(None).unwrap(), 6 * 3600);
+    keys(&mut app, ":jobs\n");
+    for (w, h) in [(80, 24), (120, 35), (250, 70)] {
+        let s = screen(&app, w, h);
+        let head = s
+            .lines()
+            .find(|l| l.starts_with("PROJECT") || l.starts_with("NAME"))
+            .unwrap();
+        assert!(head.contains("REASON"), "{w}x{h}: {head}");
+        // Every name shown is whole or cut in the middle, never to a common prefix.
+        let names: Vec<&str> = s
+            .lines()
+            .filter(|l| l.contains("Pending") || l.contains("Running"))
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            assert!(seen.insert(*n), "{w}x{h}: `{n}` shown twice:\n{s}");
+        }
+        // No line runs past the width, and cut text ends with an ellipsis.
+        for l in s.lines() {
+            assert!(l.chars().count() <= w as usize);
+        }
+    }
+    // Wide terminals use their width: the reason is whole at 250 columns.
+    let s = screen(&app, 250, 70);
+    let pending = app
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.phase == "Pending")
+        .unwrap()
+        .clone();
+    assert!(s.contains(pending.reasons[0].as_str()), "{s}");
+    // The overview at 80x24 keeps whole columns: the queue's names are not cut.
+    keys(&mut app, ":overview\n");
+    let s = screen(&app, 80, 24);
+    assert!(
+        s.contains("queue:") && s.contains("open alerts") && s.contains("latest events"),
+        "{s}"
+    );
+    assert!(
+        s.contains(&format!("{}/{}", pending.project, pending.name)),
+        "{s}"
+    );
+}
+
+#[test]
+fn alerts_fold_jump_and_are_acknowledged_by_someone() {
+    let mut app = app_on(load_scenario(None).unwrap(), 12 * 3600);
+    let ooms = app
+        .snapshot
+        .events
+        .iter()
+        .filter(|e| e.reason == "OOMKilled")
+        .count();
+    let oom_alerts = app
+        .snapshot
+        .alerts
+        .iter()
+        .filter(|a| a.key.starts_with("oom/"))
+        .count();
+    assert!(
+        oom_alerts > 0 && oom_alerts <= ooms,
+        "{oom_alerts} OOM alerts for {ooms} kills"
+    );
+    // One line per job, whatever the number of kills.
+    let mut keys_seen = std::collections::HashSet::new();
+    assert!(app
+        .snapshot
+        .alerts
+        .iter()
+        .all(|a| keys_seen.insert(a.key.clone())));
+    keys(&mut app, ":alerts\n");
+    let n = app.rows.len();
+    assert!(n > 0);
+    let first = app.alerts[app.rows[0]].clone();
+    // Acknowledge it: it leaves the open list, is recorded with who did it.
+    keys(&mut app, "a");
+    assert!(
+        app.message
+            .starts_with(&format!("alert {} acknowledged", first.key)),
+        "{}",
+        app.message
+    );
+    assert_eq!(app.rows.len(), n - 1);
+    let acked = app
+        .snapshot
+        .alerts
+        .iter()
+        .find(|a| a.key == first.key)
+        .unwrap();
+    assert_eq!(acked.acked_by.as_deref(), Some("operator"));
+    assert!(app
+        .snapshot
+        .events
+        .iter()
+        .any(|e| e.reason == "AlertAcknowledged"));
+    // `A` shows it again, marked.
+    keys(&mut app, "A");
+    assert_eq!(app.rows.len(), n);
+    assert!(screen(&app, 120, 35).contains("ack by operator"));
+    keys(&mut app, "A");
+    // Enter goes to what it is about.
+    let target = app.alerts[app.rows[0]].object.clone();
+    keys(&mut app, "\n");
+    let name = target.split('/').nth(1).unwrap();
+    if target.starts_with("job/") {
+        assert_eq!(app.screen, Screen::Jobs);
+    } else {
+        assert_eq!(app.screen, Screen::Nodes);
+        assert_eq!(app.expanded.as_deref(), Some(name));
+    }
+    assert!(app.message.contains(&target), "{}", app.message);
 }
 
 #[test]
@@ -315,7 +445,7 @@ fn events_filter_by_severity_kind_and_object() {
     keys(&mut app, "\x1b:jobs\n?");
     assert_eq!(app.screen, Screen::Help);
     let s = screen(&app, 160, 48);
-    let first = s.lines().nth(5).unwrap_or("");
+    let first = s.lines().nth(6).unwrap_or("");
     assert!(first.contains("explain the job (on jobs)"), "{s}");
 }
 
@@ -324,14 +454,16 @@ fn pending_alerts_follow_the_scenario_threshold() {
     let sc = load_scenario(Some(std::path::Path::new("demo/cases/a-card-memory.yaml"))).unwrap();
     let app = app_on(sc.clone(), 59 * 60);
     assert!(
-        app.alerts.iter().all(|a| !a.1.contains("Pending for")),
+        app.alerts
+            .iter()
+            .all(|a| !a.message.contains("Pending for")),
         "below the default 1h"
     );
     let app = app_on(sc, 61 * 60);
     assert!(
         app.alerts
             .iter()
-            .any(|a| a.1 == "ml-prod/big-cards Pending for 1h01m"),
+            .any(|a| a.message == "ml-prod/big-cards Pending for 1h01m"),
         "{:?}",
         app.alerts
     );
@@ -341,6 +473,7 @@ fn pending_alerts_follow_the_scenario_threshold() {
 fn mouse_wheel_moves_the_selection_and_idle_refresh_keeps_the_frame() {
     use crossterm::event::MouseEventKind;
     let mut app = app_on(load_scenario(None).unwrap(), 60);
+    keys(&mut app, ":nodes\n");
     app.mouse(MouseEventKind::ScrollDown);
     app.mouse(MouseEventKind::ScrollDown);
     app.mouse(MouseEventKind::ScrollUp);

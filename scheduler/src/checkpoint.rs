@@ -46,6 +46,10 @@ pub struct ClusterState {
     pub typical: Vec<(Shape, f64)>,
     pub typical_gpu: Vec<(Shape, f64)>,
     pub bound_demand: Vec<f64>,
+    /// Alert acknowledgements (absent in checkpoints written before alerts could be
+    /// acknowledged).
+    #[serde(default)]
+    pub alert_book: crate::alerts::AlertBook,
 }
 
 impl Cluster {
@@ -76,6 +80,7 @@ impl Cluster {
             typical: self.typical.clone(),
             typical_gpu: self.typical_gpu.clone(),
             bound_demand: self.bound_demand.clone(),
+            alert_book: self.alert_book.clone(),
         }
     }
 
@@ -218,6 +223,7 @@ impl Cluster {
         c.typical = s.typical;
         c.typical_gpu = s.typical_gpu;
         c.bound_demand = s.bound_demand;
+        c.alert_book = s.alert_book;
         c.now = s.now;
         c.outbox.clear();
         c.take_touched();

@@ -164,6 +164,8 @@ pub struct Cluster {
     pub(crate) typical: Vec<(crate::replay::Shape, f64)>,
     pub(crate) typical_gpu: Vec<(crate::replay::Shape, f64)>,
     pub(crate) bound_demand: Vec<f64>,
+    /// Operators' acknowledgements of alerts, and the acknowledged ones that resolved.
+    pub alert_book: crate::alerts::AlertBook,
 }
 
 /// A pending job's queue-order fields.
@@ -272,6 +274,7 @@ impl Cluster {
             typical: Vec::new(),
             typical_gpu: Vec::new(),
             bound_demand: Vec::new(),
+            alert_book: Default::default(),
         }
     }
 

@@ -68,6 +68,11 @@ pub enum Command {
     ResumeAutoscale {
         job: String,
     },
+    /// Acknowledges an open alert (by its key, e.g. `oom/ml-prod/gpt`): it leaves the
+    /// open list until it happens again.
+    AckAlert {
+        alert: String,
+    },
 }
 
 /// What a person may do: look (viewer); act on nodes and jobs (operator); also decide
@@ -136,6 +141,7 @@ impl Command {
                 format!("scale {job} to {replicas} replicas (its autoscaler pauses until resumed)")
             }
             Command::ResumeAutoscale { job } => format!("hand {job} back to its autoscaler"),
+            Command::AckAlert { alert } => format!("acknowledge alert {alert}"),
         }
     }
 
@@ -466,6 +472,7 @@ impl Cluster {
                     "job {job} scaled to {replicas} replicas; its autoscaler is paused until resumed"
                 )
             }
+            Command::AckAlert { alert } => self.ack_alert(&alert, actor)?,
             Command::ResumeAutoscale { job } => {
                 let id = self.job_id(&job)?;
                 if !self.jobs[id as usize].is_inference() {

@@ -256,6 +256,7 @@ impl Core {
                 self.cluster.set_time(to);
                 let expired = self.cluster.expire_binds();
                 let restarted = self.cluster.restart_due();
+                self.cluster.settle_alerts();
                 Ok(format!(
                     "clock at {to}s; {restarted} restart(s) due, {expired} bind(s) timed out"
                 ))

@@ -6,6 +6,7 @@
 //!
 //! - [`input`]: the one door: [`Input`]s in (observations, commands with their actor,
 //!   clock advances), events and [`Decision`]s out; the [`Core`] that owns the state.
+//! - [`alerts`]: what needs an operator now, and their acknowledgements.
 //! - [`model`]: nodes, GPUs, pools, projects, quotas, jobs.
 //! - [`cluster`]: the state and the bookkeeping every change goes through.
 //! - [`jobs`]: the job table (live and recently ended jobs).
@@ -20,6 +21,7 @@
 //! - [`replay`]: trace replay and the placement policies.
 //! - [`whatif`]: what an operator command would do, computed on a copy.
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod cluster;
 pub mod command;

@@ -187,6 +187,22 @@ pub struct Snapshot {
     pub metrics: Metrics,
     pub costs: Costs,
     pub events: Vec<Event>,
+    /// Alerts whose condition holds (open or acknowledged), critical first.
+    pub alerts: Vec<crate::alerts::AlertView>,
+    /// Acknowledged alerts that have since resolved, newest first.
+    pub resolved_alerts: Vec<crate::alerts::AlertView>,
+}
+
+impl NodeView {
+    /// The node's status as kubectl writes it: `Ready`, `NotReady (why)`, with
+    /// `,SchedulingDisabled` when cordoned (the console and the command line alike).
+    pub fn status(&self) -> String {
+        if self.cordoned {
+            format!("{},SchedulingDisabled", self.condition)
+        } else {
+            self.condition.clone()
+        }
+    }
 }
 
 impl Cluster {
@@ -541,6 +557,8 @@ impl Cluster {
             metrics: self.metrics(),
             costs: self.costs(),
             events: self.events.iter().cloned().collect(),
+            alerts: self.alerts(),
+            resolved_alerts: self.resolved_alerts(),
         }
     }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use maar_scheduler::alerts::AlertView;
 use maar_scheduler::metrics::Snapshot;
 use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::whatif::Preview;
@@ -14,6 +15,8 @@ use crate::engine::{EngineHandle, Past, Refusal, Status, View};
 /// The screens, in Tab order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Screen {
+    /// Everything at once: GPUs by model, the Pending queue, alerts, events.
+    Overview,
     Nodes,
     Jobs,
     Quotas,
@@ -25,7 +28,8 @@ pub enum Screen {
 }
 
 impl Screen {
-    pub const ALL: [Screen; 8] = [
+    pub const ALL: [Screen; 9] = [
+        Screen::Overview,
         Screen::Nodes,
         Screen::Jobs,
         Screen::Quotas,
@@ -37,6 +41,7 @@ impl Screen {
     ];
     pub fn name(self) -> &'static str {
         match self {
+            Screen::Overview => "overview",
             Screen::Nodes => "nodes",
             Screen::Jobs => "jobs",
             Screen::Quotas => "quotas",
@@ -94,10 +99,11 @@ pub struct App {
     /// Rows of the current screen (indices into the snapshot), computed once per
     /// snapshot, filter or screen change — never per frame.
     pub rows: Vec<usize>,
-    /// Alerts of the current snapshot.
-    pub alerts: Vec<(String, String)>,
-    /// Pending longer than this raises an alert (the scenario's `pending_alert`).
-    pub pending_alert_s: u64,
+    /// Alerts listed on the Alerts screen: the open ones (with `A`, also the
+    /// acknowledged and the resolved), through the filter.
+    pub alerts: Vec<AlertView>,
+    /// Show acknowledged and resolved alerts too.
+    pub alerts_all: bool,
     /// The screen `?` was pressed on (its keys are listed first).
     pub help_for: Screen,
     /// Test hook: the event loop should block this many seconds (`:debug-stall`).
@@ -141,7 +147,7 @@ impl App {
             snapshot: view.snapshot.clone(),
             status: view.status.clone(),
             version: view.version,
-            screen: Screen::Nodes,
+            screen: Screen::Overview,
             mode: Mode::Normal,
             selected: 0,
             filter: String::new(),
@@ -156,8 +162,8 @@ impl App {
             history: std::collections::HashMap::new(),
             rows: Vec::new(),
             alerts: Vec::new(),
-            pending_alert_s: view.snapshot.pending_alert_s,
-            help_for: Screen::Nodes,
+            alerts_all: false,
+            help_for: Screen::Overview,
             stall: None,
             resume_after: false,
             past: None,
@@ -175,13 +181,16 @@ impl App {
     /// Recomputes the current screen's rows and the alerts.
     pub fn recompute(&mut self) {
         self.rows = match self.screen {
+            Screen::Overview => self.pending_rows(),
             Screen::Nodes => self.node_rows(),
             Screen::Jobs => self.job_rows(),
             Screen::Quotas => self.request_rows(),
             Screen::Events => self.event_rows(),
+            Screen::Alerts => (0..self.alert_rows().len()).collect(),
+            Screen::Help => (0..super::view::help_rows(self).len()).collect(),
             _ => Vec::new(),
         };
-        self.alerts = super::view::alerts(self);
+        self.alerts = self.alert_rows();
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 
@@ -208,7 +217,6 @@ impl App {
         self.status = v.status.clone();
         self.paused = v.status.paused;
         self.speed = v.status.speed;
-        self.pending_alert_s = v.snapshot.pending_alert_s;
         if moved {
             self.record_history();
         }
@@ -225,7 +233,7 @@ impl App {
     fn row_key(&self, i: usize) -> String {
         let s = &self.snapshot;
         match self.screen {
-            Screen::Jobs => s
+            Screen::Jobs | Screen::Overview => s
                 .jobs
                 .get(i)
                 .map(|j| format!("{}/{}", j.project, j.name))
@@ -240,6 +248,11 @@ impl App {
                 .events
                 .get(i)
                 .map(|e| e.seq.to_string())
+                .unwrap_or_default(),
+            Screen::Alerts => self
+                .alerts
+                .get(i)
+                .map(|a| a.key.clone())
                 .unwrap_or_default(),
             _ => String::new(),
         }
@@ -321,6 +334,17 @@ impl App {
         v
     }
 
+    /// Pending jobs in queue order (the overview's queue), through the filter.
+    pub fn pending_rows(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .job_rows()
+            .into_iter()
+            .filter(|&i| self.snapshot.jobs[i].phase == "Pending")
+            .collect();
+        v.sort_by_key(|&i| (self.snapshot.jobs[i].queue_position.unwrap_or(u32::MAX), i));
+        v
+    }
+
     pub fn node_rows(&self) -> Vec<usize> {
         let f = self.filter.to_lowercase();
         (0..self.snapshot.nodes.len())
@@ -372,6 +396,64 @@ impl App {
             .collect()
     }
 
+    /// The alerts the Alerts screen lists: open ones first (critical first), then with
+    /// `A` the acknowledged and the resolved; through the filter.
+    pub fn alert_rows(&self) -> Vec<AlertView> {
+        let f = self.filter.to_lowercase();
+        let s = &self.snapshot;
+        s.alerts
+            .iter()
+            .filter(|a| self.alerts_all || a.state == "open")
+            .chain(s.resolved_alerts.iter().filter(|_| self.alerts_all))
+            .filter(|a| {
+                f.is_empty()
+                    || format!("{} {} {} {}", a.severity, a.state, a.key, a.message)
+                        .to_lowercase()
+                        .contains(&f)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Open alerts (the header's count).
+    pub fn open_alerts(&self) -> usize {
+        self.snapshot
+            .alerts
+            .iter()
+            .filter(|a| a.state == "open")
+            .count()
+    }
+
+    /// Goes to what an alert is about: its job on the Jobs screen, its node (GPUs
+    /// shown) on the Nodes screen.
+    fn follow(&mut self, object: &str) {
+        let mut parts = object.splitn(2, '/');
+        let (kind, rest) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (screen, key) = match kind {
+            "job" => (Screen::Jobs, rest.to_string()),
+            "node" => (Screen::Nodes, rest.to_string()),
+            "gpu" => (
+                Screen::Nodes,
+                rest.rsplit_once('/')
+                    .map(|x| x.0)
+                    .unwrap_or(rest)
+                    .to_string(),
+            ),
+            _ => return,
+        };
+        self.switch(screen);
+        match (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == key) {
+            Some(at) => {
+                self.selected = at;
+                if screen == Screen::Nodes {
+                    self.expanded = Some(key.clone());
+                }
+                self.message = format!("{object} (from the alert)");
+            }
+            None => self.message = format!("{object} is no longer listed"),
+        }
+    }
+
     /// Pending quota requests (Quotas screen selection).
     pub fn request_rows(&self) -> Vec<usize> {
         (0..self.snapshot.quota_requests.len())
@@ -384,7 +466,7 @@ impl App {
     }
 
     fn selected_job(&self) -> Option<String> {
-        if self.screen != Screen::Jobs {
+        if !matches!(self.screen, Screen::Jobs | Screen::Overview) {
             return None;
         }
         let j = &self.snapshot.jobs[*self.rows.get(self.selected)?];
@@ -510,16 +592,35 @@ impl App {
         }
         match self.engine.what_if(self.actor.clone(), cmd.clone()) {
             Ok(p) => {
-                self.message = format!(
-                    "{} — y to do it, n or Esc to keep things as they are, j/k to scroll",
-                    describe(&cmd)
-                );
+                self.message = format!("{}? y does it, n/Esc keeps as is", describe(&cmd));
                 self.mode = Mode::Confirm(cmd, Box::new(p), 0);
             }
             Err(e) => {
                 self.message = format!("cannot preview {}: {e}", describe(&cmd));
                 self.resume();
             }
+        }
+    }
+
+    /// Applies a small action at once (an acknowledgement), after the same role and
+    /// time checks as [`App::act`].
+    fn act_now(&mut self, cmd: Command) {
+        let need = cmd.required_role();
+        if need > self.grant.role {
+            self.message = format!(
+                "{} needs the {need} role; you ({}) are {}: {}",
+                describe(&cmd),
+                self.actor.user,
+                self.grant.role,
+                self.grant.why
+            );
+        } else if let Some(p) = &self.past {
+            self.message = format!(
+                "looking at the past ({}): actions are off — :now returns to the present",
+                fmt_duration(p.at)
+            );
+        } else {
+            self.apply(cmd);
         }
     }
 
@@ -659,7 +760,7 @@ impl App {
 
     fn screen_key(&mut self, k: KeyEvent) {
         match (self.screen, k.code) {
-            (Screen::Jobs, KeyCode::Enter) => {
+            (Screen::Jobs | Screen::Overview, KeyCode::Enter) => {
                 if let Some(name) = self.selected_job() {
                     let ex = match &self.past {
                         Some(p) => {
@@ -724,6 +825,39 @@ impl App {
                 if let Some(node) = self.selected_node() {
                     self.act(Command::DrainNode { node });
                 }
+            }
+            (Screen::Alerts, KeyCode::Enter) => {
+                if let Some(a) = self
+                    .rows
+                    .get(self.selected)
+                    .and_then(|&i| self.alerts.get(i))
+                {
+                    let object = a.object.clone();
+                    self.follow(&object);
+                }
+            }
+            (Screen::Alerts, KeyCode::Char('a')) => {
+                if let Some(a) = self
+                    .rows
+                    .get(self.selected)
+                    .and_then(|&i| self.alerts.get(i))
+                {
+                    if a.state == "open" {
+                        let alert = a.key.clone();
+                        self.act_now(Command::AckAlert { alert });
+                    } else {
+                        self.message = format!("alert {} is already {}", a.key, a.state);
+                    }
+                }
+            }
+            (Screen::Alerts, KeyCode::Char('A')) => {
+                self.alerts_all = !self.alerts_all;
+                self.recompute();
+                self.message = if self.alerts_all {
+                    "showing open, acknowledged and resolved alerts (A: open only)".into()
+                } else {
+                    "showing open alerts (A: also acknowledged and resolved)".into()
+                };
             }
             (Screen::Quotas, KeyCode::Char(c @ ('a' | 'r'))) => {
                 if let Some(&i) = self.rows.get(self.selected) {
@@ -790,6 +924,12 @@ impl App {
                 _ => None,
             },
             ("autoscale", 2) => arg(1).map(|job| Command::ResumeAutoscale { job }),
+            ("ack", 2) => {
+                if let Some(alert) = arg(1) {
+                    self.act_now(Command::AckAlert { alert });
+                }
+                return;
+            }
             ("request-quota", n) if n >= 4 => match (arg(1), arg(2), num(3)) {
                 (Some(project), Some(pool), Some(gpus)) if gpus > 0 => {
                     let reserved = words.get(4) == Some(&"reserved");

@@ -8,68 +8,13 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Tabs,
 use ratatui::Frame;
 
 use maar_scheduler::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
+use maar_widgets::columns::{self, Column};
 use maar_widgets::{spark, window, GpuCell, GpuGrid, QuotaBar};
 
 use super::app::{App, Mode, Screen};
 
 pub const MIN_W: u16 = 80;
 pub const MIN_H: u16 = 24;
-
-/// Alerts derived from the snapshot: OOM kills, disk >= 90%, unhealthy GPUs, NotReady
-/// nodes, jobs Pending longer than the scenario's `pending_alert`.
-pub fn alerts(app: &App) -> Vec<(String, String)> {
-    let s = &app.snapshot;
-    let mut v = Vec::new();
-    for n in &s.nodes {
-        if n.condition != "Ready" {
-            v.push(("CRIT".into(), format!("node {} {}", n.name, n.condition)));
-        }
-        if n.disk > 0 && n.disk_used * 100 / n.disk >= 90 {
-            v.push((
-                "WARN".into(),
-                format!("node {} disk {}% used", n.name, n.disk_used * 100 / n.disk),
-            ));
-        }
-        for g in n.gpus.iter().filter(|g| g.health != "Healthy") {
-            v.push((
-                "CRIT".into(),
-                format!("GPU {}/{} {}", n.name, g.index, g.health),
-            ));
-        }
-    }
-    for e in s
-        .events
-        .iter()
-        .rev()
-        .filter(|e| e.reason == "OOMKilled")
-        .take(20)
-    {
-        v.push((
-            "WARN".into(),
-            format!(
-                "{} OOM-killed at {}",
-                e.object.trim_start_matches("job/"),
-                fmt_duration(e.time)
-            ),
-        ));
-    }
-    for j in s
-        .jobs
-        .iter()
-        .filter(|j| j.phase == "Pending" && j.wait_s >= app.pending_alert_s.max(1))
-    {
-        v.push((
-            "WARN".into(),
-            format!(
-                "{}/{} Pending for {}",
-                j.project,
-                j.name,
-                fmt_duration(j.wait_s)
-            ),
-        ));
-    }
-    v
-}
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
@@ -101,6 +46,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         tabs,
     );
     match app.screen {
+        Screen::Overview => overview(f, app, body),
         Screen::Nodes => nodes(f, app, body),
         Screen::Jobs => jobs(f, app, body),
         Screen::Quotas => quotas(f, app, body),
@@ -185,7 +131,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             )
         })
         .collect();
-    let n_alerts = app.alerts.len();
+    let n_alerts = app.open_alerts();
     if let Some(p) = &app.past {
         // A banner no one can miss: this is not the present.
         let l1 = Line::from(vec![
@@ -246,35 +192,175 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         ),
         Span::raw(format!("  {} ({})", app.actor.user, app.grant.role)),
     ]);
-    let l2 = Line::from(format!(
-        "GPUs by model (used/idle/total): {}",
-        models.join("  ")
-    ));
+    // Narrow terminals get the same facts in fewer words, rather than cut.
+    let l1 = if l1.width() > area.width as usize {
+        Line::from(vec![
+            Span::styled("maar ", app.theme.header),
+            Span::raw(format!(
+                "{} {} {} {}x GPU {}/{} pend {} run {} ",
+                app.status.kind,
+                fmt_duration(app.snapshot.time_s),
+                if app.paused { "PAUSED" } else { "live" },
+                app.speed,
+                fmt_cpu(m.allocated.gpu_milli),
+                fmt_cpu(m.total.gpu_milli),
+                m.jobs.pending,
+                m.jobs.running
+            )),
+            Span::styled(
+                format!("alerts {n_alerts}"),
+                if n_alerts > 0 {
+                    app.theme.crit.add_modifier(Modifier::BOLD)
+                } else {
+                    Style::default()
+                },
+            ),
+            Span::raw(format!(" {}({})", app.actor.user, app.grant.role)),
+        ])
+    } else {
+        l1
+    };
+    let l2 = format!("GPUs by model (used/idle/total): {}", models.join("  "));
+    let l2 = Line::from(columns::cut_end(&l2, area.width));
     f.render_widget(Paragraph::new(vec![l1, l2]), area);
 }
 
-fn table<'a>(
+/// A table's cells: text and style.
+type Cells = Vec<(String, Style)>;
+
+fn plain(s: impl Into<String>) -> (String, Style) {
+    (s.into(), Style::default())
+}
+
+/// A table whose columns fit the area and the rows shown (only those are built): each
+/// column as wide as its content where there is room, the growing one taking the rest,
+/// the least important dropped on narrow terminals, text cut with an ellipsis.
+fn fitted(
     app: &App,
-    header: Vec<&'a str>,
-    widths: Vec<Constraint>,
-    rows: Vec<Row<'a>>,
+    mut cols: Vec<Column>,
+    rows: Vec<Cells>,
     sel: Option<usize>,
     title: String,
-) -> Table<'a> {
+    width: u16,
+) -> Table<'static> {
+    for r in &rows {
+        for (c, (text, _)) in cols.iter_mut().zip(r) {
+            c.fit(text);
+        }
+    }
+    let widths = columns::layout(&cols, width);
+    let shown: Vec<usize> = (0..cols.len()).filter(|&i| widths[i].is_some()).collect();
+    let header: Vec<String> = shown
+        .iter()
+        .map(|&i| columns::cut_end(cols[i].header, widths[i].unwrap_or(0)))
+        .collect();
     let rows: Vec<Row> = rows
         .into_iter()
         .enumerate()
-        .map(|(i, r)| {
-            if Some(i) == sel {
-                r.style(app.theme.selection)
+        .map(|(k, r)| {
+            let cells: Vec<Cell> = shown
+                .iter()
+                .map(|&i| {
+                    let (t, st) = r.get(i).cloned().unwrap_or_default();
+                    Cell::from(columns::cut(&cols[i], &t, widths[i].unwrap_or(0))).style(st)
+                })
+                .collect();
+            let row = Row::new(cells);
+            if Some(k) == sel {
+                row.style(app.theme.selection)
             } else {
-                r
+                row
             }
         })
         .collect();
-    Table::new(rows, widths)
-        .header(Row::new(header).style(app.theme.header))
-        .block(Block::default().borders(Borders::TOP).title(title))
+    Table::new(
+        rows,
+        shown
+            .iter()
+            .map(|&i| Constraint::Length(widths[i].unwrap_or(0))),
+    )
+    .header(Row::new(header).style(app.theme.header))
+    .block(Block::default().borders(Borders::TOP).title(title))
+}
+
+/// The title of a screen: what it shows and its keys, the action keys only for those
+/// who may use them.
+fn title(app: &App, what: String, look: &str, act: &str) -> String {
+    let mut t = format!(" {what}");
+    let keys: Vec<&str> = [look]
+        .into_iter()
+        .chain(
+            (app.grant.role >= maar_scheduler::Role::Operator && app.past.is_none()).then_some(act),
+        )
+        .filter(|k| !k.is_empty())
+        .collect();
+    if !keys.is_empty() {
+        t.push_str(" — ");
+        t.push_str(&keys.join(", "));
+    }
+    if app.past.is_some() {
+        t.push_str(" — the past: actions off");
+    } else if app.grant.role < maar_scheduler::Role::Operator && !act.is_empty() {
+        t.push_str(&format!(" — {}: look only", app.grant.role));
+    }
+    t.push(' ');
+    t
+}
+
+fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
+    let st = if n.condition != "Ready" {
+        app.theme.crit
+    } else if n.cordoned {
+        app.theme.warn
+    } else {
+        Style::default()
+    };
+    let disk = (n.disk_used * 100).checked_div(n.disk).unwrap_or(0);
+    vec![
+        plain(n.name.clone()),
+        plain(n.pool.clone()),
+        plain(n.role.clone()),
+        (n.status(), st),
+        plain(format!("{} {}/{}", gpu_grid(n), n.gpus_used, n.gpus_total)),
+        plain(
+            n.gpus
+                .first()
+                .map(|g| g.model.clone())
+                .unwrap_or_else(|| "-".into()),
+        ),
+        plain(format!(
+            "{}/{}",
+            fmt_cpu(n.cpu_allocated),
+            fmt_cpu(n.cpu_milli)
+        )),
+        plain(format!(
+            "{}/{}",
+            fmt_bytes(n.memory_allocated),
+            fmt_bytes(n.memory)
+        )),
+        (
+            format!("{disk}%"),
+            if disk >= 90 {
+                app.theme.crit
+            } else {
+                Style::default()
+            },
+        ),
+    ]
+}
+
+fn node_columns() -> Vec<Column> {
+    vec![
+        Column::new("NODE", 8).name(),
+        Column::new("POOL", 6).drop(5),
+        Column::new("ROLE", 4).drop(6),
+        Column::new("STATUS", 8),
+        Column::new("GPUS", 5),
+        Column::new("MODEL", 4).drop(2),
+        Column::new("CPU", 5).drop(3),
+        Column::new("MEMORY", 6).drop(4),
+        Column::new("DISK", 4).grow(),
+    ]
 }
 
 fn nodes(f: &mut Frame, app: &App, area: Rect) {
@@ -292,81 +378,27 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
         app.selected,
         body.height.saturating_sub(2) as usize,
     );
-    let rows: Vec<Row> = rows_idx[start..end]
+    let rows: Vec<Cells> = rows_idx[start..end]
         .iter()
-        .map(|&i| {
-            let n = &app.snapshot.nodes[i];
-            let status = if n.cordoned {
-                format!("{},Cordoned", n.condition)
-            } else {
-                n.condition.clone()
-            };
-            let st = if n.condition != "Ready" {
-                app.theme.crit
-            } else if n.cordoned {
-                app.theme.warn
-            } else {
-                Style::default()
-            };
-            let disk = (n.disk_used * 100).checked_div(n.disk).unwrap_or(0);
-            Row::new(vec![
-                Cell::from(n.name.clone()),
-                Cell::from(n.pool.clone()),
-                Cell::from(n.role.clone()),
-                Cell::from(status).style(st),
-                Cell::from(format!("{} {}/{}", gpu_grid(n), n.gpus_used, n.gpus_total)),
-                Cell::from(
-                    n.gpus
-                        .first()
-                        .map(|g| g.model.clone())
-                        .unwrap_or_else(|| "-".into()),
-                ),
-                Cell::from(format!(
-                    "{}/{}",
-                    fmt_cpu(n.cpu_allocated),
-                    fmt_cpu(n.cpu_milli)
-                )),
-                Cell::from(format!(
-                    "{}/{}",
-                    fmt_bytes(n.memory_allocated),
-                    fmt_bytes(n.memory)
-                )),
-                Cell::from(format!("{disk}%")).style(if disk >= 90 {
-                    app.theme.crit
-                } else {
-                    Style::default()
-                }),
-            ])
-        })
+        .map(|&i| node_cells(app, &app.snapshot.nodes[i]))
         .collect();
-    let widths = vec![
-        Constraint::Length(12),
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Length(22),
-        Constraint::Length(13),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(13),
-        Constraint::Min(5),
-    ];
-    let t = table(
+    let t = fitted(
         app,
-        vec![
-            "NODE", "POOL", "ROLE", "STATUS", "GPUS", "MODEL", "CPU", "MEMORY", "DISK",
-        ],
-        widths,
+        node_columns(),
         rows,
-        Some(app.selected - start),
-        format!(
-            " nodes ({}) — Enter GPUs, c cordon, u uncordon, d drain ",
-            rows_idx.len()
+        Some(app.selected.saturating_sub(start)),
+        title(
+            app,
+            format!("nodes ({})", rows_idx.len()),
+            "Enter GPUs",
+            "c cordon, u uncordon, d drain",
         ),
+        body.width,
     );
     f.render_widget(t, body);
     if let (Some(d), Some(name)) = (detail, &app.expanded) {
         if let Some(n) = app.snapshot.nodes.iter().find(|n| &n.name == name) {
-            let rows: Vec<Row> = n
+            let rows: Vec<Cells> = n
                 .gpus
                 .iter()
                 .take(d.height.saturating_sub(2) as usize)
@@ -377,60 +409,240 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
                         .get(&(n.name.clone(), g.index))
                         .map(|h| spark(h.iter().map(|&u| u as u64), 100))
                         .unwrap_or_default();
-                    Row::new(vec![
-                        Cell::from(g.index.to_string()),
-                        Cell::from(g.model.clone()),
-                        Cell::from(format!(
+                    vec![
+                        plain(g.index.to_string()),
+                        plain(g.model.clone()),
+                        plain(format!(
                             "{bar} {}/{}",
                             fmt_bytes(g.mem_allocated),
                             fmt_bytes(g.memory)
                         )),
-                        Cell::from(format!("{:>3}% {hist}", g.util_pct)),
-                        Cell::from(format!("{}C {}W", g.temp_c, g.power_w)),
-                        Cell::from(g.health.clone()).style(if g.health != "Healthy" {
-                            app.theme.crit
-                        } else {
-                            Style::default()
-                        }),
-                        Cell::from(if g.cordoned { "cordoned" } else { "" }),
-                        Cell::from(if g.holders.is_empty() {
+                        plain(format!("{:>3}% {hist}", g.util_pct)),
+                        plain(format!("{}C {}W", g.temp_c, g.power_w)),
+                        (
+                            g.health.clone(),
+                            if g.health != "Healthy" {
+                                app.theme.crit
+                            } else {
+                                Style::default()
+                            },
+                        ),
+                        plain(if g.cordoned { "cordoned" } else { "" }),
+                        plain(if g.holders.is_empty() {
                             "-".to_string()
                         } else {
                             g.holders.join(",")
                         }),
-                    ])
+                    ]
                 })
                 .collect();
-            let widths = vec![
-                Constraint::Length(3),
-                Constraint::Length(8),
-                Constraint::Length(26),
-                Constraint::Length(20),
-                Constraint::Length(10),
-                Constraint::Length(16),
-                Constraint::Length(9),
-                Constraint::Min(10),
+            let cols = vec![
+                Column::new("GPU", 3),
+                Column::new("MODEL", 4).drop(3),
+                Column::new("MEMORY", 12),
+                Column::new("UTIL (history)", 5).drop(2),
+                Column::new("TEMP/PWR", 8).drop(4),
+                Column::new("HEALTH", 7),
+                Column::new("CORDON", 6),
+                Column::new("HOLDERS", 8).grow(),
             ];
-            let t = table(
+            let t = fitted(
                 app,
-                vec![
-                    "GPU",
-                    "MODEL",
-                    "MEMORY",
-                    "UTIL (history)",
-                    "TEMP/PWR",
-                    "HEALTH",
-                    "CORDON",
-                    "HOLDERS",
-                ],
-                widths,
+                cols,
                 rows,
                 None,
-                format!(" {name} GPUs — :cordon-gpu {name} N "),
+                format!(" {name} GPUs — :cordon-gpu {name} N, :uncordon-gpu {name} N "),
+                d.width,
             );
             f.render_widget(t, d);
         }
     }
+}
+
+/// GPUs by model, one glyph per GPU (wrapped to the width), with counts and health.
+fn gpu_summary(app: &App, width: u16) -> Vec<Line<'static>> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<String, (Vec<GpuCell>, u32, u32, u32, u32)> = BTreeMap::new();
+    for n in &app.snapshot.nodes {
+        if !n.gpu_labelled {
+            continue;
+        }
+        let down = n.condition != "Ready";
+        for (g, cell) in n.gpus.iter().zip(gpu_cells(n)) {
+            let e = by.entry(g.model.clone()).or_default();
+            // A card on a NotReady node is as unusable as an unhealthy one.
+            e.0.push(if down { GpuCell::Unhealthy } else { cell });
+            e.1 += 1;
+            e.2 += u32::from(!g.holders.is_empty());
+            e.3 += u32::from(g.health != "Healthy" || down);
+            e.4 += u32::from(g.cordoned || n.cordoned);
+        }
+    }
+    let labels: Vec<String> = by
+        .iter()
+        .map(|(m, (_, total, used, bad, cordoned))| {
+            let mut l = format!("{m:<8} {used:>3}/{total:<3} used");
+            if *bad > 0 {
+                l.push_str(&format!(" {bad} down"));
+            }
+            if *cordoned > 0 {
+                l.push_str(&format!(" {cordoned} cordoned"));
+            }
+            l
+        })
+        .collect();
+    let lw = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
+    let room = (width as usize).saturating_sub(lw).max(8);
+    let mut lines = Vec::new();
+    for ((_, (cells, _, _, bad, _)), label) in by.into_iter().zip(labels) {
+        let glyphs: Vec<char> = GpuGrid { cells }.text().chars().collect();
+        for (k, chunk) in glyphs.chunks(room).enumerate() {
+            let head = if k == 0 {
+                format!("{label:<lw$}")
+            } else {
+                " ".repeat(lw)
+            };
+            lines.push(Line::from(vec![
+                Span::styled(
+                    head,
+                    if bad > 0 && k == 0 {
+                        app.theme.crit
+                    } else {
+                        Style::default()
+                    },
+                ),
+                Span::raw(chunk.iter().collect::<String>()),
+            ]));
+        }
+    }
+    lines
+}
+
+/// The first screen: GPUs by model with health, the Pending queue with reasons, open
+/// alerts and the newest events, all at once. Wide terminals put the queue and the
+/// alerts side by side; narrow ones stack everything with fewer rows each.
+fn overview(f: &mut Frame, app: &App, area: Rect) {
+    let summary = gpu_summary(app, area.width);
+    let sum_h = (summary.len() as u16 + 1).min(area.height / 3).max(2);
+    let wide = area.width >= 120;
+    let rest = area.height.saturating_sub(sum_h);
+    // Each panel as tall as its rows (plus title and header) within its share; the
+    // events take what is left.
+    let open = app.open_alerts() as u16;
+    let pending = app.rows.len() as u16;
+    let (queue_h, alerts_h, events_h) = if wide {
+        let top = (pending.max(open) + 2).clamp(4, rest * 3 / 5);
+        (top, top, rest - top)
+    } else {
+        let q = (pending + 2).clamp(3, rest * 2 / 5);
+        let a = (open + 2).clamp(3, rest.saturating_sub(q + 4).max(3));
+        (q, a, rest.saturating_sub(q + a))
+    };
+    let [s_area, mid, e_area] = if wide {
+        Layout::vertical([
+            Constraint::Length(sum_h),
+            Constraint::Length(queue_h),
+            Constraint::Min(events_h.min(3)),
+        ])
+        .areas(area)
+    } else {
+        Layout::vertical([
+            Constraint::Length(sum_h),
+            Constraint::Length(queue_h + alerts_h),
+            Constraint::Min(events_h.min(3)),
+        ])
+        .areas(area)
+    };
+    let [q_area, a_area] = if wide {
+        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(mid)
+    } else {
+        Layout::vertical([Constraint::Length(queue_h), Constraint::Length(alerts_h)]).areas(mid)
+    };
+    f.render_widget(
+        Paragraph::new(summary).block(
+            Block::default()
+                .borders(Borders::TOP)
+                .title(" GPUs by model — █ used ▄ shared · free x down (unhealthy or NotReady node) c cordoned "),
+        ),
+        s_area,
+    );
+    // The Pending queue, in queue order, with each job's reason.
+    let idx = &app.rows;
+    let (start, end) = window(
+        idx.len(),
+        app.selected,
+        q_area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Cells> = idx[start..end]
+        .iter()
+        .map(|&i| {
+            let j = &app.snapshot.jobs[i];
+            vec![
+                plain(format!("{}/{}", j.project, j.name)),
+                plain(fmt_duration(j.wait_s)),
+                plain(j.reasons.first().cloned().unwrap_or_default()),
+            ]
+        })
+        .collect();
+    f.render_widget(
+        fitted(
+            app,
+            vec![
+                Column::new("PENDING", 12).name(),
+                Column::new("WAIT", 5),
+                Column::new("REASON", 16).grow(),
+            ],
+            rows,
+            (!idx.is_empty()).then_some(app.selected.saturating_sub(start)),
+            format!(" queue: {} Pending — Enter explains ", idx.len()),
+            q_area.width,
+        ),
+        q_area,
+    );
+    let open: Vec<&maar_scheduler::alerts::AlertView> = app
+        .snapshot
+        .alerts
+        .iter()
+        .filter(|a| a.state == "open")
+        .collect();
+    let rows: Vec<Cells> = open
+        .iter()
+        .take(a_area.height.saturating_sub(2) as usize)
+        .map(|a| {
+            let c = alert_cells(app, a);
+            vec![c[0].clone(), c[3].clone()]
+        })
+        .collect();
+    f.render_widget(
+        fitted(
+            app,
+            vec![Column::new("LEVEL", 4), Column::new("ALERT", 20).grow()],
+            rows,
+            None,
+            format!(" open alerts ({}) — :alerts to work them ", open.len()),
+            a_area.width,
+        ),
+        a_area,
+    );
+    let rows: Vec<Cells> = app
+        .snapshot
+        .events
+        .iter()
+        .rev()
+        .take(e_area.height.saturating_sub(2) as usize)
+        .map(|e| event_cells(app, e))
+        .collect();
+    f.render_widget(
+        fitted(
+            app,
+            event_columns(),
+            rows,
+            None,
+            " latest events ".into(),
+            e_area.width,
+        ),
+        e_area,
+    );
 }
 
 /// One glyph per GPU (unlabelled GPUs are not scheduled and show as none).
@@ -439,25 +651,29 @@ fn gpu_grid(n: &maar_scheduler::metrics::NodeView) -> String {
         return String::new();
     }
     GpuGrid {
-        cells: n
-            .gpus
-            .iter()
-            .map(|g| {
-                if g.health != "Healthy" {
-                    GpuCell::Unhealthy
-                } else if g.cordoned {
-                    GpuCell::Cordoned
-                } else if g.holders.is_empty() {
-                    GpuCell::Free
-                } else if g.mem_allocated >= g.memory {
-                    GpuCell::Full
-                } else {
-                    GpuCell::Partial((g.mem_allocated * 100 / g.memory.max(1)) as u8)
-                }
-            })
-            .collect(),
+        cells: gpu_cells(n),
     }
     .text()
+}
+
+/// Each GPU's state as a grid cell.
+fn gpu_cells(n: &maar_scheduler::metrics::NodeView) -> Vec<GpuCell> {
+    n.gpus
+        .iter()
+        .map(|g| {
+            if g.health != "Healthy" {
+                GpuCell::Unhealthy
+            } else if g.cordoned {
+                GpuCell::Cordoned
+            } else if g.holders.is_empty() {
+                GpuCell::Free
+            } else if g.mem_allocated >= g.memory {
+                GpuCell::Full
+            } else {
+                GpuCell::Partial((g.mem_allocated * 100 / g.memory.max(1)) as u8)
+            }
+        })
+        .collect()
 }
 
 fn bar(used: u64, total: u64, width: usize) -> String {
@@ -473,6 +689,45 @@ fn bar(used: u64, total: u64, width: usize) -> String {
     )
 }
 
+fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {
+    let phase_style = match j.phase.as_str() {
+        "Pending" => app.theme.pending,
+        "Restarting" => app.theme.restarting,
+        _ => app.theme.running,
+    };
+    let time = if j.phase == "Pending" {
+        fmt_duration(j.wait_s)
+    } else {
+        fmt_duration(j.run_s)
+    };
+    vec![
+        plain(j.project.clone()),
+        plain(j.name.clone()),
+        (j.phase.clone(), phase_style),
+        plain(j.priority.clone()),
+        plain(j.pool.clone()),
+        plain(j.request.clone()),
+        plain(time),
+        plain(match &j.autoscaler_paused_by {
+            Some(who) if j.phase == "Running" => format!("autoscaler paused by {who}"),
+            _ => j.reasons.first().cloned().unwrap_or_default(),
+        }),
+    ]
+}
+
+fn job_columns() -> Vec<Column> {
+    vec![
+        Column::new("PROJECT", 5).name().drop(2),
+        Column::new("NAME", 10).name(),
+        Column::new("PHASE", 7),
+        Column::new("PRIO", 4).drop(4),
+        Column::new("POOL", 6).drop(5),
+        Column::new("REQUEST", 10).drop(3),
+        Column::new("WAIT/RUN", 5),
+        Column::new("REASON", 16).grow(),
+    ]
+}
+
 fn jobs(f: &mut Frame, app: &App, area: Rect) {
     let rows_idx = &app.rows;
     let (start, end) = window(
@@ -480,71 +735,40 @@ fn jobs(f: &mut Frame, app: &App, area: Rect) {
         app.selected,
         area.height.saturating_sub(2) as usize,
     );
-    let rows: Vec<Row> = rows_idx[start..end]
+    let rows: Vec<Cells> = rows_idx[start..end]
         .iter()
-        .map(|&i| {
-            let j = &app.snapshot.jobs[i];
-            let phase_style = match j.phase.as_str() {
-                "Pending" => app.theme.pending,
-                "Restarting" => app.theme.restarting,
-                _ => app.theme.running,
-            };
-            let time = if j.phase == "Pending" {
-                fmt_duration(j.wait_s)
-            } else {
-                fmt_duration(j.run_s)
-            };
-            Row::new(vec![
-                Cell::from(j.project.clone()),
-                Cell::from(j.name.clone()),
-                Cell::from(j.phase.clone()).style(phase_style),
-                Cell::from(j.priority.clone()),
-                Cell::from(j.pool.clone()),
-                Cell::from(j.request.clone()),
-                Cell::from(time),
-                Cell::from(match &j.autoscaler_paused_by {
-                    Some(who) if j.phase == "Running" => {
-                        format!("autoscaler paused by {who}")
-                    }
-                    _ => j.reasons.first().cloned().unwrap_or_default(),
-                }),
-            ])
-        })
+        .map(|&i| job_cells(app, &app.snapshot.jobs[i]))
         .collect();
-    let widths = vec![
-        Constraint::Length(11),
-        Constraint::Length(18),
-        Constraint::Length(10),
-        Constraint::Length(6),
-        Constraint::Length(13),
-        Constraint::Length(26),
-        Constraint::Length(7),
-        Constraint::Min(8),
-    ];
-    let t = table(
+    let t = fitted(
         app,
-        vec![
-            "PROJECT", "NAME", "PHASE", "PRIO", "POOL", "REQUEST", "WAIT/RUN", "REASON",
-        ],
-        widths,
+        job_columns(),
         rows,
-        Some(app.selected - start),
-        format!(
-            " queue ({}) — Enter explain, +/- priority, r requeue, x cancel ",
-            rows_idx.len()
+        Some(app.selected.saturating_sub(start)),
+        title(
+            app,
+            format!("queue ({})", rows_idx.len()),
+            "Enter explain",
+            "+/- priority, r requeue, x cancel",
         ),
+        area.width,
     );
     f.render_widget(t, area);
 }
 
+/// `used/max` of one quota dimension (`-` for no limit).
+fn used_of(used: u64, max: Option<u64>, f: fn(u64) -> String) -> String {
+    format!("{}/{}", f(used), max.map(f).unwrap_or_else(|| "-".into()))
+}
+
 fn quotas(f: &mut Frame, app: &App, area: Rect) {
     let reqs = &app.rows;
-    let [top, bottom] = Layout::vertical([
-        Constraint::Min(5),
+    let [top, legend, bottom] = Layout::vertical([
+        Constraint::Min(4),
+        Constraint::Length(1),
         Constraint::Length((reqs.len() as u16 + 2).clamp(3, 10)),
     ])
     .areas(area);
-    let rows: Vec<Row> = app
+    let rows: Vec<Cells> = app
         .snapshot
         .quotas
         .iter()
@@ -552,79 +776,119 @@ fn quotas(f: &mut Frame, app: &App, area: Rect) {
         .map(|q| {
             let max = q.max.gpu_milli;
             let b = QuotaBar::new(q.used.gpu_milli, q.reserved.gpu_milli, max).text(22);
-            Row::new(vec![
-                q.project.clone(),
-                q.department.clone(),
-                q.pool.clone(),
-                b,
-                format!(
-                    "{} / {} / {}",
+            vec![
+                plain(q.project.clone()),
+                plain(q.department.clone()),
+                plain(q.pool.clone()),
+                plain(b),
+                plain(format!(
+                    "{}/{}/{}",
                     fmt_cpu(q.used.gpu_milli),
                     fmt_cpu(q.reserved.gpu_milli),
                     max.map(fmt_cpu).unwrap_or_else(|| "-".into())
-                ),
-            ])
+                )),
+                plain(used_of(q.used.gpu_mem, q.max.gpu_mem, fmt_bytes)),
+                plain(used_of(q.used.cpu_milli, q.max.cpu_milli, fmt_cpu)),
+                plain(used_of(q.used.memory, q.max.memory, fmt_bytes)),
+                plain(used_of(q.used.disk, q.max.disk, fmt_bytes)),
+            ]
         })
         .collect();
-    let widths = vec![
-        Constraint::Length(12),
-        Constraint::Length(12),
-        Constraint::Length(13),
-        Constraint::Length(22),
-        Constraint::Min(12),
+    let cols = vec![
+        Column::new("PROJECT", 6).name(),
+        Column::new("DEPARTMENT", 6).drop(6),
+        Column::new("POOL", 6).name(),
+        Column::new("GPUS (| reserved)", 12).drop(1),
+        Column::new("GPU U/R/MAX", 7),
+        Column::new("GPU MEM", 7).drop(2),
+        Column::new("CPU", 5).drop(3),
+        Column::new("MEMORY", 7).drop(4),
+        Column::new("DISK", 5).drop(5).grow(),
     ];
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec![
-                "PROJECT",
-                "DEPARTMENT",
-                "POOL",
-                "GPUS (| reserved)",
-                "USED/RES/MAX",
-            ],
-            widths,
+            cols,
             rows,
             None,
-            " quotas — GPUs used, | marks reserved ".into(),
+            " quotas — used/reserved/max GPUs, used/max of the rest ".into(),
+            top.width,
         ),
         top,
     );
-    let rows: Vec<Row> = reqs
+    f.render_widget(
+        Paragraph::new(
+            "bar: # used within reserved  | end of reserved  = borrowed above reserved  . room to max  ! over max;  - no limit",
+        )
+        .style(Style::default().add_modifier(Modifier::DIM)),
+        legend,
+    );
+    let rows: Vec<Cells> = reqs
         .iter()
         .map(|&i| {
             let r = &app.snapshot.quota_requests[i];
-            Row::new(vec![
-                format!("#{}", r.id),
-                r.project.clone(),
-                r.pool.clone(),
-                format!("+{} GPUs", r.gpus),
-                r.reason.clone(),
-            ])
+            vec![
+                plain(format!("#{}", r.id)),
+                plain(r.project.clone()),
+                plain(r.pool.clone()),
+                plain(format!(
+                    "+{} GPUs{}",
+                    r.gpus,
+                    if r.reserved { " reserved" } else { "" }
+                )),
+                plain(r.reason.clone()),
+            ]
         })
         .collect();
-    let widths = vec![
-        Constraint::Length(5),
-        Constraint::Length(13),
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Min(10),
+    let cols = vec![
+        Column::new("ID", 3),
+        Column::new("PROJECT", 6).name(),
+        Column::new("POOL", 6).name(),
+        Column::new("ASK", 8),
+        Column::new("REASON", 10).grow(),
     ];
     let sel = (!reqs.is_empty()).then_some(app.selected);
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec!["ID", "PROJECT", "POOL", "ASK", "REASON"],
-            widths,
+            cols,
             rows,
             sel,
-            format!(
-                " pending quota requests ({}) — a approve, r reject ",
-                reqs.len()
+            title(
+                app,
+                format!("pending quota requests ({})", reqs.len()),
+                "",
+                "a approve, r reject (admin)",
             ),
+            bottom.width,
         ),
         bottom,
     );
+}
+
+fn event_cells(app: &App, e: &maar_scheduler::Event) -> Cells {
+    let st = match e.severity {
+        maar_scheduler::Severity::Error => app.theme.crit,
+        maar_scheduler::Severity::Warning => app.theme.warn,
+        _ => Style::default(),
+    };
+    vec![
+        plain(fmt_duration(e.time)),
+        (e.severity.name().to_string(), st),
+        plain(e.reason.to_string()),
+        plain(e.object.clone()),
+        plain(e.message.clone()),
+    ]
+}
+
+fn event_columns() -> Vec<Column> {
+    vec![
+        Column::new("TIME", 5),
+        Column::new("TYPE", 4).drop(3),
+        Column::new("REASON", 8).drop(2),
+        Column::new("OBJECT", 10).name(),
+        Column::new("MESSAGE", 20).grow(),
+    ]
 }
 
 fn events(f: &mut Frame, app: &App, area: Rect) {
@@ -634,72 +898,96 @@ fn events(f: &mut Frame, app: &App, area: Rect) {
         app.selected,
         area.height.saturating_sub(2) as usize,
     );
-    let rows: Vec<Row> = idx[start..end]
+    let rows: Vec<Cells> = idx[start..end]
         .iter()
-        .map(|&i| {
-            let e = &app.snapshot.events[i];
-            let st = match e.severity {
-                maar_scheduler::Severity::Error => app.theme.crit,
-                maar_scheduler::Severity::Warning => app.theme.warn,
-                _ => Style::default(),
-            };
-            Row::new(vec![
-                Cell::from(fmt_duration(e.time)),
-                Cell::from(e.severity.name()).style(st),
-                Cell::from(e.reason.to_string()),
-                Cell::from(e.object.clone()),
-                Cell::from(e.message.clone()),
-            ])
-        })
+        .map(|&i| event_cells(app, &app.snapshot.events[i]))
         .collect();
-    let widths = vec![
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(16),
-        Constraint::Length(28),
-        Constraint::Min(20),
-    ];
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec!["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-            widths,
+            event_columns(),
             rows,
-            Some(app.selected - start),
+            Some(app.selected.saturating_sub(start)),
             format!(
                 " events ({}) — / filters by severity, kind, object or text ",
                 idx.len()
             ),
+            area.width,
         ),
         area,
     );
 }
 
-fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
-    let a = &app.alerts;
-    let rows: Vec<Row> = a
-        .iter()
-        .take(area.height.saturating_sub(2) as usize)
-        .map(|(sev, msg)| {
-            let st = if sev == "CRIT" {
-                app.theme.crit.add_modifier(Modifier::BOLD)
+fn alert_cells(app: &App, a: &maar_scheduler::alerts::AlertView) -> Cells {
+    let st = if a.severity == "critical" {
+        app.theme.crit.add_modifier(Modifier::BOLD)
+    } else {
+        app.theme.warn
+    };
+    let state = match (&a.acked_by, a.resolved_at) {
+        (Some(by), Some(t)) => format!("resolved {} (ack {by})", fmt_duration(t)),
+        (Some(by), None) => format!("ack by {by}"),
+        _ => a.state.clone(),
+    };
+    vec![
+        (
+            if a.severity == "critical" {
+                "CRIT"
             } else {
-                app.theme.warn
-            };
-            Row::new(vec![
-                Cell::from(sev.clone()).style(st),
-                Cell::from(msg.clone()),
-            ])
-        })
+                "WARN"
+            }
+            .to_string(),
+            st,
+        ),
+        plain(state),
+        plain(if a.count > 1 {
+            format!("x{}", a.count)
+        } else {
+            String::new()
+        }),
+        plain(a.message.clone()),
+    ]
+}
+
+fn alert_columns() -> Vec<Column> {
+    vec![
+        Column::new("LEVEL", 4),
+        Column::new("STATE", 4).drop(2),
+        Column::new("N", 3).drop(1),
+        Column::new("ALERT", 20).grow(),
+    ]
+}
+
+fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
+    let idx = &app.rows;
+    let (start, end) = window(
+        idx.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Cells> = idx[start..end]
+        .iter()
+        .filter_map(|&i| app.alerts.get(i))
+        .map(|a| alert_cells(app, a))
         .collect();
+    let what = if app.alerts_all {
+        format!("alerts: all ({})", idx.len())
+    } else {
+        format!("alerts: open ({})", idx.len())
+    };
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec!["LEVEL", "ALERT"],
-            vec![Constraint::Length(6), Constraint::Min(20)],
+            alert_columns(),
             rows,
-            None,
-            format!(" alerts ({}) ", a.len()),
+            (!idx.is_empty()).then_some(app.selected.saturating_sub(start)),
+            title(
+                app,
+                what,
+                "Enter go to its job or node, A all/open",
+                "a acknowledge",
+            ),
+            area.width,
         ),
         area,
     );
@@ -707,41 +995,41 @@ fn alerts_view(f: &mut Frame, app: &App, area: Rect) {
 
 fn cost(f: &mut Frame, app: &App, area: Rect) {
     let c = &app.snapshot.costs;
-    let mut rows: Vec<Row> = c
+    let mut rows: Vec<Cells> = c
         .projects
         .iter()
         .map(|p| {
-            Row::new(vec![
-                p.project.clone(),
-                p.department.clone(),
-                format!("{:.1}", p.gpu_hours),
-                format!("{:.2}", p.cost),
-            ])
+            vec![
+                plain(p.project.clone()),
+                plain(p.department.clone()),
+                plain(format!("{:.1}", p.gpu_hours)),
+                plain(format!("{:.2}", p.cost)),
+            ]
         })
         .collect();
     rows.extend(c.departments.iter().map(|d| {
-        Row::new(vec![
-            "(department)".into(),
-            d.department.clone(),
-            format!("{:.1}", d.gpu_hours),
-            format!("{:.2}", d.cost),
-        ])
+        vec![
+            plain("(department)"),
+            plain(d.department.clone()),
+            plain(format!("{:.1}", d.gpu_hours)),
+            plain(format!("{:.2}", d.cost)),
+        ]
     }));
     rows.truncate(area.height.saturating_sub(2) as usize);
-    let widths = vec![
-        Constraint::Length(14),
-        Constraint::Length(16),
-        Constraint::Length(10),
-        Constraint::Min(10),
+    let cols = vec![
+        Column::new("PROJECT", 8).name(),
+        Column::new("DEPARTMENT", 8).name(),
+        Column::new("GPU-HOURS", 9),
+        Column::new("BILL", 8).grow(),
     ];
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec!["PROJECT", "DEPARTMENT", "GPU-HOURS", "BILL"],
-            widths,
+            cols,
             rows,
             None,
             format!(" cost so far — total {:.2} ", c.total),
+            area.width,
         ),
         area,
     );
@@ -770,7 +1058,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("Tab / shift-Tab", "next / previous screen"),
     (
         ":SCREEN",
-        "go to a screen: nodes jobs quotas events alerts cost logs help",
+        "go to a screen: overview nodes jobs quotas events alerts cost logs help",
     ),
     ("/", "filter the current table (Esc clears)"),
     ("j k, arrows, g G, PgUp PgDn", "move"),
@@ -889,44 +1177,56 @@ pub fn help_needs(keys: &str, screen: Option<Screen>) -> Option<maar_scheduler::
     }
 }
 
-fn help(f: &mut Frame, app: &App, area: Rect) {
-    let row = |k: &str, v: String| match help_needs(k, Some(app.help_for))
-        .filter(|need| *need > app.grant.role)
-    {
-        Some(need) => Row::new(vec![k.to_string(), format!("{v} — needs {need}")])
-            .style(Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT)),
-        None => Row::new(vec![k.to_string(), v]),
+/// The help's rows: the keys of the screen it was asked on, then every key; each with
+/// the role it needs when the user lacks it.
+pub fn help_rows(app: &App) -> Vec<Cells> {
+    let row = |k: &str, v: String| -> Cells {
+        match help_needs(k, Some(app.help_for)).filter(|need| *need > app.grant.role) {
+            Some(need) => {
+                let dim = Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT);
+                vec![(k.to_string(), dim), (format!("{v} — needs {need}"), dim)]
+            }
+            None => vec![plain(k), plain(v)],
+        }
     };
-    let here = screen_keys(app.help_for)
-        .iter()
-        .map(|(k, v)| row(k, format!("{v} (on {})", app.help_for.name())));
-    let rows: Vec<Row> = std::iter::once(Row::new(vec![
-        "you are".to_string(),
-        format!("{} ({})", app.grant.role, app.grant.why),
-    ]))
-    .chain(here)
+    std::iter::once(vec![
+        plain("you are"),
+        plain(format!(
+            "{} {} ({})",
+            app.actor.user, app.grant.role, app.grant.why
+        )),
+    ])
+    .chain(
+        screen_keys(app.help_for)
+            .iter()
+            .map(|(k, v)| row(k, format!("{v} (on {})", app.help_for.name()))),
+    )
     .chain(HELP.iter().map(|(k, v)| row(k, v.to_string())))
-    .take(area.height.saturating_sub(2) as usize)
-    .collect();
+    .collect()
+}
+
+fn help(f: &mut Frame, app: &App, area: Rect) {
+    let all = help_rows(app);
+    let (start, end) = window(
+        all.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let n = all.len();
+    let rows: Vec<Cells> = all.into_iter().skip(start).take(end - start).collect();
+    let cols = vec![Column::new("KEYS", 10), Column::new("WHAT", 20).grow()];
     f.render_widget(
-        table(
+        fitted(
             app,
-            vec!["KEYS", "WHAT"],
-            {
-                let longest = screen_keys(app.help_for)
-                    .iter()
-                    .chain(HELP.iter())
-                    .map(|(k, _)| k.chars().count())
-                    .max()
-                    .unwrap_or(10) as u16;
-                vec![
-                    Constraint::Length((longest + 1).min(area.width * 2 / 5)),
-                    Constraint::Min(10),
-                ]
-            },
+            cols,
             rows,
-            None,
-            " help ".into(),
+            Some(app.selected.saturating_sub(start)),
+            format!(
+                " help — lines {}-{} of {n}, j/k PgUp/PgDn scroll, ? or Esc back ",
+                start + 1,
+                end
+            ),
+            area.width,
         ),
         area,
     );

@@ -9,6 +9,10 @@
 //! - [`spark`]: a text sparkline of recent values (for table cells).
 //! - [`window`]: the rows of a long list that fit on screen around the selection, so
 //!   tables build only visible rows.
+//! - [`columns`]: column widths that fit the terminal and the content, and text cut
+//!   with an ellipsis (names in the middle).
+
+pub mod columns;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

@@ -1,0 +1,283 @@
+//! Alerts: what needs an operator now, derived from the state (NotReady nodes, disks
+//! at 90% or more, unhealthy GPUs, OOM kills folded per job, jobs Pending longer than
+//! `pending_alert`), each under a stable key, and the operators' acknowledgements.
+//!
+//! An acknowledged alert leaves the open list; when its condition ends it moves to the
+//! resolved list (the newest [`KEEP_RESOLVED`]). A new occurrence after the
+//! acknowledgement (another OOM kill, the job Pending again) opens it again.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::event::Severity;
+use crate::model::Phase;
+use crate::quantity::fmt_duration;
+
+/// OOM alerts close this long after the job's last OOM kill.
+pub const OOM_ALERT_FOR_S: u64 = 6 * 3600;
+/// Acknowledged alerts that resolved, kept for the "all" filter.
+pub const KEEP_RESOLVED: usize = 100;
+/// How often (cluster seconds) acknowledged alerts are checked for resolution.
+const CHECK_EVERY_S: u64 = 60;
+
+/// Who acknowledged an alert, and when (cluster time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertAck {
+    pub by: String,
+    pub at: u64,
+    /// The alert as it was acknowledged (shown once it resolves).
+    pub severity: String,
+    pub object: String,
+    pub message: String,
+}
+
+/// An alert as faces show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertView {
+    /// Stable while the condition lasts: `notready/NODE`, `disk/NODE`, `gpu/NODE/N`,
+    /// `oom/PROJECT/JOB`, `pending/PROJECT/JOB`.
+    pub key: String,
+    /// `critical` or `warning`.
+    pub severity: String,
+    /// What it is about: `node/NAME`, `gpu/NODE/N` or `job/PROJECT/NAME`.
+    pub object: String,
+    pub message: String,
+    /// When it started, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_s: Option<u64>,
+    /// Occurrences folded into it (OOM kills of one job).
+    pub count: u32,
+    /// `open`, `acknowledged` or `resolved`.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<u64>,
+}
+
+/// The acknowledgements, and the acknowledged alerts that resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AlertBook {
+    pub acks: BTreeMap<String, AlertAck>,
+    pub resolved: VecDeque<AlertView>,
+    /// Cluster time of the last resolution check.
+    #[serde(default)]
+    pub checked: u64,
+}
+
+impl Cluster {
+    /// Every alert whose condition holds now, critical first, each marked open or
+    /// acknowledged.
+    pub fn alerts(&self) -> Vec<AlertView> {
+        let mut v = Vec::new();
+        let mut push = |key: String,
+                        sev: Severity,
+                        object: String,
+                        message: String,
+                        since: Option<u64>,
+                        count: u32,
+                        last: u64| {
+            let ack = self.alert_book.acks.get(&key).filter(|a| a.at >= last);
+            v.push(AlertView {
+                key,
+                severity: if sev == Severity::Error {
+                    "critical".into()
+                } else {
+                    "warning".into()
+                },
+                object,
+                message,
+                since_s: since,
+                count,
+                state: if ack.is_some() {
+                    "acknowledged"
+                } else {
+                    "open"
+                }
+                .into(),
+                acked_by: ack.map(|a| a.by.clone()),
+                acked_at: ack.map(|a| a.at),
+                resolved_at: None,
+            });
+        };
+        for n in &self.nodes {
+            if let crate::model::Condition::NotReady(w) = &n.condition {
+                push(
+                    format!("notready/{}", n.name),
+                    Severity::Error,
+                    format!("node/{}", n.name),
+                    format!("node {} NotReady ({w})", n.name),
+                    None,
+                    1,
+                    0,
+                );
+            }
+            let used = n.disk_used();
+            if n.disk > 0 && used * 100 / n.disk >= 90 {
+                push(
+                    format!("disk/{}", n.name),
+                    Severity::Warning,
+                    format!("node/{}", n.name),
+                    format!("node {} disk {}% used", n.name, used * 100 / n.disk),
+                    None,
+                    1,
+                    0,
+                );
+            }
+            for g in &n.gpus {
+                if let crate::model::Health::Unhealthy(w) = &g.health {
+                    push(
+                        format!("gpu/{}/{}", n.name, g.index),
+                        Severity::Error,
+                        format!("gpu/{}/{}", n.name, g.index),
+                        format!("GPU {}/{} unhealthy ({w})", n.name, g.index),
+                        None,
+                        1,
+                        0,
+                    );
+                }
+            }
+        }
+        // OOM kills, one line per job with a count, while the job lives and for
+        // OOM_ALERT_FOR_S after its last kill.
+        let mut ooms: HashMap<&str, (u64, u64, u32)> = HashMap::new();
+        for e in self.events.iter().filter(|e| e.reason == "OOMKilled") {
+            let o = ooms.entry(e.object.as_str()).or_insert((e.time, e.time, 0));
+            o.1 = e.time;
+            o.2 += 1;
+        }
+        let mut ooms: Vec<_> = ooms.into_iter().collect();
+        ooms.sort_by_key(|(o, (_, last, _))| (std::cmp::Reverse(*last), *o));
+        for (object, (first, last, count)) in ooms {
+            let name = object.trim_start_matches("job/");
+            let live = self
+                .job_id(name)
+                .ok()
+                .and_then(|id| self.jobs.get(id))
+                .is_some_and(|j| !j.phase.is_terminal());
+            if !live || self.now.saturating_sub(last) > OOM_ALERT_FOR_S {
+                continue;
+            }
+            let times = if count == 1 {
+                "once".to_string()
+            } else {
+                format!("{count} times")
+            };
+            push(
+                format!("oom/{name}"),
+                Severity::Warning,
+                object.to_string(),
+                format!("{name} OOM-killed {times}, last at {}", fmt_duration(last)),
+                Some(first),
+                count,
+                last,
+            );
+        }
+        let threshold = self.config.pending_alert_s.max(1);
+        for j in self.jobs.iter().filter(|j| j.phase == Phase::Pending) {
+            let wait = self.now.saturating_sub(j.queued_since);
+            if wait >= threshold {
+                let name = format!("{}/{}", j.spec.project, j.spec.name);
+                push(
+                    format!("pending/{name}"),
+                    Severity::Warning,
+                    format!("job/{name}"),
+                    format!("{name} Pending for {}", fmt_duration(wait)),
+                    Some(j.queued_since),
+                    1,
+                    j.queued_since,
+                );
+            }
+        }
+        v.sort_by_key(|a| (a.severity != "critical", a.state != "open"));
+        v
+    }
+
+    /// The acknowledged alerts that have since resolved, newest first.
+    pub fn resolved_alerts(&self) -> Vec<AlertView> {
+        self.alert_book.resolved.iter().rev().cloned().collect()
+    }
+
+    /// Acknowledges an open alert by its key.
+    pub(crate) fn ack_alert(&mut self, key: &str, by: &str) -> Result<String, ClusterError> {
+        let all = self.alerts();
+        let Some(a) = all.iter().find(|a| a.key == key) else {
+            let open: Vec<&str> = all.iter().take(5).map(|a| a.key.as_str()).collect();
+            return Err(ClusterError::Invalid(format!(
+                "no open alert `{key}`{}",
+                if open.is_empty() {
+                    " (there are none)".to_string()
+                } else {
+                    format!(" (open: {})", open.join(", "))
+                }
+            )));
+        };
+        if a.state == "acknowledged" {
+            return Err(ClusterError::Invalid(format!(
+                "alert `{key}` was already acknowledged by {}",
+                a.acked_by.clone().unwrap_or_default()
+            )));
+        }
+        let msg = format!("alert {key} acknowledged: {}", a.message);
+        self.alert_book.acks.insert(
+            key.to_string(),
+            AlertAck {
+                by: by.to_string(),
+                at: self.now,
+                severity: a.severity.clone(),
+                object: a.object.clone(),
+                message: a.message.clone(),
+            },
+        );
+        self.emit(
+            Severity::Normal,
+            "AlertAcknowledged",
+            format!("alert/{key}"),
+            format!("{msg} (by {by})"),
+        );
+        Ok(msg)
+    }
+
+    /// Moves acknowledgements of alerts no longer holding to the resolved list (at most
+    /// once a simulated minute; nothing to do without acknowledgements).
+    pub(crate) fn settle_alerts(&mut self) {
+        if self.alert_book.acks.is_empty() || self.now < self.alert_book.checked + CHECK_EVERY_S {
+            return;
+        }
+        self.alert_book.checked = self.now;
+        let live: BTreeMap<String, AlertView> = self
+            .alerts()
+            .into_iter()
+            .map(|a| (a.key.clone(), a))
+            .collect();
+        let gone: Vec<String> = self
+            .alert_book
+            .acks
+            .keys()
+            .filter(|k| !live.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            let ack = self.alert_book.acks.remove(&k).expect("listed");
+            self.alert_book.resolved.push_back(AlertView {
+                key: k,
+                severity: ack.severity,
+                object: ack.object,
+                message: ack.message,
+                since_s: None,
+                count: 1,
+                state: "resolved".into(),
+                acked_by: Some(ack.by),
+                acked_at: Some(ack.at),
+                resolved_at: Some(self.now),
+            });
+            while self.alert_book.resolved.len() > KEEP_RESOLVED {
+                self.alert_book.resolved.pop_front();
+            }
+        }
+    }
+}
