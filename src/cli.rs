@@ -162,6 +162,7 @@ pub enum Resource {
     Jobs,
     Quotas,
     Events,
+    Alerts,
     Costs,
     Metrics,
 }
@@ -332,6 +333,13 @@ pub enum Cmd {
     Scale {
         job: String,
         replicas: u32,
+        #[command(flatten)]
+        act: ActArgs,
+    },
+    /// Acknowledge an open alert by its key (`maar get alerts` lists them), e.g.
+    /// oom/ml-prod/gpt or disk/a100-03.
+    Ack {
+        alert: String,
         #[command(flatten)]
         act: ActArgs,
     },
@@ -913,6 +921,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             act: a,
         } => act(&a, Command::Scale { job, replicas }, o),
         Cmd::Autoscale { job, act: a } => act(&a, Command::ResumeAutoscale { job }, o),
+        Cmd::Ack { alert, act: a } => act(&a, Command::AckAlert { alert }, o),
         Cmd::Audit {
             actor,
             action,
@@ -1302,6 +1311,9 @@ fn get_text(snap: &Snapshot, resource: Resource, output: GetOutput) -> String {
         (Resource::Events, GetOutput::Json) => json(&snap.events),
         (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),
         (Resource::Events, _) => events_table(&snap.events),
+        (Resource::Alerts, GetOutput::Json) => json(&(&snap.alerts, &snap.resolved_alerts)),
+        (Resource::Alerts, GetOutput::Yaml) => yaml(&(&snap.alerts, &snap.resolved_alerts)),
+        (Resource::Alerts, _) => alerts_table(&snap.alerts, wide),
         (Resource::Costs, GetOutput::Json) => json(&snap.costs),
         (Resource::Costs, GetOutput::Yaml) => yaml(&snap.costs),
         (Resource::Costs, _) => costs_table(&snap.costs),

@@ -321,3 +321,26 @@ pub fn metrics_text(m: &Metrics) -> String {
     ));
     s
 }
+
+/// Alerts whose condition holds: open first (critical first), then acknowledged.
+pub fn alerts_table(alerts: &[maar_scheduler::alerts::AlertView], wide: bool) -> String {
+    let mut h = vec!["KEY", "LEVEL", "STATE", "ALERT"];
+    if wide {
+        h.extend(["OBJECT", "SINCE", "COUNT"]);
+    }
+    let mut t = table(&h);
+    for a in alerts {
+        let state = match &a.acked_by {
+            Some(by) => format!("acknowledged by {by}"),
+            None => a.state.clone(),
+        };
+        let mut row = vec![a.key.clone(), a.severity.clone(), state, a.message.clone()];
+        if wide {
+            row.push(a.object.clone());
+            row.push(a.since_s.map(fmt_duration).unwrap_or_else(|| "-".into()));
+            row.push(a.count.to_string());
+        }
+        t.add_row(row);
+    }
+    render(t)
+}

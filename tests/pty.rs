@@ -49,6 +49,18 @@ fn spawn_with(
     Box<dyn Write + Send>,
     Screen,
 ) {
+    spawn_args(&["demo", "--speed", "600", "--no-state"], env)
+}
+
+/// `maar ARGS` in a 110x30 pseudo-terminal, with extra environment variables.
+fn spawn_args(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (
+    Box<dyn portable_pty::Child + Send + Sync>,
+    Box<dyn Write + Send>,
+    Screen,
+) {
     let pty = native_pty_system();
     let pair = pty
         .openpty(PtySize {
@@ -59,7 +71,7 @@ fn spawn_with(
         })
         .unwrap();
     let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_maar"));
-    cmd.args(["demo", "--speed", "600", "--no-state"]);
+    cmd.args(args);
     cmd.cwd(env!("CARGO_MANIFEST_DIR"));
     cmd.env("TERM", "xterm-256color");
     for (k, v) in env {
@@ -143,7 +155,7 @@ fn killed_restores(
 fn every_stop_signal_restores_the_terminal() {
     for (sig, code) in [("-INT", 130), ("-TERM", 143), ("-HUP", 129), ("-QUIT", 131)] {
         let (mut child, _writer, mut s) = spawn();
-        s.wait_for("nodes (40)", 20);
+        s.wait_for("latest events", 20);
         killed_restores(&mut child, &mut s, sig, code, 5);
     }
 }
@@ -152,7 +164,7 @@ fn every_stop_signal_restores_the_terminal() {
 fn a_signal_restores_the_terminal_even_when_the_event_loop_is_stuck() {
     for (sig, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129), ("-QUIT", 131)] {
         let (mut child, mut writer, mut s) = spawn_with(&[("MAAR_DEBUG_STALL", "1")]);
-        s.wait_for("nodes (40)", 20);
+        s.wait_for("latest events", 20);
         // The event loop blocks for a minute: keys, frames and signals wait on it.
         writer.write_all(b":debug-stall 60\r").unwrap();
         writer.flush().unwrap();
@@ -170,11 +182,24 @@ fn a_signal_restores_the_terminal_even_when_the_event_loop_is_stuck() {
 fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
     let (mut child, mut writer, mut s) = spawn();
     let first = s.wait_for("maar demo", 20);
-    assert!(first.contains("nodes (40)"), "{first}");
+    let first = if first.contains("latest events") {
+        first
+    } else {
+        s.wait_for("latest events", 10)
+    };
+    assert!(
+        first.contains("GPUs by model") && first.contains("queue:"),
+        "{first}"
+    );
     writer.write_all(b":jobs\r").unwrap();
     writer.flush().unwrap();
-    let jobs = s.wait_for("gpt-finetune-demo", 10);
-    assert!(jobs.contains("queue ("), "{jobs}");
+    let jobs = s.wait_for("queue (", 10);
+    let jobs = if jobs.contains("PRIO") {
+        jobs
+    } else {
+        s.wait_for("PRIO", 10)
+    };
+    assert!(jobs.contains("gpt-finetune-demo"), "{jobs}");
     writer.write_all(b"?").unwrap();
     writer.flush().unwrap();
     s.wait_for("KEYS", 10);
@@ -192,4 +217,42 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
         raw.contains("\x1b[?1049l"),
         "left the alternate screen on quit"
     );
+}
+
+/// Presses keys and waits for what they should show.
+fn press(w: &mut Box<dyn Write + Send>, s: &mut Screen, keys: &[u8], want: &str) -> String {
+    w.write_all(keys).unwrap();
+    w.flush().unwrap();
+    s.wait_for(want, 10)
+}
+
+#[test]
+fn the_real_console_previews_actions_travels_in_time_and_works_alerts() {
+    let home = std::env::temp_dir().join(format!("maar-pty-travel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let (mut child, mut w, mut s) = spawn_args(
+        &["demo", "--speed", "3600"],
+        &[("XDG_STATE_HOME", home.to_str().unwrap())],
+    );
+    s.wait_for("latest events", 20);
+    // Let an hour of history be recorded, then pause.
+    std::thread::sleep(Duration::from_secs(2));
+    press(&mut w, &mut s, b" ", "PAUSED");
+    let shown = press(&mut w, &mut s, b":nodes\rd", "would evict");
+    assert!(shown.contains("what if"), "{shown}");
+    press(&mut w, &mut s, b"n", "kept as it was");
+    let past = press(&mut w, &mut s, b"[", "PAST t=");
+    assert!(past.contains("actions off"), "{past}");
+    press(&mut w, &mut s, b"c", "actions are off");
+    press(&mut w, &mut s, b":at 30m\r", "PAST t=30m");
+    press(&mut w, &mut s, b":now\r", "back to now");
+    press(&mut w, &mut s, b":alerts\r", "alerts: open");
+    press(&mut w, &mut s, b"?", "you are");
+    w.write_all(b"q").unwrap();
+    w.flush().unwrap();
+    // `?` toggled help; q quits from any screen.
+    let st = wait_exit(&mut child);
+    assert!(st.success(), "{st:?}");
+    let _ = std::fs::remove_dir_all(&home);
 }

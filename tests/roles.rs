@@ -196,6 +196,7 @@ fn a_read_only_console_says_why_on_the_key_and_greys_the_help() {
     let _ = d;
     let mut app = App::new(h.capped(Role::Viewer));
     assert_eq!(app.grant.role, Role::Viewer);
+    app.command("nodes");
     app.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::NONE));
     assert!(matches!(app.mode, Mode::Normal), "no preview for a viewer");
     assert!(

@@ -722,9 +722,9 @@ fn job_columns() -> Vec<Column> {
         Column::new("PHASE", 7),
         Column::new("PRIO", 4).drop(4),
         Column::new("POOL", 6).drop(5),
-        Column::new("REQUEST", 10).drop(3),
+        Column::new("REQUEST", 14).soft().drop(3),
         Column::new("WAIT/RUN", 5),
-        Column::new("REASON", 16).grow(),
+        Column::new("REASON", 28).grow(),
     ]
 }
 

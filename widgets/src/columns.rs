@@ -21,6 +21,9 @@ pub struct Column {
     pub drop: u8,
     /// Cut in the middle (names) rather than at the end.
     pub middle: bool,
+    /// May be cut (with an ellipsis) down to `min` before other columns are dropped:
+    /// long descriptive text such as a request.
+    pub soft: bool,
 }
 
 impl Column {
@@ -32,7 +35,12 @@ impl Column {
             grow: false,
             drop: 0,
             middle: false,
+            soft: false,
         }
+    }
+    pub fn soft(mut self) -> Column {
+        self.soft = true;
+        self
     }
     pub fn grow(mut self) -> Column {
         self.grow = true;
@@ -62,7 +70,7 @@ pub fn layout(cols: &[Column], width: u16) -> Vec<Option<u16>> {
         let w = allocate(cols, &shown, width as u32);
         let short = cols.iter().enumerate().any(|(i, c)| {
             shown[i]
-                && if c.grow {
+                && if c.grow || c.soft {
                     w[i] < c.min as u32
                 } else {
                     w[i] < c.want as u32
@@ -101,7 +109,7 @@ fn allocate(cols: &[Column], shown: &[bool], width: u32) -> Vec<u32> {
     let mut order: Vec<usize> = (0..cols.len())
         .filter(|&i| shown[i] && !cols[i].grow)
         .collect();
-    order.sort_by_key(|&i| (cols[i].drop, i));
+    order.sort_by_key(|&i| (cols[i].soft, cols[i].drop, i));
     for i in order {
         let more = (cols[i].want as u32).saturating_sub(w[i]).min(left);
         w[i] += more;
@@ -209,6 +217,11 @@ mod tests {
         // below its minimum.
         let w = layout(&[name, pool, reason], 45);
         assert_eq!(w, vec![Some(16), None, Some(45 - 16 - 1)]);
+        // A soft column is cut before anything is dropped for it.
+        let mut req = Column::new("REQUEST", 10).soft().drop(1);
+        req.fit("4x GPU [a100,h100], 32 CPU, 256Gi mem");
+        let w = layout(&[name, req, reason], 60);
+        assert_eq!(w, vec![Some(16), Some(60 - 16 - 20 - 2), Some(20)]);
         // Too narrow for even that: nothing more may go, so the name is cut.
         let w = layout(&[name, pool, reason], 30);
         assert_eq!(w[1], None);
