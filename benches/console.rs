@@ -35,6 +35,7 @@ fn frame(c: &mut Criterion) {
     let mut app = App::new(handle);
     let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
     for (name, cmd) in [
+        ("overview", ":overview\n"),
         ("nodes", ":nodes\n"),
         ("jobs", ":jobs\n"),
         ("events", ":events\n"),

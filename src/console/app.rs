@@ -104,6 +104,8 @@ pub struct App {
     pub alerts: Vec<AlertView>,
     /// Show acknowledged and resolved alerts too.
     pub alerts_all: bool,
+    /// GPUs by model (the overview), computed once per snapshot.
+    pub models: Vec<super::view::ModelRow>,
     /// The screen `?` was pressed on (its keys are listed first).
     pub help_for: Screen,
     /// Test hook: the event loop should block this many seconds (`:debug-stall`).
@@ -163,6 +165,7 @@ impl App {
             rows: Vec::new(),
             alerts: Vec::new(),
             alerts_all: false,
+            models: Vec::new(),
             help_for: Screen::Overview,
             stall: None,
             resume_after: false,
@@ -191,6 +194,11 @@ impl App {
             _ => Vec::new(),
         };
         self.alerts = self.alert_rows();
+        self.models = if self.screen == Screen::Overview {
+            super::view::model_rows(&self.snapshot)
+        } else {
+            Vec::new()
+        };
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 

@@ -459,28 +459,50 @@ fn nodes(f: &mut Frame, app: &App, area: Rect) {
     }
 }
 
-/// GPUs by model, one glyph per GPU (wrapped to the width), with counts and health.
-fn gpu_summary(app: &App, width: u16) -> Vec<Line<'static>> {
+/// The GPUs of one model across the cluster: a cell per card, and counts.
+#[derive(Clone, Debug, Default)]
+pub struct ModelRow {
+    pub model: String,
+    pub cells: Vec<GpuCell>,
+    pub total: u32,
+    pub used: u32,
+    /// Unhealthy, or on a NotReady node.
+    pub down: u32,
+    pub cordoned: u32,
+}
+
+/// GPUs by model (the overview's summary), computed once per snapshot.
+pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
     use std::collections::BTreeMap;
-    let mut by: BTreeMap<String, (Vec<GpuCell>, u32, u32, u32, u32)> = BTreeMap::new();
-    for n in &app.snapshot.nodes {
+    let mut by: BTreeMap<String, ModelRow> = BTreeMap::new();
+    for n in &s.nodes {
         if !n.gpu_labelled {
             continue;
         }
         let down = n.condition != "Ready";
         for (g, cell) in n.gpus.iter().zip(gpu_cells(n)) {
-            let e = by.entry(g.model.clone()).or_default();
+            let e = by.entry(g.model.clone()).or_insert_with(|| ModelRow {
+                model: g.model.clone(),
+                ..Default::default()
+            });
             // A card on a NotReady node is as unusable as an unhealthy one.
-            e.0.push(if down { GpuCell::Unhealthy } else { cell });
-            e.1 += 1;
-            e.2 += u32::from(!g.holders.is_empty());
-            e.3 += u32::from(g.health != "Healthy" || down);
-            e.4 += u32::from(g.cordoned || n.cordoned);
+            e.cells.push(if down { GpuCell::Unhealthy } else { cell });
+            e.total += 1;
+            e.used += u32::from(!g.holders.is_empty());
+            e.down += u32::from(g.health != "Healthy" || down);
+            e.cordoned += u32::from(g.cordoned || n.cordoned);
         }
     }
+    by.into_values().collect()
+}
+
+/// GPUs by model, one glyph per GPU (wrapped to the width), with counts and health.
+fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
+    let by = &app.models;
     let labels: Vec<String> = by
         .iter()
-        .map(|(m, (_, total, used, bad, cordoned))| {
+        .map(|r| {
+            let (m, total, used, bad, cordoned) = (&r.model, r.total, r.used, &r.down, &r.cordoned);
             let mut l = format!("{m:<8} {used:>3}/{total:<3} used");
             if *bad > 0 {
                 l.push_str(&format!(" {bad} down"));
@@ -493,9 +515,25 @@ fn gpu_summary(app: &App, width: u16) -> Vec<Line<'static>> {
         .collect();
     let lw = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 2;
     let room = (width as usize).saturating_sub(lw).max(8);
+    // Only the lines that fit are built: each model gets its share, and a grid longer
+    // than that ends with `…`.
+    let per_model = (max_lines / by.len().max(1)).max(1);
     let mut lines = Vec::new();
-    for ((_, (cells, _, _, bad, _)), label) in by.into_iter().zip(labels) {
-        let glyphs: Vec<char> = GpuGrid { cells }.text().chars().collect();
+    for (r, label) in by.iter().zip(labels) {
+        let (cells, bad) = (&r.cells, r.down);
+        let shown = cells.len().min(per_model * room);
+        let cut = shown < cells.len();
+        let mut glyphs: Vec<char> = GpuGrid {
+            cells: cells[..shown].to_vec(),
+        }
+        .text()
+        .chars()
+        .collect();
+        if cut {
+            if let Some(last) = glyphs.last_mut() {
+                *last = '…';
+            }
+        }
         for (k, chunk) in glyphs.chunks(room).enumerate() {
             let head = if k == 0 {
                 format!("{label:<lw$}")
@@ -522,7 +560,11 @@ fn gpu_summary(app: &App, width: u16) -> Vec<Line<'static>> {
 /// alerts and the newest events, all at once. Wide terminals put the queue and the
 /// alerts side by side; narrow ones stack everything with fewer rows each.
 fn overview(f: &mut Frame, app: &App, area: Rect) {
-    let summary = gpu_summary(app, area.width);
+    let summary = gpu_summary(
+        app,
+        area.width,
+        (area.height / 3).saturating_sub(1) as usize,
+    );
     let sum_h = (summary.len() as u16 + 1).min(area.height / 3).max(2);
     let wide = area.width >= 120;
     let rest = area.height.saturating_sub(sum_h);
@@ -554,7 +596,13 @@ fn overview(f: &mut Frame, app: &App, area: Rect) {
         .areas(area)
     };
     let [q_area, a_area] = if wide {
-        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(mid)
+        let [q, _gap, a] = Layout::horizontal([
+            Constraint::Percentage(60),
+            Constraint::Length(1),
+            Constraint::Fill(1),
+        ])
+        .areas(mid);
+        [q, a]
     } else {
         Layout::vertical([Constraint::Length(queue_h), Constraint::Length(alerts_h)]).areas(mid)
     };
