@@ -95,6 +95,14 @@ impl Roles {
         }
     }
 
+    /// Why a user gets the default: not named in the file, or there is no file.
+    fn unnamed(&self, user: &str) -> String {
+        match &self.path {
+            Some(p) => format!("{user} is not named in {}", p.display()),
+            None => format!("there is no roles file ({DEFAULT_PATH} or $MAAR_ROLES)"),
+        }
+    }
+
     /// The role of `actor` on a state file owned by `owner` (None: no state file, or
     /// maar's own actors), capped at `cap`.
     pub fn grant(&self, actor: &Actor, owner: Option<u32>, cap: Option<Role>) -> Grant {
@@ -148,15 +156,16 @@ impl Roles {
             (Some(o), Some(u)) if o == u => Grant {
                 role: Role::Admin,
                 why: format!(
-                    "{} owns the state file and is not named in {src}",
+                    "{}, and {} owns the state file",
+                    self.unnamed(&actor.user),
                     actor.user
                 ),
             },
             _ => Grant {
                 role: Role::Viewer,
                 why: format!(
-                    "{} is not named in {src}, and the state file is shared (another user owns it)",
-                    actor.user
+                    "{}, and the state file is shared (another user owns it)",
+                    self.unnamed(&actor.user)
                 ),
             },
         }

@@ -530,7 +530,15 @@ impl App {
     /// present, returns to it.
     pub fn travel(&mut self, t: u64) {
         if t >= self.live_s {
+            let was_past = self.past.is_some();
             self.now();
+            if t > self.live_s || !was_past {
+                self.message = format!(
+                    "{} is not in the past (the cluster is at {}): showing now",
+                    fmt_duration(t),
+                    fmt_duration(self.live_s)
+                );
+            }
             return;
         }
         let keep = self.selected_key();

@@ -1174,17 +1174,20 @@ pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
     match s {
         Screen::Nodes => &[
             ("Enter", "show / hide the node's GPUs"),
-            ("c u d", "cordon, uncordon, drain the node (c, d confirm)"),
+            (
+                "c u d",
+                "cordon, uncordon, drain the node (each previewed first)",
+            ),
             (":cordon-gpu NODE N", "cordon one GPU"),
         ],
         Screen::Jobs => &[
             ("Enter", "explain the job"),
             ("+ -", "priority up / down"),
-            ("r x", "requeue, cancel (confirm)"),
+            ("r x", "requeue, cancel (each previewed first)"),
         ],
         Screen::Quotas => &[(
             "a r",
-            "approve, reject the selected request (reject confirms)",
+            "approve, reject the selected request (each previewed first)",
         )],
         Screen::Events => &[(
             "/severity:warning kind:job object:a100 oom",
