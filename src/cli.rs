@@ -378,6 +378,9 @@ pub enum Cmd {
     /// Inspect or check a state file.
     #[command(subcommand)]
     State(StateCmd),
+    /// The node agent: sample this machine (CPU, memory, filesystems, load, and every
+    /// NVIDIA GPU through NVML) and serve /metrics (DCGM names), /healthz and /sample.
+    Agent(crate::agent_cli::AgentArgs),
     /// Replay a GPU cluster trace (Alibaba openb format) under a placement policy.
     Replay(crate::replay_cli::ReplayArgs),
     /// Write a workload variant of a pod list (seeded): more sharing, GPU-type
@@ -744,6 +747,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             r
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
+        Cmd::Agent(args) => crate::agent_cli::run(args, o),
         Cmd::TraceVariant {
             pods,
             nodes,

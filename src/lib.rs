@@ -6,6 +6,7 @@
 //! feeds them and shows them.
 
 pub mod actor;
+pub mod agent_cli;
 pub mod backend;
 pub mod cli;
 pub mod console;

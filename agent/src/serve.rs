@@ -1,0 +1,83 @@
+//! The agent over HTTP (axum): `GET /metrics` (Prometheus text), `GET /healthz`,
+//! `GET /sample` (the newest sample as JSON, what `maar local --agent` reads).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use crate::reading::NodeSample;
+use crate::{now_ms, Agent};
+
+/// The newest sample, shared by the sampler and the server.
+#[derive(Clone)]
+pub struct Shared {
+    pub sample: Arc<RwLock<NodeSample>>,
+    /// How often the sampler runs (a sample older than three of these is stale).
+    pub every: Duration,
+}
+
+async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
+    let text = {
+        let sample = s.sample.read().expect("sample lock");
+        crate::metrics::render(&sample, &[])
+    };
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+}
+
+async fn healthz(State(s): State<Shared>) -> impl IntoResponse {
+    let age = now_ms().saturating_sub(s.sample.read().expect("sample lock").at_ms);
+    if age <= 3 * s.every.as_millis() as u64 + 1000 {
+        (StatusCode::OK, format!("ok: sampled {age} ms ago\n"))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("stale: last sample {age} ms ago\n"),
+        )
+    }
+}
+
+async fn sample(State(s): State<Shared>) -> impl IntoResponse {
+    let body = serde_json::to_string(&*s.sample.read().expect("sample lock"))
+        .expect("a sample serialises");
+    ([(header::CONTENT_TYPE, "application/json")], body)
+}
+
+/// The agent's routes.
+pub fn router(shared: Shared) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/sample", get(sample))
+        .with_state(shared)
+}
+
+/// Samples `agent` every `every` on its own thread, into a [`Shared`] (the first
+/// sample is taken before this returns).
+pub fn start_sampler(mut agent: Agent, every: Duration) -> Shared {
+    let first = agent.sample(now_ms());
+    let shared = Shared {
+        sample: Arc::new(RwLock::new(first)),
+        every,
+    };
+    let s = shared.sample.clone();
+    std::thread::Builder::new()
+        .name("maar-agent-sampler".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            let next = agent.sample(now_ms());
+            *s.write().expect("sample lock") = next;
+        })
+        .expect("start the sampler thread");
+    shared
+}

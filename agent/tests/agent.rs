@@ -1,0 +1,171 @@
+//! The agent: the no-driver path on this machine for real, the GPU path through
+//! readings written from NVML's documented types (and, where a GPU machine was at hand,
+//! captured from one), the Prometheus text parsed by a real parser, labels from the
+//! hardware, and the HTTP endpoints.
+
+use std::io::{Read, Write};
+
+use maar_agent::host::RecordedHost;
+use maar_agent::labels;
+use maar_agent::metrics::{render, JobGpuUse};
+use maar_agent::{Agent, GpuSource, HostSource, NodeSample, NvmlGpus, RecordedGpus, SysinfoHost};
+
+fn fixture() -> Vec<NodeSample> {
+    serde_json::from_str(include_str!("fixtures/nvml-8xh100.json")).unwrap()
+}
+
+#[test]
+fn without_a_driver_the_agent_reports_no_gpus_and_says_why() {
+    let mut g = NvmlGpus::open();
+    let s = g.sample();
+    if s.status == "ok" {
+        // A machine with the driver: readings, each with a name and memory.
+        assert!(s.gpus.iter().all(|g| !g.name.is_empty() && g.memory_total_bytes > 0));
+    } else {
+        assert!(s.gpus.is_empty());
+        assert!(
+            s.status.contains("NVIDIA driver") || s.status.contains("NVML"),
+            "{}",
+            s.status
+        );
+        assert_eq!(g.why_none(), s.status);
+    }
+}
+
+#[test]
+fn the_host_is_read_truthfully() {
+    let mut h = SysinfoHost::new();
+    let r = h.sample();
+    let cpus = std::thread::available_parallelism().unwrap().get() as u32;
+    assert!(r.cpus >= cpus, "{} CPUs read, {cpus} available", r.cpus);
+    assert!(r.memory_total_bytes > 0 && r.memory_used_bytes <= r.memory_total_bytes);
+    // /proc/meminfo agrees on the total (within a page).
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kb: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((r.memory_total_bytes as i64 - (kb * 1024) as i64).abs() < 1 << 20);
+    assert!(!r.filesystems.is_empty(), "some filesystem is mounted");
+    assert!(r.filesystems.iter().all(|f| f.used_bytes <= f.total_bytes));
+    assert!(r.filesystems.iter().all(|f| f.kind != "proc" && f.kind != "sysfs"));
+}
+
+#[test]
+fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
+    let samples = fixture();
+    let mut agent = Agent {
+        host: Box::new(RecordedHost::new(samples.iter().map(|s| s.host.clone()).collect())),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let s = agent.sample(1);
+    assert_eq!(s.gpus.len(), 8);
+    let text = render(
+        &s,
+        &[JobGpuUse {
+            job: "ml-prod/train".into(),
+            gpu: 4,
+            used_bytes: 40 << 30,
+        }],
+    );
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("a real Prometheus parser reads it");
+    let value = |name: &str, gpu: &str| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|x| x.metric == name && x.labels.get("gpu") == Some(gpu) && x.labels.get("job").is_none())
+            .unwrap_or_else(|| panic!("{name} gpu {gpu} in:\n{text}"));
+        match sample.value {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(value("DCGM_FI_DEV_GPU_UTIL", "0"), 97.0);
+    assert_eq!(value("DCGM_FI_DEV_FB_USED", "0"), 61.5 * 1024.0);
+    assert_eq!(value("DCGM_FI_DEV_FB_FREE", "2"), 80.0 * 1024.0 - 512.0);
+    assert_eq!(value("DCGM_FI_DEV_GPU_TEMP", "4"), 78.0);
+    assert_eq!(value("DCGM_FI_DEV_POWER_USAGE", "1"), 598.0);
+    assert_eq!(value("DCGM_FI_DEV_XID_ERRORS", "3"), 79.0);
+    assert!((value("crater_gpu_memory_usage_rate", "4") - 79.1 / 80.0).abs() < 1e-9);
+    let l = &scrape
+        .samples
+        .iter()
+        .find(|x| x.metric == "DCGM_FI_DEV_GPU_UTIL")
+        .unwrap()
+        .labels;
+    assert_eq!(l.get("modelName"), Some("NVIDIA H100 80GB HBM3"));
+    assert_eq!(l.get("Hostname"), Some("h100-node-07"));
+    assert!(l.get("UUID").unwrap().starts_with("GPU-"));
+    // Per job, where known.
+    let job = scrape
+        .samples
+        .iter()
+        .find(|x| x.metric == "crater_gpu_memory_usage_rate" && x.labels.get("job") == Some("ml-prod/train"))
+        .expect("a per-job rate");
+    assert!(matches!(job.value, prometheus_parse::Value::Gauge(v) if (v - 0.5).abs() < 1e-9));
+    // The node: CPU, memory, filesystems.
+    assert!(scrape.samples.iter().any(|x| x.metric == "maar_node_filesystem_used_bytes"
+        && x.labels.get("mountpoint") == Some("/data")));
+    // The second reading carries the newer XID.
+    let s2 = agent.sample(2);
+    assert_eq!(s2.gpus[3].last_xid, Some(94));
+    assert_eq!(s2.gpus[3].xid_errors, 2);
+}
+
+#[test]
+fn labels_come_from_the_hardware_and_a_wrong_label_is_named() {
+    let s = &fixture()[0];
+    let l = labels::from_hardware(&s.gpus);
+    assert_eq!(l[labels::MODEL], "h100");
+    assert_eq!(l[labels::MEMORY], "80Gi");
+    assert_eq!(l[labels::COUNT], "8");
+    assert_eq!(l[labels::VENDOR], "nvidia");
+    let line = labels::kubectl_line("h100-node-07", &l);
+    assert!(line.starts_with("kubectl label node h100-node-07 --overwrite"));
+    assert!(line.contains("crater.ai/gpu-model=h100"));
+    // The war story: labelled a100, NVML says otherwise.
+    let mut wrong = l.clone();
+    wrong.insert(labels::MODEL.into(), "a100".into());
+    let m = labels::mismatches(&wrong, s);
+    assert_eq!(m, vec!["crater.ai/gpu-model is a100 but the hardware says h100".to_string()]);
+    assert!(labels::mismatches(&l, s).is_empty());
+}
+
+fn get(port: u16, path: &str) -> (String, String) {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (head.to_string(), body.to_string())
+}
+
+#[test]
+fn the_endpoints_serve_metrics_health_and_the_sample() {
+    let agent = Agent {
+        host: Box::new(SysinfoHost::new()),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let shared = maar_agent::serve::start_sampler(agent, std::time::Duration::from_millis(200));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = maar_agent::serve::router(shared);
+    std::thread::spawn(move || {
+        rt.block_on(async move { axum::serve(listener, app).await.unwrap() });
+    });
+    let (head, body) = get(port, "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+    assert!(scrape.samples.iter().any(|s| s.metric == "DCGM_FI_DEV_GPU_UTIL"));
+    let (head, body) = get(port, "/healthz");
+    assert!(head.starts_with("HTTP/1.1 200") && body.starts_with("ok"), "{head}{body}");
+    let (_, body) = get(port, "/sample");
+    let s: NodeSample = serde_json::from_str(&body).unwrap();
+    assert_eq!(s.gpus.len(), 8);
+    assert!(s.host.cpus > 0);
+}
