@@ -13,6 +13,7 @@ pub mod console;
 pub mod engine;
 pub mod fuzzing;
 pub mod load;
+pub mod local;
 pub mod out;
 pub mod output;
 pub mod record;

@@ -631,6 +631,7 @@ impl Sim {
                 .unwrap_or(RestartPolicy::Never),
             est_runtime_s: Some(runtime),
             image: "registry.example.com/ai/train:latest".into(),
+            command: Vec::new(),
         };
         match self.observe_submit(core, spec, log) {
             Ok(id) => {

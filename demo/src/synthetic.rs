@@ -85,6 +85,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             restart: RestartPolicy::Never,
             est_runtime_s: Some(rng.gen_range(600..36_000)),
             image: String::new(),
+            command: Vec::new(),
         };
         c.submit(spec).expect("unique names");
     }

@@ -526,6 +526,7 @@ impl Manifest {
             }),
             est_runtime_s: s.estimated_runtime.map(|d| d.0),
             image: s.image.clone(),
+            command: s.command.iter().chain(s.args.iter()).cloned().collect(),
         })
     }
 }

@@ -558,6 +558,10 @@ pub struct JobSpec {
     /// Estimated runtime used by backfill and as the simulated runtime, seconds.
     pub est_runtime_s: Option<u64>,
     pub image: String,
+    /// The command and its arguments (`spec.command` then `spec.args`): what local
+    /// mode runs; empty when the manifest gives none (the image's own entry point).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 impl JobSpec {

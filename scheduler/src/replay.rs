@@ -826,6 +826,7 @@ impl Replayer {
             restart: RestartPolicy::Never,
             est_runtime_s: None,
             image: String::new(),
+            command: Vec::new(),
         };
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");

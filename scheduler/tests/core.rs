@@ -84,6 +84,7 @@ fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) ->
         restart: RestartPolicy::Never,
         est_runtime_s: runtime,
         image: String::new(),
+        command: Vec::new(),
     }
 }
 

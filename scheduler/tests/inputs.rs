@@ -70,6 +70,7 @@ fn job(name: &str, gpus: u32) -> JobSpec {
         restart: RestartPolicy::Never,
         est_runtime_s: Some(600),
         image: String::new(),
+        command: Vec::new(),
     }
 }
 

@@ -280,6 +280,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 },
                 est_runtime_s: Some(600),
                 image: String::new(),
+                command: Vec::new(),
             };
             c.submit(spec).unwrap();
         }
