@@ -83,7 +83,9 @@ pub fn sample_text(s: &NodeSample) -> String {
             g.util_sm_pct.map(|v| v.to_string()).unwrap_or("-".into()),
             g.temperature_c.map(|v| v.to_string()).unwrap_or("-".into()),
             g.power_w.map(|v| format!("{v:.0}")).unwrap_or("-".into()),
-            g.power_limit_w.map(|v| format!("{v:.0}")).unwrap_or("-".into()),
+            g.power_limit_w
+                .map(|v| format!("{v:.0}"))
+                .unwrap_or("-".into()),
             if g.mig_enabled == Some(true) {
                 format!(", MIG {} instances", g.mig_instances)
             } else {

@@ -281,7 +281,7 @@ pub enum Cmd {
     /// Set a job's priority: high, medium, low or a number.
     Priority {
         job: String,
-        #[arg(value_parser = priority)]
+        #[arg(value_parser = priority, allow_negative_numbers = true)]
         level: i32,
         #[command(flatten)]
         act: ActArgs,
@@ -1218,9 +1218,31 @@ fn preview(
     output: TextOrJson,
     o: &mut Out,
 ) -> Result<i32, Failure> {
+    let actor = crate::actor::current();
+    // The same role check the engine makes: a preview of a command one may not give
+    // says so.
+    let roles = crate::roles::Roles::load()?;
+    let owner = match &source.state {
+        Some(p) => crate::roles::owner(p),
+        None if source.scenario.scenario.is_none() && source.scenario.seed.is_none() => {
+            crate::roles::owner(&default_state())
+        }
+        None => None,
+    };
+    let grant = roles.grant(&actor, owner, None);
+    let need = command.required_role();
     let (core, driver) = Source::open(source)?.into_parts();
-    let p =
-        maar_scheduler::whatif::what_if(&core, driver.as_ref(), crate::actor::current(), command);
+    let mut p = maar_scheduler::whatif::what_if(&core, driver.as_ref(), actor.clone(), command);
+    if grant.role < need {
+        p.accepted = false;
+        p.message = format!(
+            "{} needs the {need} role; {} is {} ({})",
+            p.action, actor.user, grant.role, grant.why
+        );
+        p.evicted.clear();
+        p.started.clear();
+        p.quotas.clear();
+    }
     match output {
         TextOrJson::Json => o.put(&json(&p)),
         TextOrJson::Text => {

@@ -122,6 +122,9 @@ pub enum Refusal {
     /// The engine did not answer in time or is gone.
     #[error("the engine did not answer: {0}")]
     NoAnswer(String),
+    /// The cluster changed since the preview: not applied; what it would do now.
+    #[error("the cluster changed since the preview; nothing was done")]
+    Changed(Box<Preview>),
 }
 
 /// An acknowledged command.
@@ -138,6 +141,8 @@ enum Request {
         command: Command,
         /// The highest role this face may act with (`--read-only`: viewer).
         cap: Option<Role>,
+        /// Apply only if the command would still do what this preview said.
+        expect: Option<Box<Preview>>,
         reply: Sender<Result<Ack, Refusal>>,
     },
     Grant {
@@ -199,6 +204,27 @@ impl EngineHandle {
             actor,
             command,
             cap,
+            expect: None,
+            reply,
+        })
+        .map_err(Refusal::NoAnswer)?
+    }
+
+    /// Applies a command only if it would still do what `preview` says (evict and
+    /// start the same jobs, move quotas the same way); otherwise nothing is done and
+    /// the new preview comes back (`Refusal::Changed`).
+    pub fn apply_as_previewed(
+        &self,
+        actor: Actor,
+        command: Command,
+        preview: Preview,
+    ) -> Result<Ack, Refusal> {
+        let cap = self.cap;
+        self.ask(|reply| Request::Command {
+            actor,
+            command,
+            cap,
+            expect: Some(Box::new(preview)),
             reply,
         })
         .map_err(Refusal::NoAnswer)?
@@ -513,8 +539,25 @@ impl Engine {
                 actor,
                 command,
                 cap,
+                expect,
                 reply,
             } => {
+                if let Some(want) = expect {
+                    let now = what_if(
+                        &self.core,
+                        self.driver.as_ref(),
+                        actor.clone(),
+                        command.clone(),
+                    );
+                    let same = now.accepted == want.accepted
+                        && now.evicted == want.evicted
+                        && now.started == want.started
+                        && now.quotas == want.quotas;
+                    if !same {
+                        let _ = reply.send(Err(Refusal::Changed(Box::new(now))));
+                        return true;
+                    }
+                }
                 let res = self.command(actor, command, None, cap);
                 let _ = reply.send(res);
             }

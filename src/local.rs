@@ -21,8 +21,8 @@ use maar_agent::{labels as hw, now_ms, Agent, NodeSample};
 use maar_scheduler::input::{GpuReading, NodeReading};
 use maar_scheduler::model::*;
 use maar_scheduler::{
-    Actor, Cluster, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation,
-    Output, SchedConfig, Severity,
+    Actor, Cluster, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation, Output,
+    SchedConfig, Severity,
 };
 
 /// The pool, project and role of local mode.
@@ -137,7 +137,10 @@ impl Feed {
 }
 
 /// The filesystem holding `dir` (the longest mount point that is a prefix of it).
-fn fs_of<'a>(s: &'a NodeSample, dir: &std::path::Path) -> Option<&'a maar_agent::reading::Filesystem> {
+fn fs_of<'a>(
+    s: &'a NodeSample,
+    dir: &std::path::Path,
+) -> Option<&'a maar_agent::reading::Filesystem> {
     let d = dir.display().to_string();
     s.host
         .filesystems
@@ -303,7 +306,13 @@ impl LocalDriver {
         }
     }
 
-    fn feed_sample(&mut self, core: &mut Core, node: &str, s: &NodeSample, events: &mut Vec<Event>) {
+    fn feed_sample(
+        &mut self,
+        core: &mut Core,
+        node: &str,
+        s: &NodeSample,
+        events: &mut Vec<Event>,
+    ) {
         // The node's disk is the work folder's filesystem: what jobs do not account
         // for is used by others.
         if let Some(f) = fs_of(s, &self.workdir) {
@@ -423,7 +432,12 @@ impl LocalDriver {
     }
 
     /// Runs the job's replicas placed on this machine.
-    fn start(&mut self, core: &Core, job: &str, bindings: &[maar_scheduler::Binding]) -> Result<(), String> {
+    fn start(
+        &mut self,
+        core: &Core,
+        job: &str,
+        bindings: &[maar_scheduler::Binding],
+    ) -> Result<(), String> {
         let c = core.cluster();
         let id = c.job_id(job).map_err(|e| e.to_string())?;
         let spec = &c.jobs[id as usize].spec;
@@ -453,8 +467,20 @@ impl LocalDriver {
                 .spawn()
                 .map_err(|e| format!("cannot start `{prog}`: {e}"))?;
             for (pipe, stream) in [
-                (child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), "out"),
-                (child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), "err"),
+                (
+                    child
+                        .stdout
+                        .take()
+                        .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+                    "out",
+                ),
+                (
+                    child
+                        .stderr
+                        .take()
+                        .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+                    "err",
+                ),
             ] {
                 if let Some(p) = pipe {
                     let job = job.to_string();

@@ -111,7 +111,10 @@ impl Roles {
             if c < g.role {
                 g = Grant {
                     role: c,
-                    why: format!("{}; this session is read-only (--read-only)", g.why),
+                    why: format!(
+                        "this session is read-only (--read-only); otherwise {} would be {} ({})",
+                        actor.user, g.role, g.why
+                    ),
                 };
             }
         }

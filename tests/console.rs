@@ -493,3 +493,45 @@ fn mouse_wheel_moves_the_selection_and_idle_refresh_keeps_the_frame() {
         app.snapshot.time_s
     );
 }
+
+#[test]
+fn a_preview_made_stale_by_another_operator_is_shown_again_not_applied() {
+    let mut app = app_on(load_scenario(None).unwrap(), 2 * 3600);
+    keys(&mut app, ":nodes\nd");
+    let Mode::Confirm(_, p, _) = &app.mode else {
+        panic!("drain previews first")
+    };
+    // Where the preview starts a job, another operator cordons that node first.
+    let target = p.started[0]
+        .reason
+        .trim_start_matches("on ")
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    app.engine
+        .apply(
+            maar_scheduler::Actor::system("someone-else"),
+            maar_scheduler::Command::CordonNode {
+                node: target.clone(),
+            },
+        )
+        .unwrap();
+    keys(&mut app, "y");
+    let Mode::Confirm(_, now, _) = &app.mode else {
+        panic!("the changed preview is shown again: {}", app.message)
+    };
+    assert!(
+        app.message
+            .starts_with("the cluster changed since the preview"),
+        "{}",
+        app.message
+    );
+    assert!(now
+        .started
+        .iter()
+        .all(|s| !s.reason.contains(&format!("on {target}:"))));
+    assert!(!app.snapshot.nodes[0].cordoned, "nothing was done yet");
+    keys(&mut app, "y");
+    assert!(app.snapshot.nodes[0].cordoned, "{}", app.message);
+}

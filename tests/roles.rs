@@ -61,6 +61,12 @@ fn the_roles_file_decides_and_refusals_are_recorded_with_the_reason() {
     // A viewer may look but not act.
     let o = maar(&d, &roles, &["get", "nodes"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // A preview says so too, exit 1.
+    let o = maar(&d, &roles, &["cordon", "a100-01", "--what-if"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("would be refused: cordon node a100-01 needs the operator role")
+    );
     let o = maar(&d, &roles, &["cordon", "a100-01"]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);

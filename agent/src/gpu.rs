@@ -27,7 +27,8 @@ fn no_driver(e: &nvml_wrapper::error::NvmlError) -> String {
     use nvml_wrapper::error::NvmlError as E;
     match e {
         E::LibloadingError(_) | E::LibraryNotFound => {
-            "no NVIDIA driver: libnvidia-ml.so could not be loaded (install the driver to see GPUs)".into()
+            "no NVIDIA driver: libnvidia-ml.so could not be loaded (install the driver to see GPUs)"
+                .into()
         }
         E::DriverNotLoaded => "the NVIDIA driver is installed but not loaded".into(),
         E::NoPermission => "no permission to read the GPUs through NVML".into(),

@@ -17,9 +17,25 @@ pub struct SysinfoHost {
 
 /// Filesystems that hold no data of their own (kernel and memory filesystems).
 const PSEUDO: &[&str] = &[
-    "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs",
-    "tracefs", "pstore", "bpf", "mqueue", "hugetlbfs", "configfs", "fusectl", "autofs",
-    "binfmt_misc", "nsfs", "squashfs",
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "pstore",
+    "bpf",
+    "mqueue",
+    "hugetlbfs",
+    "configfs",
+    "fusectl",
+    "autofs",
+    "binfmt_misc",
+    "nsfs",
+    "squashfs",
 ];
 
 impl SysinfoHost {

@@ -81,9 +81,9 @@ pub fn mismatches(labels: &BTreeMap<String, String>, sample: &NodeSample) -> Vec
     let mut out = Vec::new();
     for k in [MODEL, COUNT, MEMORY, VENDOR] {
         match (labels.get(k), want.get(k)) {
-            (Some(have), Some(hw)) if !have.eq_ignore_ascii_case(hw) => out.push(format!(
-                "{k} is {have} but the hardware says {hw}"
-            )),
+            (Some(have), Some(hw)) if !have.eq_ignore_ascii_case(hw) => {
+                out.push(format!("{k} is {have} but the hardware says {hw}"))
+            }
             (Some(have), None) if !sample.gpus.is_empty() || sample.gpu_status == "ok" => {
                 out.push(format!("{k} is {have} but the node has no GPUs"))
             }

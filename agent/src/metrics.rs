@@ -55,10 +55,16 @@ pub fn render(s: &NodeSample, jobs: &[JobGpuUse]) -> String {
     let fb_total = m.gauge("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).");
     let temp = m.gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).");
     let power = m.gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).");
-    let limit = m.gauge("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).");
+    let limit = m.gauge(
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "Power management limit (in W).",
+    );
     let sm = m.gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).");
     let memclk = m.gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).");
-    let xid = m.gauge("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.");
+    let xid = m.gauge(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "Value of the last XID error encountered.",
+    );
     let xids = m.gauge(
         "maar_gpu_xid_errors_seen",
         "XID errors seen since the agent started.",

@@ -20,7 +20,10 @@ fn without_a_driver_the_agent_reports_no_gpus_and_says_why() {
     let s = g.sample();
     if s.status == "ok" {
         // A machine with the driver: readings, each with a name and memory.
-        assert!(s.gpus.iter().all(|g| !g.name.is_empty() && g.memory_total_bytes > 0));
+        assert!(s
+            .gpus
+            .iter()
+            .all(|g| !g.name.is_empty() && g.memory_total_bytes > 0));
     } else {
         assert!(s.gpus.is_empty());
         assert!(
@@ -51,14 +54,19 @@ fn the_host_is_read_truthfully() {
     assert!((r.memory_total_bytes as i64 - (kb * 1024) as i64).abs() < 1 << 20);
     assert!(!r.filesystems.is_empty(), "some filesystem is mounted");
     assert!(r.filesystems.iter().all(|f| f.used_bytes <= f.total_bytes));
-    assert!(r.filesystems.iter().all(|f| f.kind != "proc" && f.kind != "sysfs"));
+    assert!(r
+        .filesystems
+        .iter()
+        .all(|f| f.kind != "proc" && f.kind != "sysfs"));
 }
 
 #[test]
 fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
     let samples = fixture();
     let mut agent = Agent {
-        host: Box::new(RecordedHost::new(samples.iter().map(|s| s.host.clone()).collect())),
+        host: Box::new(RecordedHost::new(
+            samples.iter().map(|s| s.host.clone()).collect(),
+        )),
         gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
     };
     let s = agent.sample(1);
@@ -77,7 +85,11 @@ fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
         let sample = scrape
             .samples
             .iter()
-            .find(|x| x.metric == name && x.labels.get("gpu") == Some(gpu) && x.labels.get("job").is_none())
+            .find(|x| {
+                x.metric == name
+                    && x.labels.get("gpu") == Some(gpu)
+                    && x.labels.get("job").is_none()
+            })
             .unwrap_or_else(|| panic!("{name} gpu {gpu} in:\n{text}"));
         match sample.value {
             prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
@@ -104,12 +116,18 @@ fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
     let job = scrape
         .samples
         .iter()
-        .find(|x| x.metric == "crater_gpu_memory_usage_rate" && x.labels.get("job") == Some("ml-prod/train"))
+        .find(|x| {
+            x.metric == "crater_gpu_memory_usage_rate"
+                && x.labels.get("job") == Some("ml-prod/train")
+        })
         .expect("a per-job rate");
     assert!(matches!(job.value, prometheus_parse::Value::Gauge(v) if (v - 0.5).abs() < 1e-9));
     // The node: CPU, memory, filesystems.
-    assert!(scrape.samples.iter().any(|x| x.metric == "maar_node_filesystem_used_bytes"
-        && x.labels.get("mountpoint") == Some("/data")));
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|x| x.metric == "maar_node_filesystem_used_bytes"
+            && x.labels.get("mountpoint") == Some("/data")));
     // The second reading carries the newer XID.
     let s2 = agent.sample(2);
     assert_eq!(s2.gpus[3].last_xid, Some(94));
@@ -131,13 +149,20 @@ fn labels_come_from_the_hardware_and_a_wrong_label_is_named() {
     let mut wrong = l.clone();
     wrong.insert(labels::MODEL.into(), "a100".into());
     let m = labels::mismatches(&wrong, s);
-    assert_eq!(m, vec!["crater.ai/gpu-model is a100 but the hardware says h100".to_string()]);
+    assert_eq!(
+        m,
+        vec!["crater.ai/gpu-model is a100 but the hardware says h100".to_string()]
+    );
     assert!(labels::mismatches(&l, s).is_empty());
 }
 
 fn get(port: u16, path: &str) -> (String, String) {
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     c.read_to_string(&mut out).unwrap();
     let (head, body) = out.split_once("\r\n\r\n").unwrap();
@@ -151,8 +176,13 @@ fn the_endpoints_serve_metrics_health_and_the_sample() {
         gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
     };
     let shared = maar_agent::serve::start_sampler(agent, std::time::Duration::from_millis(200));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let port = listener.local_addr().unwrap().port();
     let app = maar_agent::serve::router(shared);
     std::thread::spawn(move || {
@@ -161,9 +191,15 @@ fn the_endpoints_serve_metrics_health_and_the_sample() {
     let (head, body) = get(port, "/metrics");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
-    assert!(scrape.samples.iter().any(|s| s.metric == "DCGM_FI_DEV_GPU_UTIL"));
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "DCGM_FI_DEV_GPU_UTIL"));
     let (head, body) = get(port, "/healthz");
-    assert!(head.starts_with("HTTP/1.1 200") && body.starts_with("ok"), "{head}{body}");
+    assert!(
+        head.starts_with("HTTP/1.1 200") && body.starts_with("ok"),
+        "{head}{body}"
+    );
     let (_, body) = get(port, "/sample");
     let s: NodeSample = serde_json::from_str(&body).unwrap();
     assert_eq!(s.gpus.len(), 8);

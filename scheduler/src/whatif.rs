@@ -147,6 +147,12 @@ impl Preview {
                     }
                     Some(j) if j.phase == Phase::Pending => "back to Pending".to_string(),
                     Some(_) if !gained.is_empty() => "requeued, and placed again".to_string(),
+                    Some(j) if j.phase == Phase::Running => format!(
+                        "{} of its {} replica(s) stop; {} keep running",
+                        lost.len(),
+                        b.len(),
+                        a.len()
+                    ),
                     Some(j) => j.phase.name().to_string(),
                     None => "ended".to_string(),
                 };

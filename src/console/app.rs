@@ -495,6 +495,11 @@ impl App {
     /// Applies a command through the engine, showing its result once it is recorded.
     pub fn apply(&mut self, cmd: Command) {
         let r = self.engine.apply(self.actor.clone(), cmd);
+        self.answered(r);
+    }
+
+    /// Shows the engine's answer to a command.
+    fn answered(&mut self, r: Result<crate::engine::Ack, Refusal>) {
         self.message = match r {
             Ok(ack) => ack.message,
             Err(Refusal::Refused { why, .. }) => format!("refused: {why}"),
@@ -584,15 +589,9 @@ impl App {
     /// pauses while the question is open, so the preview is of the moment acted on.
     /// Looking at the past, actions are off.
     fn act(&mut self, cmd: Command) {
-        let need = cmd.required_role();
-        if need > self.grant.role {
-            self.message = format!(
-                "{} needs the {need} role; you ({}) are {}: {}",
-                describe(&cmd),
-                self.actor.user,
-                self.grant.role,
-                self.grant.why
-            );
+        if cmd.required_role() > self.grant.role && self.past.is_none() {
+            // No preview: the engine refuses it, says why and records the refusal.
+            self.apply(cmd);
             return;
         }
         if let Some(p) = &self.past {
@@ -607,6 +606,14 @@ impl App {
             self.resume_after = true;
         }
         match self.engine.what_if(self.actor.clone(), cmd.clone()) {
+            Ok(p) if !p.accepted => {
+                self.message = format!(
+                    "not done: {} would be refused: {}",
+                    describe(&cmd),
+                    p.message
+                );
+                self.resume();
+            }
             Ok(p) => {
                 self.message = format!("{}? y does it, n/Esc keeps as is", describe(&cmd));
                 self.mode = Mode::Confirm(cmd, Box::new(p), 0);
@@ -621,16 +628,7 @@ impl App {
     /// Applies a small action at once (an acknowledgement), after the same role and
     /// time checks as [`App::act`].
     fn act_now(&mut self, cmd: Command) {
-        let need = cmd.required_role();
-        if need > self.grant.role {
-            self.message = format!(
-                "{} needs the {need} role; you ({}) are {}: {}",
-                describe(&cmd),
-                self.actor.user,
-                self.grant.role,
-                self.grant.why
-            );
-        } else if let Some(p) = &self.past {
+        if let Some(p) = &self.past {
             self.message = format!(
                 "looking at the past ({}): actions are off — :now returns to the present",
                 fmt_duration(p.at)
@@ -668,7 +666,23 @@ impl App {
                 if let Some(at) = scroll(k.code, at) {
                     self.mode = Mode::Confirm(cmd, p, at);
                 } else if k.code == KeyCode::Char('y') {
-                    self.apply(cmd);
+                    match self.engine.apply_as_previewed(
+                        self.actor.clone(),
+                        cmd.clone(),
+                        (*p).clone(),
+                    ) {
+                        Err(Refusal::Changed(now)) => {
+                            // Someone else acted meanwhile: show what it would do now.
+                            self.message = format!(
+                                "the cluster changed since the preview (another operator?): nothing done; this is what {} would do now — y to do it",
+                                describe(&cmd)
+                            );
+                            self.mode = Mode::Confirm(cmd, now, 0);
+                            self.refresh();
+                            return;
+                        }
+                        r => self.answered(r),
+                    }
                     self.resume();
                 } else {
                     self.message = format!("kept as it was: {} was not done", describe(&cmd));
@@ -763,6 +777,9 @@ impl App {
             KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
             KeyCode::Char(' ') => self.set_paused(!self.paused),
+            KeyCode::Char('[') if self.shown_s() == 0 => {
+                self.message = "already at the start of the cluster's history".into()
+            }
             KeyCode::Char('[') => self.travel(self.shown_s().saturating_sub(STEP_S)),
             KeyCode::Char(']') if self.past.is_some() => self.travel(self.shown_s() + STEP_S),
             KeyCode::Char('{') => self.travel(self.shown_s().saturating_sub(12 * STEP_S)),
@@ -874,6 +891,9 @@ impl App {
                 } else {
                     "showing open alerts (A: also acknowledged and resolved)".into()
                 };
+            }
+            (Screen::Quotas, KeyCode::Char('a' | 'r')) if self.rows.is_empty() => {
+                self.message = "no quota request is pending".into();
             }
             (Screen::Quotas, KeyCode::Char(c @ ('a' | 'r'))) => {
                 if let Some(&i) = self.rows.get(self.selected) {

@@ -133,25 +133,26 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let n_alerts = app.open_alerts();
     if let Some(p) = &app.past {
-        // A banner no one can miss: this is not the present.
+        // A banner no one can miss, short, then the facts in few words.
         let l1 = Line::from(vec![
             Span::styled(
                 format!(
-                    " PAST t={} (now {}, {} ago) — actions off; [ ] step, :now returns ",
+                    " PAST t={} (now {}) ",
                     fmt_duration(p.at),
-                    fmt_duration(app.live_s),
-                    fmt_duration(app.live_s.saturating_sub(p.at))
+                    fmt_duration(app.live_s)
                 ),
                 app.theme
                     .warn
                     .add_modifier(Modifier::REVERSED | Modifier::BOLD),
             ),
             Span::raw(format!(
-                "  GPUs {}/{} used  jobs {} pending {} running  alerts {n_alerts}",
+                " actions off  GPU {}/{} pend {} run {} alerts {n_alerts} {}({})  :now returns",
                 fmt_cpu(m.allocated.gpu_milli),
                 fmt_cpu(m.total.gpu_milli),
                 m.jobs.pending,
-                m.jobs.running
+                m.jobs.running,
+                app.actor.user,
+                app.grant.role
             )),
         ]);
         let l2 = Line::from(format!(
@@ -485,8 +486,13 @@ pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
                 model: g.model.clone(),
                 ..Default::default()
             });
-            // A card on a NotReady node is as unusable as an unhealthy one.
-            e.cells.push(if down { GpuCell::Unhealthy } else { cell });
+            // A card on a NotReady node is as unusable as an unhealthy one; a free card
+            // of a cordoned node takes nothing new.
+            e.cells.push(match cell {
+                _ if down => GpuCell::Unhealthy,
+                GpuCell::Free if n.cordoned => GpuCell::Cordoned,
+                c => c,
+            });
             e.total += 1;
             e.used += u32::from(!g.holders.is_empty());
             e.down += u32::from(g.health != "Healthy" || down);
@@ -1152,13 +1158,21 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         ":request-quota PROJECT POOL GPUS [reserved] [REASON]",
-        "ask for quota (an operator approves it)",
+        "ask for quota (an admin approves it)",
     ),
     (
         ":autoscale JOB",
         "hand a service scaled by hand back to its autoscaler",
     ),
     (":pause  :resume", "pause or resume the simulation"),
+    (
+        "a  A  Enter",
+        "alerts: acknowledge, show acknowledged and resolved too, go to its job or node",
+    ),
+    (
+        ":ack ALERT",
+        "acknowledge an alert by its key (maar get alerts lists them)",
+    ),
     (
         "? or Esc on this screen",
         "back to the screen you came from",
@@ -1189,6 +1203,14 @@ pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
             "a r",
             "approve, reject the selected request (each previewed first)",
         )],
+        Screen::Alerts => &[
+            ("Enter", "go to the alert's job or node"),
+            (
+                "a",
+                "acknowledge the alert (it leaves the list until it happens again)",
+            ),
+            ("A", "show acknowledged and resolved alerts too"),
+        ],
         Screen::Events => &[(
             "/severity:warning kind:job object:a100 oom",
             "filter by field and text",
@@ -1200,7 +1222,8 @@ pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
 /// The role an entry of the help needs (None: anyone may).
 pub fn help_needs(keys: &str, screen: Option<Screen>) -> Option<maar_scheduler::Role> {
     use maar_scheduler::Role;
-    let admin = keys.starts_with(":approve") || (keys == "a r");
+    let _ = screen;
+    let admin = keys.starts_with(":approve") || keys == "a r";
     let operator = keys.starts_with("c u d")
         || keys.starts_with("+ -")
         || keys.starts_with("r x")
@@ -1218,7 +1241,6 @@ pub fn help_needs(keys: &str, screen: Option<Screen>) -> Option<maar_scheduler::
         ]
         .iter()
         .any(|p| keys.starts_with(p));
-    let _ = screen;
     if admin {
         Some(Role::Admin)
     } else if operator {
