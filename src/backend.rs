@@ -185,6 +185,9 @@ fn restore_until(
 ) -> Result<Loaded, LoadError> {
     let path = record.path();
     let meta = record.meta()?;
+    if meta.backend == "local" {
+        return restore_local(record, meta, until);
+    }
     if meta.backend != "demo" {
         return Err(content(
             path,
@@ -265,6 +268,160 @@ fn restore_until(
         replayed,
         note: None,
     })
+}
+
+/// A local cluster from its record: the newest checkpoint (at or before `until`) and
+/// the commands after it, applied with no world attached (`local::Offline`; no process
+/// is started). `maar local` attaches the machine again.
+fn restore_local(record: &Record, meta: Meta, until: Option<u64>) -> Result<Loaded, LoadError> {
+    let path = record.path();
+    let cp = record.checkpoint_before(until)?.ok_or_else(|| {
+        content(
+            path,
+            "holds a local cluster without a checkpoint yet (it was never run long enough to write one)",
+        )
+    })?;
+    let mut st: ClusterState = serde_json::from_str(&cp.core)
+        .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+    if st.events.is_empty() {
+        st.events = record.events_before(st.next_event, st.config.event_window)?;
+    }
+    let mut core =
+        Core::restore(st).map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+    let mut driver = crate::local::Offline;
+    let mut last = cp.after_seq;
+    let mut replayed = 0;
+    for row in record.commands_after(cp.after_seq)? {
+        if until.is_some_and(|t| row.at_s > t) {
+            break;
+        }
+        last = row.seq;
+        if row.result.is_err() {
+            continue;
+        }
+        if row.at_s > core.now() {
+            driver.advance(&mut core, row.at_s);
+        }
+        let _ = driver.command(&mut core, row.actor.clone(), row.command.clone());
+        replayed += 1;
+    }
+    if let Some(t) = until {
+        if t > core.now() {
+            driver.advance(&mut core, t);
+        }
+    }
+    Ok(Loaded {
+        core,
+        driver: Box::new(driver),
+        meta,
+        after_seq: last,
+        replayed,
+        note: None,
+    })
+}
+
+/// Opens this machine's cluster for `maar local`: the record at `path` when it exists
+/// (the cluster as it was; jobs whose processes ended with the last maar are recorded
+/// as failed), else a new cluster from the agents' first samples. The driver is the
+/// live one (`local::LocalDriver`).
+pub fn open_local(
+    path: &Path,
+    opts: &crate::local::LocalOptions,
+) -> Result<(Loaded, Record), LoadError> {
+    let mut feeds = crate::local::LocalDriver::feeds(opts);
+    let fail = |why: String| content(path, why);
+    if path.exists() {
+        let mut rec = Record::open(path)?;
+        let meta = rec.meta()?;
+        if meta.backend != "local" {
+            return Err(fail(format!(
+                "holds a {} cluster, not this machine's; give another --state",
+                meta.backend
+            )));
+        }
+        rec.acquire()?;
+        let restored = match restore(&rec, false) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = rec.release();
+                return Err(e);
+            }
+        };
+        rec.drop_events_from(restored.core.cluster().next_event_seq())?;
+        let mut core = restored.core;
+        // Processes do not outlive the maar that started them.
+        let lost: Vec<String> = core
+            .cluster()
+            .jobs
+            .iter()
+            .filter(|j| j.phase == maar_scheduler::Phase::Running)
+            .map(|j| format!("{}/{}", j.spec.project, j.spec.name))
+            .collect();
+        for job in lost {
+            core.apply(maar_scheduler::Input::Observe(
+                maar_scheduler::Observation::JobEnded {
+                    job,
+                    outcome: maar_scheduler::JobOutcome::Failed {
+                        message: "its process ended when the last maar stopped".into(),
+                    },
+                },
+            ));
+        }
+        let names: Vec<String> = {
+            let mut v = Vec::new();
+            for f in feeds.iter_mut() {
+                v.push(f.sample().map_err(fail)?.hostname);
+            }
+            v
+        };
+        let driver = crate::local::LocalDriver::new(feeds, names, opts);
+        return Ok((
+            Loaded {
+                core,
+                driver: Box::new(driver),
+                meta: restored.meta,
+                after_seq: restored.after_seq,
+                replayed: restored.replayed,
+                note: Some(format!(
+                    "this machine's cluster, continued from {}",
+                    path.display()
+                )),
+            },
+            rec,
+        ));
+    }
+    let (cluster, names) = crate::local::build(&mut feeds, opts).map_err(fail)?;
+    let meta = Meta {
+        backend: "local".into(),
+        cluster: format!("local-{}", names[0]),
+        scenario: None,
+        seed: None,
+        created: crate::record::now_rfc3339(),
+    };
+    let mut rec = Record::create(path, &meta)?;
+    rec.acquire()?;
+    let core = Core::new(cluster);
+    // The cluster as it started: the first moment of its history.
+    let mut st = core.checkpoint();
+    st.events.clear();
+    rec.checkpoint(
+        0,
+        core.now(),
+        &serde_json::to_string(&st).expect("state serialises"),
+        "null",
+    )?;
+    let driver = crate::local::LocalDriver::new(feeds, names, opts);
+    Ok((
+        Loaded {
+            core,
+            driver: Box::new(driver),
+            meta,
+            after_seq: 0,
+            replayed: 0,
+            note: None,
+        },
+        rec,
+    ))
 }
 
 /// The state of a loaded cluster as one value (core and driver), for comparisons.

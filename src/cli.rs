@@ -378,6 +378,10 @@ pub enum Cmd {
     /// Inspect or check a state file.
     #[command(subcommand)]
     State(StateCmd),
+    /// The console on this machine: its real CPU, memory, disks and GPUs (through the
+    /// agent), jobs submitted to it run as local processes with the GPUs they were
+    /// given (`CUDA_VISIBLE_DEVICES`).
+    Local(LocalArgs),
     /// The node agent: sample this machine (CPU, memory, filesystems, load, and every
     /// NVIDIA GPU through NVML) and serve /metrics (DCGM names), /healthz and /sample.
     Agent(crate::agent_cli::AgentArgs),
@@ -748,6 +752,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
+        Cmd::Local(args) => run_local(args, o),
         Cmd::TraceVariant {
             pods,
             nodes,
@@ -1008,6 +1013,132 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             Ok(0)
         }
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LocalArgs {
+    /// Also watch the node of another agent (`maar agent --listen ...` there), e.g.
+    /// gpu-02:9400; repeatable. Jobs run on this machine only.
+    #[arg(long = "agent", value_name = "HOST:PORT")]
+    pub agents: Vec<String>,
+    /// A label this machine's node carries (as `kubectl label node` writes it), e.g.
+    /// crater.ai/node-role=gpu; repeatable. Labels that disagree with the hardware
+    /// raise an alert.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_arg)]
+    pub labels: Vec<(String, String)>,
+    /// How often to sample, e.g. 1s, 5s.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub interval: u64,
+    /// State file; `$XDG_STATE_HOME/maar/local-<host>.db` when absent (continued when
+    /// it exists).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// Where jobs run (their working folder; its filesystem is the node's disk).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// No console: run until interrupted (commands reach it through --state).
+    #[arg(long)]
+    pub headless: bool,
+    /// Look only (the console session acts as a viewer).
+    #[arg(long)]
+    pub read_only: bool,
+    #[arg(long)]
+    pub mouse: bool,
+    #[arg(long, value_name = "NAME|FILE")]
+    pub theme: Option<String>,
+}
+
+fn label_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!(
+            "`{}` is not KEY=VALUE",
+            maar_scheduler::limits::echo(s)
+        )),
+    }
+}
+
+/// The state file of this machine's cluster.
+pub fn local_state() -> PathBuf {
+    let host = sysinfo_hostname();
+    record::default_path(&format!("local-{host}"))
+}
+
+fn sysinfo_hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
+    let theme = if a.headless {
+        None
+    } else {
+        Some(crate::console::theme::choose(a.theme.as_deref())?)
+    };
+    if !a.headless {
+        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    let workdir = match a.workdir {
+        Some(d) => d,
+        None => std::env::current_dir()
+            .map_err(|e| Failure::Usage(format!("no working folder: {e}")))?,
+    };
+    if !workdir.is_dir() {
+        return Err(Failure::Usage(format!(
+            "--workdir {}: not a folder",
+            workdir.display()
+        )));
+    }
+    let opts = crate::local::LocalOptions {
+        agents: a.agents,
+        labels: a.labels.into_iter().collect(),
+        every_s: a.interval.max(1),
+        workdir,
+    };
+    let path = a.state.unwrap_or_else(local_state);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
+    }
+    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+    let (loaded, rec) = backend::open_local(&path, &opts)?;
+    let note = loaded.note.clone();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 1.0,
+            paused: false,
+            roles,
+        },
+    );
+    let face = if a.read_only {
+        handle.capped(maar_scheduler::Role::Viewer)
+    } else {
+        handle.clone()
+    };
+    let r = match theme {
+        Some(theme) => crate::console::run::run(face, a.mouse, theme, note)
+            .map_err(|e| Failure::Usage(format!("console: {e}")))
+            .map(|ended| match ended {
+                crate::console::run::Ended::Quit => 0,
+                crate::console::run::Ended::Signal(n) => 128 + n,
+            }),
+        None => {
+            o.put(&format!(
+                "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",
+                path.display(),
+                std::process::id()
+            ));
+            o.flush();
+            Ok(128 + crate::console::run::wait_for_signal())
+        }
+    };
+    handle.shutdown();
+    r
 }
 
 /// The core and record a `maar demo` runs on.

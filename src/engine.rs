@@ -450,7 +450,8 @@ impl Engine {
             let dt = now.duration_since(last).as_secs_f64();
             last = now;
             if !self.paused {
-                debt = (debt + dt * self.speed).min(self.speed * MAX_LAG);
+                // Never more than MAX_LAG behind, but always able to reach a whole second.
+                debt = (debt + dt * self.speed).min((self.speed * MAX_LAG).max(1.0));
                 let start_sim = self.core.now();
                 let end = now + STEP_BUDGET;
                 while debt >= 1.0 {
@@ -584,6 +585,8 @@ impl Engine {
                 let _ = reply.send(self.past(t));
             }
             Request::Pause { paused, reply } => {
+                // The real world does not pause: only a simulation does.
+                let paused = paused && self.driver.kind() == "demo";
                 if self.paused != paused {
                     self.paused = paused;
                     if paused {
@@ -594,7 +597,8 @@ impl Engine {
                 let _ = reply.send(self.views.borrow().clone());
             }
             Request::Speed(s) => {
-                if s.is_finite() && s > 0.0 {
+                // A real cluster runs in real time.
+                if s.is_finite() && s > 0.0 && self.driver.kind() == "demo" {
                     self.speed = s;
                     self.changed = true;
                 }

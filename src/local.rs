@@ -76,6 +76,8 @@ pub struct LocalDriver {
     down: BTreeSet<usize>,
     /// GPUs already marked unhealthy for an XID (node, index, xid count).
     xid_seen: BTreeMap<(String, u32), u64>,
+    /// Disk use last told per node (whole percent), so only changes are observed.
+    disk_told: BTreeMap<String, u64>,
 }
 
 fn vmstat_oom_kills() -> u64 {
@@ -128,7 +130,7 @@ fn fetch(addr: &str) -> Result<NodeSample, String> {
 }
 
 impl Feed {
-    fn sample(&mut self) -> Result<NodeSample, String> {
+    pub fn sample(&mut self) -> Result<NodeSample, String> {
         match self {
             Feed::Here(a) => Ok(a.sample(now_ms())),
             Feed::Remote(addr) => fetch(addr),
@@ -238,6 +240,7 @@ impl LocalDriver {
             full: BTreeSet::new(),
             down: BTreeSet::new(),
             xid_seen: BTreeMap::new(),
+            disk_told: BTreeMap::new(),
         }
     }
 
@@ -315,7 +318,10 @@ impl LocalDriver {
     ) {
         // The node's disk is the work folder's filesystem: what jobs do not account
         // for is used by others.
-        if let Some(f) = fs_of(s, &self.workdir) {
+        let pct = fs_of(s, &self.workdir).map(|f| f.used_pct() as u64);
+        if let Some(f) = fs_of(s, &self.workdir)
+            .filter(|_| pct.is_some_and(|p| self.disk_told.insert(node.to_string(), p) != Some(p)))
+        {
             let by_jobs = core
                 .cluster()
                 .node_id(node)
@@ -511,30 +517,36 @@ impl LocalDriver {
             if out.decisions.is_empty() {
                 break;
             }
-            for d in &out.decisions {
-                match d {
-                    Decision::Bind { job, replicas, .. } => {
-                        let o = match self.start(core, job, replicas) {
-                            Ok(()) => Observation::Bound { job: job.clone() },
-                            Err(reason) => Observation::BindFailed {
-                                job: job.clone(),
-                                reason,
-                            },
-                        };
-                        Self::observe(core, o, events);
-                    }
-                    Decision::Stop { job, .. } => {
-                        if let Some(mut r) = self.jobs.remove(job) {
-                            for c in r.children.iter_mut() {
-                                let _ = c.kill();
-                                let _ = c.wait();
-                            }
-                            tracing::info!(target: "maar::job", "{job}: stopped");
+            self.carry_out(core, &out.decisions, events);
+            decisions.extend(out.decisions);
+        }
+    }
+
+    /// Carries out decisions: processes started (the bind confirmed, or failed with the
+    /// reason) or stopped.
+    fn carry_out(&mut self, core: &mut Core, decisions: &[Decision], events: &mut Vec<Event>) {
+        for d in decisions {
+            match d {
+                Decision::Bind { job, replicas, .. } => {
+                    let o = match self.start(core, job, replicas) {
+                        Ok(()) => Observation::Bound { job: job.clone() },
+                        Err(reason) => Observation::BindFailed {
+                            job: job.clone(),
+                            reason,
+                        },
+                    };
+                    Self::observe(core, o, events);
+                }
+                Decision::Stop { job, .. } => {
+                    if let Some(mut r) = self.jobs.remove(job) {
+                        for c in r.children.iter_mut() {
+                            let _ = c.kill();
+                            let _ = c.wait();
                         }
+                        tracing::info!(target: "maar::job", "{job}: stopped");
                     }
                 }
             }
-            decisions.extend(out.decisions);
         }
     }
 
@@ -546,6 +558,36 @@ impl LocalDriver {
                 let _ = c.wait();
             }
         }
+    }
+}
+
+/// A command as local mode takes it: manifests written for a cluster name its pool
+/// and project, and here there is one of each (`local`, `default`); a job must have a
+/// command to run.
+fn localize(core: &Core, command: Command) -> Result<Command, Output> {
+    match command {
+        Command::Submit(mut spec) => {
+            let c = core.cluster();
+            if c.pool_id(&spec.pool).is_none() {
+                spec.pool = POOL.into();
+            }
+            if c.project_id(&spec.project).is_none() {
+                spec.project = PROJECT.into();
+            }
+            if spec.command.is_empty() {
+                return Err(Output {
+                    result: Err(maar_scheduler::ClusterError::Invalid(format!(
+                        "job {}: local mode runs the job's command on this machine, and the manifest has none (spec.command)",
+                        spec.name
+                    ))),
+                    job: None,
+                    events: Vec::new(),
+                    decisions: Vec::new(),
+                });
+            }
+            Ok(Command::Submit(spec))
+        }
+        other => Ok(other),
     }
 }
 
@@ -572,36 +614,15 @@ impl Driver for LocalDriver {
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
-        let command = match command {
-            // Manifests written for a cluster name its pool and project; here there
-            // is one of each.
-            Command::Submit(mut spec) => {
-                let c = core.cluster();
-                if c.pool_id(&spec.pool).is_none() {
-                    spec.pool = POOL.into();
-                }
-                if c.project_id(&spec.project).is_none() {
-                    spec.project = PROJECT.into();
-                }
-                if spec.command.is_empty() {
-                    return Output {
-                        result: Err(maar_scheduler::ClusterError::Invalid(format!(
-                            "job {}: local mode runs the job's command on this machine, and the manifest has none (spec.command)",
-                            spec.name
-                        ))),
-                        job: None,
-                        events: Vec::new(),
-                        decisions: Vec::new(),
-                    };
-                }
-                Command::Submit(spec)
-            }
-            other => other,
+        let command = match localize(core, command) {
+            Ok(c) => c,
+            Err(refused) => return refused,
         };
         let mut out = core.apply(Input::Command { actor, command });
         if out.is_ok() {
             let mut events = std::mem::take(&mut out.events);
             let mut decisions = std::mem::take(&mut out.decisions);
+            self.carry_out(core, &decisions.clone(), &mut events);
             self.settle(core, &mut events, &mut decisions);
             out.events = events;
             out.decisions = decisions;
@@ -616,5 +637,35 @@ impl Driver for LocalDriver {
     /// Previews decide; they start no process.
     fn fork(&self) -> Box<dyn Driver> {
         Box::new(maar_scheduler::input::Bare)
+    }
+}
+
+/// A local cluster with no machine attached (a command given while no `maar local`
+/// runs, a look at its past): commands change the core; nothing is scheduled or
+/// started until `maar local` attaches the machine again.
+pub struct Offline;
+
+impl Driver for Offline {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        core.apply(Input::Advance { to }).events
+    }
+
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        match localize(core, command) {
+            Ok(command) => core.apply(Input::Command { actor, command }),
+            Err(refused) => refused,
+        }
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(Offline)
     }
 }

@@ -128,6 +128,33 @@ impl Cluster {
                     0,
                 );
             }
+            // The war story: a node labelled for one card that holds another.
+            if let Some(label) = n.labels().get(crate::model::LABEL_MODEL) {
+                let label = label.to_lowercase();
+                let real: std::collections::BTreeSet<&str> = n
+                    .gpus
+                    .iter()
+                    .map(|g| g.model.as_str())
+                    .filter(|m| *m != label)
+                    .collect();
+                if !real.is_empty() {
+                    let real: Vec<&str> = real.into_iter().collect();
+                    push(
+                        format!("labels/{}", n.name),
+                        Severity::Warning,
+                        format!("node/{}", n.name),
+                        format!(
+                            "node {} is labelled {}={label} but its GPUs are {}: jobs asking for {label} would run on them",
+                            n.name,
+                            crate::model::LABEL_MODEL,
+                            real.join(", ")
+                        ),
+                        None,
+                        1,
+                        0,
+                    );
+                }
+            }
             for g in &n.gpus {
                 if let crate::model::Health::Unhealthy(w) = &g.health {
                     push(

@@ -513,12 +513,16 @@ impl App {
     pub fn set_paused(&mut self, paused: bool) {
         match self.engine.set_paused(paused) {
             Ok(v) => {
+                let done = v.status.paused;
                 self.adopt(v);
-                self.paused = paused;
-                self.message = if paused {
-                    "simulation paused".into()
-                } else {
-                    "simulation running".into()
+                self.paused = done;
+                self.message = match (paused, done) {
+                    (true, true) => "simulation paused".into(),
+                    (true, false) => format!(
+                        "a {} cluster runs in real time: it does not pause",
+                        self.status.kind
+                    ),
+                    _ => "simulation running".into(),
                 };
             }
             Err(e) => self.message = format!("engine: {e}"),
@@ -526,6 +530,10 @@ impl App {
     }
 
     fn set_speed(&mut self, x: f64) {
+        if self.status.kind != "demo" {
+            self.message = format!("a {} cluster runs in real time", self.status.kind);
+            return;
+        }
         self.speed = x;
         self.engine.set_speed(x);
         self.message = format!("speed {x}x");
