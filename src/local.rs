@@ -360,6 +360,50 @@ impl LocalDriver {
                 self.full.remove(&key);
             }
         }
+        // GPU memory the jobs' processes use (where the driver says), as a share of
+        // what each asked: the job's usage, and an inference service's load (what its
+        // autoscaler keys on, `crater_gpu_memory_usage_rate`).
+        if self.names.first().map(|n| n.as_str()) == Some(node) {
+            let mut used: BTreeMap<&str, u64> = BTreeMap::new();
+            for g in &s.gpus {
+                for p in &g.processes {
+                    if let Some(job) = self
+                        .jobs
+                        .iter()
+                        .find(|(_, r)| r.children.iter().any(|c| c.id() == p.pid))
+                        .map(|(j, _)| j.as_str())
+                    {
+                        *used.entry(job).or_default() += p.used_bytes.unwrap_or(0);
+                    }
+                }
+            }
+            let mut obs = Vec::new();
+            for (job, bytes) in used {
+                let c = core.cluster();
+                let Ok(id) = c.job_id(job) else { continue };
+                let j = &c.jobs[id as usize];
+                let card = s.gpus.first().map(|g| g.memory_total_bytes).unwrap_or(0);
+                let per_card = j.spec.gpu.memory_per_card.unwrap_or(card);
+                let asked = per_card * j.spec.gpu.count as u64 * j.running_replicas().max(1) as u64;
+                if asked == 0 {
+                    continue;
+                }
+                let pct = bytes as f64 * 100.0 / asked as f64;
+                obs.push(Observation::JobUsage {
+                    job: job.to_string(),
+                    used_pct: pct.round().min(1000.0) as u32,
+                });
+                if j.is_inference() {
+                    obs.push(Observation::ServiceLoad {
+                        job: job.to_string(),
+                        usage_pct: pct,
+                    });
+                }
+            }
+            for o in obs {
+                Self::observe(core, o, events);
+            }
+        }
         for g in &s.gpus {
             let k = (node.to_string(), g.index);
             let seen = self.xid_seen.get(&k).copied().unwrap_or(0);

@@ -228,3 +228,65 @@ fn this_machine_without_a_driver_is_one_node_without_gpus() {
     let e = build(&mut feeds, &opts).err().unwrap();
     assert!(e.contains("127.0.0.1:9"), "{e}");
 }
+
+/// GPUs whose card 0 runs the process whose pid is in `pidfile`, using 40 GiB.
+struct OneProcess {
+    inner: RecordedGpus,
+    pidfile: std::path::PathBuf,
+}
+
+impl maar_agent::GpuSource for OneProcess {
+    fn sample(&mut self) -> maar_agent::reading::GpuStatusSample {
+        let mut s = self.inner.sample();
+        for g in s.gpus.iter_mut() {
+            g.processes.clear();
+        }
+        if let Some(pid) = std::fs::read_to_string(&self.pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            s.gpus[0].processes.push(maar_agent::reading::GpuProcess {
+                pid,
+                used_bytes: Some(40 << 30),
+            });
+        }
+        s
+    }
+}
+
+#[test]
+fn a_jobs_gpu_memory_comes_from_its_processes() {
+    let work = dir("usage");
+    let samples: Vec<NodeSample> = serde_json::from_str(FIXTURE).unwrap();
+    let opts = LocalOptions {
+        agents: Vec::new(),
+        labels: BTreeMap::new(),
+        every_s: 1,
+        workdir: work.clone(),
+    };
+    let mut feeds = vec![Feed::Here(Box::new(Agent {
+        host: Box::new(RecordedHost::new(vec![samples[0].host.clone()])),
+        gpus: Box::new(OneProcess {
+            inner: RecordedGpus::from_json(FIXTURE).unwrap(),
+            pidfile: work.join("job.pid"),
+        }),
+    }))];
+    let (cluster, names) = build(&mut feeds, &opts).unwrap();
+    let mut d = LocalDriver::new(feeds, names, &opts);
+    let mut core = Core::new(cluster);
+    submit(
+        &mut core,
+        &mut d,
+        "uses-half",
+        1,
+        "echo $$ > job.pid; exec sleep 30",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for t in 1..=2 {
+        d.advance(&mut core, t);
+    }
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("default/uses-half").unwrap() as usize];
+    // 40 GiB of an 80 GiB card asked for whole: half.
+    assert_eq!(j.used_pct, 50);
+}
