@@ -314,7 +314,7 @@ pub enum Cmd {
         #[command(flatten)]
         act: ActArgs,
     },
-    /// Ask for more quota for a project in a pool (an operator approves it).
+    /// Ask for more quota for a project in a pool (an admin approves it).
     RequestQuota {
         project: String,
         pool: String,

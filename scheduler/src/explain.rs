@@ -13,6 +13,10 @@ use crate::model::*;
 use crate::quantity::{fmt_bytes, fmt_cpu};
 use crate::schedule::QuotaVerdict;
 
+/// Clusters up to this many nodes get cluster-level fixes (more quota, an uncordon)
+/// proven on a copy; larger ones get them said without the proof's "starts now".
+pub const PROOF_NODES: usize = 2_000;
+
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ReasonCount {
     pub reason: String,
@@ -392,6 +396,160 @@ impl Cluster {
         }
     }
 
+    /// Whether `replicas` of `spec` would start now in `pool`: the quota admission
+    /// (with the project's max raised by `extra_gpu_milli`) and the node filter and
+    /// placement, gang included. A suggestion that says "would start now" is one this
+    /// says yes to.
+    fn starts_now(
+        &self,
+        j: &Job,
+        spec: &JobSpec,
+        pool: Option<PoolId>,
+        replicas: u32,
+        extra_gpu_milli: u64,
+    ) -> bool {
+        self.quota_verdict_for(spec, j.project, pool, replicas, extra_gpu_milli)
+            .ok
+            && self.fits_now(spec, pool, replicas)
+    }
+
+    /// Proves a change to the cluster: applied to a copy with one scheduling cycle
+    /// after it (the whole path: jobs ahead, quota, filter, placement, gang, backfill),
+    /// does job `id` run? Copies are taken only on clusters of at most
+    /// [`PROOF_NODES`] nodes (explain stays fast on large ones); beyond that `None`.
+    fn proves(&self, id: JobId, change: &[crate::Command]) -> Option<bool> {
+        if self.nodes.len() > PROOF_NODES {
+            return None;
+        }
+        let mut c = self.clone();
+        for cmd in change {
+            if c.apply(cmd.clone()).is_err() {
+                return Some(false);
+            }
+        }
+        c.schedule();
+        Some(c.jobs.get(id).is_some_and(|j| j.phase == Phase::Running))
+    }
+
+    /// Whether `mult` replicas of `spec` could ever go on node `n`: its whole
+    /// capacity (every card healthy and free, nothing placed), not what is free now.
+    fn could_ever_fit(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
+        let oc = self.overcommit_of(n);
+        let cards = n
+            .gpus
+            .iter()
+            .filter(|g| {
+                (spec.gpu.models.is_empty()
+                    || spec
+                        .gpu
+                        .models
+                        .iter()
+                        .any(|m| m.eq_ignore_ascii_case(&g.model)))
+                    && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
+            })
+            .count() as u64;
+        let need_cards = if spec.gpu.count == 0 {
+            0
+        } else if spec.gpu.shared {
+            1
+        } else {
+            spec.gpu.count as u64 * mult as u64
+        };
+        cards >= need_cards
+            && (n.cpu_milli as f64 * oc.cpu) as u64 >= spec.cpu_milli * mult as u64
+            && (n.memory as f64 * oc.memory) as u64 >= spec.memory * mult as u64
+            && n.disk >= spec.disk * mult as u64
+    }
+
+    /// Why the job can never run as asked (no node of its pools could ever hold it, or
+    /// it asks more than its project's quota allows even with nothing else running),
+    /// with the largest node or the limit named.
+    fn never(&self, j: &Job, replicas: u32, mult: u32) -> Option<String> {
+        let spec = &j.spec;
+        if let (Some(pid), Some(pool)) = (j.project, j.pool) {
+            if let Some(q) = self.projects[pid as usize].quotas.get(&pool) {
+                let req = spec.replica_request().scaled(replicas as u64);
+                if let Some(max) = q.max.gpu_milli {
+                    if req.gpu_milli > max {
+                        return Some(format!(
+                            "can never run under its quota: it asks {} GPUs and project {} may use at most {} in pool {}",
+                            Dim::Gpu.fmt(req.gpu_milli),
+                            spec.project,
+                            Dim::Gpu.fmt(max),
+                            spec.pool
+                        ));
+                    }
+                }
+            }
+        }
+        let pools = self.candidate_pools(j.pool);
+        let nodes: Vec<NodeId> = pools
+            .iter()
+            .flat_map(|(p, _)| self.pool_nodes(*p).collect::<Vec<_>>())
+            .collect();
+        if nodes.is_empty() {
+            return None;
+        }
+        if nodes
+            .iter()
+            .any(|&n| self.could_ever_fit(&self.nodes[n as usize], spec, mult))
+        {
+            return None;
+        }
+        let biggest = nodes
+            .iter()
+            .map(|&n| &self.nodes[n as usize])
+            .max_by_key(|n| (n.gpus.len(), n.cpu_milli, n.memory))
+            .expect("some node");
+        Some(format!(
+            "can never run as asked: no node of pool {} could hold {} even empty; the largest, {}, has {} GPUs ({}), {} CPU, {} memory",
+            spec.pool,
+            spec.shape_with(mult),
+            biggest.name,
+            biggest.gpus.len(),
+            biggest
+                .gpus
+                .first()
+                .map(|g| format!("{} {}", g.model, fmt_bytes(g.memory)))
+                .unwrap_or_else(|| "none".into()),
+            fmt_cpu(biggest.cpu_milli),
+            fmt_bytes(biggest.memory)
+        ))
+    }
+
+    /// A node where waiting helps: Ready, uncordoned, with enough healthy uncordoned
+    /// cards of the job's kind that jobs now hold (their end frees the room).
+    fn wait_helps(&self, spec: &JobSpec, pool: Option<PoolId>, mult: u32) -> Option<String> {
+        let pools = self.candidate_pools(pool);
+        for (p, _) in &pools {
+            for n in self.pool_nodes(*p) {
+                let node = &self.nodes[n as usize];
+                if node.cordoned || node.condition != Condition::Ready || node.jobs.is_empty() {
+                    continue;
+                }
+                let mut t = node.clone();
+                t.gpus
+                    .retain(|g| g.health == Health::Healthy && !g.cordoned);
+                if !self.could_ever_fit(&t, spec, mult) {
+                    continue;
+                }
+                let holders: Vec<String> = node
+                    .jobs
+                    .iter()
+                    .take(3)
+                    .map(|&id| self.job_ref(id))
+                    .collect();
+                return Some(format!(
+                    "wait: node {} has room once its running jobs end ({}{})",
+                    node.name,
+                    holders.join(", "),
+                    if node.jobs.len() > 3 { ", ..." } else { "" }
+                ));
+            }
+        }
+        None
+    }
+
     fn fits_now(&self, spec: &JobSpec, pool: Option<PoolId>, replicas: u32) -> bool {
         let pools = self.candidate_pools(pool);
         if spec.affinity == Affinity::SameNode {
@@ -418,6 +576,17 @@ impl Cluster {
     ) -> Vec<String> {
         let mut out = Vec::new();
         let spec = &j.spec;
+        let mult = if spec.affinity == Affinity::SameNode {
+            replicas
+        } else {
+            1
+        };
+        // A job that can never run as asked says so first; then only changes that
+        // make it possible follow.
+        let never = self.never(j, replicas, mult);
+        if let Some(n) = &never {
+            out.push(n.clone());
+        }
         if !quota.ok {
             if let (Some(pid), Some(pool)) = (j.project, j.pool) {
                 let req = spec.replica_request().scaled(replicas as u64);
@@ -426,12 +595,76 @@ impl Cluster {
                     if let Some(max) = q.max.gpu_milli {
                         let need = (used.gpu_milli + req.gpu_milli).saturating_sub(max);
                         if need > 0 {
-                            out.push(format!(
-                                "request more quota: +{} GPUs for project {} in pool {} (an operator approves it)",
-                                Dim::Gpu.fmt(need.div_ceil(1000) * 1000),
-                                spec.project,
-                                spec.pool
-                            ));
+                            // Jobs of the project ahead of it take raised quota first:
+                            // try the least that covers them too, proven on a copy.
+                            // (The queue is ordered once, only for a quota-blocked job.)
+                            let ahead: u64 = self
+                                .queue()
+                                .into_iter()
+                                .take_while(|q| q.0 != j.id)
+                                .filter_map(|q| self.jobs.get(q.0))
+                                .filter(|a| a.project == j.project && a.pool == j.pool)
+                                .map(|a| {
+                                    a.spec
+                                        .replica_request()
+                                        .scaled(a.desired_replicas.max(1) as u64)
+                                        .gpu_milli
+                                })
+                                .sum();
+                            let mut said = false;
+                            for extra in [need, need + ahead] {
+                                let extra = extra.div_ceil(1000) * 1000;
+                                let raise = |extra: u64| {
+                                    vec![
+                                        crate::Command::RequestQuota {
+                                            project: spec.project.clone(),
+                                            pool: spec.pool.clone(),
+                                            gpus: (extra / 1000) as u32,
+                                            reserved: false,
+                                            reason: "explain".into(),
+                                        },
+                                        crate::Command::ApproveQuota {
+                                            id: self.next_request,
+                                        },
+                                    ]
+                                };
+                                match self.proves(j.id, &raise(extra)) {
+                                    Some(true) => {
+                                        out.push(format!(
+                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it); then it starts now{}",
+                                            Dim::Gpu.fmt(extra),
+                                            spec.project,
+                                            spec.pool,
+                                            if extra > need.div_ceil(1000) * 1000 {
+                                                " (the project's jobs ahead of it take the first of it)"
+                                            } else {
+                                                ""
+                                            }
+                                        ));
+                                        said = true;
+                                        break;
+                                    }
+                                    Some(false) => {}
+                                    None => {
+                                        out.push(format!(
+                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it)",
+                                            Dim::Gpu.fmt(extra),
+                                            spec.project,
+                                            spec.pool
+                                        ));
+                                        said = true;
+                                        break;
+                                    }
+                                }
+                            }
+                            if !said {
+                                out.push(format!(
+                                    "more quota alone would not start it: with +{} GPUs for project {} in pool {} it still waits for room on the nodes",
+                                    Dim::Gpu.fmt((need + ahead).div_ceil(1000) * 1000),
+                                    spec.project,
+                                    spec.pool
+                                ));
+                            }
                         }
                     }
                     // Refused for borrowing: only a reserved amount is guaranteed room.
@@ -446,21 +679,33 @@ impl Cluster {
                         ));
                     }
                 }
-                out.push("or wait for the project's running jobs to finish and free quota".into());
+                if used.gpu_milli > 0 {
+                    out.push(
+                        "or wait for the project's running jobs to finish and free quota".into(),
+                    );
+                }
             } else {
                 out.push("use an existing project (namespace) and pool".into());
             }
         }
         if ok >= replicas as usize && quota.ok {
-            out.push("it fits now and should start in the next scheduling cycle unless jobs ahead take the room".into());
+            let (pos, _, ahead) = self.queue_position(j.id);
+            out.push(if pos.unwrap_or(1) > 1 && !ahead.is_empty() {
+                format!(
+                    "it fits now, but the last cycle gave the room to jobs ahead of it (position {} in the queue; EASY backfill holds nodes for the first blocked job): it starts when they start or leave",
+                    pos.unwrap_or(1)
+                )
+            } else {
+                "it fits now and starts in the next scheduling cycle".into()
+            });
             return out;
         }
-        // A smaller GPU count.
+        // A smaller GPU count (proven: quota and nodes).
         if spec.gpu.count > 1 {
             for k in (1..spec.gpu.count).rev() {
                 let mut s = spec.clone();
                 s.gpu.count = k;
-                if self.fits_now(&s, j.pool, replicas) {
+                if self.starts_now(j, &s, j.pool, replicas, 0) {
                     out.push(format!(
                         "a smaller request would start now: gpu.count {k} (asked {})",
                         spec.gpu.count
@@ -471,34 +716,37 @@ impl Cluster {
         }
         // A smaller per-card memory, or other models.
         if let Some(m) = spec.gpu.memory_per_card {
-            let mut s = spec.clone();
-            s.gpu.memory_per_card = None;
-            if self.fits_now(&s, j.pool, replicas) {
-                let biggest = self
-                    .candidate_pools(j.pool)
-                    .iter()
-                    .flat_map(|(p, _)| self.pool_nodes(*p).collect::<Vec<_>>())
-                    .flat_map(|n| {
-                        self.nodes[n as usize]
-                            .sched_gpus()
-                            .iter()
-                            .filter(|g| g.is_free())
-                            .map(|g| g.memory)
-                            .collect::<Vec<_>>()
-                    })
-                    .max()
-                    .unwrap_or(0);
-                out.push(format!(
-                    "a smaller per-card memory would start now: free cards have at most {} (asked {})",
-                    fmt_bytes(biggest),
-                    fmt_bytes(m)
-                ));
+            let biggest = self
+                .candidate_pools(j.pool)
+                .iter()
+                .flat_map(|(p, _)| self.pool_nodes(*p).collect::<Vec<_>>())
+                .flat_map(|n| {
+                    self.nodes[n as usize]
+                        .sched_gpus()
+                        .iter()
+                        .filter(|g| g.is_free())
+                        .map(|g| g.memory)
+                        .collect::<Vec<_>>()
+                })
+                .max()
+                .unwrap_or(0);
+            // Only when memory is what stops it: asking what the free cards have starts it.
+            if biggest > 0 && biggest < m {
+                let mut s = spec.clone();
+                s.gpu.memory_per_card = Some(biggest);
+                if self.starts_now(j, &s, j.pool, replicas, 0) {
+                    out.push(format!(
+                        "a smaller per-card memory would start now: free cards have at most {} (asked {})",
+                        fmt_bytes(biggest),
+                        fmt_bytes(m)
+                    ));
+                }
             }
         }
         if !spec.gpu.models.is_empty() {
             let mut s = spec.clone();
             s.gpu.models.clear();
-            if self.fits_now(&s, j.pool, replicas) {
+            if self.starts_now(j, &s, j.pool, replicas, 0) {
                 out.push(format!(
                     "allowing other GPU models than [{}] would start it now",
                     spec.gpu.models.join(",")
@@ -521,7 +769,7 @@ impl Cluster {
                 if Some(pi) == j.pool || !self.projects[pid as usize].quotas.contains_key(&pi) {
                     continue;
                 }
-                if self.fits_now(spec, Some(pi), replicas) {
+                if self.starts_now(j, spec, Some(pi), replicas, 0) {
                     out.push(format!(
                         "pool {} has room for it now (project {} has quota there)",
                         pool.name, spec.project
@@ -535,11 +783,19 @@ impl Cluster {
                 let node = &self.nodes[*n as usize];
                 let mut t = node.clone();
                 t.cordoned = false;
-                if fit(&t, *n, self.overcommit_of(node), spec, 1).is_ok() {
-                    out.push(format!(
-                        "uncordoning node {} would let it run there",
-                        node.name
-                    ));
+                if fit(&t, *n, self.overcommit_of(node), spec, 1).is_ok() && quota.ok {
+                    let change = [crate::Command::UncordonNode {
+                        node: node.name.clone(),
+                    }];
+                    match self.proves(j.id, &change) {
+                        Some(true) => {
+                            out.push(format!("uncordoning node {} would start it now", node.name))
+                        }
+                        Some(false) => {}
+                        None => {
+                            out.push(format!("uncordoning node {} would give it room", node.name))
+                        }
+                    }
                 }
             }
         }
@@ -560,8 +816,17 @@ impl Cluster {
                 }
             }
         }
+        // Waiting helps only where a running job's end frees what is missing.
+        if never.is_none() && quota.ok {
+            if let Some(w) = self.wait_helps(spec, j.pool, mult) {
+                out.push(w);
+            }
+        }
         if out.is_empty() {
-            out.push("wait: running jobs must finish before a node has room".into());
+            out.push(
+                "nothing that maar can change now would start it: no node of its pool has room even after the running jobs end (NotReady, cordoned or unhealthy nodes need repair first)"
+                    .into(),
+            );
         }
         out
     }

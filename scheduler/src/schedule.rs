@@ -351,15 +351,30 @@ impl Cluster {
     /// Quota admission for `replicas` more replicas of job `id`.
     pub fn quota_verdict(&self, id: JobId, replicas: u32) -> QuotaVerdict {
         let j = &self.jobs[id as usize];
+        self.quota_verdict_for(&j.spec, j.project, j.pool, replicas, 0)
+    }
+
+    /// The quota verdict for `replicas` of `spec` in a project and pool, with the
+    /// project's max GPUs there raised by `extra_gpu_milli` (a quota request granted):
+    /// the same admission the cycle makes, for specs and quotas that are not (yet)
+    /// the job's.
+    pub fn quota_verdict_for(
+        &self,
+        spec: &JobSpec,
+        project: Option<ProjectId>,
+        pool: Option<PoolId>,
+        replicas: u32,
+        extra_gpu_milli: u64,
+    ) -> QuotaVerdict {
         let deny = |m: String| QuotaVerdict {
             ok: false,
             borrowing: false,
             message: m,
         };
-        let (Some(pid), Some(pool)) = (j.project, j.pool) else {
+        let (Some(pid), Some(pool)) = (project, pool) else {
             return deny(
-                self.unknown_project_or_pool(&j.spec.project, &j.spec.pool)
-                    .unwrap_or_else(|| format!("job {} has no project or pool", j.spec.name)),
+                self.unknown_project_or_pool(&spec.project, &spec.pool)
+                    .unwrap_or_else(|| format!("job {} has no project or pool", spec.name)),
             );
         };
         let project = &self.projects[pid as usize];
@@ -369,7 +384,15 @@ impl Cluster {
                 project.name, self.pools[pool as usize].name
             ));
         };
-        let req = j.spec.replica_request().scaled(replicas as u64);
+        let mut raised;
+        let q = if extra_gpu_milli > 0 {
+            raised = q.clone();
+            raised.max.gpu_milli = raised.max.gpu_milli.map(|m| m + extra_gpu_milli);
+            &raised
+        } else {
+            q
+        };
+        let req = spec.replica_request().scaled(replicas as u64);
         let used = self.usage(pid, pool);
         let cap = self.admission_capacity(pool);
         let mut borrowing = false;

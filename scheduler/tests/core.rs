@@ -464,7 +464,16 @@ fn approving_a_quota_request_lets_the_waiting_job_start() {
     );
     c.schedule();
     assert_eq!(phase(&c, "wants-4"), Phase::Pending);
-    assert!(c.explain(0).suggestions[0].contains("+2 GPUs"));
+    let s = c.explain(0).suggestions;
+    assert!(
+        s[0].starts_with("can never run under its quota: it asks 4 GPUs"),
+        "{s:?}"
+    );
+    assert!(
+        s.iter()
+            .any(|x| x.contains("+2 GPUs") && x.contains("then it starts now")),
+        "{s:?}"
+    );
     c.apply(Command::RequestQuota {
         project: "p".into(),
         pool: "train".into(),

@@ -1,0 +1,234 @@
+//! Every "would start now" that explain suggests is true: applied to a copy of the
+//! cluster (the request changed and resubmitted, the quota raised and approved, the
+//! node uncordoned), the next scheduling cycle starts the job. Checked for every Pending
+//! job at moments across the demo day and in every case.
+
+use maar_demo::{Demo, Scenario};
+use maar_scheduler::{Actor, Command, Core, Input, Phase};
+
+fn scenario(text: &str) -> Scenario {
+    serde_saphyr::from_str(text).expect("scenario parses")
+}
+
+/// Applies `cmds` to a copy, runs a cycle, and says whether job `name` runs.
+fn starts(core: &Core, cmds: Vec<Command>, name: &str) -> bool {
+    let mut c = core.clone();
+    for cmd in cmds {
+        let out = c.apply(Input::Command {
+            actor: Actor::system("proof"),
+            command: cmd.clone(),
+        });
+        assert!(out.is_ok(), "{cmd:?}: {:?}", out.result);
+    }
+    c.apply(Input::Schedule);
+    let cl = c.cluster();
+    cl.job_id(name)
+        .ok()
+        .is_some_and(|id| cl.jobs[id as usize].phase == Phase::Running)
+}
+
+/// Checks every suggestion of every Pending job; returns how many were checked.
+fn check(core: &Core, at: u64) -> usize {
+    let c = core.cluster();
+    let mut n = 0;
+    let pending: Vec<_> = c
+        .jobs
+        .iter()
+        .filter(|j| j.phase == Phase::Pending)
+        .map(|j| j.id)
+        .collect();
+    for id in pending {
+        let j = &c.jobs[id as usize];
+        let name = format!("{}/{}", j.spec.project, j.spec.name);
+        let ex = c.explain(id);
+        for s in &ex.suggestions {
+            let what = format!("at {at}s, {name}: `{s}`");
+            let resubmit = |f: &dyn Fn(&mut maar_scheduler::JobSpec)| {
+                let mut spec = j.spec.clone();
+                f(&mut spec);
+                spec.name = format!("{}-fix", spec.name);
+                let fixed = format!("{}/{}", spec.project, spec.name);
+                starts(
+                    core,
+                    vec![
+                        Command::Cancel { job: name.clone() },
+                        Command::Submit(Box::new(spec)),
+                    ],
+                    &fixed,
+                )
+            };
+            if let Some(rest) = s.strip_prefix("a smaller request would start now: gpu.count ") {
+                let k: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
+                assert!(resubmit(&|sp| sp.gpu.count = k), "{what}");
+                n += 1;
+            } else if s.starts_with("allowing other GPU models") {
+                assert!(resubmit(&|sp| sp.gpu.models.clear()), "{what}");
+                n += 1;
+            } else if let Some(rest) = s.strip_prefix("pool ") {
+                if rest.contains("has room for it now") {
+                    let pool = rest.split_whitespace().next().unwrap().to_string();
+                    assert!(resubmit(&|sp| sp.pool = pool.clone()), "{what}");
+                    n += 1;
+                }
+            } else if s.starts_with("request more quota: +") && s.contains("then it starts now") {
+                let gpus: u32 = s["request more quota: +".len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+                let ok = starts(
+                    core,
+                    vec![
+                        Command::RequestQuota {
+                            project: j.spec.project.clone(),
+                            pool: j.spec.pool.clone(),
+                            gpus,
+                            reserved: false,
+                            reason: "proof".into(),
+                        },
+                        Command::ApproveQuota { id: next },
+                    ],
+                    &name,
+                );
+                assert!(ok, "{what}");
+                n += 1;
+            } else if let Some(rest) = s.strip_prefix("uncordoning node ") {
+                if rest.ends_with("would start it now") {
+                    let node = rest.split_whitespace().next().unwrap().to_string();
+                    assert!(
+                        starts(core, vec![Command::UncordonNode { node }], &name),
+                        "{what}"
+                    );
+                    n += 1;
+                }
+            } else if s == "it fits now and starts in the next scheduling cycle" {
+                assert!(starts(core, vec![], &name), "{what}");
+                n += 1;
+            }
+            // Never claims a start while saying it can never run.
+            if s.starts_with("can never run") {
+                assert!(
+                    ex.suggestions.iter().all(|x| !x.starts_with("wait")),
+                    "{what}: never, yet wait"
+                );
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn every_would_start_now_starts_over_the_demo_day_and_in_every_case() {
+    let mut checked = 0;
+    let mut d = Demo::new(scenario(maar_demo::LAB_YAML), None).unwrap();
+    for t in (0..=24 * 3600).step_by(1800) {
+        d.run_until(t);
+        checked += check(&d.core, t);
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cases");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let mut d = Demo::new(
+            scenario(&std::fs::read_to_string(e.unwrap().path()).unwrap()),
+            None,
+        )
+        .unwrap();
+        for t in (0..=12 * 3600).step_by(1200) {
+            d.run_until(t);
+            checked += check(&d.core, t);
+        }
+    }
+    assert!(checked > 20, "{checked} suggestions checked");
+}
+
+fn explain_of(yaml: &str, at: u64, job: &str) -> Vec<String> {
+    let mut d = Demo::new(scenario(yaml), None).unwrap();
+    d.run_until(at);
+    let c = d.cluster();
+    let id = c.job_id(job).unwrap();
+    assert_eq!(
+        c.jobs[id as usize].phase,
+        Phase::Pending,
+        "{job} is Pending"
+    );
+    c.explain(id).suggestions
+}
+
+const BASE: &str = "name: t
+pools: [{name: train, kind: training, selector: {crater.ai/node-role: train}}]
+";
+
+#[test]
+fn a_job_larger_than_any_node_or_its_quota_says_never_first_and_never_wait() {
+    let yaml = format!(
+        "{BASE}nodes: [{{name: a100, count: 2, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: a100, count: 8, memory: 80Gi}}}}]
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+workload:
+  jobs:
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: huge, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 16}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+"
+    );
+    let s = explain_of(&yaml, 60, "ml/huge");
+    assert!(
+        s[0].starts_with("can never run as asked: no node of pool train could hold 16x GPU"),
+        "{s:?}"
+    );
+    assert!(s[0].contains("the largest, a100-"), "{s:?}");
+    assert!(s.iter().all(|x| !x.starts_with("wait")), "{s:?}");
+    assert!(
+        s.iter()
+            .any(|x| x == "a smaller request would start now: gpu.count 8 (asked 16)"),
+        "{s:?}"
+    );
+    // Above the quota's max even with nothing else running.
+    let yaml = yaml
+        .replace("max: {gpu: 64}", "max: {gpu: 8}")
+        .replace("count: 16", "count: 12");
+    let s = explain_of(&yaml, 60, "ml/huge");
+    assert!(
+        s[0].starts_with(
+            "can never run under its quota: it asks 12 GPUs and project ml may use at most 8"
+        ),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn wait_is_said_only_where_a_running_jobs_end_frees_the_room() {
+    // One node NotReady (empty), one with a job holding half its cards.
+    let yaml = format!(
+        "{BASE}nodes:
+  - {{name: down, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, not_ready: KubeletNotReady, gpu: {{model: a100, count: 8, memory: 80Gi}}}}
+  - {{name: busy, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: a100, count: 8, memory: 80Gi}}}}
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+workload:
+  jobs:
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: half, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 4}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+    - {{at: 1m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: eight, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 8}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+"
+    );
+    let s = explain_of(&yaml, 120, "ml/eight");
+    assert!(
+        s.iter()
+            .any(|x| x
+                .starts_with("wait: node busy has room once its running jobs end (job/ml/half")),
+        "{s:?}"
+    );
+    assert!(s.iter().all(|x| !x.contains("node down")), "{s:?}");
+    // Without the busy node, nothing running would free room: no wait.
+    let only_down = yaml.replace(
+        "  - {name: busy, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {model: a100, count: 8, memory: 80Gi}}\n",
+        "",
+    );
+    let s = explain_of(&only_down, 120, "ml/eight");
+    assert!(s.iter().all(|x| !x.starts_with("wait")), "{s:?}");
+    assert!(
+        s.iter()
+            .any(|x| x.starts_with("nothing that maar can change now would start it")),
+        "{s:?}"
+    );
+}
