@@ -329,7 +329,8 @@ fn example_trainjob_runs_as_is_on_the_demo_lab() {
         .unwrap()
         .keep_events();
     s.run_until(60);
-    let j = job(&s, "ml-prod/gpt-finetune-demo");
+    // The lab runs the same job under its own name (so the example submits cleanly).
+    let j = job(&s, "ml-prod/gpt-finetune-lab");
     assert_eq!(j.phase, Phase::Running);
     assert_eq!(j.placements.len(), 1);
     assert_eq!(j.placements[0].gpus.len(), 2, "both GPUs on one node");

@@ -170,7 +170,7 @@ fn sim_json_has_the_documented_fields() {
     }
     let demo = jobs
         .iter()
-        .find(|j| j["name"] == "gpt-finetune-demo")
+        .find(|j| j["name"] == "gpt-finetune-lab")
         .unwrap();
     // Scripted jobs meet only scripted faults (random OOMs pick generated jobs), so the
     // example runs through the first two hours.
@@ -260,7 +260,7 @@ fn a_failed_write_exits_1_and_a_closed_pipe_exits_quietly() {
             vec!["sim", "--until", "2h", "--output", "json"],
             vec!["get", "events", "--at", "1h"],
             vec!["get", "jobs", "-o", "yaml"],
-            vec!["explain", "gpt-finetune-demo"],
+            vec!["explain", "gpt-finetune-lab"],
             vec![
                 "submit",
                 "-f",

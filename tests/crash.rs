@@ -110,7 +110,7 @@ fn random_command(rng: &mut impl Rng) -> Vec<String> {
         ],
         4 => vec![
             "priority".into(),
-            "gpt-finetune-demo".into(),
+            "gpt-finetune-lab".into(),
             ["high", "medium", "low"][rng.gen_range(0..3)].into(),
         ],
         _ => vec!["cordon".into(), "no-such-node".into()],

@@ -196,7 +196,7 @@ fn cordon_from_the_cli_survives_quit_and_resume_and_the_audit_says_who() {
         text(&o.stdout)
     );
     std::thread::sleep(Duration::from_millis(300));
-    let o = e.run(&["priority", "gpt-finetune-demo", "high"]);
+    let o = e.run(&["priority", "gpt-finetune-lab", "high"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     stop(demo);
     assert!(node_line(&e, "a100-03").contains("SchedulingDisabled"));
@@ -260,7 +260,7 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
         ),
         (vec!["approve", "99"], "no quota request #99"),
         (
-            vec!["scale", "gpt-finetune-demo", "3"],
+            vec!["scale", "gpt-finetune-lab", "3"],
             "is not an inference service",
         ),
         (vec!["autoscale", "llm-infer-vllm"], "is not paused"),
@@ -327,21 +327,20 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
         text(&o.stdout),
         format!("approved quota request #{id}: +4 GPUs\n")
     );
-    // A real submit of the users' own example. The demo runs a job of that name
-    // already, so the first submit is refused; renamed, it goes in.
+    // A real submit of the users' own example goes in the first time (the demo's own
+    // job has another name); the same file again is refused as a duplicate.
     let example = Path::new("../shared/examples/trainjob-gpt-finetune.yaml");
-    let text_of = if example.exists() {
-        std::fs::read_to_string(example).unwrap()
+    let job = if example.exists() {
+        example.to_path_buf()
     } else {
-        "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {name: gpt-finetune-demo, namespace: ml-prod}\nspec:\n  resources: {pool: training-gpu, gpu: {count: 1}, cpu: {cores: 4}, memory: {capacity: 8Gi}}\n".to_string()
+        let j = e.home.join("job.yaml");
+        std::fs::write(
+            &j,
+            "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {name: gpt-finetune-demo, namespace: ml-prod}\nspec:\n  resources: {pool: training-gpu, gpu: {count: 1}, cpu: {cores: 4}, memory: {capacity: 8Gi}}\n",
+        )
+        .unwrap();
+        j
     };
-    let o = e.run(&["submit", "-f", example.to_str().unwrap()]);
-    if example.exists() {
-        assert_eq!(o.status.code(), Some(1));
-        assert!(text(&o.stderr).contains("a job `ml-prod/gpt-finetune-demo` already exists"));
-    }
-    let job = e.home.join("job.yaml");
-    std::fs::write(&job, text_of.replace("gpt-finetune-demo", "gpt-finetune-2")).unwrap();
     let o = e.run(&["submit", "-f", job.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("submitted"), "{}", text(&o.stdout));
@@ -376,7 +375,7 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
             .unwrap()
             .len()
     };
-    let all = if example.exists() { 7 } else { 6 };
+    let all = 6;
     assert_eq!(count(&[]), all);
     assert_eq!(count(&["--actor", &me()]), all);
     assert_eq!(count(&["--actor", "somebody-else"]), 0);

@@ -199,7 +199,7 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
     } else {
         s.wait_for("PRIO", 10)
     };
-    assert!(jobs.contains("gpt-finetune-demo"), "{jobs}");
+    assert!(jobs.contains("gpt-finetune-lab"), "{jobs}");
     writer.write_all(b"?").unwrap();
     writer.flush().unwrap();
     s.wait_for("KEYS", 10);
