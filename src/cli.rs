@@ -336,6 +336,19 @@ pub enum Cmd {
         #[command(flatten)]
         act: ActArgs,
     },
+    /// Set or remove a node's labels, as `kubectl label node` takes them:
+    /// `maar label [node] NODE KEY=VALUE... KEY-... [--overwrite]` (the node moves to
+    /// the pool its labels now select).
+    Label {
+        /// `[node] NODE KEY=VALUE ... KEY- ...`
+        #[arg(required = true, num_args = 1.., value_name = "ARGS", allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Accepted as kubectl takes it (maar always overwrites).
+        #[arg(long)]
+        overwrite: bool,
+        #[command(flatten)]
+        act: ActArgs,
+    },
     /// Acknowledge an open alert by its key (`maar get alerts` lists them), e.g.
     /// oom/ml-prod/gpt or disk/a100-03.
     Ack {
@@ -403,6 +416,44 @@ pub enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+}
+
+/// `[node] NODE KEY=VALUE... KEY-...` (kubectl's `label node` arguments; a line
+/// continuation `\` is ignored) as a command.
+pub fn label_command(args: &[String]) -> Result<Command, Failure> {
+    let mut it = args
+        .iter()
+        .map(|a| a.as_str())
+        .filter(|a| *a != "\\" && *a != "--overwrite")
+        .peekable();
+    if it.peek() == Some(&"node") || it.peek() == Some(&"nodes") {
+        it.next();
+    }
+    let node = it
+        .next()
+        .ok_or_else(|| Failure::Usage("maar label: name the node".into()))?
+        .to_string();
+    let mut set = std::collections::BTreeMap::new();
+    let mut remove = Vec::new();
+    for a in it {
+        if let Some((k, v)) = a.split_once('=') {
+            maar_scheduler::limits::label(k, v).map_err(Failure::Usage)?;
+            set.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = a.strip_suffix('-') {
+            remove.push(k.to_string());
+        } else {
+            return Err(Failure::Usage(format!(
+                "maar label: `{}` is neither KEY=VALUE nor KEY-",
+                maar_scheduler::limits::echo(a)
+            )));
+        }
+    }
+    if set.is_empty() && remove.is_empty() {
+        return Err(Failure::Usage(
+            "maar label: give at least one KEY=VALUE (or KEY- to remove)".into(),
+        ));
+    }
+    Ok(Command::LabelNode { node, set, remove })
 }
 
 fn priority(s: &str) -> Result<i32, String> {
@@ -931,6 +982,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         } => act(&a, Command::Scale { job, replicas }, o),
         Cmd::Autoscale { job, act: a } => act(&a, Command::ResumeAutoscale { job }, o),
         Cmd::Ack { alert, act: a } => act(&a, Command::AckAlert { alert }, o),
+        Cmd::Label { args, act: a, .. } => act(&a, label_command(&args)?, o),
         Cmd::Audit {
             actor,
             action,

@@ -235,6 +235,7 @@ fn action_of(c: &Command) -> (String, String) {
             format!("node/{node}")
         }
         Command::AckAlert { alert } => format!("alert/{alert}"),
+        Command::LabelNode { node, .. } => format!("node/{node}"),
     };
     (action, object)
 }

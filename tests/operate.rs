@@ -619,3 +619,49 @@ fn what_if_previews_a_drain_changes_nothing_and_comes_true() {
     let o = e.run(&["cancel", "nope", "--at", "2h"]);
     assert_eq!(o.status.code(), Some(2), "--at needs --what-if");
 }
+
+#[test]
+fn maar_label_takes_the_users_kubectl_label_line() {
+    let e = Env::new("label");
+    let demo = e.engine(&["--speed", "600"]);
+    stop(demo);
+    // The users' own labelling script, as they run it today, aimed at a lab node.
+    let script = std::fs::read_to_string("../shared/examples/node-labels.sh").unwrap_or_else(|_| {
+        "kubectl label node gpu-node-01 \\\n  crater.ai/node-role=gpu \\\n  crater.ai/gpu-model=a100\n".into()
+    });
+    let line: String = script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let args: Vec<&str> = line
+        .split_whitespace()
+        .skip_while(|w| *w != "label")
+        .skip(1)
+        .map(|w| if w == "gpu-node-01" { "a100-08" } else { w })
+        .collect();
+    assert_eq!(args[0], "node");
+    let mut full = vec!["label"];
+    full.extend(args.iter().copied());
+    let o = e.run(&full);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("node a100-08 labelled"),
+        "{}",
+        text(&o.stdout)
+    );
+    // The node's role is now `gpu`: no pool of the lab selects it.
+    assert!(
+        node_line(&e, "a100-08").contains(" gpu "),
+        "{}",
+        node_line(&e, "a100-08")
+    );
+    // Removing with KEY-, as kubectl does; bad keys are refused with exit 2.
+    let o = e.run(&["label", "a100-08", "crater.ai/node-role-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = e.run(&["label", "a100-08", "bad key=x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = e.run(&["audit", "--action", "label_node", "-o", "json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2);
+}

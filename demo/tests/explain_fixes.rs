@@ -103,6 +103,29 @@ fn check(core: &Core, at: u64) -> usize {
                     );
                     n += 1;
                 }
+            } else if s.contains("`maar label ") && s.ends_with("would start it now") {
+                let inner = s.split('`').nth(1).unwrap();
+                let mut words = inner.split_whitespace().skip(2);
+                let node = words.next().unwrap().to_string();
+                let set = words
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap();
+                        (k.to_string(), v.to_string())
+                    })
+                    .collect();
+                assert!(
+                    starts(
+                        core,
+                        vec![Command::LabelNode {
+                            node,
+                            set,
+                            remove: vec![]
+                        }],
+                        &name
+                    ),
+                    "{what}"
+                );
+                n += 1;
             } else if s == "it fits now and starts in the next scheduling cycle" {
                 assert!(starts(core, vec![], &name), "{what}");
                 n += 1;
@@ -231,4 +254,27 @@ workload:
             .any(|x| x.starts_with("nothing that maar can change now would start it")),
         "{s:?}"
     );
+}
+
+#[test]
+fn an_unlabelled_gpu_node_is_named_with_the_label_line_that_fixes_it() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/c-unlabelled.yaml"),
+    )
+    .unwrap();
+    let s = explain_of(&text, 60, "ml-prod/needs-gpu");
+    let fix = s
+        .iter()
+        .find(|x| x.contains("`maar label gpu-raw"))
+        .unwrap_or_else(|| panic!("{s:?}"));
+    assert!(
+        fix.starts_with("node gpu-raw's 8 GPUs are not labelled, so none count"),
+        "{fix}"
+    );
+    assert!(
+        fix.contains("crater.ai/gpu-model=a100") && fix.contains("crater.ai/gpu-count=8"),
+        "{fix}"
+    );
+    assert!(fix.ends_with("would start it now"), "{fix}");
+    assert!(s.iter().all(|x| !x.starts_with("wait")), "{s:?}");
 }

@@ -73,6 +73,15 @@ pub enum Command {
     AckAlert {
         alert: String,
     },
+    /// Sets (or, listed in `remove`, removes) labels of a node, as `kubectl label node`
+    /// does; the node moves to the pool its labels now select.
+    LabelNode {
+        node: String,
+        #[serde(default)]
+        set: std::collections::BTreeMap<String, String>,
+        #[serde(default)]
+        remove: Vec<String>,
+    },
 }
 
 /// What a person may do: look (viewer); act on nodes and jobs (operator); also decide
@@ -142,6 +151,11 @@ impl Command {
             }
             Command::ResumeAutoscale { job } => format!("hand {job} back to its autoscaler"),
             Command::AckAlert { alert } => format!("acknowledge alert {alert}"),
+            Command::LabelNode { node, set, remove } => {
+                let mut parts: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                parts.extend(remove.iter().map(|k| format!("{k}-")));
+                format!("label node {node} {}", parts.join(" "))
+            }
         }
     }
 
@@ -473,6 +487,34 @@ impl Cluster {
                 )
             }
             Command::AckAlert { alert } => self.ack_alert(&alert, actor)?,
+            Command::LabelNode { node, set, remove } => {
+                let n = self.node_id(&node)?;
+                if set.is_empty() && remove.is_empty() {
+                    return Err(ClusterError::Invalid(
+                        "give at least one KEY=VALUE to set or KEY- to remove".into(),
+                    ));
+                }
+                for (k, v) in &set {
+                    crate::limits::label(k, v).map_err(ClusterError::Invalid)?;
+                }
+                let mut labels = self.nodes[n as usize].labels().clone();
+                let before_pool = self.nodes[n as usize].pool;
+                for k in &remove {
+                    labels.remove(k);
+                }
+                labels.extend(set.clone());
+                self.relabel_node(n, labels);
+                let after = self.nodes[n as usize].pool;
+                if after != before_pool {
+                    format!(
+                        "node {node} labelled; it moved from pool {} to pool {}",
+                        self.pool_name(before_pool),
+                        self.pool_name(after)
+                    )
+                } else {
+                    format!("node {node} labelled (pool {})", self.pool_name(after))
+                }
+            }
             Command::ResumeAutoscale { job } => {
                 let id = self.job_id(&job)?;
                 if !self.jobs[id as usize].is_inference() {

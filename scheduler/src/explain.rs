@@ -431,6 +431,84 @@ impl Cluster {
         Some(c.jobs.get(id).is_some_and(|j| j.phase == Phase::Running))
     }
 
+    /// Nodes that would take the job once labelled: outside its pool (the pool's
+    /// selector unmatched) or with GPUs the labels do not describe. Each says which
+    /// labels are missing, how many idle GPUs it holds, and the `maar label` line; only
+    /// those proven (on a copy) to start the job, where a copy is taken.
+    fn label_fixes(&self, j: &Job) -> Vec<String> {
+        let Some(pool) = j.pool else {
+            return Vec::new();
+        };
+        let selector = &self.pools[pool as usize].selector;
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            let in_pool = n.pool == Some(pool);
+            // Nodes of other pools are theirs: only nodes in no pool are offered.
+            if !in_pool && n.pool.is_some() {
+                continue;
+            }
+            let mut set = std::collections::BTreeMap::new();
+            if !in_pool {
+                for (k, v) in selector {
+                    if n.labels().get(k) != Some(v) {
+                        set.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            if j.spec.gpu.count > 0 && !n.gpu_labelled() && !n.gpus.is_empty() {
+                let g = &n.gpus[0];
+                set.insert(LABEL_VENDOR.into(), "nvidia".into());
+                set.insert(LABEL_MODEL.into(), g.model.to_lowercase());
+                set.insert(LABEL_MEMORY.into(), fmt_bytes(g.memory));
+                set.insert(LABEL_COUNT.into(), n.gpus.len().to_string());
+            }
+            if set.is_empty() || n.condition != Condition::Ready || n.cordoned {
+                continue;
+            }
+            let idle = n.gpus.iter().filter(|g| g.allocs.is_empty()).count();
+            let line: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let why = if in_pool {
+                format!(
+                    "node {}'s {} GPUs are not labelled, so none count",
+                    n.name,
+                    n.gpus.len()
+                )
+            } else {
+                format!(
+                    "node {} is in no pool, {} of its {} GPUs idle (it lacks {})",
+                    n.name,
+                    idle,
+                    n.gpus.len(),
+                    selector
+                        .iter()
+                        .filter(|(k, v)| n.labels().get(*k) != Some(v))
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let change = [crate::Command::LabelNode {
+                node: n.name.clone(),
+                set: set.clone(),
+                remove: Vec::new(),
+            }];
+            match self.proves(j.id, &change) {
+                Some(true) => out.push(format!(
+                    "{why}: `maar label {} {}` (or kubectl label node) would start it now",
+                    n.name,
+                    line.join(" ")
+                )),
+                Some(false) => {}
+                None => out.push(format!(
+                    "{why}: `maar label {} {}` (or kubectl label node) would let it be used",
+                    n.name,
+                    line.join(" ")
+                )),
+            }
+        }
+        out
+    }
+
     /// Whether `mult` replicas of `spec` could ever go on node `n`: its whole
     /// capacity (every card healthy and free, nothing placed), not what is free now.
     fn could_ever_fit(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
@@ -776,6 +854,11 @@ impl Cluster {
                     ));
                 }
             }
+        }
+        // Blind spots: nodes the job cannot use only for want of labels (in no pool,
+        // or GPUs not labelled), each with the label line that fixes it, proven.
+        if j.pool.is_some() {
+            out.extend(self.label_fixes(j));
         }
         // Cordoned nodes that would fit once uncordoned.
         for (n, v) in verdicts {

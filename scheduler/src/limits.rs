@@ -35,6 +35,28 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 pub const MAX_ECHO_CHARS: usize = 60;
 
 /// A value cut to a readable length for an error message.
+/// A label key and value as Kubernetes allows them: a key of at most 253 characters
+/// before an optional `/` and 63 after, a value of at most 63; letters, digits, `-`,
+/// `_`, `.` (and the one `/` in the key).
+pub fn label(key: &str, value: &str) -> Result<(), String> {
+    let ok = |s: &str, max: usize| {
+        s.len() <= max
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+    if name.is_empty() || !ok(name, 63) || !ok(prefix, 253) {
+        return Err(format!("`{}` is not a label key", echo(key)));
+    }
+    if !ok(value, 63) {
+        return Err(format!(
+            "`{}` is not a label value (for {key})",
+            echo(value)
+        ));
+    }
+    Ok(())
+}
+
 pub fn echo(v: &str) -> String {
     let mut out: String = v.chars().take(MAX_ECHO_CHARS).collect();
     if v.chars().count() > MAX_ECHO_CHARS {
