@@ -103,6 +103,24 @@ fn check(core: &Core, at: u64) -> usize {
                     );
                     n += 1;
                 }
+            } else if s.starts_with("uncordoning GPU ") && s.ends_with("would start it now") {
+                let mut w = s["uncordoning GPU ".len()..].split_whitespace();
+                let gpus: Vec<u32> = w
+                    .next()
+                    .unwrap()
+                    .split(',')
+                    .map(|g| g.parse().unwrap())
+                    .collect();
+                let node = w.nth(2).unwrap().to_string();
+                let cmds = gpus
+                    .into_iter()
+                    .map(|gpu| Command::UncordonGpu {
+                        node: node.clone(),
+                        gpu,
+                    })
+                    .collect();
+                assert!(starts(core, cmds, &name), "{what}");
+                n += 1;
             } else if s.contains("`maar label ") && s.ends_with("would start it now") {
                 let inner = s.split('`').nth(1).unwrap();
                 let mut words = inner.split_whitespace().skip(2);
@@ -277,4 +295,61 @@ fn an_unlabelled_gpu_node_is_named_with_the_label_line_that_fixes_it() {
     );
     assert!(fix.ends_with("would start it now"), "{fix}");
     assert!(s.iter().all(|x| !x.starts_with("wait")), "{s:?}");
+}
+
+#[test]
+fn a_cordoned_card_and_shared_slices_are_named() {
+    let yaml = format!(
+        "{BASE}nodes:
+  - {{name: n1, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: a100, count: 2, memory: 80Gi}}}}
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+commands: [{{at: 0s, run: {{cordon_gpu: {{node: n1, gpu: 1}}}}}}]
+workload:
+  jobs:
+    - {{at: 1m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: two, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 2}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+"
+    );
+    let s = explain_of(&yaml, 120, "ml/two");
+    assert!(
+        s.iter()
+            .any(|x| x.starts_with("uncordoning GPU 1 of node n1")
+                && x.ends_with("would start it now")),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn shared_slices_blocking_a_whole_card_job_are_named_with_their_jobs() {
+    let yaml = format!(
+        "{BASE}nodes:
+  - {{name: n1, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: a100, count: 2, memory: 80Gi}}}}
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+workload:
+  jobs:
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: small-a, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 1, memory: 8Gi, shared: true}}, cpu: {{cores: 2}}, memory: {{capacity: 8Gi}}}}}}}}}}
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: small-b, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 1, memory: 8Gi, shared: true}}, cpu: {{cores: 2}}, memory: {{capacity: 8Gi}}}}}}}}}}
+    - {{at: 1m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: whole, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 2}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+"
+    );
+    let mut d = Demo::new(scenario(&yaml), None).unwrap();
+    d.run_until(120);
+    let c = d.cluster();
+    let sliced = c.nodes[0]
+        .gpus
+        .iter()
+        .filter(|g| !g.allocs.is_empty())
+        .count();
+    let s = c.explain(c.job_id("ml/whole").unwrap()).suggestions;
+    assert!(sliced >= 1, "the shared jobs sit on a card");
+    assert!(
+        s.iter().any(
+            |x| x.starts_with(&format!("{sliced} card(s) hold shared slices"))
+                && x.contains("job/ml/small-a")
+        ),
+        "{s:?}"
+    );
 }

@@ -860,6 +860,83 @@ impl Cluster {
         if j.pool.is_some() {
             out.extend(self.label_fixes(j));
         }
+        // Cordoned cards whose uncordon would give it room, proven.
+        if quota.ok {
+            for (n, v) in verdicts {
+                if let Err(NodeReason::GpusCordoned { free_usable, want }) = v {
+                    let node = &self.nodes[*n as usize];
+                    let cordoned: Vec<u32> = node
+                        .gpus
+                        .iter()
+                        .filter(|g| {
+                            g.cordoned && g.allocs.is_empty() && g.health == Health::Healthy
+                        })
+                        .map(|g| g.index)
+                        .take((*want).saturating_sub(*free_usable) as usize)
+                        .collect();
+                    if cordoned.is_empty() {
+                        continue;
+                    }
+                    let change: Vec<crate::Command> = cordoned
+                        .iter()
+                        .map(|&g| crate::Command::UncordonGpu {
+                            node: node.name.clone(),
+                            gpu: g,
+                        })
+                        .collect();
+                    let gpus: Vec<String> = cordoned.iter().map(|g| g.to_string()).collect();
+                    match self.proves(j.id, &change) {
+                        Some(true) => out.push(format!(
+                            "uncordoning GPU {} of node {} (`maar uncordon {} --gpu N`) would start it now",
+                            gpus.join(","),
+                            node.name,
+                            node.name
+                        )),
+                        Some(false) => {}
+                        None => out.push(format!(
+                            "uncordoning GPU {} of node {} would give it room",
+                            gpus.join(","),
+                            node.name
+                        )),
+                    }
+                }
+            }
+        }
+        // Whole cards a whole-card job cannot use because shared slices sit on them.
+        if !spec.gpu.shared && spec.gpu.count > 0 {
+            let mut sliced = 0usize;
+            let mut idle_mem = 0u64;
+            let mut holders: Vec<String> = Vec::new();
+            for (p, _) in self.candidate_pools(j.pool) {
+                for n in self.pool_nodes(p) {
+                    for g in self.nodes[n as usize].sched_gpus() {
+                        let used: u32 = g.allocs.iter().map(|a| a.milli).sum();
+                        if !g.allocs.is_empty() && used < GPU_MILLI && g.usable() {
+                            sliced += 1;
+                            idle_mem += g.memory.saturating_sub(g.used_mem());
+                            for a in &g.allocs {
+                                let r = self.job_ref(a.job);
+                                if !holders.contains(&r) {
+                                    holders.push(r);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if sliced > 0
+                && hist
+                    .iter()
+                    .any(|h| h.reason.starts_with("insufficient free GPUs"))
+            {
+                out.push(format!(
+                    "{sliced} card(s) hold shared slices ({} of their memory idle) that a whole-card job cannot use; moving the shared jobs ({}{}) would free them",
+                    fmt_bytes(idle_mem),
+                    holders.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                    if holders.len() > 4 { ", ..." } else { "" }
+                ));
+            }
+        }
         // Cordoned nodes that would fit once uncordoned.
         for (n, v) in verdicts {
             if let Err(NodeReason::Cordoned) = v {
