@@ -911,7 +911,14 @@ impl Cluster {
                 for n in self.pool_nodes(p) {
                     for g in self.nodes[n as usize].sched_gpus() {
                         let used: u32 = g.allocs.iter().map(|a| a.milli).sum();
-                        if !g.allocs.is_empty() && used < GPU_MILLI && g.usable() {
+                        let its_kind = (spec.gpu.models.is_empty()
+                            || spec
+                                .gpu
+                                .models
+                                .iter()
+                                .any(|m| m.eq_ignore_ascii_case(&g.model)))
+                            && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m);
+                        if its_kind && !g.allocs.is_empty() && used < GPU_MILLI && g.usable() {
                             sliced += 1;
                             idle_mem += g.memory.saturating_sub(g.used_mem());
                             for a in &g.allocs {
