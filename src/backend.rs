@@ -367,13 +367,12 @@ pub fn open_local(
                 },
             ));
         }
-        let names: Vec<String> = {
-            let mut v = Vec::new();
-            for f in feeds.iter_mut() {
-                v.push(f.sample().map_err(fail)?.hostname);
-            }
-            v
-        };
+        // Agents not answering now: their nodes (from the record, or new) follow when
+        // they do.
+        let names: Vec<String> = feeds
+            .iter_mut()
+            .map(|f| f.sample().map(|s| s.hostname).unwrap_or_default())
+            .collect();
         let driver = crate::local::LocalDriver::new(feeds, names, opts);
         return Ok((
             Loaded {

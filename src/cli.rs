@@ -1445,6 +1445,10 @@ fn dry_run_submit(
 ) -> Result<i32, Failure> {
     let mut spec = spec;
     let (mut core, mut driver) = Source::open(source)?.into_parts();
+    if driver.kind() == "local" {
+        // Local mode runs manifests in its one pool and project, as a real submit does.
+        crate::local::localize_spec(core.cluster(), &mut spec);
+    }
     let full = format!("{}/{}", spec.project, spec.name);
     if core.cluster().job_id(&full).is_ok() {
         // Evaluate a copy under another name, and say what a real submit would do.

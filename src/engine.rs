@@ -527,6 +527,8 @@ impl Engine {
                 self.publish();
             }
         }
+        let ev = self.driver.stop(&mut self.core);
+        self.unwritten.extend(ev);
         self.checkpoint();
         if let Some(r) = &mut self.record {
             let _ = r.release();

@@ -60,6 +60,24 @@ struct Running {
     children: Vec<Child>,
 }
 
+/// Stops a job's processes: each replica's whole process group, TERM then KILL.
+fn stop_children(children: &mut [Child]) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    for c in children.iter() {
+        let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+    }
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    for c in children.iter_mut() {
+        while std::time::Instant::now() < end && matches!(c.try_wait(), Ok(None)) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// The driver of local mode.
 pub struct LocalDriver {
     feeds: Vec<Feed>,
@@ -180,7 +198,17 @@ pub fn node_of(
             gpu
         })
         .collect();
-    let disk = fs_of(s, workdir).map(|f| f.total_bytes).unwrap_or(0);
+    // The usable size, as `df` counts it (used + available), so the node's disk share
+    // is the one `df` shows.
+    let disk = fs_of(s, workdir)
+        .map(|f| {
+            if f.available_bytes > 0 {
+                f.used_bytes + f.available_bytes
+            } else {
+                f.total_bytes
+            }
+        })
+        .unwrap_or(0);
     Node::new(
         s.hostname.clone(),
         labels,
@@ -209,7 +237,16 @@ pub fn build(feeds: &mut [Feed], opts: &LocalOptions) -> Result<(Cluster, Vec<St
     });
     let mut names = Vec::new();
     for (i, f) in feeds.iter_mut().enumerate() {
-        let s = f.sample()?;
+        let s = match f.sample() {
+            Ok(s) => s,
+            // Another agent not answering yet: its node joins when it does.
+            Err(why) if i > 0 => {
+                tracing::warn!(target: "maar", "{why}; its node joins when the agent answers");
+                names.push(String::new());
+                continue;
+            }
+            Err(why) => return Err(why),
+        };
         let (role, extra) = if i == 0 {
             (ROLE_LOCAL, opts.labels.clone())
         } else {
@@ -260,8 +297,38 @@ impl LocalDriver {
     fn sample(&mut self, core: &mut Core, events: &mut Vec<Event>) {
         let mut readings = Vec::new();
         for i in 0..self.feeds.len() {
-            let name = self.names[i].clone();
+            let mut name = self.names[i].clone();
             match self.feeds[i].sample() {
+                Ok(s) if name.is_empty() => {
+                    // An agent answering for the first time: its node joins, watched.
+                    name = s.hostname.clone();
+                    if core.cluster().node_id(&name).is_err() {
+                        let node = node_of(&s, ROLE_WATCHED, &self.workdir, &BTreeMap::new());
+                        Self::observe(
+                            core,
+                            Observation::NodeJoined {
+                                node: Box::new(node),
+                            },
+                            events,
+                        );
+                    }
+                    self.names[i] = name;
+                    self.down.remove(&i);
+                }
+                Err(why) if name.is_empty() => {
+                    if self.down.insert(i) {
+                        Self::observe(
+                            core,
+                            Observation::Note {
+                                severity: Severity::Warning,
+                                reason: "AgentUnreachable".into(),
+                                object: "cluster".into(),
+                                message: format!("agent {why}; its node joins when it answers"),
+                            },
+                            events,
+                        );
+                    }
+                }
                 Ok(s) => {
                     if self.down.remove(&i) {
                         Self::observe(
@@ -276,6 +343,12 @@ impl LocalDriver {
                     }
                     self.feed_sample(core, &name, &s, events);
                     readings.push(NodeReading {
+                        host: Some(maar_scheduler::model::HostUsage {
+                            cpu_busy_pct: s.host.cpu_usage_pct.clamp(0.0, 100.0) as u8,
+                            memory_used: s.host.memory_used_bytes,
+                            load1_centi: (s.host.load[0].max(0.0) * 100.0).min(u32::MAX as f64)
+                                as u32,
+                        }),
                         node: name,
                         gpus: s
                             .gpus
@@ -470,13 +543,15 @@ impl LocalDriver {
         }
         for (job, outcome) in ended {
             if let Some(mut r) = self.jobs.remove(&job) {
-                for c in r.children.iter_mut() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
+                stop_children(&mut r.children);
             }
             self.oom_kills = vmstat_oom_kills();
-            tracing::info!(target: "maar::job", "{job}: ended: {outcome:?}");
+            let how = match &outcome {
+                JobOutcome::Succeeded => "succeeded".to_string(),
+                JobOutcome::Failed { message } => format!("failed: {message}"),
+                JobOutcome::OomKilled { message } => format!("OOM-killed: {message}"),
+            };
+            tracing::info!(target: "maar::job", "{job}: ended, {how}");
             Self::observe(core, Observation::JobEnded { job, outcome }, events);
         }
     }
@@ -506,6 +581,9 @@ impl LocalDriver {
             }
             let gpus: Vec<String> = b.gpus.iter().map(|g| g.to_string()).collect();
             let mut cmd = Proc::new(prog);
+            // Its own process group: stopping the job stops everything it started, and
+            // a Ctrl-C in maar's terminal does not reach it.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
             cmd.args(rest)
                 .current_dir(&self.workdir)
                 .env("CUDA_VISIBLE_DEVICES", gpus.join(","))
@@ -583,10 +661,7 @@ impl LocalDriver {
                 }
                 Decision::Stop { job, .. } => {
                     if let Some(mut r) = self.jobs.remove(job) {
-                        for c in r.children.iter_mut() {
-                            let _ = c.kill();
-                            let _ = c.wait();
-                        }
+                        stop_children(&mut r.children);
                         tracing::info!(target: "maar::job", "{job}: stopped");
                     }
                 }
@@ -597,10 +672,7 @@ impl LocalDriver {
     /// Stops every process (maar is quitting).
     pub fn stop_all(&mut self) {
         for (_, mut r) in std::mem::take(&mut self.jobs) {
-            for c in r.children.iter_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            stop_children(&mut r.children);
         }
     }
 }
@@ -608,16 +680,21 @@ impl LocalDriver {
 /// A command as local mode takes it: manifests written for a cluster name its pool
 /// and project, and here there is one of each (`local`, `default`); a job must have a
 /// command to run.
+/// A manifest's pool and project as local mode takes them: unknown ones become
+/// `local` and `default`.
+pub fn localize_spec(c: &Cluster, spec: &mut maar_scheduler::JobSpec) {
+    if c.pool_id(&spec.pool).is_none() {
+        spec.pool = POOL.into();
+    }
+    if c.project_id(&spec.project).is_none() {
+        spec.project = PROJECT.into();
+    }
+}
+
 fn localize(core: &Core, command: Command) -> Result<Command, Output> {
     match command {
         Command::Submit(mut spec) => {
-            let c = core.cluster();
-            if c.pool_id(&spec.pool).is_none() {
-                spec.pool = POOL.into();
-            }
-            if c.project_id(&spec.project).is_none() {
-                spec.project = PROJECT.into();
-            }
+            localize_spec(core.cluster(), &mut spec);
             if spec.command.is_empty() {
                 return Err(Output {
                     result: Err(maar_scheduler::ClusterError::Invalid(format!(
@@ -676,6 +753,25 @@ impl Driver for LocalDriver {
 
     fn save(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// maar is stopping: every job's processes are stopped, and recorded as ended by it.
+    fn stop(&mut self, core: &mut Core) -> Vec<Event> {
+        let mut events = Vec::new();
+        for (job, mut r) in std::mem::take(&mut self.jobs) {
+            stop_children(&mut r.children);
+            Self::observe(
+                core,
+                Observation::JobEnded {
+                    job,
+                    outcome: JobOutcome::Failed {
+                        message: "stopped: maar local exited".into(),
+                    },
+                },
+                &mut events,
+            );
+        }
+        events
     }
 
     /// Previews decide; they start no process.

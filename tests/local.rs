@@ -173,6 +173,11 @@ fn readings_feed_the_gpus_and_a_wrong_label_or_a_full_disk_raise_alerts() {
     assert_eq!(n.gpus[0].model, "h100");
     assert_eq!(n.gpus[0].util_pct, 97, "telemetry from the readings");
     assert_eq!(n.gpus[4].temp_c, 78);
+    // The host's own use, measured.
+    let h = n.host.expect("host use measured");
+    assert_eq!(h.cpu_busy_pct, 37);
+    assert_eq!(h.memory_used, 611 << 30);
+    assert_eq!(h.load1_centi, 4120);
     let alerts = c.alerts();
     let keys: Vec<&str> = alerts.iter().map(|a| a.key.as_str()).collect();
     assert!(keys.contains(&"labels/h100-node-07"), "{keys:?}");
@@ -223,10 +228,90 @@ fn this_machine_without_a_driver_is_one_node_without_gpus() {
     let cpus = std::thread::available_parallelism().unwrap().get() as u64;
     assert!(n.cpu_milli >= cpus * 1000);
     assert!(n.memory > 0 && n.disk > 0);
-    // An agent that does not answer: the build says which.
+    // An agent that does not answer yet: this machine opens anyway, and it is said.
     let mut feeds = LocalDriver::feeds(&opts);
-    let e = build(&mut feeds, &opts).err().unwrap();
-    assert!(e.contains("127.0.0.1:9"), "{e}");
+    let (cluster, names) = build(&mut feeds, &opts).unwrap();
+    assert_eq!(names.len(), 2);
+    assert!(names[1].is_empty());
+    let mut d = LocalDriver::new(feeds, names, &opts);
+    let mut core = Core::new(cluster);
+    d.advance(&mut core, 1);
+    assert!(core
+        .cluster()
+        .events
+        .iter()
+        .any(|e| e.reason == "AgentUnreachable" && e.message.contains("127.0.0.1:9")));
+    // Labelled for GPUs it does not have: an alert.
+    let opts = LocalOptions {
+        agents: Vec::new(),
+        labels: BTreeMap::from([
+            ("crater.ai/gpu-model".to_string(), "a100".to_string()),
+            ("crater.ai/gpu-count".to_string(), "8".to_string()),
+        ]),
+        ..opts
+    };
+    let mut feeds = vec![Feed::Here(Box::new(Agent {
+        host: Box::new(SysinfoHost::new()),
+        gpus: Box::new(RecordedGpus::new(vec![
+            maar_agent::reading::GpuStatusSample {
+                gpus: Vec::new(),
+                status: "no NVIDIA driver".into(),
+                driver: None,
+            },
+        ])),
+    }))];
+    let (cluster, _) = build(&mut feeds, &opts).unwrap();
+    let a = cluster.alerts();
+    assert!(
+        a.iter()
+            .any(|x| x.key.starts_with("labels/") && x.message.contains("but has none")),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn stopping_a_job_stops_everything_it_started_and_quitting_records_it() {
+    let work = dir("groups");
+    let (mut core, mut d) = machine(&work, BTreeMap::new());
+    // The shell starts a child of its own; both must go.
+    submit(
+        &mut core,
+        &mut d,
+        "tree",
+        1,
+        "sleep 60 & echo $! > child.pid; wait",
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let pid: i32 = std::fs::read_to_string(work.join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    assert!(alive(pid));
+    let out = d.command(
+        &mut core,
+        Actor::system("test"),
+        Command::Cancel {
+            job: "default/tree".into(),
+        },
+    );
+    assert!(out.is_ok());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!alive(pid), "the job's child was stopped with it");
+    // Quitting stops running jobs and records why.
+    submit(&mut core, &mut d, "left", 1, "sleep 60");
+    let ev = d.stop(&mut core);
+    assert!(
+        ev.iter()
+            .any(|e| e.object == "job/default/left" && e.message.contains("maar local exited")),
+        "{ev:?}"
+    );
+    assert_ne!(phase(&core, "default/left"), Phase::Running);
 }
 
 /// GPUs whose card 0 runs the process whose pid is in `pidfile`, using 40 GiB.

@@ -90,12 +90,30 @@ impl HostSource for SysinfoHost {
                 if PSEUDO.contains(&kind.as_str()) || disk.total_space() == 0 {
                     continue;
                 }
+                // Used as `df` counts it (blocks not free), from statvfs; sysinfo
+                // gives only the available space. (The block counts are u64 here but
+                // narrower on some platforms, hence the casts.)
+                #[allow(clippy::unnecessary_cast)]
+                let (used, avail) = match nix::sys::statvfs::statvfs(disk.mount_point()) {
+                    Ok(v) => {
+                        let f = v.fragment_size() as u64;
+                        (
+                            (v.blocks() as u64).saturating_sub(v.blocks_free() as u64) * f,
+                            v.blocks_available() as u64 * f,
+                        )
+                    }
+                    Err(_) => (
+                        disk.total_space().saturating_sub(disk.available_space()),
+                        disk.available_space(),
+                    ),
+                };
                 filesystems.push(Filesystem {
                     mount: disk.mount_point().display().to_string(),
                     kind,
                     device: disk.name().to_string_lossy().into_owned(),
                     total_bytes: disk.total_space(),
-                    used_bytes: disk.total_space().saturating_sub(disk.available_space()),
+                    used_bytes: used,
+                    available_bytes: avail,
                 });
             }
         }

@@ -12,15 +12,23 @@ pub struct Filesystem {
     pub device: String,
     pub total_bytes: u64,
     pub used_bytes: u64,
+    /// Space ordinary users may still write (without the root-reserved part).
+    #[serde(default)]
+    pub available_bytes: u64,
 }
 
 impl Filesystem {
-    /// Used share, percent.
+    /// Used share, percent, as `df` reports it: used / (used + available).
     pub fn used_pct(&self) -> f64 {
-        if self.total_bytes == 0 {
-            0.0
+        let room = self.used_bytes + self.available_bytes;
+        if room == 0 {
+            if self.total_bytes == 0 {
+                0.0
+            } else {
+                self.used_bytes as f64 * 100.0 / self.total_bytes as f64
+            }
         } else {
-            self.used_bytes as f64 * 100.0 / self.total_bytes as f64
+            self.used_bytes as f64 * 100.0 / room as f64
         }
     }
 }

@@ -796,6 +796,7 @@ impl Sim {
             nodes.push(NodeReading {
                 node: n.name.clone(),
                 gpus,
+                host: None,
             });
         }
         // Telemetry changes no placement: it does not call for a cycle.

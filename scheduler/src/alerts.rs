@@ -69,6 +69,54 @@ pub struct AlertBook {
     pub checked: u64,
 }
 
+/// Where a node's GPU labels disagree with its cards, in words.
+fn label_mismatch(n: &crate::model::Node) -> Option<String> {
+    use crate::model::{LABEL_COUNT, LABEL_MODEL};
+    let labels = n.labels();
+    let model = labels.get(LABEL_MODEL).map(|m| m.to_lowercase());
+    let count = labels.get(LABEL_COUNT);
+    if model.is_none() && count.is_none() {
+        return None;
+    }
+    if n.gpus.is_empty() {
+        return Some(format!(
+            "node {} is labelled for GPUs ({}) but has none: jobs placed by the label would find no card",
+            n.name,
+            [model.as_ref().map(|m| format!("{LABEL_MODEL}={m}")), count.map(|c| format!("{LABEL_COUNT}={c}"))]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(label) = &model {
+        let real: std::collections::BTreeSet<&str> = n
+            .gpus
+            .iter()
+            .map(|g| g.model.as_str())
+            .filter(|m| m != label)
+            .collect();
+        if !real.is_empty() {
+            let real: Vec<&str> = real.into_iter().collect();
+            return Some(format!(
+                "node {} is labelled {LABEL_MODEL}={label} but its GPUs are {}: jobs asking for {label} would run on them",
+                n.name,
+                real.join(", ")
+            ));
+        }
+    }
+    if let Some(c) = count {
+        if c.parse::<usize>().ok() != Some(n.gpus.len()) {
+            return Some(format!(
+                "node {} is labelled {LABEL_COUNT}={c} but has {} GPUs",
+                n.name,
+                n.gpus.len()
+            ));
+        }
+    }
+    None
+}
+
 impl Cluster {
     /// Every alert whose condition holds now, critical first, each marked open or
     /// acknowledged.
@@ -128,32 +176,18 @@ impl Cluster {
                     0,
                 );
             }
-            // The war story: a node labelled for one card that holds another.
-            if let Some(label) = n.labels().get(crate::model::LABEL_MODEL) {
-                let label = label.to_lowercase();
-                let real: std::collections::BTreeSet<&str> = n
-                    .gpus
-                    .iter()
-                    .map(|g| g.model.as_str())
-                    .filter(|m| *m != label)
-                    .collect();
-                if !real.is_empty() {
-                    let real: Vec<&str> = real.into_iter().collect();
-                    push(
-                        format!("labels/{}", n.name),
-                        Severity::Warning,
-                        format!("node/{}", n.name),
-                        format!(
-                            "node {} is labelled {}={label} but its GPUs are {}: jobs asking for {label} would run on them",
-                            n.name,
-                            crate::model::LABEL_MODEL,
-                            real.join(", ")
-                        ),
-                        None,
-                        1,
-                        0,
-                    );
-                }
+            // The war story: a node labelled for one card that holds another (or none,
+            // or another number of them).
+            if let Some(wrong) = label_mismatch(n) {
+                push(
+                    format!("labels/{}", n.name),
+                    Severity::Warning,
+                    format!("node/{}", n.name),
+                    wrong,
+                    None,
+                    1,
+                    0,
+                );
             }
             for g in &n.gpus {
                 if let crate::model::Health::Unhealthy(w) = &g.health {

@@ -313,14 +313,20 @@ impl Cluster {
         };
         let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
         let (summary, histogram, fragmentation, gang, ok) = self.histogram(j, replicas, &verdicts);
-        let nearest = verdicts
-            .iter()
-            .filter_map(|(n, v)| v.as_ref().err().map(|r| (r.distance(), *n, r)))
-            .min_by_key(|x| (x.0, x.1))
-            .map(|(_, n, r)| Nearest {
-                node: self.nodes[n as usize].name.clone(),
-                lacks: self.lacks(n, &j.spec, mult, r),
-            });
+        // The node with the cheapest change; none while some node fits (then the
+        // reason is elsewhere: quota, the queue, a gang).
+        let nearest = if ok > 0 {
+            None
+        } else {
+            verdicts
+                .iter()
+                .filter_map(|(n, v)| v.as_ref().err().map(|r| (r.distance(), *n, r)))
+                .min_by_key(|x| (x.0, x.1))
+                .map(|(_, n, r)| Nearest {
+                    node: self.nodes[n as usize].name.clone(),
+                    lacks: self.lacks(n, &j.spec, mult, r),
+                })
+        };
         let (pos, queue_length, ahead_ids) = self.queue_position(id);
         let ahead: Vec<String> = ahead_ids
             .iter()
@@ -832,6 +838,7 @@ impl Cluster {
             }
         }
         if spec.affinity == Affinity::SameNode
+            && ok == 0
             && replicas == 1
             && spec.gpu.count > 1
             && hist
@@ -1031,7 +1038,11 @@ impl fmt::Display for Explanation {
             }
         }
         if let Some(n) = &self.nearest {
-            writeln!(f, "Nearest:   {} lacks {}", n.node, n.lacks.join(", "))?;
+            if n.lacks.iter().any(|l| l == "no GPUs") {
+                writeln!(f, "Nearest:   {} has no GPUs", n.node)?;
+            } else {
+                writeln!(f, "Nearest:   {} lacks {}", n.node, n.lacks.join(", "))?;
+            }
         }
         for (i, s) in self.suggestions.iter().enumerate() {
             if i == 0 {

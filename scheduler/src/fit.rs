@@ -164,26 +164,31 @@ impl NodeReason {
     }
 
     /// Rough distance from fitting: smaller is nearer. Used to pick the nearest node.
+    /// How costly the change that clears this reason is, for picking the nearest node:
+    /// a reservation or spread first, then one repair an operator can make (uncordon
+    /// cards, replace unhealthy ones, uncordon or repair the node, clean its disk),
+    /// then jobs ending (CPU, memory, cards held), then changing the job itself, and
+    /// last a node that has no GPUs for it at all.
     pub fn distance(&self) -> u64 {
         match self {
-            NodeReason::NotReady { .. } => 1_000_000,
-            NodeReason::Cordoned => 900_000,
-            NodeReason::NoGpuLabels { .. } | NodeReason::NoGpus => 2_000_000,
-            NodeReason::ModelNotAllowed { .. } => 1_500_000,
-            NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
+            NodeReason::ReservedForBackfill { .. } => 10,
+            NodeReason::SpreadConflict => 50,
+            NodeReason::GpusCordoned { free_usable, want } => {
+                200 + (want - free_usable) as u64 * 10
+            }
             NodeReason::GpusUnhealthy {
                 free_usable, want, ..
-            }
-            | NodeReason::GpusCordoned { free_usable, want } => {
-                100_000 + (want - free_usable) as u64 * 1000
-            }
-            NodeReason::InsufficientGpus { free, want } => (want - free) as u64 * 1000,
-            NodeReason::NoGpuShare { .. } => 1000,
-            NodeReason::Cpu { free, want } => 100 + (want - free) * 100 / want.max(&1),
-            NodeReason::Memory { free, want } => 100 + (want - free) * 100 / want.max(&1),
-            NodeReason::Disk { free, want } => 100 + (want - free) * 100 / want.max(&1),
-            NodeReason::SpreadConflict => 50,
-            NodeReason::ReservedForBackfill { .. } => 10,
+            } => 300 + (want - free_usable) as u64 * 10,
+            NodeReason::Cordoned => 400,
+            NodeReason::NotReady { .. } => 500,
+            NodeReason::Disk { free, want } => 600 + (want - free) * 100 / want.max(&1),
+            NodeReason::Cpu { free, want } => 1000 + (want - free) * 100 / want.max(&1),
+            NodeReason::Memory { free, want } => 1000 + (want - free) * 100 / want.max(&1),
+            NodeReason::NoGpuShare { .. } => 1500,
+            NodeReason::InsufficientGpus { free, want } => 2000 + (want - free) as u64 * 1000,
+            NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
+            NodeReason::ModelNotAllowed { .. } => 1_500_000,
+            NodeReason::NoGpuLabels { .. } | NodeReason::NoGpus => 2_000_000,
         }
     }
 }

@@ -71,6 +71,9 @@ pub struct GpuReading {
 pub struct NodeReading {
     pub node: String,
     pub gpus: Vec<GpuReading>,
+    /// The host's own use, where it is measured (local mode), not simulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::model::HostUsage>,
 }
 
 /// How a job's run ended, as seen from outside.
@@ -353,6 +356,9 @@ impl Core {
                 for r in nodes {
                     let n = c.node_id(&r.node)?;
                     let node = &mut c.nodes[n as usize];
+                    if r.host.is_some() {
+                        node.host = r.host;
+                    }
                     for (g, x) in node.gpus.iter_mut().zip(r.gpus) {
                         g.util_pct = x.util_pct.min(100);
                         g.mem_used = x.mem_used.min(g.memory);
@@ -447,6 +453,12 @@ pub trait Driver: Send {
     /// A copy that reacts as this one would, for previews (`what_if`): it must not
     /// touch the world (a real backend's copy decides, binds nothing).
     fn fork(&self) -> Box<dyn Driver>;
+    /// maar is stopping: release what the driver holds in the world (local processes)
+    /// and report it as observations; the events are recorded with the last
+    /// checkpoint. Nothing by default.
+    fn stop(&mut self, _core: &mut Core) -> Vec<Event> {
+        Vec::new()
+    }
 }
 
 impl Cluster {

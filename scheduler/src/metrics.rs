@@ -117,6 +117,9 @@ pub struct NodeView {
     pub gpus_total: u32,
     pub gpus_used: u32,
     pub gpus: Vec<GpuView>,
+    /// The host's measured use (local mode); absent when not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostUsage>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -309,6 +312,7 @@ impl Cluster {
                 .filter(|g| !g.allocs.is_empty())
                 .count() as u32,
             gpus,
+            host: n.host,
         }
     }
 

@@ -233,6 +233,19 @@ pub struct Node {
     pub disk_external: u64,
     /// Jobs with at least one replica here, in placement order.
     pub jobs: Vec<JobId>,
+    /// What the host itself uses, as last measured (local mode); `None` when not
+    /// measured (the simulation).
+    pub host: Option<HostUsage>,
+}
+
+/// A host's measured use: CPU busy share, memory in use, load over a minute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostUsage {
+    /// Percent of all CPUs busy, 0-100.
+    pub cpu_busy_pct: u8,
+    pub memory_used: u64,
+    /// Load average over one minute, in hundredths.
+    pub load1_centi: u32,
 }
 
 /// A node as stored: the same fields, without those derived from the labels.
@@ -252,6 +265,8 @@ struct NodeData {
     alloc_disk: u64,
     disk_external: u64,
     jobs: Vec<JobId>,
+    #[serde(default)]
+    host: Option<HostUsage>,
 }
 
 impl From<NodeData> for Node {
@@ -272,6 +287,7 @@ impl From<NodeData> for Node {
             alloc_disk: d.alloc_disk,
             disk_external: d.disk_external,
             jobs: d.jobs,
+            host: d.host,
         };
         n.set_labels(d.labels);
         n
@@ -304,6 +320,7 @@ impl Node {
             alloc_disk: 0,
             disk_external: 0,
             jobs: Vec::new(),
+            host: None,
         };
         n.set_labels(labels);
         n

@@ -195,6 +195,7 @@ fn samples() -> Vec<Input> {
                     temp_c: 71,
                     power_w: 388,
                 }],
+                host: None,
             }],
         },
         Observation::JobSubmitted {

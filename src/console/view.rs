@@ -347,6 +347,18 @@ fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
                 Style::default()
             },
         ),
+        plain(
+            n.host
+                .map(|h| {
+                    format!(
+                        "cpu {}% mem {} load {:.2}",
+                        h.cpu_busy_pct,
+                        fmt_bytes(h.memory_used),
+                        h.load1_centi as f64 / 100.0
+                    )
+                })
+                .unwrap_or_default(),
+        ),
     ]
 }
 
@@ -360,7 +372,8 @@ fn node_columns() -> Vec<Column> {
         Column::new("MODEL", 4).drop(2),
         Column::new("CPU", 5).drop(3),
         Column::new("MEMORY", 6).drop(4),
-        Column::new("DISK", 4).grow(),
+        Column::new("DISK", 4),
+        Column::new("IN USE (measured)", 4).grow().drop(7),
     ]
 }
 
