@@ -95,5 +95,19 @@ fn what_if(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, placements, explain, what_if);
+/// Explaining every Pending job of the demo lab at 9h, with its fixes proven on copies
+/// (the lab is small enough for every proof).
+fn explain_proven(c: &mut Criterion) {
+    let lab: maar_demo::Scenario = serde_saphyr::from_str(maar_demo::LAB_YAML).unwrap();
+    let mut d = maar_demo::Demo::new(lab, None).unwrap();
+    d.run_until(9 * 3600);
+    let pending: Vec<_> = d.cluster().pending_jobs().map(|j| j.id).collect();
+    assert!(!pending.is_empty());
+    let n = pending.len();
+    c.bench_function(&format!("explain/lab_9h_all_{n}_pending_proven"), |b| {
+        b.iter(|| pending.iter().map(|&id| d.cluster().explain(id).suggestions.len()).sum::<usize>())
+    });
+}
+
+criterion_group!(benches, placements, explain, what_if, explain_proven);
 criterion_main!(benches);
