@@ -105,7 +105,12 @@ fn explain_proven(c: &mut Criterion) {
     assert!(!pending.is_empty());
     let n = pending.len();
     c.bench_function(&format!("explain/lab_9h_all_{n}_pending_proven"), |b| {
-        b.iter(|| pending.iter().map(|&id| d.cluster().explain(id).suggestions.len()).sum::<usize>())
+        b.iter(|| {
+            pending
+                .iter()
+                .map(|&id| d.cluster().explain(id).suggestions.len())
+                .sum::<usize>()
+        })
     });
 }
 

@@ -165,16 +165,22 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
     let l1 = Line::from(vec![
         Span::styled("maar ", app.theme.header),
         Span::raw(format!(
-            "{}  t={}  {}  {}x{}  GPUs {}/{} used  ",
+            "{}  t={}  {}{}  GPUs {}/{} used  ",
             app.status.kind,
             fmt_duration(app.snapshot.time_s),
             if app.paused { "PAUSED" } else { "running" },
-            app.speed,
-            // When the cluster cannot keep up with the speed asked, say how fast it goes.
-            if !app.paused && app.status.achieved > 0.0 && app.status.achieved < 0.8 * app.speed {
-                format!(" (at {:.0}x)", app.status.achieved)
+            if app.status.kind != "demo" {
+                // A real cluster: real time, no speed to show.
+                " (live)".to_string()
+            } else if !app.paused
+                && app.speed >= 10.0
+                && app.status.achieved > 0.0
+                && app.status.achieved < 0.8 * app.speed
+            {
+                // The cluster cannot keep up with the speed asked: say how fast it goes.
+                format!("  {}x (at {:.0}x)", app.speed, app.status.achieved)
             } else {
-                String::new()
+                format!("  {}x", app.speed)
             },
             fmt_cpu(m.allocated.gpu_milli),
             fmt_cpu(m.total.gpu_milli),
