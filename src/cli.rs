@@ -1458,6 +1458,12 @@ fn dry_run_submit(
         spec.name = format!("{}-dry-run", spec.name);
     }
     let c = core.cluster();
+    if spec.pool.is_empty() {
+        // A Deployment names no pool: the one a real submit would choose.
+        if let Ok(p) = c.default_pool(&spec) {
+            spec.pool = p;
+        }
+    }
     let never = c.unknown_project_or_pool(&spec.project, &spec.pool);
     if let Some(why) = never {
         o.put(&format!(

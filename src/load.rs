@@ -538,10 +538,88 @@ pub fn scenario_text(path: Option<&Path>) -> Result<(String, Scenario), InputErr
     Ok((text, sc))
 }
 
-/// Parses a TrainJob or InferenceService manifest.
+/// The YAML documents of a file (split at `---` lines), each padded with blank lines
+/// so the reader's line numbers are the file's.
+fn documents(text: &str) -> Vec<String> {
+    let mut docs = Vec::new();
+    let mut cur = String::new();
+    let mut pad = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_end() == "---" {
+            if !cur.trim().is_empty() {
+                docs.push(std::mem::take(&mut cur));
+            }
+            cur.clear();
+            pad = i + 1;
+            continue;
+        }
+        if cur.is_empty() {
+            cur.push_str(&"\n".repeat(pad));
+        }
+        cur.push_str(line);
+        cur.push('\n');
+    }
+    if !cur.trim().is_empty() {
+        docs.push(cur);
+    }
+    docs
+}
+
+/// The `kind:` of a YAML document, when it says one at the top level.
+fn kind_of(doc: &str) -> Option<&str> {
+    doc.lines()
+        .find_map(|l| l.strip_prefix("kind:"))
+        .map(|k| k.trim().trim_matches('"'))
+}
+
+/// Parses a TrainJob or InferenceService manifest, or a Kubernetes Deployment with
+/// its HorizontalPodAutoscaler in the same file (an inference service with the HPA's
+/// bounds, metric target and scale-down window).
 pub fn parse_manifest(file: &str, text: &str) -> Result<JobSpec, InputError> {
+    let docs = documents(text);
+    if docs.iter().any(|d| kind_of(d) == Some("Deployment")) {
+        return parse_deployment(file, text, &docs);
+    }
     let m: Manifest = serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))?;
     m.to_job_spec()
+        .map_err(|e| field_error(file, text, e.field, e.message))
+}
+
+fn parse_deployment(file: &str, text: &str, docs: &[String]) -> Result<JobSpec, InputError> {
+    use maar_scheduler::manifest::{Deployment, Hpa};
+    let mut dep: Option<Deployment> = None;
+    let mut hpa: Option<Hpa> = None;
+    for d in docs {
+        match kind_of(d) {
+            Some("Deployment") if dep.is_none() => {
+                dep = Some(serde_saphyr::from_str(d).map_err(|e| yaml_error(file, d, e))?)
+            }
+            Some("HorizontalPodAutoscaler") if hpa.is_none() => {
+                hpa = Some(serde_saphyr::from_str(d).map_err(|e| yaml_error(file, d, e))?)
+            }
+            Some(k) => {
+                return Err(field_error(
+                    file,
+                    text,
+                    "kind".into(),
+                    format!(
+                        "`{}`: a Deployment file may hold one Deployment and its HorizontalPodAutoscaler",
+                        maar_scheduler::limits::echo(k)
+                    ),
+                ))
+            }
+            None => {
+                return Err(field_error(
+                    file,
+                    text,
+                    "kind".into(),
+                    "a document without `kind`".into(),
+                ))
+            }
+        }
+    }
+    let dep = dep.expect("a Deployment document was found");
+    dep.to_job_spec(hpa.as_ref())
         .map_err(|e| field_error(file, text, e.field, e.message))
 }
 

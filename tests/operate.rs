@@ -263,7 +263,7 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
             vec!["scale", "gpt-finetune-lab", "3"],
             "is not an inference service",
         ),
-        (vec!["autoscale", "llm-infer-vllm"], "is not paused"),
+        (vec!["autoscale", "llm-infer-lab"], "is not paused"),
         (
             vec!["request-quota", "nobody", "training-gpu", "--gpu", "2"],
             "no project named `nobody`",
@@ -348,7 +348,7 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
     assert_eq!(again.status.code(), Some(1));
     assert!(text(&again.stderr).contains("already exists"));
     // Scale a service by hand: its autoscaler pauses, visibly, until resumed.
-    let o = e.run(&["scale", "llm-infer-vllm", "5"]);
+    let o = e.run(&["scale", "llm-infer-lab", "5"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("autoscaler is paused"));
     let jobs = e.jobs_json();
@@ -356,11 +356,11 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|j| j["name"] == "llm-infer-vllm")
+        .find(|j| j["name"] == "llm-infer-lab")
         .unwrap();
     assert_eq!(svc["desired_replicas"], 5);
     assert_eq!(svc["autoscaler_paused_by"], me());
-    let o = e.run(&["autoscale", "llm-infer-vllm"]);
+    let o = e.run(&["autoscale", "llm-infer-lab"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     stop(demo);
     // The audit filters.
@@ -380,7 +380,7 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
     assert_eq!(count(&["--actor", &me()]), all);
     assert_eq!(count(&["--actor", "somebody-else"]), 0);
     assert_eq!(count(&["--action", "submit"]), all - 4);
-    assert_eq!(count(&["--object", "llm-infer-vllm"]), 2);
+    assert_eq!(count(&["--object", "llm-infer-lab"]), 2);
     assert_eq!(count(&["--last", "2"]), 2);
     assert_eq!(
         count(&[

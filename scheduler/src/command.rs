@@ -191,10 +191,49 @@ impl Cluster {
         self.apply_by(cmd, "operator")
     }
 
+    /// The pool a job that names none goes to: among the pools where its project has
+    /// quota, the first of the kind of work it is (inference or training), else the
+    /// first.
+    pub fn default_pool(&self, spec: &JobSpec) -> Result<String, ClusterError> {
+        let pid = self
+            .project_id(&spec.project)
+            .ok_or_else(|| ClusterError::UnknownProject(spec.project.clone()))?;
+        let want = match spec.kind {
+            JobKind::Inference(_) => PoolKind::Inference,
+            JobKind::Train => PoolKind::Training,
+        };
+        let mine: Vec<&Pool> = self
+            .pools
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                self.projects[pid as usize]
+                    .quotas
+                    .contains_key(&(*i as PoolId))
+            })
+            .map(|(_, p)| p)
+            .collect();
+        mine.iter()
+            .find(|p| p.kind == want)
+            .or(mine.first())
+            .map(|p| p.name.clone())
+            .ok_or_else(|| {
+                ClusterError::Invalid(format!(
+                    "job {} names no pool, and project {} has quota in none",
+                    spec.name, spec.project
+                ))
+            })
+    }
+
     /// Applies a command given by `actor` (named in events where it matters).
     pub fn apply_by(&mut self, cmd: Command, actor: &str) -> Result<String, ClusterError> {
         let msg = match cmd {
-            Command::Submit(spec) => {
+            Command::Submit(mut spec) => {
+                // A Deployment names no pool: the project's pool for its kind of work
+                // (inference, else training), the first where it has quota.
+                if spec.pool.is_empty() {
+                    spec.pool = self.default_pool(&spec)?;
+                }
                 let name = format!("{}/{}", spec.project, spec.name);
                 // A job for a project or pool that does not exist could never run.
                 if self.project_id(&spec.project).is_none() {

@@ -530,3 +530,358 @@ impl Manifest {
         })
     }
 }
+
+// ----- Kubernetes objects users deploy inference with today ------------------------
+
+/// Metadata of a Kubernetes object (what maar reads of it).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct K8sMeta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A Kubernetes quantity: a number (`1`) or a string (`"48Gi"`, `"500m"`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum K8sQuantity {
+    Number(f64),
+    Text(String),
+}
+
+impl K8sQuantity {
+    fn text(&self) -> String {
+        match self {
+            K8sQuantity::Number(n) if n.fract() == 0.0 => format!("{}", *n as i64),
+            K8sQuantity::Number(n) => format!("{n}"),
+            K8sQuantity::Text(s) => s.clone(),
+        }
+    }
+}
+
+/// An `apps/v1` Deployment. Read leniently: real objects carry many fields maar does
+/// not use; those it uses are checked.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deployment {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: K8sMeta,
+    pub spec: DeploymentSpec,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSpec {
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    pub template: PodTemplate,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct PodTemplate {
+    #[serde(default)]
+    pub metadata: Option<K8sMeta>,
+    pub spec: PodSpec,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    pub containers: Vec<Container>,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Container {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub image: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub resources: Option<ContainerResources>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ContainerResources {
+    #[serde(default)]
+    pub requests: BTreeMap<String, K8sQuantity>,
+    #[serde(default)]
+    pub limits: BTreeMap<String, K8sQuantity>,
+}
+
+/// An `autoscaling/v2` HorizontalPodAutoscaler.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hpa {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: K8sMeta,
+    pub spec: HpaSpec,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HpaSpec {
+    pub scale_target_ref: TargetRef,
+    #[serde(default)]
+    pub min_replicas: Option<u32>,
+    pub max_replicas: u32,
+    #[serde(default)]
+    pub metrics: Vec<HpaMetric>,
+    #[serde(default)]
+    pub behavior: Option<HpaBehavior>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct TargetRef {
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct HpaMetric {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub external: Option<MetricSource>,
+    #[serde(default)]
+    pub pods: Option<MetricSource>,
+    #[serde(default)]
+    pub object: Option<MetricSource>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct MetricSource {
+    pub metric: MetricId,
+    pub target: MetricTarget,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct MetricId {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricTarget {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub average_value: Option<K8sQuantity>,
+    #[serde(default)]
+    pub value: Option<K8sQuantity>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HpaBehavior {
+    #[serde(default)]
+    pub scale_down: Option<ScaleRules>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleRules {
+    #[serde(default)]
+    pub stabilization_window_seconds: Option<u64>,
+}
+
+/// The metric maar's inference autoscaler keys on.
+pub const USAGE_METRIC: &str = "crater_gpu_memory_usage_rate";
+
+impl Deployment {
+    /// The Deployment (and its HPA, when given) as an inference service: replicas and
+    /// the HPA's bounds, target and scale-down window; requests summed over the
+    /// containers (`nvidia.com/gpu`, `cpu`, `memory`, `ephemeral-storage`). The pool
+    /// is the annotation or node selector `crater.ai/pool`, else left empty (the
+    /// project's inference pool is chosen at submit).
+    pub fn to_job_spec(&self, hpa: Option<&Hpa>) -> Result<JobSpec, SpecError> {
+        if self.kind != "Deployment" {
+            return Err(bad("kind", format!("`{}` is not a Deployment", self.kind)));
+        }
+        if self.metadata.name.is_empty() {
+            return Err(bad("metadata.name", "a Deployment needs a name"));
+        }
+        let replicas = self.spec.replicas.unwrap_or(1);
+        crate::limits::at_most("spec.replicas", replicas, crate::limits::MAX_REPLICAS)
+            .map_err(|m| bad("spec.replicas", m))?;
+        let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
+        let (mut command, mut image) = (Vec::new(), String::new());
+        for (i, c) in self.spec.template.spec.containers.iter().enumerate() {
+            let field = |k: &str| format!("spec.template.spec.containers[{i}].resources.{k}");
+            let r = c.resources.clone().unwrap_or_default();
+            // A request, else the limit (Kubernetes takes the limit as the request
+            // when only the limit is set).
+            let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
+            for (k, _) in r.requests.iter().chain(r.limits.iter()) {
+                if k.ends_with("/gpu") && k != "nvidia.com/gpu" {
+                    return Err(bad(
+                        &field(k),
+                        format!(
+                            "`{k}`: only NVIDIA GPUs (nvidia.com/gpu) are scheduled by maar so far"
+                        ),
+                    ));
+                }
+            }
+            if let Some(q) = get("nvidia.com/gpu") {
+                let t = q.text();
+                let n: u32 = t.parse().map_err(|_| {
+                    bad(
+                        &field("nvidia.com/gpu"),
+                        format!("`{t}` is not a whole number of GPUs"),
+                    )
+                })?;
+                gpus += n;
+            }
+            if let Some(q) = get("cpu") {
+                cpu += crate::quantity::parse_cpu_milli(&q.text())
+                    .map_err(|e| bad(&field("cpu"), e.to_string()))?;
+            }
+            if let Some(q) = get("memory") {
+                mem += crate::quantity::parse_bytes(&q.text())
+                    .map_err(|e| bad(&field("memory"), e.to_string()))?;
+            }
+            if let Some(q) = get("ephemeral-storage") {
+                disk += crate::quantity::parse_bytes(&q.text())
+                    .map_err(|e| bad(&field("ephemeral-storage"), e.to_string()))?;
+            }
+            if i == 0 {
+                command = c.command.iter().chain(c.args.iter()).cloned().collect();
+                image = c.image.clone();
+            }
+        }
+        crate::limits::at_most("nvidia.com/gpu", gpus, crate::limits::MAX_GPUS_PER_NODE)
+            .map_err(|m| bad("spec.template.spec.containers", m))?;
+        let (min, max, target, window) = match hpa {
+            None => (replicas, replicas, 70, 300),
+            Some(h) => {
+                let s = &h.spec;
+                if s.scale_target_ref.kind != "Deployment"
+                    || s.scale_target_ref.name != self.metadata.name
+                {
+                    return Err(bad(
+                        "spec.scaleTargetRef",
+                        format!(
+                            "the HorizontalPodAutoscaler {} scales {} {}, not this Deployment {}",
+                            h.metadata.name,
+                            s.scale_target_ref.kind,
+                            s.scale_target_ref.name,
+                            self.metadata.name
+                        ),
+                    ));
+                }
+                let m = s
+                    .metrics
+                    .iter()
+                    .filter_map(|m| {
+                        m.external
+                            .as_ref()
+                            .or(m.pods.as_ref())
+                            .or(m.object.as_ref())
+                    })
+                    .find(|m| m.metric.name == USAGE_METRIC)
+                    .ok_or_else(|| {
+                        bad(
+                            "spec.metrics",
+                            format!(
+                                "maar autoscales on {USAGE_METRIC}; this HPA names no such metric"
+                            ),
+                        )
+                    })?;
+                let t = m
+                    .target
+                    .average_value
+                    .as_ref()
+                    .or(m.target.value.as_ref())
+                    .map(|q| q.text())
+                    .unwrap_or_else(|| "70".into());
+                let v: f64 = t
+                    .trim_end_matches('%')
+                    .parse()
+                    .map_err(|_| bad("spec.metrics.target", format!("`{t}` is not a number")))?;
+                // A rate may be written as a fraction (0.7) or a percentage (70).
+                let pct = if v <= 1.0 { v * 100.0 } else { v };
+                if !(1.0..=100.0).contains(&pct) {
+                    return Err(bad(
+                        "spec.metrics.target",
+                        format!("{t} is not a usage rate within 0..1 or 1..100"),
+                    ));
+                }
+                let min = s.min_replicas.unwrap_or(1);
+                if min > s.max_replicas {
+                    return Err(bad(
+                        "spec.minReplicas",
+                        format!("{min} is above maxReplicas {}", s.max_replicas),
+                    ));
+                }
+                let window = s
+                    .behavior
+                    .as_ref()
+                    .and_then(|b| b.scale_down.as_ref())
+                    .and_then(|r| r.stabilization_window_seconds)
+                    .unwrap_or(300);
+                (min, s.max_replicas, pct.round() as u32, window)
+            }
+        };
+        let pool = self
+            .metadata
+            .annotations
+            .get("crater.ai/pool")
+            .or_else(|| self.spec.template.spec.node_selector.get("crater.ai/pool"))
+            .cloned()
+            .unwrap_or_default();
+        Ok(JobSpec {
+            name: self.metadata.name.clone(),
+            project: self
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            pool,
+            kind: JobKind::Inference(Autoscale {
+                min,
+                max,
+                target_pct: target,
+                window_s: window,
+            }),
+            priority: PRIORITY_MEDIUM,
+            replicas: replicas.clamp(min, max.max(min)),
+            gpu: GpuRequest {
+                count: gpus,
+                memory_per_card: None,
+                models: self
+                    .spec
+                    .template
+                    .spec
+                    .node_selector
+                    .get(LABEL_MODEL)
+                    .map(|m| vec![m.to_lowercase()])
+                    .unwrap_or_default(),
+                shared: false,
+                milli: None,
+            },
+            cpu_milli: cpu,
+            memory: mem,
+            disk,
+            affinity: Affinity::Spread,
+            restart: RestartPolicy::OnFailure {
+                max_restarts: u32::MAX,
+                backoff_s: 10,
+            },
+            est_runtime_s: None,
+            image,
+            command,
+        })
+    }
+}

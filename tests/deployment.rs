@@ -1,0 +1,120 @@
+//! The users' own inference files: a Kubernetes Deployment with its
+//! HorizontalPodAutoscaler in one file, submitted as is, becomes an inference service
+//! with the HPA's bounds, metric target and scale-down window.
+
+use std::process::Command as Proc;
+
+const FALLBACK: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm-infer-vllm, namespace: ai-service}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:latest
+          args: [--model, /models/llama]
+          resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: llm-infer-hpa, namespace: ai-service}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: llm-infer-vllm}
+  minReplicas: 2
+  maxReplicas: 8
+  metrics:
+    - type: External
+      external:
+        metric: {name: crater_gpu_memory_usage_rate}
+        target: {type: AverageValue, averageValue: \"70\"}
+  behavior: {scaleDown: {stabilizationWindowSeconds: 300}}
+";
+
+fn example() -> (String, String) {
+    let p = "../shared/examples/inference-vllm-k8s.yaml";
+    match std::fs::read_to_string(p) {
+        Ok(t) => (p.to_string(), t),
+        Err(_) => ("inference-vllm-k8s.yaml".into(), FALLBACK.to_string()),
+    }
+}
+
+#[test]
+fn the_vllm_deployment_and_its_hpa_become_an_inference_service() {
+    let (file, text) = example();
+    let spec = maar::load::parse_manifest(&file, &text).unwrap();
+    assert_eq!(
+        (spec.name.as_str(), spec.project.as_str()),
+        ("llm-infer-vllm", "ai-service")
+    );
+    assert_eq!(spec.gpu.count, 1);
+    assert_eq!(spec.replicas, 2);
+    let maar_scheduler::JobKind::Inference(a) = &spec.kind else {
+        panic!("an inference service: {:?}", spec.kind)
+    };
+    assert_eq!((a.min, a.max, a.target_pct, a.window_s), (2, 8, 70, 300));
+    assert!(spec.pool.is_empty(), "a Deployment names no pool");
+    assert!(spec.command.iter().any(|a| a == "--model"));
+}
+
+#[test]
+fn submitted_as_is_it_runs_in_the_projects_inference_pool() {
+    let (file, _) = example();
+    let path = if std::path::Path::new(&file).exists() {
+        std::path::PathBuf::from(&file)
+    } else {
+        let p = std::env::temp_dir().join(format!("maar-dep-{}.yaml", std::process::id()));
+        std::fs::write(&p, FALLBACK).unwrap();
+        p
+    };
+    let home = std::env::temp_dir().join(format!("maar-dep-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let run = |args: &[&str]| {
+        Proc::new(env!("CARGO_BIN_EXE_maar"))
+            .args(args)
+            .env("XDG_STATE_HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "submit",
+        "-f",
+        path.to_str().unwrap(),
+        "--dry-run",
+        "--scenario",
+        "demo/lab.yaml",
+        "--at",
+        "10m",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("valid; would run now on"), "{out}");
+    // A HPA for another Deployment, or on another metric, is refused with the field.
+    let bad = FALLBACK.replace(
+        "name: llm-infer-vllm}\n  minReplicas",
+        "name: other}\n  minReplicas",
+    );
+    let e = maar::load::parse_manifest("x.yaml", &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("scaleTargetRef") && e.contains("scales Deployment other"),
+        "{e}"
+    );
+    let bad = FALLBACK.replace("crater_gpu_memory_usage_rate", "cpu_usage");
+    let e = maar::load::parse_manifest("x.yaml", &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("crater_gpu_memory_usage_rate"), "{e}");
+    let bad = FALLBACK.replace("nvidia.com/gpu: 1}, limits", "amd.com/gpu: 1}, limits");
+    let e = maar::load::parse_manifest("x.yaml", &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("amd.com/gpu"), "{e}");
+}
