@@ -112,9 +112,40 @@ fn submitted_as_is_it_runs_in_the_projects_inference_pool() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("crater_gpu_memory_usage_rate"), "{e}");
-    let bad = FALLBACK.replace("nvidia.com/gpu: 1}, limits", "amd.com/gpu: 1}, limits");
+    // Requests of two vendors in one job are refused.
+    let mixed = FALLBACK.replace("nvidia.com/gpu: 1}, limits", "amd.com/gpu: 1}, limits");
+    let e = maar::load::parse_manifest("x.yaml", &mixed)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("GPUs of one vendor"), "{e}");
+    // Other vendors by their resource names; an unknown GPU resource is refused.
+    let amd = FALLBACK.replace("nvidia.com/gpu", "amd.com/gpu");
+    let spec = maar::load::parse_manifest("x.yaml", &amd).unwrap();
+    assert_eq!(
+        (spec.gpu.count, spec.gpu.vendor.as_deref()),
+        (1, Some("amd"))
+    );
+    let ascend = FALLBACK.replace("nvidia.com/gpu", "huawei.com/Ascend910");
+    let spec = maar::load::parse_manifest("x.yaml", &ascend).unwrap();
+    assert_eq!(spec.gpu.vendor.as_deref(), Some("ascend"));
+    let bad = FALLBACK.replace("nvidia.com/gpu", "example.com/gpu");
     let e = maar::load::parse_manifest("x.yaml", &bad)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("amd.com/gpu"), "{e}");
+    assert!(
+        e.contains("example.com/gpu") && e.contains("not a GPU resource"),
+        "{e}"
+    );
+    // A nodeSelector is kept (the pool key aside).
+    let sel = FALLBACK.replace(
+        "    spec:\n      containers:",
+        "    spec:\n      nodeSelector: {disk: ssd, crater.ai/pool: inference-gpu}\n      containers:",
+    );
+    let spec = maar::load::parse_manifest("x.yaml", &sel).unwrap();
+    assert_eq!(spec.pool, "inference-gpu");
+    assert_eq!(
+        spec.node_selector.get("disk").map(|s| s.as_str()),
+        Some("ssd")
+    );
+    assert!(!spec.node_selector.contains_key("crater.ai/pool"));
 }

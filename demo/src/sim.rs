@@ -616,6 +616,7 @@ impl Sim {
                 models: shape.models.iter().map(|m| m.to_lowercase()).collect(),
                 shared: shape.shared,
                 milli: None,
+                vendor: None,
             },
             cpu_milli: shape.cpu.0,
             memory: shape.memory.0,
@@ -632,6 +633,7 @@ impl Sim {
             est_runtime_s: Some(runtime),
             image: "registry.example.com/ai/train:latest".into(),
             command: Vec::new(),
+            node_selector: Default::default(),
         };
         match self.observe_submit(core, spec, log) {
             Ok(id) => {

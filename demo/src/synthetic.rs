@@ -77,6 +77,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
                 models,
                 shared: false,
                 milli: None,
+                vendor: None,
             },
             cpu_milli: 8000,
             memory: 32 << 30,
@@ -86,6 +87,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             est_runtime_s: Some(rng.gen_range(600..36_000)),
             image: String::new(),
             command: Vec::new(),
+            node_selector: Default::default(),
         };
         c.submit(spec).expect("unique names");
     }

@@ -353,3 +353,48 @@ workload:
         "{s:?}"
     );
 }
+
+#[test]
+fn node_selectors_and_gpu_vendors_choose_the_nodes_and_say_why_not() {
+    let yaml = format!(
+        "{BASE}nodes:
+  - {{name: plain, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: a100, count: 8, memory: 80Gi}}}}
+  - {{name: ssd, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, labels: {{disk: ssd}}, gpu: {{model: a100, count: 8, memory: 80Gi}}}}
+  - {{name: mi, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{vendor: amd, model: mi250, count: 8, memory: 64Gi}}}}
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+workload:
+  jobs:
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: on-ssd, namespace: ml}},
+       spec: {{nodeSelector: {{disk: ssd}}, resources: {{pool: train, gpu: {{count: 2}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: on-amd, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 2, vendor: amd}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: nvme, namespace: ml}},
+       spec: {{nodeSelector: {{disk: nvme}}, resources: {{pool: train, gpu: {{count: 1}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: ascend, namespace: ml}},
+       spec: {{resources: {{pool: train, gpu: {{count: 1, vendor: ascend}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
+"
+    );
+    let mut d = Demo::new(scenario(&yaml), None).unwrap();
+    d.run_until(60);
+    let c = d.cluster();
+    let on = |job: &str| {
+        let j = &c.jobs[c.job_id(job).unwrap() as usize];
+        assert_eq!(j.phase, Phase::Running, "{job}");
+        c.nodes[j.placements[0].node as usize].name.clone()
+    };
+    assert_eq!(on("ml/on-ssd"), "ssd");
+    assert_eq!(on("ml/on-amd"), "mi");
+    let ex = c.explain(c.job_id("ml/nvme").unwrap());
+    assert!(
+        ex.summary.contains("node selector disk=nvme unmatched"),
+        "{}",
+        ex.summary
+    );
+    let ex = c.explain(c.job_id("ml/ascend").unwrap());
+    assert!(ex.summary.contains("GPU vendor"), "{}", ex.summary);
+    assert!(
+        ex.suggestions[0].starts_with("can never run as asked"),
+        "{:?}",
+        ex.suggestions
+    );
+}

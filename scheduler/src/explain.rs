@@ -518,6 +518,23 @@ impl Cluster {
     /// Whether `mult` replicas of `spec` could ever go on node `n`: its whole
     /// capacity (every card healthy and free, nothing placed), not what is free now.
     fn could_ever_fit(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
+        if spec
+            .node_selector
+            .iter()
+            .any(|(k, v)| n.labels().get(k) != Some(v))
+        {
+            return false;
+        }
+        if let Some(want) = &spec.gpu.vendor {
+            let have = n
+                .labels()
+                .get(LABEL_VENDOR)
+                .map(|v| v.to_lowercase())
+                .unwrap_or_else(|| "nvidia".into());
+            if &have != want && spec.gpu.count > 0 {
+                return false;
+            }
+        }
         let oc = self.overcommit_of(n);
         let cards = n
             .gpus

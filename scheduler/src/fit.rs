@@ -68,6 +68,16 @@ pub enum NodeReason {
     ReservedForBackfill {
         job: String,
     },
+    /// The job's `nodeSelector` asks for a label the node lacks.
+    Selector {
+        key: String,
+        want: String,
+    },
+    /// The node's GPUs are of another vendor (`crater.ai/gpu-vendor`).
+    Vendor {
+        have: String,
+        want: String,
+    },
 }
 
 impl NodeReason {
@@ -108,6 +118,8 @@ impl NodeReason {
             NodeReason::ReservedForBackfill { job } => {
                 format!("held for {job} (backfill must not delay it)")
             }
+            NodeReason::Selector { key, want } => format!("node selector {key}={want} unmatched"),
+            NodeReason::Vendor { have, want } => format!("GPU vendor {have}, not {want}"),
         }
     }
 
@@ -123,6 +135,8 @@ impl NodeReason {
             (GpusUnhealthy { why: a, .. }, GpusUnhealthy { why: b, .. }) => a == b,
             (Disk { want: a, .. }, Disk { want: b, .. }) => a == b,
             (ReservedForBackfill { job: a }, ReservedForBackfill { job: b }) => a == b,
+            (Selector { key: a, want: x }, Selector { key: b, want: y }) => a == b && x == y,
+            (Vendor { have: a, .. }, Vendor { have: b, .. }) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
@@ -187,7 +201,8 @@ impl NodeReason {
             NodeReason::NoGpuShare { .. } => 1500,
             NodeReason::InsufficientGpus { free, want } => 2000 + (want - free) as u64 * 1000,
             NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
-            NodeReason::ModelNotAllowed { .. } => 1_500_000,
+            NodeReason::ModelNotAllowed { .. } | NodeReason::Vendor { .. } => 1_500_000,
+            NodeReason::Selector { .. } => 1_600_000,
             NodeReason::NoGpuLabels { .. } | NodeReason::NoGpus => 2_000_000,
         }
     }
@@ -296,7 +311,33 @@ pub fn fit_except(
     if node.cordoned {
         return Err(NodeReason::Cordoned);
     }
+    if let Some((k, v)) = spec
+        .node_selector
+        .iter()
+        .find(|(k, v)| node.labels().get(*k) != Some(*v))
+    {
+        return Err(NodeReason::Selector {
+            key: k.clone(),
+            want: v.clone(),
+        });
+    }
     let count = spec.gpu.count * mult;
+    if count > 0 {
+        if let Some(want) = &spec.gpu.vendor {
+            // GPU nodes without a vendor label hold NVIDIA cards.
+            let have = node
+                .labels()
+                .get(LABEL_VENDOR)
+                .map(|v| v.to_lowercase())
+                .unwrap_or_else(|| "nvidia".into());
+            if &have != want {
+                return Err(NodeReason::Vendor {
+                    have,
+                    want: want.clone(),
+                });
+            }
+        }
+    }
     let mut slots = Vec::new();
     if count > 0 {
         let gpus = node.sched_gpus();

@@ -55,6 +55,9 @@ pub struct ManifestSpec {
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Labels a node must carry, as in a pod's `nodeSelector` (e.g. an SSD node).
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
     pub resources: ResourcesSpec,
     #[serde(default)]
     pub priority: Option<Priority>,
@@ -106,6 +109,7 @@ pub struct GpuSpec {
     pub models: Vec<String>,
     pub shared: bool,
     pub share: Option<u32>,
+    pub vendor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +127,9 @@ struct GpuSpecRaw {
     /// Compute share per card in milli-GPU (1..=1000) for shared cards.
     #[serde(default)]
     share: Option<u32>,
+    /// `nvidia` (the default), `amd` or `ascend`.
+    #[serde(default)]
+    vendor: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for GpuSpec {
@@ -155,12 +162,24 @@ impl<'de> Deserialize<'de> for GpuSpec {
             models.insert(0, m.to_lowercase());
         }
         models.dedup();
+        let vendor = match r.vendor.as_deref().map(str::to_lowercase) {
+            None => None,
+            Some(v) if v == "nvidia" => None,
+            Some(v) if v == "amd" || v == "ascend" => Some(v),
+            Some(v) => {
+                return Err(de::Error::custom(format!(
+                    "gpu.vendor `{}` is not nvidia, amd or ascend",
+                    crate::limits::echo(&v)
+                )))
+            }
+        };
         Ok(GpuSpec {
             count: r.count,
             memory: r.memory.map(|b| b.0),
             models,
             shared: r.shared,
             share: r.share,
+            vendor,
         })
     }
 }
@@ -421,6 +440,7 @@ impl Manifest {
             models: Vec::new(),
             shared: false,
             share: None,
+            vendor: None,
         });
         let affinity = match s
             .scheduler
@@ -506,6 +526,7 @@ impl Manifest {
                 models: gpu.models,
                 shared: gpu.shared,
                 milli: gpu.share,
+                vendor: gpu.vendor,
             },
             cpu_milli: s.resources.cpu.as_ref().map(|c| c.cores.0).unwrap_or(0),
             memory: s
@@ -527,6 +548,7 @@ impl Manifest {
             est_runtime_s: s.estimated_runtime.map(|d| d.0),
             image: s.image.clone(),
             command: s.command.iter().chain(s.args.iter()).cloned().collect(),
+            node_selector: s.node_selector.clone(),
         })
     }
 }
@@ -697,6 +719,17 @@ pub struct ScaleRules {
     pub stabilization_window_seconds: Option<u64>,
 }
 
+/// The vendor of a Kubernetes GPU resource name: `nvidia.com/gpu` -> nvidia,
+/// `amd.com/gpu` -> amd, `huawei.com/Ascend910` (and other Ascend parts) -> ascend.
+pub fn gpu_vendor(resource: &str) -> Option<&'static str> {
+    match resource {
+        "nvidia.com/gpu" => Some("nvidia"),
+        "amd.com/gpu" => Some("amd"),
+        r if r.starts_with("huawei.com/Ascend") => Some("ascend"),
+        _ => None,
+    }
+}
+
 /// The metric maar's inference autoscaler keys on.
 pub const USAGE_METRIC: &str = "crater_gpu_memory_usage_rate";
 
@@ -717,6 +750,7 @@ impl Deployment {
         crate::limits::at_most("spec.replicas", replicas, crate::limits::MAX_REPLICAS)
             .map_err(|m| bad("spec.replicas", m))?;
         let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
+        let mut vendor: Option<String> = None;
         let (mut command, mut image) = (Vec::new(), String::new());
         for (i, c) in self.spec.template.spec.containers.iter().enumerate() {
             let field = |k: &str| format!("spec.template.spec.containers[{i}].resources.{k}");
@@ -724,24 +758,35 @@ impl Deployment {
             // A request, else the limit (Kubernetes takes the limit as the request
             // when only the limit is set).
             let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
-            for (k, _) in r.requests.iter().chain(r.limits.iter()) {
-                if k.ends_with("/gpu") && k != "nvidia.com/gpu" {
-                    return Err(bad(
-                        &field(k),
-                        format!(
-                            "`{k}`: only NVIDIA GPUs (nvidia.com/gpu) are scheduled by maar so far"
-                        ),
-                    ));
+            // GPUs under their vendors' resource names.
+            for k in r.requests.keys().chain(r.limits.keys()) {
+                match gpu_vendor(k) {
+                    Some(v) => {
+                        if vendor.as_deref().is_some_and(|x| x != v) {
+                            return Err(bad(&field(k), "one job asks for GPUs of one vendor"));
+                        }
+                        vendor = Some(v.to_string());
+                    }
+                    None if k.ends_with("/gpu") => {
+                        return Err(bad(
+                            &field(k),
+                            format!("`{k}` is not a GPU resource maar knows (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, ...)"),
+                        ))
+                    }
+                    None => {}
                 }
             }
-            if let Some(q) = get("nvidia.com/gpu") {
-                let t = q.text();
-                let n: u32 = t.parse().map_err(|_| {
-                    bad(
-                        &field("nvidia.com/gpu"),
-                        format!("`{t}` is not a whole number of GPUs"),
-                    )
-                })?;
+            if let Some(k) = r
+                .requests
+                .keys()
+                .chain(r.limits.keys())
+                .find(|k| gpu_vendor(k).is_some())
+                .cloned()
+            {
+                let t = get(&k).map(|q| q.text()).unwrap_or_default();
+                let n: u32 = t
+                    .parse()
+                    .map_err(|_| bad(&field(&k), format!("`{t}` is not a whole number of GPUs")))?;
                 gpus += n;
             }
             if let Some(q) = get("cpu") {
@@ -870,6 +915,8 @@ impl Deployment {
                     .unwrap_or_default(),
                 shared: false,
                 milli: None,
+                // NVIDIA is what GPU nodes hold unless labelled otherwise.
+                vendor: vendor.filter(|v| v != "nvidia"),
             },
             cpu_milli: cpu,
             memory: mem,
@@ -882,6 +929,15 @@ impl Deployment {
             est_runtime_s: None,
             image,
             command,
+            node_selector: self
+                .spec
+                .template
+                .spec
+                .node_selector
+                .iter()
+                .filter(|(k, _)| k.as_str() != "crater.ai/pool")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 }

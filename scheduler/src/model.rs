@@ -536,6 +536,10 @@ pub struct GpuRequest {
     pub shared: bool,
     /// Compute share per card when shared (1..=1000); derived from memory if absent.
     pub milli: Option<u32>,
+    /// The GPU vendor (`nvidia`, `amd`, `ascend`), matched against a node's
+    /// `crater.ai/gpu-vendor` label; `None` takes any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
 }
 
 /// Autoscaling of an inference service on GPU-memory usage rate.
@@ -579,6 +583,9 @@ pub struct JobSpec {
     /// mode runs; empty when the manifest gives none (the image's own entry point).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    /// Labels a node must carry (`nodeSelector`), e.g. an SSD node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
 }
 
 impl JobSpec {

@@ -818,6 +818,7 @@ impl Replayer {
                 models: pod.gpu_spec.iter().map(|m| m.to_lowercase()).collect(),
                 shared: sharing,
                 milli: sharing.then_some(pod.gpu_milli),
+                vendor: None,
             },
             cpu_milli: pod.cpu_milli,
             memory: pod.memory_mib << 20,
@@ -827,6 +828,7 @@ impl Replayer {
             est_runtime_s: None,
             image: String::new(),
             command: Vec::new(),
+            node_selector: Default::default(),
         };
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");

@@ -76,6 +76,7 @@ fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) ->
             models: vec![],
             shared: false,
             milli: None,
+            vendor: None,
         },
         cpu_milli: 1000,
         memory: 1 << 30,
@@ -85,6 +86,7 @@ fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) ->
         est_runtime_s: runtime,
         image: String::new(),
         command: Vec::new(),
+        node_selector: Default::default(),
     }
 }
 

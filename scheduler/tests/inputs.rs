@@ -62,6 +62,7 @@ fn job(name: &str, gpus: u32) -> JobSpec {
             models: vec![],
             shared: false,
             milli: None,
+            vendor: None,
         },
         cpu_milli: 1000,
         memory: 1 << 30,
@@ -71,6 +72,7 @@ fn job(name: &str, gpus: u32) -> JobSpec {
         est_runtime_s: Some(600),
         image: String::new(),
         command: Vec::new(),
+        node_selector: Default::default(),
     }
 }
 

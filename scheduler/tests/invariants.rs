@@ -265,6 +265,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                         .unwrap_or_default(),
                     shared: shared && gpus > 0,
                     milli: None,
+                    vendor: None,
                 },
                 cpu_milli: cpu * 1000,
                 memory: cpu << 30,
@@ -281,6 +282,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 est_runtime_s: Some(600),
                 image: String::new(),
                 command: Vec::new(),
+                node_selector: Default::default(),
             };
             c.submit(spec).unwrap();
         }
