@@ -129,7 +129,7 @@ fn e_hard_model_constraint_waits_and_names_the_model() {
         .explain(s.cluster().job_id("wants-a100").unwrap());
     assert_eq!(
         ex.summary,
-        "0/3 nodes are available: 2 GPU model rtx4090 not in [a100], 1 insufficient free GPUs"
+        "0/3 nodes are available: 1 insufficient free GPUs, 2 GPU model rtx4090 not in [a100]"
     );
     assert!(
         ex.suggestions

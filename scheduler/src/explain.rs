@@ -159,14 +159,21 @@ impl Cluster {
                 },
             }
         }
-        let mut hist: Vec<ReasonCount> = groups
+        // Ranked by what would unblock the job: the cheapest change first (a reservation,
+        // a card to uncordon or repair, a node to repair, jobs to end), then the
+        // changes to the job, then nodes that could never take it; ties by node count.
+        groups.sort_by(|a, b| {
+            a.0.distance()
+                .cmp(&b.0.distance())
+                .then_with(|| b.1.cmp(&a.1))
+        });
+        let hist: Vec<ReasonCount> = groups
             .into_iter()
             .map(|(r, nodes)| ReasonCount {
                 reason: r.phrase(&j.spec),
                 nodes,
             })
             .collect();
-        hist.sort_by(|a, b| b.nodes.cmp(&a.nodes).then_with(|| a.reason.cmp(&b.reason)));
         let mut summary = format!("{ok}/{total} nodes are available");
         if j.pool.is_none() {
             summary = format!("pool `{}` does not exist", j.spec.pool);
