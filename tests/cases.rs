@@ -284,6 +284,21 @@ fn j_inference_scales_down_lends_and_reclaims() {
         .filter(|j| j.spec.project == "ml-prod" && j.placements.iter().any(|p| p.on_loan))
         .count();
     assert!(on_loan >= 3, "training on loan: {on_loan}");
+    // Explain tells lent nodes apart from the pool's own, for both pools.
+    let c = night.cluster();
+    let borrower = c
+        .jobs
+        .iter()
+        .find(|j| j.spec.project == "ml-prod" && j.placements.iter().any(|p| p.on_loan))
+        .unwrap();
+    let ex = c.explain(borrower.id);
+    assert!(
+        ex.loans
+            .iter()
+            .any(|l| l.contains(" lends ") && l.contains("to pool")),
+        "{:?}",
+        ex.loans
+    );
     // Before the peak inference took them back.
     let peak = sim("j-diurnal", "20h");
     let reclaimed: Vec<_> = events(&peak, "Reclaimed");
@@ -294,6 +309,37 @@ fn j_inference_scales_down_lends_and_reclaims() {
     assert!(reclaimed
         .iter()
         .all(|e| e.message == "evicted to return borrowed capacity to job/ai-service/chat"));
+    // A reclaimed job still Pending keeps saying so after later cycles, with where it
+    // ran and whose nodes those were: look minute by minute after the first reclaim.
+    let first = reclaimed.iter().map(|e| e.time).min().unwrap();
+    let mut d = Demo::new(
+        load_scenario(Some(std::path::Path::new("demo/cases/j-diurnal.yaml"))).unwrap(),
+        None,
+    )
+    .unwrap();
+    let mut told = false;
+    for t in (first + 60..first + 3 * 3600).step_by(60) {
+        d.run_until(t);
+        let c = d.cluster();
+        let hit = c.jobs.iter().find(|j| {
+            j.phase == Phase::Pending
+                && j.evicted.as_ref().is_some_and(|(at, _)| *at + 60 <= t)
+                && j.spec.project == "ml-prod"
+        });
+        if let Some(j) = hit {
+            let ex = c.explain(j.id);
+            let ev = ex.evicted.clone().expect("the reclaim is still told");
+            assert!(
+                ev.contains("evicted to return borrowed capacity to job/ai-service/chat"),
+                "{ev}"
+            );
+            assert!(ev.contains("(on loan from pool"), "{ev}");
+            assert!(ex.to_string().contains("Evicted:   at "));
+            told = true;
+            break;
+        }
+    }
+    assert!(told, "some reclaimed job waited a cycle or more");
     let chat = job(&peak, "chat");
     assert!(
         chat.running_replicas() >= 6,

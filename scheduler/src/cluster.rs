@@ -664,6 +664,7 @@ impl Cluster {
             placed_at: 0,
             accrued_at: self.now,
             autoscaler: AutoscalerState::default(),
+            evicted: None,
             spec,
         });
         self.job_by_name.insert(key, id);
@@ -819,6 +820,7 @@ impl Cluster {
             Phase::Running => {
                 j.started = Some(now);
                 j.epoch += 1;
+                j.evicted = None;
                 self.running_by_prio
                     .insert((j.spec.priority, std::cmp::Reverse(now), id));
             }
@@ -1128,11 +1130,33 @@ impl Cluster {
         {
             return;
         }
+        // Where it was (and whether on loan), for explain after the reason moves on.
+        let from: Vec<String> = self.jobs[id as usize]
+            .placements
+            .iter()
+            .map(|p| {
+                let n = &self.nodes[p.node as usize];
+                if p.on_loan {
+                    format!("{} (on loan from pool {})", n.name, self.pool_name(n.pool))
+                } else {
+                    n.name.clone()
+                }
+            })
+            .collect();
+        let now = self.now;
         self.release_all(id);
         self.set_phase(id, Phase::Pending);
         let j = &mut self.jobs[id as usize];
         j.remaining_s = j.spec.est_runtime_s;
         j.reason = message.as_str().into();
+        j.evicted = Some((
+            now,
+            if from.is_empty() {
+                message.clone()
+            } else {
+                format!("{message}; it ran on {}", from.join(", "))
+            },
+        ));
         self.emit(Severity::Warning, reason, self.job_ref(id), message);
     }
 

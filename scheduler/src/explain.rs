@@ -53,6 +53,13 @@ pub struct Explanation {
     /// For running jobs: where they run.
     pub placement: Vec<String>,
     pub reason: String,
+    /// When and why it was last taken off its nodes (preempted, reclaimed by a lending
+    /// pool), while it has not run since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<String>,
+    /// Nodes on loan between its pool and others: which, from which pool, to which.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub loans: Vec<String>,
     /// For an inference service: its autoscaler, in words (paused by whom, or the last
     /// load it saw).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -386,6 +393,11 @@ impl Cluster {
             suggestions,
             placement,
             reason: j.reason.to_string(),
+            evicted: j
+                .evicted
+                .as_ref()
+                .map(|(t, why)| format!("at {}: {why}", crate::quantity::fmt_duration(*t))),
+            loans: self.loans_of(j.pool),
             autoscaler: match &j.spec.kind {
                 JobKind::Inference(a) => Some(match &j.autoscaler.paused_by {
                     Some(who) => format!(
@@ -424,6 +436,43 @@ impl Cluster {
         self.quota_verdict_for(spec, j.project, pool, replicas, extra_gpu_milli)
             .ok
             && self.fits_now(spec, pool, replicas)
+    }
+
+    /// Nodes lent between `pool` and other pools now: for each (lender, borrower) pair
+    /// involving `pool`, the nodes borrowed work runs on.
+    fn loans_of(&self, pool: Option<PoolId>) -> Vec<String> {
+        let Some(pool) = pool else { return Vec::new() };
+        // Only where some pool lends at all.
+        if self.pools.iter().all(|p| p.lend_to.is_empty()) {
+            return Vec::new();
+        }
+        let mut by: std::collections::BTreeMap<
+            (PoolId, PoolId),
+            std::collections::BTreeSet<String>,
+        > = Default::default();
+        for &(_, _, id) in &self.running_by_prio {
+            let j = &self.jobs[id as usize];
+            let Some(borrower) = j.pool else { continue };
+            for p in j.placements.iter().filter(|p| p.on_loan) {
+                let n = &self.nodes[p.node as usize];
+                let Some(lender) = n.pool else { continue };
+                if lender == pool || borrower == pool {
+                    by.entry((lender, borrower))
+                        .or_default()
+                        .insert(n.name.clone());
+                }
+            }
+        }
+        by.into_iter()
+            .map(|((l, b), nodes)| {
+                format!(
+                    "pool {} lends {} to pool {} (taken back when its own jobs need them)",
+                    self.pools[l as usize].name,
+                    nodes.into_iter().collect::<Vec<_>>().join(", "),
+                    self.pools[b as usize].name
+                )
+            })
+            .collect()
     }
 
     /// Proves a change to the cluster: applied to a copy with one scheduling cycle
@@ -1060,6 +1109,12 @@ impl fmt::Display for Explanation {
             for a in &self.ahead {
                 writeln!(f, "           ahead: {a}")?;
             }
+        }
+        if let Some(e) = &self.evicted {
+            writeln!(f, "Evicted:   {e}")?;
+        }
+        for l in &self.loans {
+            writeln!(f, "On loan:   {l}")?;
         }
         if let Some(n) = &self.nearest {
             if n.lacks.iter().any(|l| l == "no GPUs") {

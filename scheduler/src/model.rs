@@ -759,6 +759,10 @@ pub struct Job {
     /// The autoscaler of an inference service.
     #[serde(default)]
     pub autoscaler: AutoscalerState,
+    /// When and why the job was last taken off its nodes (preempted, reclaimed by a
+    /// lending pool), kept until it runs again so explain can still say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<(u64, String)>,
 }
 
 fn yes() -> bool {
