@@ -438,6 +438,42 @@ impl Cluster {
             && self.fits_now(spec, pool, replicas)
     }
 
+    /// Whether resubmitting job `j` as `spec` (in `pool`) would start it: on clusters
+    /// of at most [`PROOF_NODES`] nodes, proven on a copy (the job cancelled, the new
+    /// spec submitted, a cycle run: jobs ahead and backfill reservations included);
+    /// beyond that, the job's own path (quota admission and placement).
+    fn resubmit_starts(
+        &self,
+        j: &Job,
+        spec: &JobSpec,
+        pool: Option<PoolId>,
+        replicas: u32,
+    ) -> bool {
+        if !self.starts_now(j, spec, pool, replicas, 0) {
+            return false;
+        }
+        if self.nodes.len() > PROOF_NODES {
+            return true;
+        }
+        let mut c = self.clone();
+        let name = format!("{}/{}", j.spec.project, j.spec.name);
+        let mut s = spec.clone();
+        s.name = format!("{}-explain-proof", spec.name);
+        if let Some(p) = pool {
+            s.pool = self.pools[p as usize].name.clone();
+        }
+        let new = format!("{}/{}", s.project, s.name);
+        if c.apply(crate::Command::Cancel { job: name }).is_err()
+            || c.apply(crate::Command::Submit(Box::new(s))).is_err()
+        {
+            return false;
+        }
+        c.schedule();
+        c.job_id(&new)
+            .ok()
+            .is_some_and(|id| c.jobs[id as usize].phase == Phase::Running)
+    }
+
     /// Nodes lent between `pool` and other pools now: for each (lender, borrower) pair
     /// involving `pool`, the nodes borrowed work runs on.
     fn loans_of(&self, pool: Option<PoolId>) -> Vec<String> {
@@ -788,10 +824,12 @@ impl Cluster {
                                 match self.proves(j.id, &raise(extra)) {
                                     Some(true) => {
                                         out.push(format!(
-                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it); then it starts now{}",
+                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then it starts now{}",
                                             Dim::Gpu.fmt(extra),
                                             spec.project,
                                             spec.pool,
+                                            Dim::Gpu.fmt(max),
+                                            Dim::Gpu.fmt(max + extra),
                                             if extra > need.div_ceil(1000) * 1000 {
                                                 " (the project's jobs ahead of it take the first of it)"
                                             } else {
@@ -862,7 +900,7 @@ impl Cluster {
             for k in (1..spec.gpu.count).rev() {
                 let mut s = spec.clone();
                 s.gpu.count = k;
-                if self.starts_now(j, &s, j.pool, replicas, 0) {
+                if self.resubmit_starts(j, &s, j.pool, replicas) {
                     out.push(format!(
                         "a smaller request would start now: gpu.count {k} (asked {})",
                         spec.gpu.count
@@ -891,7 +929,7 @@ impl Cluster {
             if biggest > 0 && biggest < m {
                 let mut s = spec.clone();
                 s.gpu.memory_per_card = Some(biggest);
-                if self.starts_now(j, &s, j.pool, replicas, 0) {
+                if self.resubmit_starts(j, &s, j.pool, replicas) {
                     out.push(format!(
                         "a smaller per-card memory would start now: free cards have at most {} (asked {})",
                         fmt_bytes(biggest),
@@ -903,7 +941,7 @@ impl Cluster {
         if !spec.gpu.models.is_empty() {
             let mut s = spec.clone();
             s.gpu.models.clear();
-            if self.starts_now(j, &s, j.pool, replicas, 0) {
+            if self.resubmit_starts(j, &s, j.pool, replicas) {
                 out.push(format!(
                     "allowing other GPU models than [{}] would start it now",
                     spec.gpu.models.join(",")
@@ -927,7 +965,7 @@ impl Cluster {
                 if Some(pi) == j.pool || !self.projects[pid as usize].quotas.contains_key(&pi) {
                     continue;
                 }
-                if self.starts_now(j, spec, Some(pi), replicas, 0) {
+                if self.resubmit_starts(j, spec, Some(pi), replicas) {
                     out.push(format!(
                         "pool {} has room for it now (project {} has quota there)",
                         pool.name, spec.project
