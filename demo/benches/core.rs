@@ -114,5 +114,43 @@ fn explain_proven(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, placements, explain, what_if, explain_proven);
+/// Explaining on 5,000 nodes where a fix exists (cordoned nodes that would take the
+/// job): the fixes are proven on the job's path (the cluster is over `proof_nodes`),
+/// for the first job in the queue and for the last (every job ahead asked).
+fn explain_path_proven(c: &mut Criterion) {
+    let mut cl = synthetic::cluster(5_000, 8);
+    for n in 0..4 {
+        let name = cl.nodes[n * 1000].name.clone();
+        cl.apply(maar_scheduler::Command::CordonNode { node: name })
+            .unwrap();
+    }
+    synthetic::submit_single_gpu_jobs(&mut cl, 50_000, 1);
+    cl.schedule();
+    let queue = cl.queue();
+    let first = queue.first().expect("a queue").0;
+    let last = queue.last().expect("a queue").0;
+    let ex = cl.explain(first);
+    assert!(
+        ex.suggestions
+            .iter()
+            .any(|s| s.starts_with("uncordoning node") && s.ends_with("would start it now")),
+        "{:?}",
+        ex.suggestions
+    );
+    c.bench_function("explain/5000_nodes_uncordon_proven_first_in_queue", |b| {
+        b.iter(|| cl.explain(first))
+    });
+    c.bench_function("explain/5000_nodes_uncordon_last_in_queue", |b| {
+        b.iter(|| cl.explain(last))
+    });
+}
+
+criterion_group!(
+    benches,
+    placements,
+    explain,
+    what_if,
+    explain_proven,
+    explain_path_proven
+);
 criterion_main!(benches);

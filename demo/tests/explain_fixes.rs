@@ -22,6 +22,11 @@ fn starts(core: &Core, cmds: Vec<Command>, name: &str) -> bool {
     }
     c.apply(Input::Schedule);
     let cl = c.cluster();
+    if let Ok(id) = cl.job_id(name) {
+        if cl.jobs[id as usize].phase != Phase::Running {
+            eprintln!("{name} not started: {}", cl.jobs[id as usize].reason);
+        }
+    }
     cl.job_id(name)
         .ok()
         .is_some_and(|id| cl.jobs[id as usize].phase == Phase::Running)
@@ -29,7 +34,18 @@ fn starts(core: &Core, cmds: Vec<Command>, name: &str) -> bool {
 
 /// Checks every suggestion of every Pending job; returns how many were checked.
 fn check(core: &Core, at: u64) -> usize {
+    check_with(core, at, false)
+}
+
+/// As [`check`]; with `path_only`, the suggestions are made as on a cluster too large to
+/// copy (proven on the job's own path, `proof_nodes` 0) and still checked by applying
+/// them to a whole copy with a cycle.
+fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
     let c = core.cluster();
+    let mut small = c.clone();
+    if path_only {
+        small.config.proof_nodes = 0;
+    }
     let mut n = 0;
     let pending: Vec<_> = c
         .jobs
@@ -40,7 +56,11 @@ fn check(core: &Core, at: u64) -> usize {
     for id in pending {
         let j = &c.jobs[id as usize];
         let name = format!("{}/{}", j.spec.project, j.spec.name);
-        let ex = c.explain(id);
+        let ex = if path_only {
+            small.explain(id)
+        } else {
+            c.explain(id)
+        };
         for s in &ex.suggestions {
             let what = format!("at {at}s, {name}: `{s}`");
             let resubmit = |f: &dyn Fn(&mut maar_scheduler::JobSpec)| {
@@ -94,6 +114,30 @@ fn check(core: &Core, at: u64) -> usize {
                 );
                 assert!(ok, "{what}");
                 n += 1;
+            } else if let Some(rest) = s.strip_prefix("request reserved quota: +") {
+                let gpus: u32 = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+                let ok = starts(
+                    core,
+                    vec![
+                        Command::RequestQuota {
+                            project: j.spec.project.clone(),
+                            pool: j.spec.pool.clone(),
+                            gpus,
+                            reserved: true,
+                            reason: "proof".into(),
+                        },
+                        Command::ApproveQuota { id: next },
+                    ],
+                    &name,
+                );
+                assert!(ok, "{what}");
+                n += 1;
             } else if let Some(rest) = s.strip_prefix("uncordoning node ") {
                 if rest.ends_with("would start it now") {
                     let node = rest.split_whitespace().next().unwrap().to_string();
@@ -138,6 +182,19 @@ fn check(core: &Core, at: u64) -> usize {
                             node,
                             set,
                             remove: vec![]
+                        }],
+                        &name
+                    ),
+                    "{what}"
+                );
+                n += 1;
+            } else if s.starts_with("at priority high (`maar priority ") {
+                assert!(
+                    starts(
+                        core,
+                        vec![Command::SetPriority {
+                            job: name.clone(),
+                            priority: maar_scheduler::PRIORITY_HIGH,
                         }],
                         &name
                     ),
@@ -411,4 +468,37 @@ fn every_would_start_now_starts_on_other_seeds_of_the_lab() {
         }
     }
     assert!(checked > 10, "{checked} suggestions checked");
+}
+
+#[test]
+fn fixes_proven_on_the_job_path_as_on_large_clusters_start_too() {
+    // Clusters over `proof_nodes` nodes are not copied whole: their fixes are proven on
+    // the job's own path (the touched nodes copied, the jobs ahead, the reservation).
+    // Made that way here, every one still starts the job on a whole copy with a cycle.
+    let mut checked = 0;
+    let mut d = Demo::new(scenario(maar_demo::LAB_YAML), None).unwrap();
+    for t in (0..=24 * 3600).step_by(1800) {
+        d.run_until(t);
+        checked += check_with(&d.core, t, true);
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cases");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let mut d = Demo::new(
+            scenario(&std::fs::read_to_string(e.unwrap().path()).unwrap()),
+            None,
+        )
+        .unwrap();
+        for t in (0..=12 * 3600).step_by(1200) {
+            d.run_until(t);
+            checked += check_with(&d.core, t, true);
+        }
+    }
+    for seed in [1u64, 2, 3] {
+        let mut d = Demo::new(scenario(maar_demo::LAB_YAML), Some(seed)).unwrap();
+        for t in (0..=18 * 3600).step_by(5400) {
+            d.run_until(t);
+            checked += check_with(&d.core, t, true);
+        }
+    }
+    assert!(checked > 20, "{checked} suggestions checked");
 }

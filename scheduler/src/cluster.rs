@@ -32,6 +32,11 @@ pub struct SchedConfig {
     /// Events kept in memory (the newest); the durable record keeps them all.
     #[serde(default = "d_event_window")]
     pub event_window: usize,
+    /// Clusters of at most this many nodes get explain's fixes proven on a whole copy
+    /// with a scheduling cycle; larger ones on the job's own path
+    /// (`docs/explain.md`).
+    #[serde(default = "d_proof_nodes")]
+    pub proof_nodes: usize,
 }
 
 fn d_bind_timeout() -> u64 {
@@ -42,6 +47,9 @@ fn d_retain_ended() -> usize {
 }
 fn d_event_window() -> usize {
     5000
+}
+fn d_proof_nodes() -> usize {
+    crate::explain::PROOF_NODES
 }
 
 impl Default for SchedConfig {
@@ -54,6 +62,7 @@ impl Default for SchedConfig {
             bind_timeout_s: d_bind_timeout(),
             retain_ended: d_retain_ended(),
             event_window: d_event_window(),
+            proof_nodes: d_proof_nodes(),
         }
     }
 }

@@ -13,6 +13,9 @@ use crate::model::*;
 use crate::quantity::{fmt_bytes, fmt_cpu};
 use crate::schedule::QuotaVerdict;
 
+/// A queue item's sort key: (aged priority, reversed), share, submitted, job, scale-up.
+type QueueKey = (std::cmp::Reverse<i64>, u64, u64, JobId, bool);
+
 /// Clusters up to this many nodes get cluster-level fixes (more quota, an uncordon)
 /// proven on a copy; larger ones get them said without the proof's "starts now".
 pub const PROOF_NODES: usize = 2_000;
@@ -441,7 +444,8 @@ impl Cluster {
     /// Whether resubmitting job `j` as `spec` (in `pool`) would start it: on clusters
     /// of at most [`PROOF_NODES`] nodes, proven on a copy (the job cancelled, the new
     /// spec submitted, a cycle run: jobs ahead and backfill reservations included);
-    /// beyond that, the job's own path (quota admission and placement).
+    /// beyond that, the job's own path after the jobs that would be ahead of it
+    /// ([`Cluster::path_after`]).
     fn resubmit_starts(
         &self,
         j: &Job,
@@ -452,8 +456,20 @@ impl Cluster {
         if !self.starts_now(j, spec, pool, replicas, 0) {
             return false;
         }
-        if self.nodes.len() > PROOF_NODES {
-            return true;
+        if self.nodes.len() > self.config.proof_nodes {
+            // Resubmitted, it queues as the newest job, its waiting not aged yet: every
+            // job of at least its priority (aged) and no larger share is ahead of it.
+            let items = self.queue_items();
+            let Some(me) = items.iter().find(|(k, _)| k.3 == j.id).map(|x| x.0) else {
+                return self.path_after(j, spec, pool, replicas, &[], 0, &[]);
+            };
+            let ahead: Vec<_> = items
+                .iter()
+                .filter(|(k, _)| {
+                    k.3 != j.id && (k.0, k.1) <= (std::cmp::Reverse(spec.priority as i64), me.1)
+                })
+                .collect();
+            return self.path_after(j, spec, pool, replicas, &[], 0, &ahead);
         }
         let mut c = self.clone();
         let name = format!("{}/{}", j.spec.project, j.spec.name);
@@ -511,22 +527,276 @@ impl Cluster {
             .collect()
     }
 
-    /// Proves a change to the cluster: applied to a copy with one scheduling cycle
-    /// after it (the whole path: jobs ahead, quota, filter, placement, gang, backfill),
-    /// does job `id` run? Copies are taken only on clusters of at most
-    /// [`PROOF_NODES`] nodes (explain stays fast on large ones); beyond that `None`.
-    fn proves(&self, id: JobId, change: &[crate::Command]) -> Option<bool> {
-        if self.nodes.len() > PROOF_NODES {
-            return None;
+    /// Proves a change to the cluster: does job `j` run after it? On clusters of at
+    /// most [`PROOF_NODES`] nodes the change is applied to a copy with one scheduling
+    /// cycle after it (the whole path: jobs ahead, quota, filter, placement, gang,
+    /// backfill). Larger clusters are not copied whole: the change is applied to copies
+    /// of the nodes it touches (or to the quota) and the job's own path is run on them
+    /// ([`Cluster::proves_path`]).
+    fn proves(&self, j: &Job, change: &[crate::Command]) -> bool {
+        if self.nodes.len() > self.config.proof_nodes {
+            return self.proves_path(j, change);
         }
         let mut c = self.clone();
         for cmd in change {
             if c.apply(cmd.clone()).is_err() {
-                return Some(false);
+                return false;
             }
         }
         c.schedule();
-        Some(c.jobs.get(id).is_some_and(|j| j.phase == Phase::Running))
+        c.jobs.get(j.id).is_some_and(|j| j.phase == Phase::Running)
+    }
+
+    /// The proof on a large cluster, without a whole copy. The change (labels, an
+    /// uncordon of a node or cards, more quota) is applied to copies of the nodes it
+    /// touches; then, in the order of one scheduling cycle:
+    /// - a job ahead that the change would let in (a touched node it fits, or the raised
+    ///   quota admitting a job of the project that fits somewhere) would go first: not
+    ///   proven (the proof does not guess what it leaves);
+    /// - the first admitted job ahead that still cannot be placed holds the backfill
+    ///   reservation (or, backfill off, blocks every job behind it);
+    /// - the job's quota admission and placement, gang included, keeping off the
+    ///   reserved nodes unless its estimated runtime ends before the reservation.
+    ///
+    /// Anything the proof cannot model (another command) is not proven.
+    fn proves_path(&self, j: &Job, change: &[crate::Command]) -> bool {
+        use crate::Command as C;
+        let mut touched: Vec<(NodeId, Node)> = Vec::new();
+        let mut extra_milli = 0u64;
+        for cmd in change {
+            let node_named = |name: &str| self.node_by_name.get(name).copied();
+            let mut edit = |name: &str, f: &dyn Fn(&mut Node, &Cluster)| -> bool {
+                let Some(n) = node_named(name) else {
+                    return false;
+                };
+                let i = match touched.iter().position(|(m, _)| *m == n) {
+                    Some(i) => i,
+                    None => {
+                        touched.push((n, self.nodes[n as usize].clone()));
+                        touched.len() - 1
+                    }
+                };
+                f(&mut touched[i].1, self);
+                true
+            };
+            let ok = match cmd {
+                C::LabelNode { node, set, remove } => edit(node, &|t, c| {
+                    let mut labels = t.labels().clone();
+                    for k in remove {
+                        labels.remove(k);
+                    }
+                    for (k, v) in set {
+                        labels.insert(k.clone(), v.clone());
+                    }
+                    t.pool = c.pool_for_labels(&labels);
+                    t.set_labels(labels);
+                }),
+                C::UncordonNode { node } => edit(node, &|t, _| t.cordoned = false),
+                C::UncordonGpu { node, gpu } => edit(node, &|t, _| {
+                    if let Some(g) = t.gpus.iter_mut().find(|g| g.index == *gpu) {
+                        g.cordoned = false;
+                    }
+                }),
+                C::RequestQuota {
+                    project,
+                    pool,
+                    gpus,
+                    reserved: false,
+                    ..
+                } if *project == j.spec.project && *pool == j.spec.pool => {
+                    extra_milli += *gpus as u64 * GPU_MILLI as u64;
+                    true
+                }
+                C::ApproveQuota { .. } => true,
+                _ => false,
+            };
+            if !ok {
+                return false;
+            }
+        }
+        let replicas = Self::asked_replicas(j);
+        let items = self.queue_items();
+        let me = items
+            .iter()
+            .find(|(k, _)| k.3 == j.id)
+            .map(|x| x.0)
+            .unwrap_or((std::cmp::Reverse(i64::MIN), 0, 0, j.id, false));
+        let ahead: Vec<_> = items.iter().filter(|(k, _)| *k < me).collect();
+        self.path_after(j, &j.spec, j.pool, replicas, &touched, extra_milli, &ahead)
+    }
+
+    /// Replicas a job still asks for: all of them while Pending, the missing ones of a
+    /// running service.
+    fn asked_replicas(j: &Job) -> u32 {
+        match j.phase {
+            Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
+            _ => j.desired_replicas.max(1),
+        }
+    }
+
+    /// The job's path after a change (see [`Cluster::proves_path`]): `spec` in `pool`
+    /// with the nodes in `touched` replaced by their changed copies, the project's max
+    /// raised by `extra_milli`, behind the queue items `ahead` (in queue order).
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn path_after(
+        &self,
+        j: &Job,
+        spec: &JobSpec,
+        pool: Option<PoolId>,
+        replicas: u32,
+        touched: &[(NodeId, Node)],
+        extra_milli: u64,
+        ahead: &[&(QueueKey, u32)],
+    ) -> bool {
+        if !self
+            .quota_verdict_for(spec, j.project, pool, replicas, extra_milli)
+            .ok
+        {
+            return false;
+        }
+        // The job must fit at all before the queue ahead of it is asked.
+        if !self.fits_on(spec, pool, replicas, touched, &[], true) {
+            return false;
+        }
+        // The jobs ahead, in no order: each shape is asked once (jobs of one shape
+        // answer alike); the first in queue order of those admitted but blocked holds
+        // the reservation.
+        let mut first_blocked: Option<(QueueKey, JobId, u32)> = None;
+        let mut seen: crate::fxhash::FxHashMap<_, bool> = Default::default();
+        for item in ahead {
+            let (k, reps) = (&item.0, &item.1);
+            let Some(a) = self.jobs.get(k.3) else {
+                continue;
+            };
+            if a.id == j.id {
+                continue;
+            }
+            let reps = if k.4 {
+                a.desired_replicas.saturating_sub(a.running_replicas())
+            } else {
+                *reps
+            };
+            if reps == 0 {
+                continue;
+            }
+            let key = (
+                (a.project, a.pool, reps, a.spec.affinity),
+                (&a.spec.gpu.models, a.spec.gpu.count, a.spec.gpu.shared),
+                (a.spec.gpu.memory_per_card, &a.spec.gpu.vendor),
+                (
+                    &a.spec.node_selector,
+                    a.spec.cpu_milli,
+                    a.spec.memory,
+                    a.spec.disk,
+                ),
+            );
+            let blocked = match seen.get(&key) {
+                Some(&b) => b,
+                None => {
+                    let raised = if a.project == j.project && a.pool == j.pool {
+                        extra_milli
+                    } else {
+                        0
+                    };
+                    let admitted = self
+                        .quota_verdict_for(&a.spec, a.project, a.pool, reps, raised)
+                        .ok;
+                    // Let in by the change (a touched node it fits), or fitting as things
+                    // are (let in by the raised quota, or the state moved since the last
+                    // cycle): it would take room first, and the proof does not guess
+                    // what it leaves.
+                    if admitted
+                        && (self.fits_on(&a.spec, a.pool, reps, touched, &[], false)
+                            || self.fits_now(&a.spec, a.pool, reps))
+                    {
+                        return false;
+                    }
+                    seen.insert(key, admitted);
+                    admitted
+                }
+            };
+            // Only a start (not a service's scale-up) holds the reservation.
+            if blocked && !k.4 && first_blocked.as_ref().is_none_or(|f| *k < f.0) {
+                first_blocked = Some((*k, a.id, reps));
+            }
+        }
+        let mut avoid: Vec<NodeId> = Vec::new();
+        if let Some((_, b, reps)) = first_blocked {
+            if !self.config.backfill {
+                return false;
+            }
+            if let Some(r) = self.reserve(b, reps) {
+                let before = match (r.until, spec.est_runtime_s) {
+                    (Some(t), Some(rt)) => self.now + rt <= t,
+                    _ => false,
+                };
+                if !before {
+                    avoid = r.nodes;
+                    // A touched node could become the reservation's once its jobs end.
+                    let bj = &self.jobs[b as usize];
+                    let mult = if bj.spec.affinity == Affinity::SameNode {
+                        reps
+                    } else {
+                        1
+                    };
+                    for (n, t) in touched {
+                        if self.could_ever_fit(t, &bj.spec, mult) {
+                            avoid.push(*n);
+                        }
+                    }
+                }
+            }
+        }
+        self.fits_on(spec, pool, replicas, touched, &avoid, true)
+    }
+
+    /// Whether `replicas` of `spec` fit in `pool` with the nodes in `touched` replaced
+    /// by their copies, off the nodes in `avoid`: a same-node gang on one node, other
+    /// replicas one to a node (as [`Cluster::fits_now`]). With `anywhere` false, only
+    /// placements that use a touched node count (what the change lets in).
+    fn fits_on(
+        &self,
+        spec: &JobSpec,
+        pool: Option<PoolId>,
+        replicas: u32,
+        touched: &[(NodeId, Node)],
+        avoid: &[NodeId],
+        anywhere: bool,
+    ) -> bool {
+        let pools = self.candidate_pools(pool);
+        let in_pools = |t: &Node| t.pool.is_some_and(|p| pools.iter().any(|(q, _)| *q == p));
+        let ids: Vec<NodeId> = touched.iter().map(|(n, _)| *n).collect();
+        let fits_touched = |mult: u32| {
+            touched
+                .iter()
+                .filter(|(n, t)| {
+                    in_pools(t)
+                        && !avoid.contains(n)
+                        && fit(t, *n, self.overcommit_of(t), spec, mult).is_ok()
+                })
+                .count() as u32
+        };
+        if spec.affinity == Affinity::SameNode || replicas <= 1 {
+            if fits_touched(replicas.max(1)) > 0 {
+                return true;
+            }
+            return anywhere
+                && self
+                    .find_node(spec, replicas.max(1), &pools, &ids, avoid)
+                    .is_some();
+        }
+        let on_touched = fits_touched(1).min(replicas);
+        if on_touched == 0 && !anywhere {
+            return false;
+        }
+        let mut used = ids;
+        for _ in on_touched..replicas {
+            match self.find_node(spec, 1, &pools, &used, avoid) {
+                Some(p) => used.push(p.node),
+                None => return false,
+            }
+        }
+        true
     }
 
     /// Nodes that would take the job once labelled: outside its pool (the pool's
@@ -590,18 +860,12 @@ impl Cluster {
                 set: set.clone(),
                 remove: Vec::new(),
             }];
-            match self.proves(j.id, &change) {
-                Some(true) => out.push(format!(
+            if self.proves(j, &change) {
+                out.push(format!(
                     "{why}: `maar label {} {}` (or kubectl label node) would start it now",
                     n.name,
                     line.join(" ")
-                )),
-                Some(false) => {}
-                None => out.push(format!(
-                    "{why}: `maar label {} {}` (or kubectl label node) would let it be used",
-                    n.name,
-                    line.join(" ")
-                )),
+                ));
             }
         }
         out
@@ -821,44 +1085,45 @@ impl Cluster {
                                         },
                                     ]
                                 };
-                                match self.proves(j.id, &raise(extra)) {
-                                    Some(true) => {
-                                        out.push(format!(
-                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then it starts now{}",
-                                            Dim::Gpu.fmt(extra),
-                                            spec.project,
-                                            spec.pool,
-                                            Dim::Gpu.fmt(max),
-                                            Dim::Gpu.fmt(max + extra),
-                                            if extra > need.div_ceil(1000) * 1000 {
-                                                " (the project's jobs ahead of it take the first of it)"
-                                            } else {
-                                                ""
-                                            }
-                                        ));
-                                        said = true;
-                                        break;
-                                    }
-                                    Some(false) => {}
-                                    None => {
-                                        out.push(format!(
-                                            "request more quota: +{} GPUs for project {} in pool {} (an admin approves it)",
-                                            Dim::Gpu.fmt(extra),
-                                            spec.project,
-                                            spec.pool
-                                        ));
-                                        said = true;
-                                        break;
-                                    }
+                                if self.proves(j, &raise(extra)) {
+                                    out.push(format!(
+                                        "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then it starts now{}",
+                                        Dim::Gpu.fmt(extra),
+                                        spec.project,
+                                        spec.pool,
+                                        Dim::Gpu.fmt(max),
+                                        Dim::Gpu.fmt(max + extra),
+                                        if extra > need.div_ceil(1000) * 1000 {
+                                            " (the project's jobs ahead of it take the first of it)"
+                                        } else {
+                                            ""
+                                        }
+                                    ));
+                                    said = true;
+                                    break;
                                 }
                             }
                             if !said {
-                                out.push(format!(
-                                    "more quota alone would not start it: with +{} GPUs for project {} in pool {} it still waits for room on the nodes",
-                                    Dim::Gpu.fmt((need + ahead).div_ceil(1000) * 1000),
-                                    spec.project,
-                                    spec.pool
-                                ));
+                                let extra = (need + ahead).div_ceil(1000) * 1000;
+                                out.push(if self.nodes.len() > self.config.proof_nodes
+                                    && self.fits_now(spec, j.pool, replicas)
+                                {
+                                    // Not replayed on a cluster this large: say only what
+                                    // is known.
+                                    format!(
+                                        "more quota (+{} GPUs for project {} in pool {}) would admit it, but jobs ahead of it could take the room it fits now; not proven to start it",
+                                        Dim::Gpu.fmt(extra),
+                                        spec.project,
+                                        spec.pool
+                                    )
+                                } else {
+                                    format!(
+                                        "more quota alone would not start it: with +{} GPUs for project {} in pool {} it still waits for room on the nodes",
+                                        Dim::Gpu.fmt(extra),
+                                        spec.project,
+                                        spec.pool
+                                    )
+                                });
                             }
                         }
                     }
@@ -866,12 +1131,25 @@ impl Cluster {
                     let above =
                         (used.gpu_milli + req.gpu_milli).saturating_sub(q.reserved.gpu_milli);
                     if quota.message.starts_with("no idle quota to borrow") && above > 0 {
-                        out.push(format!(
-                            "request reserved quota: +{} GPUs reserved for project {} in pool {} (other projects' reserved GPUs are never lent)",
-                            Dim::Gpu.fmt(above.div_ceil(1000) * 1000),
-                            spec.project,
-                            spec.pool
-                        ));
+                        let gpus = above.div_ceil(1000);
+                        let change = [
+                            crate::Command::RequestQuota {
+                                project: spec.project.clone(),
+                                pool: spec.pool.clone(),
+                                gpus: gpus as u32,
+                                reserved: true,
+                                reason: "explain".into(),
+                            },
+                            crate::Command::ApproveQuota {
+                                id: self.next_request,
+                            },
+                        ];
+                        if self.proves(j, &change) {
+                            out.push(format!(
+                                "request reserved quota: +{} GPUs reserved for project {} in pool {} (an admin approves it; other projects' reserved GPUs are never lent); then it starts now",
+                                gpus, spec.project, spec.pool
+                            ));
+                        }
                     }
                 }
                 if used.gpu_milli > 0 {
@@ -1003,19 +1281,13 @@ impl Cluster {
                         })
                         .collect();
                     let gpus: Vec<String> = cordoned.iter().map(|g| g.to_string()).collect();
-                    match self.proves(j.id, &change) {
-                        Some(true) => out.push(format!(
+                    if self.proves(j, &change) {
+                        out.push(format!(
                             "uncordoning GPU {} of node {} (`maar uncordon {} --gpu N`) would start it now",
                             gpus.join(","),
                             node.name,
                             node.name
-                        )),
-                        Some(false) => {}
-                        None => out.push(format!(
-                            "uncordoning GPU {} of node {} would give it room",
-                            gpus.join(","),
-                            node.name
-                        )),
+                        ));
                     }
                 }
             }
@@ -1072,14 +1344,8 @@ impl Cluster {
                     let change = [crate::Command::UncordonNode {
                         node: node.name.clone(),
                     }];
-                    match self.proves(j.id, &change) {
-                        Some(true) => {
-                            out.push(format!("uncordoning node {} would start it now", node.name))
-                        }
-                        Some(false) => {}
-                        None => {
-                            out.push(format!("uncordoning node {} would give it room", node.name))
-                        }
+                    if self.proves(j, &change) {
+                        out.push(format!("uncordoning node {} would start it now", node.name));
                     }
                 }
             }
@@ -1093,11 +1359,18 @@ impl Cluster {
                 let mut hi = j.clone();
                 hi.spec.priority = PRIORITY_HIGH;
                 if let Some(v) = self.find_victims_for(&hi, replicas, !quota.borrowing) {
-                    let names: Vec<String> = v.iter().map(|&x| self.job_ref(x)).collect();
-                    out.push(format!(
-                        "at priority high it would preempt: {}",
-                        names.join(", ")
-                    ));
+                    let name = format!("{}/{}", spec.project, spec.name);
+                    let change = [crate::Command::SetPriority {
+                        job: name.clone(),
+                        priority: PRIORITY_HIGH,
+                    }];
+                    if self.proves(j, &change) {
+                        let names: Vec<String> = v.iter().map(|&x| self.job_ref(x)).collect();
+                        out.push(format!(
+                            "at priority high (`maar priority {name} high`) it would start now, preempting: {}",
+                            names.join(", ")
+                        ));
+                    }
                 }
             }
         }

@@ -508,7 +508,7 @@ impl Cluster {
 
     /// Queue items with their sort keys: (key, job, replicas to place, is a scale-up).
     #[allow(clippy::type_complexity)]
-    fn queue_items(&self) -> Vec<((Reverse<i64>, u64, u64, JobId, bool), u32)> {
+    pub(crate) fn queue_items(&self) -> Vec<((Reverse<i64>, u64, u64, JobId, bool), u32)> {
         let shares = self.drf_shares();
         let share = |j: &Job| j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
         let mut items = Vec::with_capacity(self.pending.len());
