@@ -381,3 +381,65 @@ fn example_trainjob_runs_as_is_on_the_demo_lab() {
     assert_eq!(j.placements.len(), 1);
     assert_eq!(j.placements[0].gpus.len(), 2, "both GPUs on one node");
 }
+
+#[test]
+fn k_gpu_model_speed_sets_runtime_and_explain_says_the_cost() {
+    let s = sim("k-speed", "10m");
+    assert_eq!(job(&s, "wants-h100").phase, Phase::Pending);
+    let ex = s
+        .cluster()
+        .explain(s.cluster().job_id("wants-h100").unwrap());
+    let other = ex
+        .suggestions
+        .iter()
+        .find(|x| x.starts_with("allowing other GPU models than [h100] would start it now"))
+        .unwrap_or_else(|| panic!("{:?}", ex.suggestions));
+    assert!(
+        other.contains("on v100, 0.30x the speed, it runs 3h20m instead of 1h00m"),
+        "{other}"
+    );
+    // The H100 frees at 30m: 20m of waiting plus 1h beats 3h20m on the V100.
+    assert!(
+        other.contains(
+            "waiting for [h100] (room expected in 20m00s) finishes sooner: in 1h20m against 3h20m"
+        ),
+        "{other}"
+    );
+    // The job that takes any card landed on a V100 and runs 1h / 0.3.
+    let any = job(&s, "any-card");
+    assert_eq!(any.phase, Phase::Running);
+    assert_eq!(
+        s.cluster().nodes[any.placements[0].node as usize].name,
+        "v100"
+    );
+    assert_eq!(any.remaining_s, Some(12_000));
+    // It ends 3h20m after its start (2m), not 1h after: the run figures show it.
+    let s = sim("k-speed", "3h21m");
+    let any = job(&s, "any-card");
+    assert_eq!(any.phase, Phase::Running, "still running at 3h21m");
+    let s = sim("k-speed", "3h23m");
+    let any = job(&s, "any-card");
+    assert_eq!(any.phase, Phase::Succeeded);
+    assert_eq!(any.run_s, 12_000);
+    // The waiting H100 job runs its 1h on the H100 once the hog ends.
+    let w = job(&s, "wants-h100");
+    assert_eq!(w.phase, Phase::Succeeded);
+    assert_eq!(w.run_s, 3600);
+}
+
+#[test]
+fn speeds_out_of_range_are_refused_with_the_field() {
+    let dir = std::env::temp_dir().join(format!("maar-speed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.yaml");
+    let text = std::fs::read_to_string("demo/cases/k-speed.yaml")
+        .unwrap()
+        .replace("v100: 0.3}", "v100: 0}");
+    std::fs::write(&p, text).unwrap();
+    let e = match load_scenario(Some(&p)) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a speed of 0 was accepted"),
+    };
+    assert!(e.contains("bad.yaml") && e.contains(":6"), "{e}");
+    assert!(e.contains("speeds.v100"), "{e}");
+}

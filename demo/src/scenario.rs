@@ -30,6 +30,9 @@ pub struct Scenario {
     /// Price per GPU-hour by GPU model.
     #[serde(default)]
     pub prices: BTreeMap<String, f64>,
+    /// Relative speed by GPU model (1.0: the card runtimes are given for).
+    #[serde(default)]
+    pub speeds: BTreeMap<String, f64>,
     pub pools: Vec<PoolSpec>,
     pub nodes: Vec<NodeGroup>,
     #[serde(default)]
@@ -479,6 +482,9 @@ impl Scenario {
         for (m, p) in &self.prices {
             within(format!("prices.{m}"), *p, 0.0, MAX_PRICE)?;
         }
+        for (m, v) in &self.speeds {
+            within(format!("speeds.{m}"), *v, 0.01, 100.0)?;
+        }
         if self.scheduler.tick.0 == 0 {
             return Err(berr("scheduler.tick", "must be at least 1s"));
         }
@@ -611,6 +617,11 @@ impl Scenario {
             backfill: self.scheduler.backfill,
             preemption: self.scheduler.preemption,
             pending_alert_s: self.scheduler.pending_alert.0,
+            speeds: self
+                .speeds
+                .iter()
+                .map(|(k, v)| (k.to_lowercase(), *v))
+                .collect(),
             ..SchedConfig::default()
         });
         c.prices = self

@@ -37,6 +37,12 @@ pub struct SchedConfig {
     /// (`docs/explain.md`).
     #[serde(default = "d_proof_nodes")]
     pub proof_nodes: usize,
+    /// Relative speed of each GPU model (lowercase id; 1.0 = the card runtimes are
+    /// estimated for; unlisted models run at 1.0). A job's estimated runtime is divided
+    /// by the speed of the slowest card it is placed on (a gang runs at its slowest
+    /// member's pace).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub speeds: BTreeMap<String, f64>,
 }
 
 fn d_bind_timeout() -> u64 {
@@ -63,6 +69,7 @@ impl Default for SchedConfig {
             retain_ended: d_retain_ended(),
             event_window: d_event_window(),
             proof_nodes: d_proof_nodes(),
+            speeds: BTreeMap::new(),
         }
     }
 }
@@ -1270,5 +1277,60 @@ impl Cluster {
         };
         let obj = format!("node/{}", n.name);
         self.emit(sev, reason, obj, format!("disk {pct}% used"));
+    }
+}
+
+impl Cluster {
+    /// The speed of a GPU model (1.0 when not given).
+    pub fn speed_of(&self, model: &str) -> f64 {
+        self.config
+            .speeds
+            .get(&model.to_lowercase())
+            .copied()
+            .filter(|s| *s > 0.0)
+            .unwrap_or(1.0)
+    }
+
+    /// `runtime_s` at reference speed, run at `speed`.
+    pub fn scaled_runtime(runtime_s: u64, speed: f64) -> u64 {
+        ((runtime_s as f64 / speed).round() as u64).max(1)
+    }
+
+    /// The speed a running job gets: its slowest placed card's (1.0 without GPUs).
+    pub fn placed_speed(&self, id: JobId) -> f64 {
+        let j = &self.jobs[id as usize];
+        j.placements
+            .iter()
+            .flat_map(|p| {
+                let n = &self.nodes[p.node as usize];
+                p.gpus
+                    .iter()
+                    .filter_map(move |g| n.gpus.iter().find(|c| c.index == g.gpu))
+            })
+            .map(|g| self.speed_of(&g.model))
+            .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.min(s))))
+            .unwrap_or(1.0)
+    }
+
+    /// The longest a job of `spec` may run once started: its estimate at the slowest
+    /// speed among the models it accepts (all the cluster's models when it names none).
+    pub fn runtime_bound(&self, spec: &JobSpec) -> Option<u64> {
+        let est = spec.est_runtime_s?;
+        if spec.gpu.count == 0 || self.config.speeds.is_empty() {
+            return Some(est);
+        }
+        let slowest = if spec.gpu.models.is_empty() {
+            self.models
+                .iter()
+                .map(|m| self.speed_of(m))
+                .fold(1.0f64, f64::min)
+        } else {
+            spec.gpu
+                .models
+                .iter()
+                .map(|m| self.speed_of(m))
+                .fold(f64::INFINITY, f64::min)
+        };
+        Some(Self::scaled_runtime(est, slowest))
     }
 }

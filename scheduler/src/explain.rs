@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cluster::Cluster;
 use crate::fit::{fit, free_cpu, free_disk, free_mem, NodeReason};
 use crate::model::*;
-use crate::quantity::{fmt_bytes, fmt_cpu};
+use crate::quantity::{fmt_bytes, fmt_cpu, fmt_duration};
 use crate::schedule::QuotaVerdict;
 
 /// A queue item's sort key: (aged priority, reversed), share, submitted, job, scale-up.
@@ -625,6 +625,70 @@ impl Cluster {
         self.path_after(j, &j.spec, j.pool, replicas, &touched, extra_milli, &ahead)
     }
 
+    /// What running on other models costs, where the scenario gives model speeds and
+    /// the job a runtime: the card it would land on, how long it would run there
+    /// against its own models, and whether waiting for its own models (room expected
+    /// when the backfill reservation says) would finish sooner.
+    fn other_models_cost(&self, j: &Job, any: &JobSpec, replicas: u32) -> String {
+        let Some(est) = j.spec.est_runtime_s else {
+            return String::new();
+        };
+        if self.config.speeds.is_empty() {
+            return String::new();
+        }
+        let mult = if any.affinity == Affinity::SameNode {
+            replicas
+        } else {
+            1
+        };
+        let pools = self.candidate_pools(j.pool);
+        let Some(p) = self.find_node_with(any, mult, &pools, &[], &[], true) else {
+            return String::new();
+        };
+        let node = &self.nodes[p.node as usize];
+        let Some(card) = p
+            .gpus
+            .iter()
+            .filter_map(|g| node.gpus.iter().find(|c| c.index == g.gpu))
+            .min_by(|a, b| self.speed_of(&a.model).total_cmp(&self.speed_of(&b.model)))
+        else {
+            return String::new();
+        };
+        let slow = self.speed_of(&card.model);
+        let own = j
+            .spec
+            .gpu
+            .models
+            .iter()
+            .map(|m| self.speed_of(m))
+            .fold(f64::INFINITY, f64::min);
+        if slow >= own {
+            return String::new();
+        }
+        let there = Self::scaled_runtime(est, slow);
+        let home = Self::scaled_runtime(est, own);
+        let mut msg = format!(
+            " (on {}, {:.2}x the speed, it runs {} instead of {})",
+            card.model,
+            slow / own,
+            fmt_duration(there),
+            fmt_duration(home)
+        );
+        if let Some(until) = self.reserve(j.id, replicas).and_then(|r| r.until) {
+            let wait = until.saturating_sub(self.now);
+            if wait + home < there {
+                msg.push_str(&format!(
+                    "; waiting for [{}] (room expected in {}) finishes sooner: in {} against {}",
+                    j.spec.gpu.models.join(","),
+                    fmt_duration(wait),
+                    fmt_duration(wait + home),
+                    fmt_duration(there)
+                ));
+            }
+        }
+        msg
+    }
+
     /// Replicas a job still asks for: all of them while Pending, the missing ones of a
     /// running service.
     fn asked_replicas(j: &Job) -> u32 {
@@ -726,7 +790,7 @@ impl Cluster {
                 return false;
             }
             if let Some(r) = self.reserve(b, reps) {
-                let before = match (r.until, spec.est_runtime_s) {
+                let before = match (r.until, self.runtime_bound(spec)) {
                     (Some(t), Some(rt)) => self.now + rt <= t,
                     _ => false,
                 };
@@ -881,13 +945,12 @@ impl Cluster {
         {
             return false;
         }
-        if let Some(want) = &spec.gpu.vendor {
-            let have = n
-                .labels()
+        if spec.gpu.count > 0 {
+            let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
+            if n.labels()
                 .get(LABEL_VENDOR)
-                .map(|v| v.to_lowercase())
-                .unwrap_or_else(|| "nvidia".into());
-            if &have != want && spec.gpu.count > 0 {
+                .is_some_and(|h| !h.eq_ignore_ascii_case(want))
+            {
                 return false;
             }
         }
@@ -1221,8 +1284,9 @@ impl Cluster {
             s.gpu.models.clear();
             if self.resubmit_starts(j, &s, j.pool, replicas) {
                 out.push(format!(
-                    "allowing other GPU models than [{}] would start it now",
-                    spec.gpu.models.join(",")
+                    "allowing other GPU models than [{}] would start it now{}",
+                    spec.gpu.models.join(","),
+                    self.other_models_cost(j, &s, replicas)
                 ));
             }
         }

@@ -323,19 +323,15 @@ pub fn fit_except(
     }
     let count = spec.gpu.count * mult;
     if count > 0 {
-        if let Some(want) = &spec.gpu.vendor {
-            // GPU nodes without a vendor label hold NVIDIA cards.
-            let have = node
-                .labels()
-                .get(LABEL_VENDOR)
-                .map(|v| v.to_lowercase())
-                .unwrap_or_else(|| "nvidia".into());
-            if &have != want {
-                return Err(NodeReason::Vendor {
-                    have,
-                    want: want.clone(),
-                });
-            }
+        // A request without a vendor asks for NVIDIA cards (`nvidia.com/gpu`); GPU
+        // nodes without a vendor label hold NVIDIA cards.
+        let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
+        let have = node.labels().get(LABEL_VENDOR);
+        if have.is_some_and(|h| !h.eq_ignore_ascii_case(want)) {
+            return Err(NodeReason::Vendor {
+                have: have.map(|h| h.to_lowercase()).unwrap_or_default(),
+                want: want.to_string(),
+            });
         }
     }
     let mut slots = Vec::new();

@@ -640,6 +640,9 @@ impl JobSpec {
         let mut s = String::new();
         if self.gpu.count > 0 {
             s.push_str(&format!("{}x GPU", self.gpu.count));
+            if let Some(v) = &self.gpu.vendor {
+                s.push_str(&format!(" {}", v.to_uppercase()));
+            }
             if !self.gpu.models.is_empty() {
                 s.push_str(&format!(" [{}]", self.gpu.models.join(",")));
             }

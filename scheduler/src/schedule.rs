@@ -1203,11 +1203,14 @@ impl Cluster {
                 }
                 continue;
             }
-            let fits_before =
-                |c: &Cluster, r: &Reservation| match (r.until, c.jobs[id as usize].remaining_s) {
-                    (Some(t), Some(rt)) => c.now + rt <= t,
-                    _ => false,
-                };
+            // Where it lands is not known yet: the slowest card it accepts bounds it.
+            let fits_before = |c: &Cluster, r: &Reservation| match (
+                r.until,
+                c.runtime_bound(&c.jobs[id as usize].spec),
+            ) {
+                (Some(t), Some(rt)) => c.now + rt <= t,
+                _ => false,
+            };
             let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
             let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
             if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec.gpu.models) {
@@ -1280,7 +1283,13 @@ impl Cluster {
                     report.scaled_up.push(id);
                 } else {
                     self.set_phase(id, Phase::Running);
+                    // It runs at its slowest card's speed.
+                    let speed = self.placed_speed(id);
                     let j = &mut self.jobs[id as usize];
+                    j.remaining_s = j
+                        .spec
+                        .est_runtime_s
+                        .map(|r| Cluster::scaled_runtime(r, speed));
                     j.borrowed = borrowing;
                     j.reason = "".into();
                     let wait = self.wait_s(&self.jobs[id as usize]);
