@@ -115,12 +115,7 @@ fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
                 assert!(ok, "{what}");
                 n += 1;
             } else if let Some(rest) = s.strip_prefix("request reserved quota: +") {
-                let gpus: u32 = rest
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
+                let gpus: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
                 let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
                 let ok = starts(
                     core,
