@@ -681,14 +681,20 @@ impl Scenario {
                 let mut gpus = Vec::new();
                 if let Some(gs) = &g.gpu {
                     let model = gs.model.to_lowercase();
+                    // The hardware's labels, unless the group writes its own (as an
+                    // operator may have, wrongly: the mismatch alert's story).
                     if g.gpu_labels {
-                        labels.insert(LABEL_VENDOR.into(), gs.vendor.clone());
-                        labels.insert(LABEL_MODEL.into(), model.clone());
-                        labels.insert(
-                            LABEL_MEMORY.into(),
-                            maar_scheduler::quantity::fmt_bytes(gs.memory.0),
-                        );
-                        labels.insert(LABEL_COUNT.into(), gs.count.to_string());
+                        for (k, v) in [
+                            (LABEL_VENDOR, gs.vendor.clone()),
+                            (LABEL_MODEL, model.clone()),
+                            (
+                                LABEL_MEMORY,
+                                maar_scheduler::quantity::fmt_bytes(gs.memory.0),
+                            ),
+                            (LABEL_COUNT, gs.count.to_string()),
+                        ] {
+                            labels.entry(k.into()).or_insert(v);
+                        }
                     }
                     for (&idx, _) in gs.unhealthy.iter() {
                         if idx >= gs.count {

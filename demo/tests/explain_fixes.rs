@@ -497,3 +497,46 @@ fn fixes_proven_on_the_job_path_as_on_large_clusters_start_too() {
     }
     assert!(checked > 20, "{checked} suggestions checked");
 }
+
+#[test]
+fn a_gpu_label_that_disagrees_with_the_cards_is_named_with_the_line_that_fixes_it() {
+    // The field story: a node labelled a100 holds V100s. Placement goes by the labels,
+    // so a job asking for V100s waits while V100s idle there; explain names the wrong
+    // label and the line that fixes it, proven to start the job.
+    let yaml = format!(
+        "{BASE}nodes:
+  - {{name: busy, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {{model: v100, count: 4, memory: 32Gi}}}}
+  - {{name: wrong, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, labels: {{crater.ai/gpu-model: a100}}, gpu: {{model: v100, count: 4, memory: 32Gi}}}}
+projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
+workload:
+  jobs:
+    - {{at: 0s, runtime: 2h, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: hog, namespace: ml}}, spec: {{resources: {{pool: train, gpu: {{count: 4, models: [v100]}}, cpu: {{cores: 8}}, memory: {{capacity: 8Gi}}}}}}}}}}
+    - {{at: 1m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: wants-v100, namespace: ml}}, spec: {{resources: {{pool: train, gpu: {{count: 1, models: [v100]}}, cpu: {{cores: 8}}, memory: {{capacity: 8Gi}}}}}}}}}}
+"
+    );
+    let s = explain_of(&yaml, 600, "ml/wants-v100");
+    let line = s
+        .iter()
+        .find(|x| x.contains("is labelled crater.ai/gpu-model=a100 but its GPUs are v100"))
+        .unwrap_or_else(|| panic!("{s:?}"));
+    assert!(
+        line.ends_with(
+            "`maar label wrong crater.ai/gpu-model=v100 crater.ai/gpu-count=4` would start it now"
+        ),
+        "{line}"
+    );
+    // Applied, the job starts and the labels no longer disagree.
+    let mut d = Demo::new(scenario(&yaml), None).unwrap();
+    d.run_until(600);
+    let cmd = Command::LabelNode {
+        node: "wrong".into(),
+        set: [
+            ("crater.ai/gpu-model".to_string(), "v100".to_string()),
+            ("crater.ai/gpu-count".to_string(), "4".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+        remove: vec![],
+    };
+    assert!(starts(&d.core, vec![cmd], "ml/wants-v100"));
+}

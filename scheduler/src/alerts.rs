@@ -70,7 +70,7 @@ pub struct AlertBook {
 }
 
 /// Where a node's GPU labels disagree with its cards, in words.
-fn label_mismatch(n: &crate::model::Node) -> Option<String> {
+pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
     use crate::model::{LABEL_COUNT, LABEL_MODEL};
     let labels = n.labels();
     let model = labels.get(LABEL_MODEL).map(|m| m.to_lowercase());

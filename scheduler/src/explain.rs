@@ -1320,6 +1320,44 @@ impl Cluster {
         if j.pool.is_some() {
             out.extend(self.label_fixes(j));
         }
+        // Nodes of its pools whose GPU labels disagree with their cards: placement goes
+        // by the labels (as kube-scheduler's would), so a job may wait for cards a
+        // node has, or be sent to cards it lacks. Said with the label line that makes
+        // them true, and "would start it now" where that is proven.
+        if spec.gpu.count > 0 {
+            for (p, _) in self.candidate_pools(j.pool) {
+                for n in self.pool_nodes(p) {
+                    let node = &self.nodes[n as usize];
+                    let (Some(wrong), Some(g)) =
+                        (crate::alerts::label_mismatch(node), node.gpus.first())
+                    else {
+                        continue;
+                    };
+                    let set: std::collections::BTreeMap<String, String> = [
+                        (LABEL_MODEL.to_string(), g.model.to_lowercase()),
+                        (LABEL_COUNT.to_string(), node.gpus.len().to_string()),
+                    ]
+                    .into_iter()
+                    .collect();
+                    let line = format!(
+                        "`maar label {} {LABEL_MODEL}={} {LABEL_COUNT}={}`",
+                        node.name,
+                        g.model.to_lowercase(),
+                        node.gpus.len()
+                    );
+                    let change = [crate::Command::LabelNode {
+                        node: node.name.clone(),
+                        set,
+                        remove: Vec::new(),
+                    }];
+                    out.push(if self.proves(j, &change) {
+                        format!("{wrong}; {line} would start it now")
+                    } else {
+                        format!("{wrong}; {line} makes the labels true")
+                    });
+                }
+            }
+        }
         // Cordoned cards whose uncordon would give it room, proven.
         if quota.ok {
             for (n, v) in verdicts {
