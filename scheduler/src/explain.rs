@@ -1324,10 +1324,14 @@ impl Cluster {
         // by the labels (as kube-scheduler's would), so a job may wait for cards a
         // node has, or be sent to cards it lacks. Said with the label line that makes
         // them true, and "would start it now" where that is proven.
+        // Only nodes refused for their (labelled) model can be what the job waits for.
         if spec.gpu.count > 0 {
-            for (p, _) in self.candidate_pools(j.pool) {
-                for n in self.pool_nodes(p) {
-                    let node = &self.nodes[n as usize];
+            for (n, v) in verdicts {
+                if !matches!(v, Err(NodeReason::ModelNotAllowed { .. })) {
+                    continue;
+                }
+                {
+                    let node = &self.nodes[*n as usize];
                     let (Some(wrong), Some(g)) =
                         (crate::alerts::label_mismatch(node), node.gpus.first())
                     else {

@@ -326,10 +326,9 @@ pub fn fit_except(
         // A request without a vendor asks for NVIDIA cards (`nvidia.com/gpu`); GPU
         // nodes without a vendor label hold NVIDIA cards.
         let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
-        let have = node.labels().get(LABEL_VENDOR);
-        if have.is_some_and(|h| !h.eq_ignore_ascii_case(want)) {
+        if let Some(have) = node.vendor_label().filter(|h| *h != want) {
             return Err(NodeReason::Vendor {
-                have: have.map(|h| h.to_lowercase()).unwrap_or_default(),
+                have: have.to_string(),
                 want: want.to_string(),
             });
         }

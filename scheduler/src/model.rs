@@ -216,6 +216,9 @@ pub struct Node {
     /// Derived from the labels: the GPU model label when model and count are set.
     #[serde(skip)]
     gpu_label: Option<std::sync::Arc<str>>,
+    /// The `crater.ai/gpu-vendor` label, lower-case; None when absent (NVIDIA).
+    #[serde(skip)]
+    vendor_label: Option<std::sync::Arc<str>>,
     pub cpu_milli: u64,
     pub memory: u64,
     pub disk: u64,
@@ -275,6 +278,7 @@ impl From<NodeData> for Node {
             name: d.name,
             labels: BTreeMap::new(),
             gpu_label: None,
+            vendor_label: None,
             cpu_milli: d.cpu_milli,
             memory: d.memory,
             disk: d.disk,
@@ -308,6 +312,7 @@ impl Node {
             name: name.into(),
             labels: BTreeMap::new(),
             gpu_label: None,
+            vendor_label: None,
             cpu_milli,
             memory,
             disk,
@@ -333,6 +338,7 @@ impl Node {
     /// Replaces the labels. (Within a cluster, use `Cluster::relabel_node`, which also
     /// moves the node between pools.)
     pub fn set_labels(&mut self, labels: BTreeMap<String, String>) {
+        self.vendor_label = labels.get(LABEL_VENDOR).map(|v| v.to_lowercase().into());
         self.gpu_label = match (labels.get(LABEL_MODEL), labels.contains_key(LABEL_COUNT)) {
             (Some(m), true) => Some(m.to_lowercase().into()),
             _ => None,
@@ -341,6 +347,11 @@ impl Node {
     }
 
     /// True when the crater.ai labels describe the node's GPUs (model and count).
+    /// The node's GPU vendor label, lower-case (None: unlabelled, which means NVIDIA).
+    pub fn vendor_label(&self) -> Option<&str> {
+        self.vendor_label.as_deref()
+    }
+
     pub fn gpu_labelled(&self) -> bool {
         self.gpu_label.is_some()
     }
