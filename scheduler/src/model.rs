@@ -48,6 +48,17 @@ pub enum Dim {
 impl Dim {
     pub const ALL: [Dim; 5] = [Dim::Gpu, Dim::GpuMemory, Dim::Cpu, Dim::Memory, Dim::Disk];
 
+    /// The dimension's id in machine output (as serialized): `gpu`, `gpu_memory`, ...
+    pub fn id(self) -> &'static str {
+        match self {
+            Dim::Gpu => "gpu",
+            Dim::GpuMemory => "gpu_memory",
+            Dim::Cpu => "cpu",
+            Dim::Memory => "memory",
+            Dim::Disk => "disk",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Dim::Gpu => "GPUs",

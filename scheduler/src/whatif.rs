@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::input::{Actor, Core, Driver};
 use crate::metrics::QuotaView;
-use crate::model::{JobId, Phase};
-use crate::quantity::{fmt_bytes, fmt_cpu, fmt_gpus};
+use crate::model::{Dim, JobId, Phase};
 use crate::{Cluster, Command};
 
 /// A job the command would change, and why or where.
@@ -248,65 +247,22 @@ impl Preview {
     }
 }
 
-/// A quota dimension's name, how to print it, and its used, reserved and max figures
-/// before and after.
-type Dimension = (
-    &'static str,
-    fn(u64) -> String,
-    [u64; 2],
-    [u64; 2],
-    [Option<u64>; 2],
-);
-
 fn quota_changes(before: &[QuotaView], after: &[QuotaView]) -> Vec<QuotaChange> {
     let key = |q: &QuotaView| (q.project.clone(), q.pool.clone());
     let b: BTreeMap<_, _> = before.iter().map(|q| (key(q), q)).collect();
     let mut out = Vec::new();
     for q in after {
         let Some(p) = b.get(&key(q)) else { continue };
-        let dims: [Dimension; 5] = [
-            (
-                "gpu",
-                fmt_gpus,
-                [p.used.gpu_milli, q.used.gpu_milli],
-                [p.reserved.gpu_milli, q.reserved.gpu_milli],
-                [p.max.gpu_milli, q.max.gpu_milli],
-            ),
-            (
-                "gpu_memory",
-                fmt_bytes,
-                [p.used.gpu_mem, q.used.gpu_mem],
-                [p.reserved.gpu_mem, q.reserved.gpu_mem],
-                [p.max.gpu_mem, q.max.gpu_mem],
-            ),
-            (
-                "cpu",
-                fmt_cpu,
-                [p.used.cpu_milli, q.used.cpu_milli],
-                [p.reserved.cpu_milli, q.reserved.cpu_milli],
-                [p.max.cpu_milli, q.max.cpu_milli],
-            ),
-            (
-                "memory",
-                fmt_bytes,
-                [p.used.memory, q.used.memory],
-                [p.reserved.memory, q.reserved.memory],
-                [p.max.memory, q.max.memory],
-            ),
-            (
-                "disk",
-                fmt_bytes,
-                [p.used.disk, q.used.disk],
-                [p.reserved.disk, q.reserved.disk],
-                [p.max.disk, q.max.disk],
-            ),
-        ];
-        for (dim, f, used, reserved, max) in dims {
+        for d in Dim::ALL {
+            let f = |v: u64| d.fmt(v);
+            let used = [p.used.get(d), q.used.get(d)];
+            let reserved = [p.reserved.get(d), q.reserved.get(d)];
+            let max = [p.max.get(d), q.max.get(d)];
             let mut push = |figure: &str, x: String, y: String| {
                 out.push(QuotaChange {
                     project: q.project.clone(),
                     pool: q.pool.clone(),
-                    dimension: dim.into(),
+                    dimension: d.id().into(),
                     figure: figure.into(),
                     before: x,
                     after: y,
