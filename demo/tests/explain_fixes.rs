@@ -77,6 +77,25 @@ fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
                     &fixed,
                 )
             };
+            // "+N GPUs ..." requested (max or reserved), approved: does it start?
+            let quota_fix = |rest: &str, reserved: bool| {
+                let gpus: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
+                let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+                starts(
+                    core,
+                    vec![
+                        Command::RequestQuota {
+                            project: j.spec.project.clone(),
+                            pool: j.spec.pool.clone(),
+                            gpus,
+                            reserved,
+                            reason: "proof".into(),
+                        },
+                        Command::ApproveQuota { id: next },
+                    ],
+                    &name,
+                )
+            };
             if let Some(rest) = s.strip_prefix("a smaller request would start now: gpu.count ") {
                 let k: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
                 assert!(resubmit(&|sp| sp.gpu.count = k), "{what}");
@@ -90,48 +109,14 @@ fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
                     assert!(resubmit(&|sp| sp.pool = pool.clone()), "{what}");
                     n += 1;
                 }
-            } else if s.starts_with("request more quota: +") && s.contains("then it starts now") {
-                let gpus: u32 = s["request more quota: +".len()..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
-                let ok = starts(
-                    core,
-                    vec![
-                        Command::RequestQuota {
-                            project: j.spec.project.clone(),
-                            pool: j.spec.pool.clone(),
-                            gpus,
-                            reserved: false,
-                            reason: "proof".into(),
-                        },
-                        Command::ApproveQuota { id: next },
-                    ],
-                    &name,
-                );
-                assert!(ok, "{what}");
+            } else if let Some(rest) = s
+                .strip_prefix("request more quota: +")
+                .filter(|_| s.contains("then it starts now"))
+            {
+                assert!(quota_fix(rest, false), "{what}");
                 n += 1;
             } else if let Some(rest) = s.strip_prefix("request reserved quota: +") {
-                let gpus: u32 = rest.split_whitespace().next().unwrap().parse().unwrap();
-                let next = c.quota_requests.iter().map(|r| r.id).max().unwrap_or(0) + 1;
-                let ok = starts(
-                    core,
-                    vec![
-                        Command::RequestQuota {
-                            project: j.spec.project.clone(),
-                            pool: j.spec.pool.clone(),
-                            gpus,
-                            reserved: true,
-                            reason: "proof".into(),
-                        },
-                        Command::ApproveQuota { id: next },
-                    ],
-                    &name,
-                );
-                assert!(ok, "{what}");
+                assert!(quota_fix(rest, true), "{what}");
                 n += 1;
             } else if let Some(rest) = s.strip_prefix("uncordoning node ") {
                 if rest.ends_with("would start it now") {

@@ -1283,9 +1283,17 @@ impl Cluster {
 impl Cluster {
     /// The speed of a GPU model (1.0 when not given).
     pub fn speed_of(&self, model: &str) -> f64 {
-        self.config
-            .speeds
-            .get(&model.to_lowercase())
+        let speeds = &self.config.speeds;
+        // Model ids are lower-case already; only a reading's own spelling needs folding.
+        speeds
+            .get(model)
+            .or_else(|| {
+                model
+                    .bytes()
+                    .any(|b| b.is_ascii_uppercase())
+                    .then(|| speeds.get(&model.to_lowercase()))
+                    .flatten()
+            })
             .copied()
             .filter(|s| *s > 0.0)
             .unwrap_or(1.0)

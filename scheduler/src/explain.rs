@@ -689,6 +689,23 @@ impl Cluster {
         msg
     }
 
+    /// A quota request of `gpus` more GPUs (max, or reserved) for the job's project and
+    /// pool, and its approval: the change a quota fix stands for.
+    fn quota_granted(&self, spec: &JobSpec, gpus: u64, reserved: bool) -> [crate::Command; 2] {
+        [
+            crate::Command::RequestQuota {
+                project: spec.project.clone(),
+                pool: spec.pool.clone(),
+                gpus: gpus as u32,
+                reserved,
+                reason: "explain".into(),
+            },
+            crate::Command::ApproveQuota {
+                id: self.next_request,
+            },
+        ]
+    }
+
     /// Replicas a job still asks for: all of them while Pending, the missing ones of a
     /// running service.
     fn asked_replicas(j: &Job) -> u32 {
@@ -1134,21 +1151,7 @@ impl Cluster {
                             let mut said = false;
                             for extra in [need, need + ahead] {
                                 let extra = extra.div_ceil(1000) * 1000;
-                                let raise = |extra: u64| {
-                                    vec![
-                                        crate::Command::RequestQuota {
-                                            project: spec.project.clone(),
-                                            pool: spec.pool.clone(),
-                                            gpus: (extra / 1000) as u32,
-                                            reserved: false,
-                                            reason: "explain".into(),
-                                        },
-                                        crate::Command::ApproveQuota {
-                                            id: self.next_request,
-                                        },
-                                    ]
-                                };
-                                if self.proves(j, &raise(extra)) {
+                                if self.proves(j, &self.quota_granted(spec, extra / 1000, false)) {
                                     out.push(format!(
                                         "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then it starts now{}",
                                         Dim::Gpu.fmt(extra),
@@ -1195,18 +1198,7 @@ impl Cluster {
                         (used.gpu_milli + req.gpu_milli).saturating_sub(q.reserved.gpu_milli);
                     if quota.message.starts_with("no idle quota to borrow") && above > 0 {
                         let gpus = above.div_ceil(1000);
-                        let change = [
-                            crate::Command::RequestQuota {
-                                project: spec.project.clone(),
-                                pool: spec.pool.clone(),
-                                gpus: gpus as u32,
-                                reserved: true,
-                                reason: "explain".into(),
-                            },
-                            crate::Command::ApproveQuota {
-                                id: self.next_request,
-                            },
-                        ];
+                        let change = self.quota_granted(spec, gpus, true);
                         if self.proves(j, &change) {
                             out.push(format!(
                                 "request reserved quota: +{} GPUs reserved for project {} in pool {} (an admin approves it; other projects' reserved GPUs are never lent); then it starts now",
@@ -1330,36 +1322,34 @@ impl Cluster {
                 if !matches!(v, Err(NodeReason::ModelNotAllowed { .. })) {
                     continue;
                 }
-                {
-                    let node = &self.nodes[*n as usize];
-                    let (Some(wrong), Some(g)) =
-                        (crate::alerts::label_mismatch(node), node.gpus.first())
-                    else {
-                        continue;
-                    };
-                    let set: std::collections::BTreeMap<String, String> = [
-                        (LABEL_MODEL.to_string(), g.model.to_lowercase()),
-                        (LABEL_COUNT.to_string(), node.gpus.len().to_string()),
-                    ]
-                    .into_iter()
-                    .collect();
-                    let line = format!(
-                        "`maar label {} {LABEL_MODEL}={} {LABEL_COUNT}={}`",
-                        node.name,
-                        g.model.to_lowercase(),
-                        node.gpus.len()
-                    );
-                    let change = [crate::Command::LabelNode {
-                        node: node.name.clone(),
-                        set,
-                        remove: Vec::new(),
-                    }];
-                    out.push(if self.proves(j, &change) {
-                        format!("{wrong}; {line} would start it now")
-                    } else {
-                        format!("{wrong}; {line} makes the labels true")
-                    });
-                }
+                let node = &self.nodes[*n as usize];
+                let (Some(wrong), Some(g)) =
+                    (crate::alerts::label_mismatch(node), node.gpus.first())
+                else {
+                    continue;
+                };
+                let set: std::collections::BTreeMap<String, String> = [
+                    (LABEL_MODEL.to_string(), g.model.to_lowercase()),
+                    (LABEL_COUNT.to_string(), node.gpus.len().to_string()),
+                ]
+                .into_iter()
+                .collect();
+                let line = format!(
+                    "`maar label {} {LABEL_MODEL}={} {LABEL_COUNT}={}`",
+                    node.name,
+                    g.model.to_lowercase(),
+                    node.gpus.len()
+                );
+                let change = [crate::Command::LabelNode {
+                    node: node.name.clone(),
+                    set,
+                    remove: Vec::new(),
+                }];
+                out.push(if self.proves(j, &change) {
+                    format!("{wrong}; {line} would start it now")
+                } else {
+                    format!("{wrong}; {line} makes the labels true")
+                });
             }
         }
         // Cordoned cards whose uncordon would give it room, proven.
