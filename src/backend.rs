@@ -208,13 +208,7 @@ fn restore_until(
     };
     let (mut core, mut driver, after_seq) = match checkpoint {
         Some(cp) => {
-            let mut st: ClusterState = serde_json::from_str(&cp.core)
-                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
-            if st.events.is_empty() {
-                st.events = record.events_before(st.next_event, st.config.event_window)?;
-            }
-            let core = Core::restore(st)
-                .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+            let core = core_at(record, &cp)?;
             let driver_state: serde_json::Value = serde_json::from_str(&cp.driver)
                 .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
             let sim = Sim::restore(sc, driver_state)
@@ -229,10 +223,45 @@ fn restore_until(
             (core, sim, 0)
         }
     };
-    let tail = record.commands_after(after_seq)?;
-    let mut replayed = 0;
+    let (last, replayed) =
+        replay_after(record, &mut core, after_seq, until, Some(path), &mut driver)?;
+    Ok(Loaded {
+        core,
+        driver: Box::new(driver),
+        meta,
+        after_seq: last,
+        replayed,
+        note: None,
+    })
+}
+
+/// The core of a checkpoint, its event window filled from the record when the
+/// checkpoint was written without it.
+fn core_at(record: &Record, cp: &crate::record::CheckpointRow) -> Result<Core, LoadError> {
+    let path = record.path();
+    let bad = |e: String| content(path, format!("checkpoint {}: {e}", cp.id));
+    let mut st: ClusterState = serde_json::from_str(&cp.core).map_err(|e| bad(e.to_string()))?;
+    if st.events.is_empty() {
+        st.events = record.events_before(st.next_event, st.config.event_window)?;
+    }
+    Core::restore(st).map_err(|e| bad(e.to_string()))
+}
+
+/// Replays the recorded commands after `after_seq` (those accepted when recorded), the
+/// driver advanced to each one's time, then to `until`. With `strict` (the record's
+/// path), a command accepted when recorded but refused now is an error naming it.
+/// Returns the last sequence number read and how many were applied.
+fn replay_after(
+    record: &Record,
+    core: &mut Core,
+    after_seq: i64,
+    until: Option<u64>,
+    strict: Option<&Path>,
+    driver: &mut dyn maar_scheduler::input::Driver,
+) -> Result<(i64, usize), LoadError> {
     let mut last = after_seq;
-    for row in tail {
+    let mut replayed = 0;
+    for row in record.commands_after(after_seq)? {
         if until.is_some_and(|t| row.at_s > t) {
             break;
         }
@@ -241,10 +270,10 @@ fn restore_until(
             continue;
         }
         if row.at_s > core.now() {
-            driver.run_until_into(&mut core, row.at_s, &mut |_| {});
+            driver.advance(core, row.at_s);
         }
-        let out = driver.apply(&mut core, row.actor.clone(), row.command.clone());
-        if let (Ok(_), Err(e)) = (&row.result, &out.result) {
+        let out = driver.command(core, row.actor.clone(), row.command.clone());
+        if let (Some(path), Err(e)) = (strict, &out.result) {
             return Err(content(
                 path,
                 format!(
@@ -257,17 +286,10 @@ fn restore_until(
     }
     if let Some(t) = until {
         if t > core.now() {
-            driver.run_until_into(&mut core, t, &mut |_| {});
+            driver.advance(core, t);
         }
     }
-    Ok(Loaded {
-        core,
-        driver: Box::new(driver),
-        meta,
-        after_seq: last,
-        replayed,
-        note: None,
-    })
+    Ok((last, replayed))
 }
 
 /// A local cluster from its record: the newest checkpoint (at or before `until`) and
@@ -281,35 +303,9 @@ fn restore_local(record: &Record, meta: Meta, until: Option<u64>) -> Result<Load
             "holds a local cluster without a checkpoint yet (it was never run long enough to write one)",
         )
     })?;
-    let mut st: ClusterState = serde_json::from_str(&cp.core)
-        .map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
-    if st.events.is_empty() {
-        st.events = record.events_before(st.next_event, st.config.event_window)?;
-    }
-    let mut core =
-        Core::restore(st).map_err(|e| content(path, format!("checkpoint {}: {e}", cp.id)))?;
+    let mut core = core_at(record, &cp)?;
     let mut driver = crate::local::Offline;
-    let mut last = cp.after_seq;
-    let mut replayed = 0;
-    for row in record.commands_after(cp.after_seq)? {
-        if until.is_some_and(|t| row.at_s > t) {
-            break;
-        }
-        last = row.seq;
-        if row.result.is_err() {
-            continue;
-        }
-        if row.at_s > core.now() {
-            driver.advance(&mut core, row.at_s);
-        }
-        let _ = driver.command(&mut core, row.actor.clone(), row.command.clone());
-        replayed += 1;
-    }
-    if let Some(t) = until {
-        if t > core.now() {
-            driver.advance(&mut core, t);
-        }
-    }
+    let (last, replayed) = replay_after(record, &mut core, cp.after_seq, until, None, &mut driver)?;
     Ok(Loaded {
         core,
         driver: Box::new(driver),
