@@ -1323,6 +1323,12 @@ impl Cluster {
     /// The longest a job of `spec` may run once started: its estimate at the slowest
     /// speed among the models it accepts (all the cluster's models when it names none).
     pub fn runtime_bound(&self, spec: &JobSpec) -> Option<u64> {
+        self.runtime_bound_with(spec, &[])
+    }
+
+    /// As [`Cluster::runtime_bound`], with `more` models in the cluster (a change that
+    /// labels a node with a model not seen yet).
+    pub(crate) fn runtime_bound_with(&self, spec: &JobSpec, more: &[&str]) -> Option<u64> {
         let est = spec.est_runtime_s?;
         if spec.gpu.count == 0 || self.config.speeds.is_empty() {
             return Some(est);
@@ -1330,6 +1336,8 @@ impl Cluster {
         let slowest = if spec.gpu.models.is_empty() {
             self.models
                 .iter()
+                .map(String::as_str)
+                .chain(more.iter().copied())
                 .map(|m| self.speed_of(m))
                 .fold(1.0f64, f64::min)
         } else {

@@ -553,8 +553,9 @@ impl Cluster {
     /// - a job ahead that the change would let in (a touched node it fits, or the raised
     ///   quota admitting a job of the project that fits somewhere) would go first: not
     ///   proven (the proof does not guess what it leaves);
-    /// - the first admitted job ahead that still cannot be placed holds the backfill
-    ///   reservation (or, backfill off, blocks every job behind it);
+    /// - the first admitted job ahead that still cannot be placed, and that some node
+    ///   will take as running jobs end, holds the backfill reservation (or, backfill
+    ///   off, the first one blocks every job behind it);
     /// - the job's quota admission and placement, gang included, keeping off the
     ///   reserved nodes unless its estimated runtime ends before the reservation.
     ///
@@ -729,21 +730,35 @@ impl Cluster {
         extra_milli: u64,
         ahead: &[&(QueueKey, u32)],
     ) -> bool {
+        let pools = self.candidate_pools(pool);
+        // A shared slice sized by memory is charged by the card it lands on: the
+        // quota must hold its largest share on any card it could take.
+        let worst;
+        let charged = match self.worst_share(spec, &pools, touched) {
+            Some(m) => {
+                let mut w = spec.clone();
+                w.gpu.milli = Some(m);
+                worst = w;
+                &worst
+            }
+            None => spec,
+        };
         if !self
-            .quota_verdict_for(spec, j.project, pool, replicas, extra_milli)
+            .quota_verdict_for(charged, j.project, pool, replicas, extra_milli)
             .ok
         {
             return false;
         }
         // The job must fit at all before the queue ahead of it is asked.
-        if !self.fits_on(spec, pool, replicas, touched, &[], true) {
+        if !self.fits_on(spec, &pools, replicas, touched, &[], true) {
             return false;
         }
         // The jobs ahead, in no order: each shape is asked once (jobs of one shape
-        // answer alike); the first in queue order of those admitted but blocked holds
-        // the reservation.
-        let mut first_blocked: Option<(QueueKey, JobId, u32)> = None;
-        let mut seen: crate::fxhash::FxHashMap<_, bool> = Default::default();
+        // answer alike). Of the shapes admitted but blocked, the first job of each in
+        // queue order: the cycle gives the reservation to the first of those it finds
+        // room for as running jobs end.
+        let mut seen: crate::fxhash::FxHashMap<_, (bool, Option<(QueueKey, JobId, u32)>)> =
+            Default::default();
         for item in ahead {
             let (k, reps) = (&item.0, &item.1);
             let Some(a) = self.jobs.get(k.3) else {
@@ -771,80 +786,185 @@ impl Cluster {
                     a.spec.disk,
                 ),
             );
-            let blocked = match seen.get(&key) {
-                Some(&b) => b,
+            let entry = match seen.get_mut(&key) {
+                Some(e) => e,
                 None => {
                     let raised = if a.project == j.project && a.pool == j.pool {
                         extra_milli
                     } else {
                         0
                     };
-                    let admitted = self
-                        .quota_verdict_for(&a.spec, a.project, a.pool, reps, raised)
-                        .ok;
-                    // Let in by the change (a touched node it fits), or fitting as things
+                    let verdict = self.quota_verdict_for(&a.spec, a.project, a.pool, reps, raised);
+                    let admitted = verdict.ok;
+                    // Let in by the change (a touched node it fits), fitting as things
                     // are (let in by the raised quota, or the state moved since the last
-                    // cycle): it would take room first, and the proof does not guess
-                    // what it leaves.
+                    // cycle), or making room by preemption: it would take room first,
+                    // and the proof does not guess what it leaves.
                     if admitted
-                        && (self.fits_on(&a.spec, a.pool, reps, touched, &[], false)
-                            || self.fits_now(&a.spec, a.pool, reps))
+                        && (self.fits_on(
+                            &a.spec,
+                            &self.candidate_pools(a.pool),
+                            reps,
+                            touched,
+                            &[],
+                            false,
+                        ) || self.fits_now(&a.spec, a.pool, reps)
+                            || (self.config.preemption
+                                && (self.find_victims(a.id, reps, !verdict.borrowing).is_some()
+                                    || self.could_preempt_onto(a, reps, touched))))
                     {
                         return false;
                     }
-                    seen.insert(key, admitted);
-                    admitted
+                    seen.entry(key).or_insert((admitted, None))
                 }
             };
             // Only a start (not a service's scale-up) holds the reservation.
-            if blocked && !k.4 && first_blocked.as_ref().is_none_or(|f| *k < f.0) {
-                first_blocked = Some((*k, a.id, reps));
+            if entry.0 && !k.4 && entry.1.as_ref().is_none_or(|f| *k < f.0) {
+                entry.1 = Some((*k, a.id, reps));
             }
         }
+        let mut blocked: Vec<(QueueKey, JobId, u32)> =
+            seen.into_values().filter_map(|(_, first)| first).collect();
+        blocked.sort_unstable_by_key(|b| b.0);
+        if !blocked.is_empty() && !self.config.backfill {
+            return false;
+        }
         let mut avoid: Vec<NodeId> = Vec::new();
-        if let Some((_, b, reps)) = first_blocked {
-            if !self.config.backfill {
-                return false;
-            }
-            if let Some(r) = self.reserve(b, reps) {
-                let before = match (r.until, self.runtime_bound(spec)) {
-                    (Some(t), Some(rt)) => self.now + rt <= t,
-                    _ => false,
+        // The first blocked job with a reservation holds it (one that no node will
+        // ever take holds none, and the next one's is taken).
+        if let Some((b, reps, r)) = blocked
+            .iter()
+            .find_map(|&(_, b, reps)| self.reserve(b, reps).map(|r| (b, reps, r)))
+        {
+            // A model the change labels in may be slower than any seen yet.
+            let more: Vec<&str> = touched
+                .iter()
+                .filter(|(_, t)| !t.sched_gpus().is_empty())
+                .filter_map(|(_, t)| t.gpu_model())
+                .collect();
+            let before = match (r.until, self.runtime_bound_with(spec, &more)) {
+                (Some(t), Some(rt)) => self.now + rt <= t,
+                _ => false,
+            };
+            if !before {
+                avoid = r.nodes;
+                // A touched node could become the reservation's once its jobs end.
+                let bj = &self.jobs[b as usize];
+                let mult = if bj.spec.affinity == Affinity::SameNode {
+                    reps
+                } else {
+                    1
                 };
-                if !before {
-                    avoid = r.nodes;
-                    // A touched node could become the reservation's once its jobs end.
-                    let bj = &self.jobs[b as usize];
-                    let mult = if bj.spec.affinity == Affinity::SameNode {
-                        reps
-                    } else {
-                        1
-                    };
-                    for (n, t) in touched {
-                        if self.could_ever_fit(t, &bj.spec, mult) {
-                            avoid.push(*n);
-                        }
+                for (n, t) in touched {
+                    if self.could_ever_fit(t, &bj.spec, mult) {
+                        avoid.push(*n);
                     }
                 }
             }
         }
-        self.fits_on(spec, pool, replicas, touched, &avoid, true)
+        // Nodes on loan are taken back in the same cycle when the lender's own work
+        // (a job or a service's scale-up, anywhere in the queue) needs them: with such
+        // work waiting, only the job's own pool counts.
+        let lender_waits = |p: PoolId| {
+            self.pending
+                .keys()
+                .any(|&id| self.jobs[id as usize].pool == Some(p))
+                || self.services.iter().any(|&id| {
+                    let s = &self.jobs[id as usize];
+                    s.pool == Some(p)
+                        && s.phase == Phase::Running
+                        && s.desired_replicas > s.running_replicas()
+                })
+        };
+        let pools: Vec<(PoolId, bool)> = pools
+            .into_iter()
+            .filter(|&(p, loan)| !loan || !lender_waits(p))
+            .collect();
+        self.fits_on(spec, &pools, replicas, touched, &avoid, true)
     }
 
-    /// Whether `replicas` of `spec` fit in `pool` with the nodes in `touched` replaced
-    /// by their copies, off the nodes in `avoid`: a same-node gang on one node, other
-    /// replicas one to a node (as [`Cluster::fits_now`]). With `anywhere` false, only
+    /// For a shared request sized by memory, the largest share (milli) it would be
+    /// charged on any usable card of `pools` (touched nodes as changed) that could
+    /// take it; `None` for other requests.
+    fn worst_share(
+        &self,
+        spec: &JobSpec,
+        pools: &[(PoolId, bool)],
+        touched: &[(NodeId, Node)],
+    ) -> Option<u32> {
+        if !spec.gpu.shared || spec.gpu.milli.is_some() || spec.gpu.memory_per_card.is_none() {
+            return None;
+        }
+        let of_node = |n: &Node| -> u32 {
+            let model_ok = spec.gpu.models.is_empty()
+                || n.gpu_model()
+                    .is_some_and(|m| spec.gpu.models.iter().any(|w| w.eq_ignore_ascii_case(m)));
+            if !model_ok {
+                return 0;
+            }
+            n.gpus
+                .iter()
+                .filter_map(|g| crate::fit::share_on_card(spec, g).map(|s| s.0))
+                .max()
+                .unwrap_or(0)
+        };
+        let mut worst = 0;
+        for &(p, _) in pools {
+            for id in self.pool_nodes(p) {
+                let n = match touched.iter().find(|(t, _)| *t == id) {
+                    Some((_, t)) => t,
+                    None => &self.nodes[id as usize],
+                };
+                worst = worst.max(of_node(n));
+            }
+        }
+        for (_, t) in touched {
+            if t.pool.is_some_and(|p| pools.iter().any(|(q, _)| *q == p)) {
+                worst = worst.max(of_node(t));
+            }
+        }
+        Some(worst.max(1))
+    }
+
+    /// Whether a blocked job could make room by preemption on a node the change touches
+    /// (the victims are not searched on the changed copies: any touched node of its
+    /// pools that could ever hold it, with a running job of lower priority or on loan
+    /// anywhere, counts).
+    fn could_preempt_onto(&self, a: &Job, reps: u32, touched: &[(NodeId, Node)]) -> bool {
+        let victims = self
+            .running_by_prio
+            .first()
+            .is_some_and(|v| v.0 < a.spec.priority)
+            || self.pools.iter().any(|p| !p.lend_to.is_empty());
+        if !victims {
+            return false;
+        }
+        let pools = self.candidate_pools(a.pool);
+        let mult = if a.spec.affinity == Affinity::SameNode {
+            reps
+        } else {
+            1
+        };
+        touched.iter().any(|(_, t)| {
+            t.pool.is_some_and(|p| pools.iter().any(|(q, _)| *q == p))
+                && self.could_ever_fit(t, &a.spec, mult)
+        })
+    }
+
+    /// Whether `replicas` of `spec` fit in `pools` (a pool and the pools lending to it,
+    /// [`Cluster::candidate_pools`]) with the nodes in `touched` replaced by their
+    /// copies, off the nodes in `avoid`: a same-node gang on one node, other replicas
+    /// one to a node (as [`Cluster::fits_now`]). With `anywhere` false, only
     /// placements that use a touched node count (what the change lets in).
     fn fits_on(
         &self,
         spec: &JobSpec,
-        pool: Option<PoolId>,
+        pools: &[(PoolId, bool)],
         replicas: u32,
         touched: &[(NodeId, Node)],
         avoid: &[NodeId],
         anywhere: bool,
     ) -> bool {
-        let pools = self.candidate_pools(pool);
         let in_pools = |t: &Node| t.pool.is_some_and(|p| pools.iter().any(|(q, _)| *q == p));
         let ids: Vec<NodeId> = touched.iter().map(|(n, _)| *n).collect();
         let fits_touched = |mult: u32| {
@@ -863,7 +983,7 @@ impl Cluster {
             }
             return anywhere
                 && self
-                    .find_node(spec, replicas.max(1), &pools, &ids, avoid)
+                    .find_node(spec, replicas.max(1), pools, &ids, avoid)
                     .is_some();
         }
         let on_touched = fits_touched(1).min(replicas);
@@ -872,7 +992,7 @@ impl Cluster {
         }
         let mut used = ids;
         for _ in on_touched..replicas {
-            match self.find_node(spec, 1, &pools, &used, avoid) {
+            match self.find_node(spec, 1, pools, &used, avoid) {
                 Some(p) => used.push(p.node),
                 None => return false,
             }
