@@ -186,7 +186,10 @@ fn restore_until(
     let path = record.path();
     let meta = record.meta()?;
     if meta.backend == "local" {
-        return restore_local(record, meta, until);
+        return restore_offline(record, meta, until, &mut crate::local::Offline);
+    }
+    if meta.backend == "kube" {
+        return restore_offline(record, meta, until, &mut maar_kube::driver::Offline);
     }
     if meta.backend != "demo" {
         return Err(content(
@@ -292,28 +295,116 @@ fn replay_after(
     Ok((last, replayed))
 }
 
-/// A local cluster from its record: the newest checkpoint (at or before `until`) and
-/// the commands after it, applied with no world attached (`local::Offline`; no process
-/// is started). `maar local` attaches the machine again.
-fn restore_local(record: &Record, meta: Meta, until: Option<u64>) -> Result<Loaded, LoadError> {
+/// A local or Kubernetes cluster from its record: the newest checkpoint (at or before
+/// `until`) and the commands after it, applied with no world attached (`driver`
+/// schedules and starts nothing). `maar local` / `maar kube` attach the world again.
+fn restore_offline<D: Driver + Clone + 'static>(
+    record: &Record,
+    meta: Meta,
+    until: Option<u64>,
+    driver: &mut D,
+) -> Result<Loaded, LoadError> {
     let path = record.path();
     let cp = record.checkpoint_before(until)?.ok_or_else(|| {
         content(
             path,
-            "holds a local cluster without a checkpoint yet (it was never run long enough to write one)",
+            format!(
+                "holds a {} cluster without a checkpoint yet (it was never run long enough to write one)",
+                meta.backend
+            ),
         )
     })?;
     let mut core = core_at(record, &cp)?;
-    let mut driver = crate::local::Offline;
-    let (last, replayed) = replay_after(record, &mut core, cp.after_seq, until, None, &mut driver)?;
+    let (last, replayed) = replay_after(record, &mut core, cp.after_seq, until, None, driver)?;
     Ok(Loaded {
         core,
-        driver: Box::new(driver),
+        driver: Box::new(driver.clone()),
         meta,
         after_seq: last,
         replayed,
         note: None,
     })
+}
+
+/// Opens a Kubernetes cluster for `maar kube`: connects (one-line errors naming the
+/// context), starts the watch, and builds the cluster from the first lists. The record
+/// at `path` is continued when it holds this context's cluster (its history and audit
+/// stay; the cluster itself is always taken from Kubernetes, the truth), else created.
+pub fn open_kube(
+    path: &Path,
+    opts: &maar_kube::ConnectOptions,
+) -> Result<(Loaded, Record, maar_kube::Connected), crate::cli::Failure> {
+    let (world, conn) = maar_kube::world::World::connect(opts)
+        .map_err(|e| crate::cli::Failure::No(e.to_string()))?;
+    let (mut rec, meta, from) = if path.exists() {
+        let mut rec = Record::open(path)?;
+        let meta = rec.meta()?;
+        if meta.backend != "kube" || meta.cluster != conn.context {
+            return Err(crate::cli::Failure::Usage(format!(
+                "{}: holds the {} cluster {}, not the Kubernetes context {}; give another --state",
+                path.display(),
+                meta.backend,
+                meta.cluster,
+                conn.context
+            )));
+        }
+        rec.acquire()?;
+        let from = rec.latest_time()?;
+        (rec, meta, from)
+    } else {
+        let meta = Meta {
+            backend: "kube".into(),
+            cluster: conn.context.clone(),
+            scenario: None,
+            seed: None,
+            created: crate::record::now_rfc3339(),
+        };
+        let mut rec = Record::create(path, &meta)?;
+        rec.acquire()?;
+        (rec, meta, 0)
+    };
+    let mut core = Core::new(maar_scheduler::Cluster::new(
+        maar_scheduler::SchedConfig::default(),
+    ));
+    if from > 0 {
+        core.apply(maar_scheduler::Input::Advance { to: from });
+    }
+    let mut driver = maar_kube::KubeDriver::new(world);
+    let (seen, complete) = driver.first_lists(&mut core, opts.timeout * 3);
+    let after_seq = rec.last_seq()?;
+    let mut st = core.checkpoint();
+    st.events.clear();
+    rec.checkpoint(
+        after_seq,
+        core.now(),
+        &serde_json::to_string(&st).expect("state serialises"),
+        "null",
+    )?;
+    let note = format!(
+        "Kubernetes {} ({}, {}): {} nodes, {} jobs{}",
+        conn.context,
+        conn.url,
+        conn.version,
+        core.cluster().nodes.len(),
+        core.cluster().jobs.len(),
+        if complete {
+            String::new()
+        } else {
+            format!(" (the first lists are not complete yet: {seen} objects so far)")
+        }
+    );
+    Ok((
+        Loaded {
+            core,
+            driver: Box::new(driver),
+            meta,
+            after_seq,
+            replayed: 0,
+            note: Some(note),
+        },
+        rec,
+        conn,
+    ))
 }
 
 /// Opens this machine's cluster for `maar local`: the record at `path` when it exists

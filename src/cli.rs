@@ -73,6 +73,18 @@ pub struct SourceArgs {
     /// demo's state file when there is one, else the built-in scenario (at --at or 0s).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
     pub state: Option<PathBuf>,
+    /// The Kubernetes cluster `maar kube --context NAME` records (its state file).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "seed", "state"])]
+    pub context: Option<String>,
+}
+
+impl SourceArgs {
+    /// The state file asked for: --state, or the one of --context.
+    pub fn state_file(&self) -> Option<PathBuf> {
+        self.state
+            .clone()
+            .or_else(|| self.context.as_deref().map(kube_state))
+    }
 }
 
 /// A recorded cluster.
@@ -81,6 +93,18 @@ pub struct StateArg {
     /// State file; the demo's (`$XDG_STATE_HOME/maar/lab.db`) when absent.
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
+    /// The Kubernetes cluster `maar kube --context NAME` runs (its state file).
+    #[arg(long, value_name = "NAME", conflicts_with = "state")]
+    pub context: Option<String>,
+}
+
+impl StateArg {
+    /// The state file asked for: --state, or the one of --context.
+    pub fn state_file(&self) -> Option<PathBuf> {
+        self.state
+            .clone()
+            .or_else(|| self.context.as_deref().map(kube_state))
+    }
 }
 
 /// The recorded cluster an operator command acts on, and how to report.
@@ -123,6 +147,7 @@ impl ActArgs {
             },
             at: self.at,
             state: self.target.state.clone(),
+            context: self.target.context.clone(),
         }
     }
 }
@@ -395,6 +420,10 @@ pub enum Cmd {
     /// agent), jobs submitted to it run as local processes with the GPUs they were
     /// given (`CUDA_VISIBLE_DEVICES`).
     Local(LocalArgs),
+    /// The console on a Kubernetes cluster (the kubeconfig's context, or in-cluster):
+    /// its nodes and pods watched live; pods with `schedulerName: maar` scheduled by
+    /// maar (bound, or told why not in a FailedScheduling event).
+    Kube(KubeArgs),
     /// The node agent: sample this machine (CPU, memory, filesystems, load, and every
     /// NVIDIA GPU through NVML) and serve /metrics (DCGM names), /healthz and /sample.
     Agent(crate::agent_cli::AgentArgs),
@@ -635,7 +664,7 @@ pub fn default_state() -> PathBuf {
 }
 
 fn state_path(a: &StateArg) -> PathBuf {
-    a.state.clone().unwrap_or_else(default_state)
+    a.state_file().unwrap_or_else(default_state)
 }
 
 /// Opens a recorded cluster for reading (restored from its newest checkpoint; a
@@ -673,7 +702,7 @@ impl Source {
             Some(t) => recorded_at(p, t),
             None => recorded(p),
         };
-        match &s.state {
+        match &s.state_file() {
             Some(p) => Ok(Source::Recorded(Box::new(recorded(p)?))),
             // The demo the operator runs (and acts on with `maar cordon ...`).
             None if !scenario_asked && default_state().exists() => {
@@ -708,7 +737,7 @@ impl Source {
 
     /// Where, in words, for "no such job" messages.
     fn moment(&self, s: &SourceArgs) -> String {
-        match (self, &s.state) {
+        match (self, &s.state_file()) {
             (_, Some(p)) => match s.at {
                 Some(t) => format!("in {} at {}", p.display(), fmt_duration(t)),
                 None => format!("in {}", p.display()),
@@ -804,6 +833,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
         Cmd::Local(args) => run_local(args, o),
+        Cmd::Kube(args) => run_kube(args, o),
         Cmd::TraceVariant {
             pods,
             nodes,
@@ -899,6 +929,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 let a = ActArgs {
                     target: StateArg {
                         state: source.state.clone(),
+                        context: source.context.clone(),
                     },
                     output,
                     ..ActArgs::default()
@@ -1098,6 +1129,133 @@ pub struct LocalArgs {
     pub mouse: bool,
     #[arg(long, value_name = "NAME|FILE")]
     pub theme: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct KubeArgs {
+    /// The kubeconfig; else $KUBECONFIG, ~/.kube/config, or the in-cluster config.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// A context of the kubeconfig; else its current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Watch and schedule in this namespace only (its project).
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NS",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+    /// Watch and schedule in every namespace (the default).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// How long to wait for the API server, e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub timeout: u64,
+    /// State file (history, audit); `$XDG_STATE_HOME/maar/kube-<context>.db` when
+    /// absent (continued when it exists).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// No console: run until interrupted (commands reach it through --state or
+    /// --context).
+    #[arg(long)]
+    pub headless: bool,
+    /// Look only (the console session acts as a viewer).
+    #[arg(long)]
+    pub read_only: bool,
+    #[arg(long)]
+    pub mouse: bool,
+    #[arg(long, value_name = "NAME|FILE")]
+    pub theme: Option<String>,
+}
+
+/// The state file of `maar kube` on a context.
+pub fn kube_state(context: &str) -> PathBuf {
+    let safe: String = context
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    record::default_path(&format!("kube-{safe}"))
+}
+
+fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
+    let theme = if a.headless {
+        None
+    } else {
+        Some(crate::console::theme::choose(a.theme.as_deref())?)
+    };
+    if !a.headless {
+        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    let opts = maar_kube::ConnectOptions {
+        kubeconfig: a.kubeconfig,
+        context: a.context.clone(),
+        namespace: a.namespace,
+        timeout: Duration::from_secs(a.timeout.max(1)),
+    };
+    // The state file is named by the context, known once the kubeconfig is read.
+    let path = match a.state {
+        Some(p) => p,
+        None => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| Failure::No(e.to_string()))?;
+            let (_, context) = rt
+                .block_on(maar_kube::connect::config(&opts))
+                .map_err(|e| Failure::No(e.to_string()))?;
+            kube_state(&context)
+        }
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
+    }
+    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+    let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
+    let note = loaded.note.clone();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 1.0,
+            paused: false,
+            roles,
+        },
+    );
+    let face = if a.read_only {
+        handle.capped(maar_scheduler::Role::Viewer)
+    } else {
+        handle.clone()
+    };
+    let r = match theme {
+        Some(theme) => crate::console::run::run(face, a.mouse, theme, note)
+            .map_err(|e| Failure::Usage(format!("console: {e}")))
+            .map(|ended| match ended {
+                crate::console::run::Ended::Quit => 0,
+                crate::console::run::Ended::Signal(n) => 128 + n,
+            }),
+        None => {
+            o.put(&format!(
+                "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
+                conn.context,
+                conn.url,
+                path.display(),
+                std::process::id(),
+                note.unwrap_or_default()
+            ));
+            o.flush();
+            Ok(128 + crate::console::run::wait_for_signal())
+        }
+    };
+    handle.shutdown();
+    r
 }
 
 fn label_arg(s: &str) -> Result<(String, String), String> {
@@ -1405,7 +1563,7 @@ fn preview(
     // The same role check the engine makes: a preview of a command one may not give
     // says so.
     let roles = crate::roles::Roles::load()?;
-    let owner = match &source.state {
+    let owner = match &source.state_file() {
         Some(p) => crate::roles::owner(p),
         None if source.scenario.scenario.is_none() && source.scenario.seed.is_none() => {
             crate::roles::owner(&default_state())

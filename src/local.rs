@@ -783,6 +783,7 @@ impl Driver for LocalDriver {
 /// A local cluster with no machine attached (a command given while no `maar local`
 /// runs, a look at its past): commands change the core; nothing is scheduled or
 /// started until `maar local` attaches the machine again.
+#[derive(Clone)]
 pub struct Offline;
 
 impl Driver for Offline {

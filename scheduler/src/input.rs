@@ -97,6 +97,12 @@ pub enum JobOutcome {
 pub enum Observation {
     /// A node joined (its pool follows from its labels).
     NodeJoined { node: Box<Node> },
+    /// A project appeared in the world (a Kubernetes namespace): it may use every pool
+    /// without limits until quota is set. Nothing changes if it exists.
+    ProjectSeen { project: String },
+    /// A pool appeared in the world (a node role not seen before): every project may
+    /// use it without limits until quota is set. Nothing changes if it exists.
+    PoolSeen { pool: Box<Pool> },
     /// A node's labels changed (it may move to another pool).
     NodeLabels {
         node: String,
@@ -124,6 +130,16 @@ pub enum Observation {
     Telemetry { nodes: Vec<NodeReading> },
     /// A job appeared (a scenario arrival, a pod created in the cluster).
     JobSubmitted { spec: Box<JobSpec> },
+    /// A job found already running on a node (a pod bound before this maar started):
+    /// it is added as Running there, holding what it asks for, on the cards `gpus`
+    /// when they are known (else the first free ones), even past what the node has
+    /// free (the world is as it is).
+    JobRunning {
+        spec: Box<JobSpec>,
+        node: String,
+        #[serde(default)]
+        gpus: Vec<u32>,
+    },
     /// A running job's run ended.
     JobEnded { job: String, outcome: JobOutcome },
     /// GPU memory a job actually uses, percent of what it asked for.
@@ -306,6 +322,43 @@ impl Core {
                 );
                 done(format!("node {name} joined"))
             }
+            Observation::ProjectSeen { project } => {
+                if c.project_id(&project).is_some() {
+                    return done(format!("project {project} exists"));
+                }
+                let quotas = (0..c.pools.len() as PoolId)
+                    .map(|p| (p, Quota::default()))
+                    .collect();
+                c.add_project(Project {
+                    name: project.clone(),
+                    department: String::new(),
+                    quotas,
+                });
+                c.emit(
+                    Severity::Normal,
+                    "ProjectAdded",
+                    format!("project/{project}"),
+                    "project seen: open in every pool until quota is set".to_string(),
+                );
+                done(format!("project {project} added"))
+            }
+            Observation::PoolSeen { pool } => {
+                let name = pool.name.clone();
+                if c.pool_id(&name).is_some() {
+                    return done(format!("pool {name} exists"));
+                }
+                let id = c.add_pool(*pool);
+                for p in &mut c.projects {
+                    p.quotas.insert(id, Quota::default());
+                }
+                c.emit(
+                    Severity::Normal,
+                    "PoolAdded",
+                    format!("pool/{name}"),
+                    "pool seen: open to every project until quota is set".to_string(),
+                );
+                done(format!("pool {name} added"))
+            }
             Observation::NodeLabels { node, labels } => {
                 let n = c.node_id(&node)?;
                 c.relabel_node(n, labels);
@@ -371,6 +424,12 @@ impl Core {
             Observation::JobSubmitted { spec } => {
                 let id = c.submit(*spec)?;
                 Ok((format!("job {} submitted", c.job_ref(id)), Some(id)))
+            }
+            Observation::JobRunning { spec, node, gpus } => {
+                let n = c.node_id(&node)?;
+                let id = c.submit(*spec)?;
+                c.adopt(id, n, &gpus);
+                Ok((format!("job {} running on {node}", c.job_ref(id)), Some(id)))
             }
             Observation::JobEnded { job, outcome } => {
                 let id = c.job_id(&job)?;
@@ -511,6 +570,55 @@ impl Cluster {
     }
 
     /// The driver confirmed a job's assumed placements.
+    /// Places a just-submitted job on node `n` as it already runs there (see
+    /// [`Observation::JobRunning`]): on the cards `gpus` when given, else on the cards
+    /// a fit picks, else on the first cards; bound and Running.
+    pub(crate) fn adopt(&mut self, id: JobId, n: NodeId, gpus: &[u32]) {
+        let spec = self.jobs[id as usize].spec.clone();
+        let node = &self.nodes[n as usize];
+        let fitted = crate::fit::fit(node, n, self.overcommit_of(node), &spec, 1).ok();
+        let slot = |g: u32| GpuSlot {
+            gpu: g,
+            milli: crate::model::GPU_MILLI,
+            mem: node.gpus.get(g as usize).map(|c| c.memory).unwrap_or(0),
+        };
+        let cards: Vec<GpuSlot> = if !gpus.is_empty() {
+            gpus.iter()
+                .filter(|&&g| (g as usize) < node.gpus.len())
+                .map(|&g| slot(g))
+                .collect()
+        } else if let Some(p) = &fitted {
+            p.gpus.clone()
+        } else {
+            (0..spec.gpu.count.min(node.gpus.len() as u32))
+                .map(slot)
+                .collect()
+        };
+        let on_loan = node.pool.is_some() && node.pool != self.jobs[id as usize].pool;
+        let p = Placement {
+            node: n,
+            gpus: cards,
+            cpu: spec.cpu_milli,
+            mem: spec.memory,
+            disk: spec.disk,
+            on_loan,
+            bound: true,
+        };
+        self.allocate(id, p);
+        self.set_phase(id, Phase::Running);
+        let j = &mut self.jobs[id as usize];
+        j.remaining_s = j.spec.est_runtime_s;
+        j.reason = "".into();
+        let _ = self.confirm_bind(id);
+        let summary = self.nodes[n as usize].name.clone();
+        self.emit(
+            Severity::Normal,
+            "Running",
+            self.job_ref(id),
+            format!("found running on {summary}"),
+        );
+    }
+
     pub(crate) fn confirm_bind(&mut self, id: JobId) -> Result<(), ClusterError> {
         let j = &mut self.jobs[id as usize];
         if !j.placements.iter().any(|p| !p.bound) {

@@ -642,6 +642,183 @@ pub struct ContainerResources {
     pub limits: BTreeMap<String, K8sQuantity>,
 }
 
+/// What a pod's containers ask for, summed: GPUs (under their vendor's resource name),
+/// CPU, memory, ephemeral storage; the first container's image and command.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodRequests {
+    pub gpus: u32,
+    /// `None` for NVIDIA (what GPU nodes hold unless labelled otherwise).
+    pub vendor: Option<String>,
+    pub cpu_milli: u64,
+    pub memory: u64,
+    pub disk: u64,
+    pub image: String,
+    pub command: Vec<String>,
+}
+
+impl PodSpec {
+    /// The containers' requests summed (a request, else its limit, as Kubernetes takes
+    /// it); `at` names the containers' field in errors.
+    pub fn requests(&self, at: &str) -> Result<PodRequests, SpecError> {
+        let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
+        let mut vendor: Option<String> = None;
+        let (mut command, mut image) = (Vec::new(), String::new());
+        for (i, c) in self.containers.iter().enumerate() {
+            let field = |k: &str| format!("{at}[{i}].resources.{k}");
+            let r = c.resources.clone().unwrap_or_default();
+            // A request, else the limit (Kubernetes takes the limit as the request
+            // when only the limit is set).
+            let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
+            // GPUs under their vendors' resource names.
+            for k in r.requests.keys().chain(r.limits.keys()) {
+                match gpu_vendor(k) {
+                    Some(v) => {
+                        if vendor.as_deref().is_some_and(|x| x != v) {
+                            return Err(bad(&field(k), "one job asks for GPUs of one vendor"));
+                        }
+                        vendor = Some(v.to_string());
+                    }
+                    None if k.ends_with("/gpu") => {
+                        return Err(bad(
+                            &field(k),
+                            format!("`{k}` is not a GPU resource maar knows (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, ...)"),
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            if let Some(k) = r
+                .requests
+                .keys()
+                .chain(r.limits.keys())
+                .find(|k| gpu_vendor(k).is_some())
+                .cloned()
+            {
+                let t = get(&k).map(|q| q.text()).unwrap_or_default();
+                let n: u32 = t
+                    .parse()
+                    .map_err(|_| bad(&field(&k), format!("`{t}` is not a whole number of GPUs")))?;
+                gpus += n;
+            }
+            if let Some(q) = get("cpu") {
+                cpu += crate::quantity::parse_cpu_milli(&q.text())
+                    .map_err(|e| bad(&field("cpu"), e.to_string()))?;
+            }
+            if let Some(q) = get("memory") {
+                mem += crate::quantity::parse_bytes(&q.text())
+                    .map_err(|e| bad(&field("memory"), e.to_string()))?;
+            }
+            if let Some(q) = get("ephemeral-storage") {
+                disk += crate::quantity::parse_bytes(&q.text())
+                    .map_err(|e| bad(&field("ephemeral-storage"), e.to_string()))?;
+            }
+            if i == 0 {
+                command = c.command.iter().chain(c.args.iter()).cloned().collect();
+                image = c.image.clone();
+            }
+        }
+        crate::limits::at_most("nvidia.com/gpu", gpus, crate::limits::MAX_GPUS_PER_NODE)
+            .map_err(|m| bad(at, m))?;
+        Ok(PodRequests {
+            gpus,
+            vendor: vendor.filter(|v| v != "nvidia"),
+            cpu_milli: cpu,
+            memory: mem,
+            disk,
+            image,
+            command,
+        })
+    }
+}
+
+/// A `v1` Pod, as a Kubernetes cluster holds it (read leniently: maar reads the fields
+/// below and ignores the rest).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    #[serde(default)]
+    pub metadata: K8sMeta,
+    pub spec: PodSpec,
+}
+
+/// Annotations a pod may carry for maar.
+pub const ANNOTATION_POOL: &str = "crater.ai/pool";
+pub const ANNOTATION_PRIORITY: &str = "crater.ai/priority";
+pub const ANNOTATION_RUNTIME: &str = "crater.ai/estimated-runtime";
+
+impl Pod {
+    /// The pod as a one-replica training job of its namespace's project: its
+    /// containers' requests, its node selector (a `crater.ai/gpu-model` there is the
+    /// model it accepts), and from its annotations the pool (`crater.ai/pool`, else
+    /// the node selector's `crater.ai/pool`, else left empty), the priority
+    /// (`crater.ai/priority`: high, medium, low or an integer) and the estimated
+    /// runtime (`crater.ai/estimated-runtime`, for backfill). Kubernetes restarts its
+    /// containers; maar does not resubmit a pod.
+    pub fn to_job_spec(&self) -> Result<JobSpec, SpecError> {
+        let m = &self.metadata;
+        if m.name.is_empty() {
+            return Err(bad("metadata.name", "a pod needs a name"));
+        }
+        let r = self.spec.requests("spec.containers")?;
+        let priority = match m.annotations.get(ANNOTATION_PRIORITY) {
+            None => PRIORITY_MEDIUM,
+            Some(p) => {
+                let field = format!("metadata.annotations.{ANNOTATION_PRIORITY}");
+                serde_json::from_value::<Priority>(serde_json::Value::String(p.clone()))
+                    .map_err(|e| bad(&field, e.to_string()))?
+                    .0
+            }
+        };
+        let est_runtime_s = match m.annotations.get(ANNOTATION_RUNTIME) {
+            None => None,
+            Some(t) => Some(crate::quantity::parse_duration_s(t).map_err(|e| {
+                bad(
+                    &format!("metadata.annotations.{ANNOTATION_RUNTIME}"),
+                    e.to_string(),
+                )
+            })?),
+        };
+        let sel = &self.spec.node_selector;
+        Ok(JobSpec {
+            name: m.name.clone(),
+            project: m.namespace.clone().unwrap_or_else(|| "default".into()),
+            pool: m
+                .annotations
+                .get(ANNOTATION_POOL)
+                .or_else(|| sel.get(ANNOTATION_POOL))
+                .cloned()
+                .unwrap_or_default(),
+            kind: JobKind::Train,
+            priority,
+            replicas: 1,
+            gpu: GpuRequest {
+                count: r.gpus,
+                memory_per_card: None,
+                models: sel
+                    .get(LABEL_MODEL)
+                    .map(|m| vec![m.to_lowercase()])
+                    .unwrap_or_default(),
+                shared: false,
+                milli: None,
+                vendor: r.vendor,
+            },
+            cpu_milli: r.cpu_milli,
+            memory: r.memory,
+            disk: r.disk,
+            affinity: Affinity::Any,
+            restart: RestartPolicy::Never,
+            est_runtime_s,
+            image: r.image,
+            command: r.command,
+            node_selector: sel
+                .iter()
+                .filter(|(k, _)| k.as_str() != ANNOTATION_POOL)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        })
+    }
+}
+
 /// An `autoscaling/v2` HorizontalPodAutoscaler.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -749,65 +926,11 @@ impl Deployment {
         let replicas = self.spec.replicas.unwrap_or(1);
         crate::limits::at_most("spec.replicas", replicas, crate::limits::MAX_REPLICAS)
             .map_err(|m| bad("spec.replicas", m))?;
-        let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
-        let mut vendor: Option<String> = None;
-        let (mut command, mut image) = (Vec::new(), String::new());
-        for (i, c) in self.spec.template.spec.containers.iter().enumerate() {
-            let field = |k: &str| format!("spec.template.spec.containers[{i}].resources.{k}");
-            let r = c.resources.clone().unwrap_or_default();
-            // A request, else the limit (Kubernetes takes the limit as the request
-            // when only the limit is set).
-            let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
-            // GPUs under their vendors' resource names.
-            for k in r.requests.keys().chain(r.limits.keys()) {
-                match gpu_vendor(k) {
-                    Some(v) => {
-                        if vendor.as_deref().is_some_and(|x| x != v) {
-                            return Err(bad(&field(k), "one job asks for GPUs of one vendor"));
-                        }
-                        vendor = Some(v.to_string());
-                    }
-                    None if k.ends_with("/gpu") => {
-                        return Err(bad(
-                            &field(k),
-                            format!("`{k}` is not a GPU resource maar knows (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, ...)"),
-                        ))
-                    }
-                    None => {}
-                }
-            }
-            if let Some(k) = r
-                .requests
-                .keys()
-                .chain(r.limits.keys())
-                .find(|k| gpu_vendor(k).is_some())
-                .cloned()
-            {
-                let t = get(&k).map(|q| q.text()).unwrap_or_default();
-                let n: u32 = t
-                    .parse()
-                    .map_err(|_| bad(&field(&k), format!("`{t}` is not a whole number of GPUs")))?;
-                gpus += n;
-            }
-            if let Some(q) = get("cpu") {
-                cpu += crate::quantity::parse_cpu_milli(&q.text())
-                    .map_err(|e| bad(&field("cpu"), e.to_string()))?;
-            }
-            if let Some(q) = get("memory") {
-                mem += crate::quantity::parse_bytes(&q.text())
-                    .map_err(|e| bad(&field("memory"), e.to_string()))?;
-            }
-            if let Some(q) = get("ephemeral-storage") {
-                disk += crate::quantity::parse_bytes(&q.text())
-                    .map_err(|e| bad(&field("ephemeral-storage"), e.to_string()))?;
-            }
-            if i == 0 {
-                command = c.command.iter().chain(c.args.iter()).cloned().collect();
-                image = c.image.clone();
-            }
-        }
-        crate::limits::at_most("nvidia.com/gpu", gpus, crate::limits::MAX_GPUS_PER_NODE)
-            .map_err(|m| bad("spec.template.spec.containers", m))?;
+        let r = self
+            .spec
+            .template
+            .spec
+            .requests("spec.template.spec.containers")?;
         let (min, max, target, window) = match hpa {
             None => (replicas, replicas, 70, 300),
             Some(h) => {
@@ -903,7 +1026,7 @@ impl Deployment {
             priority: PRIORITY_MEDIUM,
             replicas: replicas.clamp(min, max.max(min)),
             gpu: GpuRequest {
-                count: gpus,
+                count: r.gpus,
                 memory_per_card: None,
                 models: self
                     .spec
@@ -916,19 +1039,19 @@ impl Deployment {
                 shared: false,
                 milli: None,
                 // NVIDIA is what GPU nodes hold unless labelled otherwise.
-                vendor: vendor.filter(|v| v != "nvidia"),
+                vendor: r.vendor.clone(),
             },
-            cpu_milli: cpu,
-            memory: mem,
-            disk,
+            cpu_milli: r.cpu_milli,
+            memory: r.memory,
+            disk: r.disk,
             affinity: Affinity::Spread,
             restart: RestartPolicy::OnFailure {
                 max_restarts: u32::MAX,
                 backoff_s: 10,
             },
             est_runtime_s: None,
-            image,
-            command,
+            image: r.image,
+            command: r.command,
             node_selector: self
                 .spec
                 .template

@@ -1,0 +1,797 @@
+//! [`KubeDriver`]: a Kubernetes cluster as a driver of the engine.
+//!
+//! What the watch sees becomes observations, in order:
+//! - a namespace is a project (`ProjectSeen`, open in every pool until quota is set);
+//! - a node role (`crater.ai/node-role`) not seen before is a pool of that name
+//!   (`PoolSeen`); a node joins, is relabelled, turns Ready or NotReady, is cordoned
+//!   with kubectl (`spec.unschedulable`), has single GPUs cordoned (annotation
+//!   `crater.ai/cordoned-gpus`), or is deleted (NotReady, "deleted");
+//! - a pod with `schedulerName: maar` is a job: queued while it waits for a node,
+//!   added as running where it is already bound (a restart of maar), ended when it
+//!   succeeds or fails (OOMKilled told apart), cancelled when it is deleted.
+//!
+//! The core's decisions become writes ([`crate::world::Write`]): a bind (answered by
+//! `Bound` / `BindFailed`: a 409 or a node gone returns the job to the queue), a pod
+//! deleted when maar preempts or drains it. A pod that waits gets `PodScheduled=False`
+//! and a `FailedScheduling` event with maar's reason and its first proven fix, when
+//! the reason changes and at most every [`RETELL_S`] seconds otherwise (kube-scheduler
+//! retries with back-off; an event per cycle would flood the API server).
+//!
+//! Operator commands act on the cluster too: a node cordoned in maar is cordoned in
+//! Kubernetes (`spec.unschedulable`), a GPU cordon is written to the node's annotation.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Node as KNode;
+use maar_scheduler::model::{Overcommit, Phase, Pool, PoolKind, LABEL_ROLE};
+use maar_scheduler::{
+    Actor, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation, Output, Severity,
+};
+
+use crate::map::{self, PodState};
+use crate::world::{PodSeen, Seen, Watched, World, Write};
+
+/// Seconds before an unchanged reason is told again on a waiting pod.
+pub const RETELL_S: u64 = 300;
+/// Things seen applied per step at most (the engine answers requests between steps).
+const MAX_SEEN_PER_STEP: usize = 20_000;
+
+/// What the driver last told the core of a node.
+#[derive(Clone, Debug, PartialEq)]
+struct NodeFacts {
+    labels: BTreeMap<String, String>,
+    ready: (bool, String),
+    cordoned: bool,
+    cordoned_gpus: Vec<u32>,
+}
+
+/// What the driver knows of one of maar's pods.
+#[derive(Clone, Debug)]
+struct PodFacts {
+    uid: String,
+    /// The core holds it as a job.
+    in_core: bool,
+    /// Bound to a node in Kubernetes (so stopping it means deleting it).
+    bound: bool,
+    ended: bool,
+}
+
+/// A Kubernetes cluster feeding the core.
+pub struct KubeDriver {
+    world: Option<World>,
+    nodes: HashMap<String, NodeFacts>,
+    pods: HashMap<String, PodFacts>,
+    /// Names seen during a relist, per kind (nodes, pods), while one is under way.
+    relist_nodes: Option<HashSet<String>>,
+    relist_pods: Option<HashSet<String>>,
+    /// Nodes have been listed once: pods wait for that (they name their nodes).
+    nodes_listed: bool,
+    held_pods: Vec<Watched<Box<PodSeen>>>,
+    /// What each waiting pod was last told, and when.
+    told: HashMap<String, (String, u64)>,
+    /// The last time each trouble was noted.
+    troubles: HashMap<String, u64>,
+    /// Something changed since the last cycle.
+    dirty: bool,
+    last_cycle: Option<u64>,
+    last_told: Option<u64>,
+}
+
+fn actor() -> Actor {
+    Actor::system("kubernetes")
+}
+
+impl KubeDriver {
+    /// A driver on a running world (see [`World::start`]).
+    pub fn new(world: World) -> KubeDriver {
+        KubeDriver {
+            world: Some(world),
+            ..KubeDriver::detached()
+        }
+    }
+
+    /// A driver with no cluster attached: what it is fed by hand (tests) or nothing.
+    pub fn detached() -> KubeDriver {
+        KubeDriver {
+            world: None,
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            relist_nodes: None,
+            relist_pods: None,
+            nodes_listed: false,
+            held_pods: Vec::new(),
+            told: HashMap::new(),
+            troubles: HashMap::new(),
+            dirty: false,
+            last_cycle: None,
+            last_told: None,
+        }
+    }
+
+    /// Feeds what the watch saw until nodes, pods and namespaces are listed once (or
+    /// `within` passes): the cluster as it is before the console opens. Returns how
+    /// many things were seen, and whether the lists completed.
+    pub fn first_lists(&mut self, core: &mut Core, within: std::time::Duration) -> (usize, bool) {
+        let end = std::time::Instant::now() + within;
+        let mut n = 0;
+        let mut pods_listed = false;
+        let mut events = Vec::new();
+        let mut writes = Vec::new();
+        while !(self.nodes_listed && pods_listed) {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let Some(s) = self.world.as_ref().and_then(|w| w.next_within(left)) else {
+                break;
+            };
+            if matches!(s, Seen::Pod(Watched::InitDone)) {
+                pods_listed = true;
+            }
+            self.see(core, s, &mut events, &mut writes);
+            n += 1;
+        }
+        self.flush(writes);
+        (n, self.nodes_listed && pods_listed)
+    }
+
+    fn observe(core: &mut Core, o: Observation, events: &mut Vec<Event>) -> Output {
+        let mut out = core.apply(Input::Observe(o));
+        events.append(&mut out.events);
+        out
+    }
+
+    fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
+        let mut out = core.apply(Input::Command {
+            actor: actor(),
+            command: c,
+        });
+        events.append(&mut out.events);
+    }
+
+    /// The pool for a node's role, added when new.
+    fn ensure_pool(core: &mut Core, labels: &BTreeMap<String, String>, events: &mut Vec<Event>) {
+        let Some(role) = labels.get(LABEL_ROLE) else {
+            return;
+        };
+        if core.cluster().pool_id(role).is_some() {
+            return;
+        }
+        let kind = if role.contains("infer") || role.contains("serv") {
+            PoolKind::Inference
+        } else {
+            PoolKind::Training
+        };
+        Self::observe(
+            core,
+            Observation::PoolSeen {
+                pool: Box::new(Pool {
+                    name: role.clone(),
+                    kind,
+                    selector: BTreeMap::from([(LABEL_ROLE.to_string(), role.clone())]),
+                    overcommit: Overcommit::default(),
+                    lend_to: Vec::new(),
+                }),
+            },
+            events,
+        );
+    }
+
+    fn ensure_project(core: &mut Core, ns: &str, events: &mut Vec<Event>) {
+        if core.cluster().project_id(ns).is_none() {
+            Self::observe(
+                core,
+                Observation::ProjectSeen {
+                    project: ns.to_string(),
+                },
+                events,
+            );
+        }
+    }
+
+    /// One thing seen, applied to the core.
+    pub fn see(
+        &mut self,
+        core: &mut Core,
+        s: Seen,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        self.dirty = true;
+        match s {
+            Seen::Namespace(Watched::Apply(ns) | Watched::InitApply(ns)) => {
+                Self::ensure_project(core, &ns, events)
+            }
+            Seen::Namespace(_) => {}
+            Seen::Node(w) => match w {
+                Watched::Init => self.relist_nodes = Some(HashSet::new()),
+                Watched::InitApply(k) => {
+                    if let (Some(set), Some(name)) = (&mut self.relist_nodes, &k.metadata.name) {
+                        set.insert(name.clone());
+                    }
+                    self.node_applied(core, &k, events);
+                }
+                Watched::Apply(k) => self.node_applied(core, &k, events),
+                Watched::Delete(k) => {
+                    if let Some(name) = &k.metadata.name {
+                        self.node_gone(core, name, events);
+                    }
+                }
+                Watched::InitDone => {
+                    if let Some(set) = self.relist_nodes.take() {
+                        let gone: Vec<String> = self
+                            .nodes
+                            .iter()
+                            .filter(|(n, f)| !set.contains(*n) && f.ready.0)
+                            .map(|(n, _)| n.clone())
+                            .collect();
+                        for n in gone {
+                            self.node_gone(core, &n, events);
+                        }
+                    }
+                    if !self.nodes_listed {
+                        self.nodes_listed = true;
+                        for w in std::mem::take(&mut self.held_pods) {
+                            self.pod_seen(core, w, events, writes);
+                        }
+                    }
+                }
+            },
+            Seen::Pod(w) => {
+                if self.nodes_listed {
+                    self.pod_seen(core, w, events, writes);
+                } else {
+                    self.held_pods.push(w);
+                }
+            }
+            Seen::Bound { job, result } => {
+                let o = match result {
+                    Ok(()) => {
+                        if let Some(f) = self.pods.get_mut(&job) {
+                            f.bound = true;
+                        }
+                        Observation::Bound { job }
+                    }
+                    Err(reason) => Observation::BindFailed { job, reason },
+                };
+                Self::observe(core, o, events);
+            }
+            Seen::Trouble(msg) => {
+                let now = core.now();
+                let last = self.troubles.get(&msg).copied();
+                if last.is_none_or(|t| now >= t + 60) {
+                    self.troubles.insert(msg.clone(), now);
+                    tracing::warn!(target: "maar::kube", "{msg}");
+                    Self::observe(
+                        core,
+                        Observation::Note {
+                            severity: Severity::Warning,
+                            reason: "KubernetesTrouble".into(),
+                            object: "cluster".into(),
+                            message: msg,
+                        },
+                        events,
+                    );
+                }
+            }
+        }
+    }
+
+    fn node_applied(&mut self, core: &mut Core, k: &KNode, events: &mut Vec<Event>) {
+        let name = k.metadata.name.clone().unwrap_or_default();
+        let facts = NodeFacts {
+            labels: map::labels_of(k),
+            ready: map::node_ready(k),
+            cordoned: map::node_cordoned(k),
+            cordoned_gpus: map::cordoned_gpus(k),
+        };
+        Self::ensure_pool(core, &facts.labels, events);
+        let before = self.nodes.get(&name).cloned();
+        match &before {
+            None => {
+                let node = map::node_of(k);
+                Self::observe(
+                    core,
+                    Observation::NodeJoined {
+                        node: Box::new(node),
+                    },
+                    events,
+                );
+                for &g in &facts.cordoned_gpus {
+                    Self::command_as_world(
+                        core,
+                        Command::CordonGpu {
+                            node: name.clone(),
+                            gpu: g,
+                        },
+                        events,
+                    );
+                }
+            }
+            Some(b) => {
+                if b.labels != facts.labels {
+                    Self::observe(
+                        core,
+                        Observation::NodeLabels {
+                            node: name.clone(),
+                            labels: facts.labels.clone(),
+                        },
+                        events,
+                    );
+                }
+                if b.ready != facts.ready {
+                    Self::observe(
+                        core,
+                        Observation::NodeCondition {
+                            node: name.clone(),
+                            ready: facts.ready.0,
+                            reason: facts.ready.1.clone(),
+                        },
+                        events,
+                    );
+                }
+                if b.cordoned != facts.cordoned {
+                    let c = if facts.cordoned {
+                        Command::CordonNode { node: name.clone() }
+                    } else {
+                        Command::UncordonNode { node: name.clone() }
+                    };
+                    Self::command_as_world(core, c, events);
+                }
+                for &g in facts
+                    .cordoned_gpus
+                    .iter()
+                    .filter(|g| !b.cordoned_gpus.contains(g))
+                {
+                    Self::command_as_world(
+                        core,
+                        Command::CordonGpu {
+                            node: name.clone(),
+                            gpu: g,
+                        },
+                        events,
+                    );
+                }
+                for &g in b
+                    .cordoned_gpus
+                    .iter()
+                    .filter(|g| !facts.cordoned_gpus.contains(g))
+                {
+                    Self::command_as_world(
+                        core,
+                        Command::UncordonGpu {
+                            node: name.clone(),
+                            gpu: g,
+                        },
+                        events,
+                    );
+                }
+            }
+        }
+        self.nodes.insert(name, facts);
+    }
+
+    fn node_gone(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
+        let Some(f) = self.nodes.get_mut(name) else {
+            return;
+        };
+        let reason = "deleted from the cluster".to_string();
+        if f.ready != (false, reason.clone()) {
+            f.ready = (false, reason.clone());
+            Self::observe(
+                core,
+                Observation::NodeCondition {
+                    node: name.to_string(),
+                    ready: false,
+                    reason,
+                },
+                events,
+            );
+        }
+    }
+
+    fn pod_seen(
+        &mut self,
+        core: &mut Core,
+        w: Watched<Box<PodSeen>>,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        match w {
+            Watched::Init => self.relist_pods = Some(HashSet::new()),
+            Watched::InitApply(p) => {
+                if let Some(set) = &mut self.relist_pods {
+                    set.insert(p.key.clone());
+                }
+                self.pod_applied(core, *p, events, writes);
+            }
+            Watched::Apply(p) => self.pod_applied(core, *p, events, writes),
+            Watched::Delete(p) => self.pod_deleted(core, &p.key, events),
+            Watched::InitDone => {
+                if let Some(set) = self.relist_pods.take() {
+                    let gone: Vec<String> = self
+                        .pods
+                        .keys()
+                        .filter(|k| !set.contains(*k))
+                        .cloned()
+                        .collect();
+                    for k in gone {
+                        self.pod_deleted(core, &k, events);
+                    }
+                }
+            }
+        }
+    }
+
+    fn pod_applied(
+        &mut self,
+        core: &mut Core,
+        p: PodSeen,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        if !p.ours {
+            return;
+        }
+        let key = p.key.clone();
+        if let Some(f) = self.pods.get_mut(&key) {
+            if f.uid != p.uid {
+                // The same name, a new pod: the old one is gone.
+                self.pod_deleted(core, &key, events);
+            } else {
+                if p.node.is_some() {
+                    f.bound = true;
+                }
+                if f.ended || !f.in_core {
+                    return;
+                }
+                let outcome = match p.state {
+                    PodState::Live => return,
+                    PodState::Succeeded => JobOutcome::Succeeded,
+                    PodState::Failed { oom: true, message } => JobOutcome::OomKilled { message },
+                    PodState::Failed {
+                        oom: false,
+                        message,
+                    } => JobOutcome::Failed { message },
+                };
+                f.ended = true;
+                let running = core
+                    .cluster()
+                    .job_id(&key)
+                    .is_ok_and(|id| core.cluster().jobs[id as usize].phase == Phase::Running);
+                if running {
+                    Self::observe(core, Observation::JobEnded { job: key, outcome }, events);
+                } else {
+                    // Ended before maar started it (another hand bound it): no longer
+                    // waiting.
+                    Self::command_as_world(core, Command::Cancel { job: key }, events);
+                }
+                return;
+            }
+        }
+        let mut facts = PodFacts {
+            uid: p.uid.clone(),
+            in_core: false,
+            bound: p.node.is_some(),
+            ended: p.state != PodState::Live,
+        };
+        if facts.ended {
+            // History is Kubernetes's: a pod that ended before maar saw it is not a job.
+            self.pods.insert(key, facts);
+            return;
+        }
+        let (ns, _) = key.split_once('/').unwrap_or(("default", &key));
+        Self::ensure_project(core, ns, events);
+        let mut spec = match p.spec {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                let message = format!("maar cannot read this pod: {}: {}", e.field, e.message);
+                writes.push(Write::Unschedulable {
+                    job: key.clone(),
+                    uid: p.uid.clone(),
+                    message,
+                });
+                self.pods.insert(key, facts);
+                return;
+            }
+            None => return,
+        };
+        spec.project = ns.to_string();
+        if spec.pool.is_empty() || core.cluster().pool_id(&spec.pool).is_none() {
+            // The pool its node selector's role names, else its project's default.
+            let by_role = spec
+                .node_selector
+                .get(LABEL_ROLE)
+                .filter(|r| core.cluster().pool_id(r).is_some())
+                .cloned();
+            if let Some(p) = by_role.or_else(|| core.cluster().default_pool(&spec).ok()) {
+                spec.pool = p;
+            }
+        }
+        let out = match &p.node {
+            Some(node) if core.cluster().node_id(node).is_ok() => Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec: Box::new(spec),
+                    node: node.clone(),
+                    gpus: p.gpus.clone(),
+                },
+                events,
+            ),
+            _ => Self::observe(
+                core,
+                Observation::JobSubmitted {
+                    spec: Box::new(spec),
+                },
+                events,
+            ),
+        };
+        match out.result {
+            Ok(_) => facts.in_core = true,
+            Err(e) => writes.push(Write::Unschedulable {
+                job: key.clone(),
+                uid: p.uid.clone(),
+                message: format!("maar cannot queue this pod: {e}"),
+            }),
+        }
+        self.pods.insert(key, facts);
+    }
+
+    fn pod_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+        let Some(f) = self.pods.remove(key) else {
+            return;
+        };
+        self.told.remove(key);
+        if !f.in_core || f.ended {
+            return;
+        }
+        let live = core.cluster().job_id(key).is_ok_and(|id| {
+            matches!(
+                core.cluster().jobs[id as usize].phase,
+                Phase::Pending | Phase::Running
+            )
+        });
+        if live {
+            Self::command_as_world(
+                core,
+                Command::Cancel {
+                    job: key.to_string(),
+                },
+                events,
+            );
+        }
+    }
+
+    /// Decisions as writes.
+    fn carry_out(&mut self, decisions: &[Decision], writes: &mut Vec<Write>) {
+        for d in decisions {
+            match d {
+                Decision::Bind { job, replicas, .. } => {
+                    if let Some(r) = replicas.first() {
+                        writes.push(Write::Bind {
+                            job: job.clone(),
+                            node: r.node.clone(),
+                            gpus: r.gpus.clone(),
+                        });
+                    }
+                }
+                Decision::Stop { job, reason, .. } => {
+                    // Only a pod bound in Kubernetes and still running is deleted: a
+                    // bind taken back or a pod that ended needs nothing.
+                    if let Some(f) = self.pods.get_mut(job) {
+                        if f.bound && !f.ended {
+                            f.ended = true;
+                            writes.push(Write::Delete {
+                                job: job.clone(),
+                                reason: reason.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scheduling cycles until no more decisions (at most a few), their decisions
+    /// written.
+    fn settle(&mut self, core: &mut Core, events: &mut Vec<Event>, writes: &mut Vec<Write>) {
+        for _ in 0..4 {
+            let out = core.apply(Input::Schedule);
+            events.extend(out.events);
+            if out.decisions.is_empty() {
+                break;
+            }
+            self.carry_out(&out.decisions, writes);
+        }
+    }
+
+    /// Tells waiting pods why (reason changed, or [`RETELL_S`] passed).
+    fn tell_waiting(&mut self, core: &Core, writes: &mut Vec<Write>) {
+        let now = core.now();
+        let c = core.cluster();
+        for j in c.pending_jobs() {
+            let key = format!("{}/{}", j.spec.project, j.spec.name);
+            let Some(f) = self.pods.get(&key) else {
+                continue;
+            };
+            if j.reason.is_empty() {
+                continue;
+            }
+            let stale = match self.told.get(&key) {
+                None => true,
+                Some((r, t)) => r.as_str() != &*j.reason || now >= t + RETELL_S,
+            };
+            if !stale {
+                continue;
+            }
+            let mut message = j.reason.to_string();
+            let ex = c.explain(j.id);
+            if let Some(fix) = ex.suggestions.first() {
+                message.push_str("; ");
+                message.push_str(fix);
+            }
+            writes.push(Write::Unschedulable {
+                job: key.clone(),
+                uid: f.uid.clone(),
+                message,
+            });
+            self.told.insert(key, (j.reason.to_string(), now));
+        }
+    }
+
+    fn flush(&self, writes: Vec<Write>) {
+        if let Some(w) = &self.world {
+            for x in writes {
+                w.write(x);
+            }
+        }
+    }
+
+    /// One step: what was seen, a cycle when something changed (or each second), the
+    /// waiting pods told. Returns the writes (also sent to the world, when attached).
+    pub fn step(&mut self, core: &mut Core, to: u64, seen: Vec<Seen>) -> (Vec<Event>, Vec<Write>) {
+        let mut events = core.apply(Input::Advance { to }).events;
+        let mut writes = Vec::new();
+        for s in seen {
+            self.see(core, s, &mut events, &mut writes);
+        }
+        if self.dirty || self.last_cycle.is_none_or(|t| to > t) {
+            self.dirty = false;
+            self.last_cycle = Some(to);
+            self.settle(core, &mut events, &mut writes);
+        }
+        if self.last_told.is_none_or(|t| to > t) {
+            self.last_told = Some(to);
+            self.tell_waiting(core, &mut writes);
+        }
+        (events, writes)
+    }
+}
+
+impl Driver for KubeDriver {
+    fn kind(&self) -> &'static str {
+        "kube"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        let mut seen = Vec::new();
+        if let Some(w) = &self.world {
+            while seen.len() < MAX_SEEN_PER_STEP {
+                match w.try_next() {
+                    Some(s) => seen.push(s),
+                    None => break,
+                }
+            }
+        }
+        let (events, writes) = self.step(core, to, seen);
+        self.flush(writes);
+        events
+    }
+
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        if let Command::Submit(spec) = &command {
+            return Output {
+                result: Err(maar_scheduler::ClusterError::Invalid(format!(
+                    "job {}: on Kubernetes, jobs are pods: create it with `kubectl apply` and `schedulerName: maar`",
+                    spec.name
+                ))),
+                job: None,
+                events: Vec::new(),
+                decisions: Vec::new(),
+            };
+        }
+        let mut writes = Vec::new();
+        // What the operator does to nodes is done in Kubernetes too (once the core
+        // took the command).
+        let cordon = match &command {
+            Command::CordonNode { node } | Command::DrainNode { node } => {
+                Some((node.clone(), true))
+            }
+            Command::UncordonNode { node } => Some((node.clone(), false)),
+            _ => None,
+        };
+        let gpu_node = match &command {
+            Command::CordonGpu { node, .. } | Command::UncordonGpu { node, .. } => {
+                Some(node.clone())
+            }
+            _ => None,
+        };
+        let mut out = core.apply(Input::Command { actor, command });
+        if out.is_ok() {
+            if let Some((node, on)) = cordon {
+                if let Some(f) = self.nodes.get_mut(&node) {
+                    f.cordoned = on;
+                }
+                writes.push(Write::Cordon { node, on });
+            }
+            if let Some(node) = gpu_node {
+                let c = core.cluster();
+                if let Ok(n) = c.node_id(&node) {
+                    let gpus = c.nodes[n as usize]
+                        .gpus
+                        .iter()
+                        .filter(|g| g.cordoned)
+                        .map(|g| g.index)
+                        .collect::<Vec<_>>();
+                    // What maar writes comes back through the watch as already known.
+                    if let Some(f) = self.nodes.get_mut(&node) {
+                        f.cordoned_gpus = gpus.clone();
+                    }
+                    writes.push(Write::GpuCordons { node, gpus });
+                }
+            }
+            let mut events = std::mem::take(&mut out.events);
+            let decisions = out.decisions.clone();
+            self.carry_out(&decisions, &mut writes);
+            self.settle(core, &mut events, &mut writes);
+            out.events = events;
+            self.flush(writes);
+        }
+        out
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Previews decide; they write nothing to the cluster.
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(maar_scheduler::input::Bare)
+    }
+
+    /// The pods keep running in the cluster; the watch stops.
+    fn stop(&mut self, _core: &mut Core) -> Vec<Event> {
+        if let Some(w) = self.world.take() {
+            w.shutdown();
+        }
+        Vec::new()
+    }
+}
+
+/// A Kubernetes cluster's record with no cluster attached (a look at its past, a
+/// command given while no `maar kube` runs): commands change the core; nothing is
+/// scheduled or written until `maar kube` attaches the cluster again.
+#[derive(Clone)]
+pub struct Offline;
+
+impl Driver for Offline {
+    fn kind(&self) -> &'static str {
+        "kube"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        core.apply(Input::Advance { to }).events
+    }
+
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        core.apply(Input::Command { actor, command })
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(Offline)
+    }
+}

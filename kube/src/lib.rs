@@ -1,0 +1,21 @@
+//! maar's Kubernetes backend.
+//!
+//! - [`connect`]: the kubeconfig's context (or in-cluster), a connect timeout, and a
+//!   probe so that an unreachable server, expired credentials or missing RBAC is one
+//!   line naming the context and the fix.
+//! - [`map`]: Nodes and Pods as maar's model (pure; tested on recorded objects).
+//! - [`world`]: the async side: watchers (nodes, pods, namespaces) whose events reach
+//!   the driver through a channel, and the writes maar makes (bind with the GPU
+//!   indices annotated, `PodScheduled=False` with maar's explanation and a
+//!   `FailedScheduling` event, delete a preempted pod).
+//! - [`driver`]: [`driver::KubeDriver`], a `Driver` of the engine like the simulation
+//!   and local mode: what the watch sees becomes observations, the core's decisions
+//!   become writes, their answers come back as `Bound` / `BindFailed`.
+
+pub mod connect;
+pub mod driver;
+pub mod map;
+pub mod world;
+
+pub use connect::{connect, ConnectOptions, Connected, KubeError};
+pub use driver::KubeDriver;

@@ -1,0 +1,204 @@
+//! Kubernetes objects as maar's model: pure functions, tested on recorded objects.
+//!
+//! - A Node becomes a maar node: its labels as they are (`crater.ai/*` among them), its
+//!   allocatable CPU, memory and ephemeral storage, one card per allocatable GPU of its
+//!   vendor's resource (`nvidia.com/gpu`, `amd.com/gpu`, `huawei.com/Ascend910`) with
+//!   the model and memory its labels give, `Ready` from its Ready condition and
+//!   cordoned from `spec.unschedulable` (what `kubectl cordon` sets).
+//! - A Pod with `schedulerName: maar` becomes a one-replica job of its namespace's
+//!   project ([`maar_scheduler::manifest::Pod`] reads it, so the request rules are the
+//!   manifests' own); its phase and container states say how it ended.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
+use maar_scheduler::manifest::{gpu_vendor, SpecError};
+use maar_scheduler::model::{Gpu, JobSpec, Node, LABEL_MEMORY, LABEL_MODEL};
+use maar_scheduler::quantity::{parse_bytes, parse_cpu_milli};
+
+/// The scheduler name pods give to be scheduled by maar.
+pub const SCHEDULER_NAME: &str = "maar";
+/// The annotation maar writes on a pod it binds: the GPU indices it was given on the
+/// node (`0,3`), for the device plugin.
+pub const ANNOTATION_GPUS: &str = "crater.ai/gpu-indices";
+/// The annotation that cordons single GPUs of a node (`1,5`): maar skips those cards.
+pub const ANNOTATION_CORDONED_GPUS: &str = "crater.ai/cordoned-gpus";
+
+/// A pod's key: `namespace/name`, which is also its job's name in maar.
+pub fn pod_key(p: &KPod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Whether maar schedules this pod.
+pub fn is_ours(p: &KPod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .is_some_and(|s| s == SCHEDULER_NAME)
+}
+
+/// The node a pod is bound to, if any.
+pub fn pod_node(p: &KPod) -> Option<&str> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// How far a pod has come.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodState {
+    /// Not ended (waiting for a node, or bound and running).
+    Live,
+    Succeeded,
+    /// Failed; `oom` when a container was OOMKilled.
+    Failed {
+        oom: bool,
+        message: String,
+    },
+}
+
+/// A pod's state from its phase and its containers' last terminations.
+pub fn pod_state(p: &KPod) -> PodState {
+    let Some(st) = p.status.as_ref() else {
+        return PodState::Live;
+    };
+    let oom = st
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            c.state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .or(c.last_state.as_ref().and_then(|s| s.terminated.as_ref()))
+        })
+        .find(|t| t.reason.as_deref() == Some("OOMKilled"));
+    match st.phase.as_deref() {
+        Some("Succeeded") => PodState::Succeeded,
+        Some("Failed") => PodState::Failed {
+            oom: oom.is_some(),
+            message: match oom {
+                Some(t) => format!(
+                    "OOMKilled (exit code {}){}",
+                    t.exit_code,
+                    t.message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ),
+                None => st
+                    .message
+                    .clone()
+                    .or(st.reason.clone())
+                    .unwrap_or_else(|| "pod failed".into()),
+            },
+        },
+        _ => PodState::Live,
+    }
+}
+
+/// The pod as maar's job: read through the manifests' own `Pod` (one place for the
+/// request rules).
+pub fn job_of(p: &KPod) -> Result<JobSpec, SpecError> {
+    let v = serde_json::to_value(p).map_err(|e| SpecError {
+        field: "pod".into(),
+        message: e.to_string(),
+    })?;
+    let pod: maar_scheduler::manifest::Pod = serde_json::from_value(v).map_err(|e| SpecError {
+        field: "spec".into(),
+        message: e.to_string(),
+    })?;
+    pod.to_job_spec()
+}
+
+/// The node's labels.
+pub fn labels_of(k: &KNode) -> BTreeMap<String, String> {
+    k.metadata.labels.clone().unwrap_or_default()
+}
+
+/// Whether the node is Ready, and why not.
+pub fn node_ready(k: &KNode) -> (bool, String) {
+    let ready = k
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => (true, String::new()),
+        Some(c) => (
+            false,
+            c.reason
+                .clone()
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| format!("Ready={}", c.status)),
+        ),
+        None => (false, "no Ready condition reported".into()),
+    }
+}
+
+/// Whether the node is cordoned (`spec.unschedulable`, as `kubectl cordon` sets it).
+pub fn node_cordoned(k: &KNode) -> bool {
+    k.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// Single GPUs cordoned on the node (its `crater.ai/cordoned-gpus` annotation).
+pub fn cordoned_gpus(k: &KNode) -> Vec<u32> {
+    k.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_CORDONED_GPUS))
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Allocatable GPUs of the node: (count, vendor resource name), from the first GPU
+/// resource it advertises.
+pub fn node_gpus(k: &KNode) -> (u32, Option<String>) {
+    let Some(alloc) = k.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
+        return (0, None);
+    };
+    alloc
+        .iter()
+        .find(|(r, _)| gpu_vendor(r).is_some())
+        .map(|(r, q)| (q.0.parse().unwrap_or(0), Some(r.clone())))
+        .unwrap_or((0, None))
+}
+
+/// The node as maar's model (not yet in any pool: the cluster places it by its labels).
+pub fn node_of(k: &KNode) -> Node {
+    let name = k.metadata.name.clone().unwrap_or_default();
+    let labels = labels_of(k);
+    let alloc = k.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    let get = |r: &str| alloc.and_then(|a| a.get(r)).map(|q| q.0.as_str());
+    let cpu = get("cpu")
+        .and_then(|q| parse_cpu_milli(q).ok())
+        .unwrap_or(0);
+    let memory = get("memory").and_then(|q| parse_bytes(q).ok()).unwrap_or(0);
+    let disk = get("ephemeral-storage")
+        .and_then(|q| parse_bytes(q).ok())
+        .unwrap_or(0);
+    let (count, _) = node_gpus(k);
+    let model = labels.get(LABEL_MODEL).cloned().unwrap_or_default();
+    let gpu_mem = labels
+        .get(LABEL_MEMORY)
+        .and_then(|m| parse_bytes(m).ok())
+        .unwrap_or(0);
+    let gpus = (0..count)
+        .map(|i| Gpu::new(i, format!("{name}/{i}"), model.clone(), gpu_mem, false))
+        .collect();
+    let mut n = Node::new(name, labels, cpu, memory, disk, gpus);
+    n.cordoned = node_cordoned(k);
+    let (ready, why) = node_ready(k);
+    if !ready {
+        n.condition = maar_scheduler::model::Condition::NotReady(why);
+    }
+    n
+}

@@ -1,0 +1,289 @@
+//! The Kubernetes layer against kube-rs's mock client (request/response pairs, as
+//! kube-rs's own tests do): what maar sends for a bind, an unschedulable pod, a
+//! preempted pod and a cordon, and how the API's refusals become one-line errors.
+
+use std::pin::pin;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::Client;
+use maar_kube::world::{carry_out, Write};
+use serde_json::{json, Value};
+use tower_test::mock;
+
+type Handle = mock::Handle<Request<Body>, Response<Body>>;
+
+fn mock_client() -> (Client, Handle) {
+    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(svc, "default"), handle)
+}
+
+fn recorder(c: &Client) -> Recorder {
+    Recorder::new(
+        c.clone(),
+        Reporter {
+            controller: "maar".into(),
+            instance: Some("test".into()),
+        },
+    )
+}
+
+/// The next request: method, path and query, JSON body.
+async fn next(
+    handle: &mut std::pin::Pin<&mut Handle>,
+) -> (Method, String, Value, mock::SendResponse<Response<Body>>) {
+    let (req, send) = handle.next_request().await.expect("a request");
+    let method = req.method().clone();
+    let uri = req.uri().to_string();
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (method, uri, body, send)
+}
+
+fn ok(v: Value) -> Response<Body> {
+    Response::new(Body::from(serde_json::to_vec(&v).unwrap()))
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
+    let mut r = ok(
+        json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+        "code": code, "reason": reason, "message": message}),
+    );
+    *r.status_mut() = StatusCode::from_u16(code).unwrap();
+    r
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}})
+}
+
+#[tokio::test]
+async fn a_bind_annotates_the_gpus_then_posts_the_binding() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(
+            uri.starts_with("/api/v1/namespaces/ml/pods/train-0?"),
+            "{uri}"
+        );
+        assert_eq!(
+            body["metadata"]["annotations"]["crater.ai/gpu-indices"],
+            "2,3"
+        );
+        send.send_response(ok(pod("train-0")));
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(
+            uri.starts_with("/api/v1/namespaces/ml/pods/train-0/binding"),
+            "{uri}"
+        );
+        assert_eq!(body["kind"], "Binding");
+        assert_eq!(body["target"]["kind"], "Node");
+        assert_eq!(body["target"]["name"], "gpu-node-1");
+        send.send_response(ok(
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+        ));
+    });
+    let w = Write::Bind {
+        job: "ml/train-0".into(),
+        node: "gpu-node-1".into(),
+        gpus: vec![2, 3],
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bind_refused_with_a_conflict_is_an_error_the_driver_requeues_on() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, _, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        send.send_response(status(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on pods/binding \"train-0\": pod train-0 is already assigned to node \"other\"",
+        ));
+    });
+    let w = Write::Bind {
+        job: "ml/train-0".into(),
+        node: "gpu-node-1".into(),
+        gpus: vec![],
+    };
+    let e = carry_out(&client, &recorder(&client), &w)
+        .await
+        .unwrap_err();
+    assert!(e.contains("already assigned"), "{e}");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unschedulable_pod_gets_the_condition_and_a_failed_scheduling_event() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(
+            uri.starts_with("/api/v1/namespaces/ml/pods/big/status"),
+            "{uri}"
+        );
+        let c = &body["status"]["conditions"][0];
+        assert_eq!(c["type"], "PodScheduled");
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["reason"], "Unschedulable");
+        assert!(c["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/3 nodes are available"));
+        send.send_response(ok(pod("big")));
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(
+            uri.starts_with("/apis/events.k8s.io/v1/namespaces/ml/events"),
+            "{uri}"
+        );
+        assert_eq!(body["reason"], "FailedScheduling");
+        assert_eq!(body["type"], "Warning");
+        assert_eq!(body["regarding"]["kind"], "Pod");
+        assert_eq!(body["regarding"]["name"], "big");
+        assert_eq!(body["regarding"]["uid"], "u-1");
+        assert_eq!(body["reportingController"], "maar");
+        assert!(body["note"].as_str().unwrap().contains("gpu.count 4"));
+        send.send_response(ok(body));
+    });
+    let w = Write::Unschedulable {
+        job: "ml/big".into(),
+        uid: "u-1".into(),
+        message: "0/3 nodes are available: 3 insufficient free GPUs; a smaller request would start now: gpu.count 4 (asked 8)".into(),
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_preempted_pod_is_deleted_and_one_already_gone_is_fine() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::DELETE);
+        assert!(uri.starts_with("/api/v1/namespaces/ml/pods/low-1"), "{uri}");
+        send.send_response(status(404, "NotFound", "pods \"low-1\" not found"));
+    });
+    let w = Write::Delete {
+        job: "ml/low-1".into(),
+        reason: "preempted by ml/high-0".into(),
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cordon_sets_spec_unschedulable_and_an_uncordon_clears_it() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        for want in [json!(true), Value::Null] {
+            let (m, uri, body, send) = next(&mut h).await;
+            assert_eq!(m, Method::PATCH);
+            assert!(uri.starts_with("/api/v1/nodes/gpu-node-1?"), "{uri}");
+            assert_eq!(body["spec"]["unschedulable"], want);
+            send.send_response(ok(
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1"}}),
+            ));
+        }
+    });
+    let r = recorder(&client);
+    for on in [true, false] {
+        let w = Write::Cordon {
+            node: "gpu-node-1".into(),
+            on,
+        };
+        carry_out(&client, &r, &w).await.unwrap();
+    }
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn refusals_at_connect_are_one_line_naming_the_context_and_the_fix() {
+    use maar_kube::connect::{probe, ConnectOptions};
+    // Expired credentials: the version call is refused.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, uri, _, send) = next(&mut h).await;
+        assert_eq!(uri, "/version");
+        send.send_response(status(401, "Unauthorized", "Unauthorized"));
+    });
+    let opts = ConnectOptions::default();
+    let e = probe(&client, "prod", "https://10.0.0.1:6443", &opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("context prod: the API server refused the credentials (401"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'));
+    server.await.unwrap();
+
+    // Missing RBAC: the version answers, listing pods is forbidden.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(json!({"major": "1", "minor": "26", "gitVersion": "v1.26.15",
+            "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "", "compiler": "", "platform": ""})));
+        let (_, uri, _, send) = next(&mut h).await;
+        assert!(uri.starts_with("/api/v1/nodes?"), "{uri}");
+        send.send_response(ok(json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {}, "items": []})));
+        let (_, uri, _, send) = next(&mut h).await;
+        assert!(uri.starts_with("/api/v1/namespaces/ml/pods?"), "{uri}");
+        send.send_response(status(403, "Forbidden",
+            "pods is forbidden: User \"nobody\" cannot list resource \"pods\" in API group \"\" in the namespace \"ml\""));
+    });
+    let opts = ConnectOptions {
+        namespace: Some("ml".into()),
+        ..ConnectOptions::default()
+    };
+    let e = probe(&client, "prod", "https://10.0.0.1:6443", &opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("context prod: maar may not list pods in namespace ml (403 Forbidden"),
+        "{e}"
+    );
+    assert!(e.contains("deploy/rbac.yaml"), "{e}");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_answer_times_out_with_its_address() {
+    use maar_kube::connect::{probe, ConnectOptions};
+    let (client, handle) = mock_client();
+    // The handle is held but never answers.
+    let opts = ConnectOptions {
+        timeout: std::time::Duration::from_millis(200),
+        ..ConnectOptions::default()
+    };
+    let e = probe(&client, "lab", "https://127.0.0.1:6443", &opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "context lab: the API server at https://127.0.0.1:6443 did not answer within 1 s; check that it runs and that the kubeconfig's server address is right"
+    );
+    drop(handle);
+}
