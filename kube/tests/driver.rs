@@ -1,0 +1,305 @@
+//! The watch-to-model mapping and the driver's decisions, fed by hand what a watch
+//! delivers (objects in the API's own JSON): nodes join, pods queue, bind, end; a
+//! relist after a dropped watch loses nothing; kubectl's cordon is honoured.
+
+use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
+use maar_kube::world::{PodSeen, Seen, Watched, Write};
+use maar_kube::KubeDriver;
+use maar_scheduler::{Cluster, Core, Phase, SchedConfig};
+use serde_json::{json, Value};
+
+fn node(name: &str, gpus: u32, model: &str, extra: Value) -> Box<KNode> {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "crater.ai/node-role": "training",
+            "crater.ai/gpu-vendor": "nvidia",
+            "crater.ai/gpu-model": model,
+            "crater.ai/gpu-memory": "80Gi",
+            "crater.ai/gpu-count": gpus.to_string(),
+        }},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "64", "memory": "528012344Ki", "nvidia.com/gpu": gpus.to_string(), "pods": "110"},
+            "allocatable": {"cpu": "63500m", "memory": "527912344Ki", "ephemeral-storage": "900Gi", "nvidia.com/gpu": gpus.to_string(), "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    });
+    merge(&mut v, extra);
+    Box::new(serde_json::from_value(v).expect("a node"))
+}
+
+fn pod(ns: &str, name: &str, gpus: u32, extra: Value) -> Box<PodSeen> {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+        "spec": {
+            "schedulerName": "maar",
+            "containers": [{"name": "main", "image": "pytorch:2.3",
+                "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": gpus.to_string()},
+                              "limits": {"nvidia.com/gpu": gpus.to_string()}}}],
+        },
+        "status": {"phase": "Pending"},
+    });
+    merge(&mut v, extra);
+    let p: KPod = serde_json::from_value(v).expect("a pod");
+    Box::new(PodSeen::of(&p))
+}
+
+fn merge(a: &mut Value, b: Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                if v.is_null() {
+                    a.remove(&k);
+                } else {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+fn lists(nodes: Vec<Box<KNode>>, pods: Vec<Box<PodSeen>>) -> Vec<Seen> {
+    let mut s = vec![
+        Seen::Namespace(Watched::Init),
+        Seen::Namespace(Watched::InitApply("ml".into())),
+        Seen::Namespace(Watched::InitDone),
+        Seen::Pod(Watched::Init),
+    ];
+    // Pods may come before nodes: they wait for the node list.
+    s.extend(pods.into_iter().map(|p| Seen::Pod(Watched::InitApply(p))));
+    s.push(Seen::Pod(Watched::InitDone));
+    s.push(Seen::Node(Watched::Init));
+    s.extend(nodes.into_iter().map(|n| Seen::Node(Watched::InitApply(n))));
+    s.push(Seen::Node(Watched::InitDone));
+    s
+}
+
+fn phase(core: &Core, job: &str) -> Phase {
+    let c = core.cluster();
+    c.jobs[c.job_id(job).unwrap() as usize].phase
+}
+
+fn new_core() -> Core {
+    Core::new(Cluster::new(SchedConfig::default()))
+}
+
+#[test]
+fn pods_are_queued_bound_and_told_why_not() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let seen = lists(
+        vec![
+            node("gpu-a", 8, "a100", json!({})),
+            node("gpu-b", 8, "a100", json!({"spec": {"unschedulable": true}})),
+            // A GPU node nobody labelled: in no pool.
+            node(
+                "gpu-c",
+                4,
+                "h100",
+                json!({"metadata": {"labels": {"crater.ai/node-role": null}}}),
+            ),
+        ],
+        vec![
+            pod("ml", "fits", 4, json!({})),
+            pod("ml", "never", 16, json!({})),
+            pod(
+                "ml",
+                "kube-scheduled",
+                1,
+                json!({"spec": {"schedulerName": "default-scheduler"}}),
+            ),
+        ],
+    );
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let c = core.cluster();
+    assert_eq!(c.nodes.len(), 3);
+    assert_eq!(c.pool_id("training"), Some(0));
+    assert!(c.nodes[c.node_id("gpu-b").unwrap() as usize].cordoned);
+    assert_eq!(c.nodes[c.node_id("gpu-a").unwrap() as usize].gpus.len(), 8);
+    assert_eq!(
+        c.nodes[c.node_id("gpu-a").unwrap() as usize].cpu_milli,
+        63_500
+    );
+    // Only maar's pods are jobs.
+    assert_eq!(c.jobs.len(), 2);
+    let bind = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Bind { job, node, gpus } if job == "ml/fits" => Some((node.clone(), gpus.len())),
+            _ => None,
+        })
+        .expect("the pod that fits is bound");
+    assert_eq!(bind, ("gpu-a".to_string(), 4));
+    let why = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Unschedulable { job, uid, message } if job == "ml/never" => {
+                assert_eq!(uid, "uid-never");
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .expect("the pod that cannot fit is told why");
+    assert!(why.contains("16x GPU") || why.contains("16"), "{why}");
+
+    // The bind is confirmed: the job runs; then the pod is OOMKilled.
+    d.step(
+        &mut core,
+        2,
+        vec![Seen::Bound {
+            job: "ml/fits".into(),
+            result: Ok(()),
+        }],
+    );
+    assert_eq!(phase(&core, "ml/fits"), Phase::Running);
+    let oom = pod(
+        "ml",
+        "fits",
+        4,
+        json!({"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Failed", "containerStatuses": [{
+            "name": "main", "image": "pytorch:2.3", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}}),
+    );
+    d.step(&mut core, 3, vec![Seen::Pod(Watched::Apply(oom))]);
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("ml/fits").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Failed);
+    assert!(j.reason.contains("OOMKilled"), "{}", j.reason);
+    // The waiting pod is not told again within the retell window.
+    let (_, writes) = d.step(&mut core, 4, vec![]);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w, Write::Unschedulable { .. })),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn a_bind_that_fails_returns_the_job_to_the_queue_and_it_is_bound_again() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![pod("ml", "p", 2, json!({}))],
+        ),
+    );
+    let c = core.cluster();
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/p")),
+        "{writes:?} {:?}",
+        c.jobs
+            .iter()
+            .map(|j| (&j.spec.name, j.phase, j.reason.to_string()))
+            .collect::<Vec<_>>()
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Bound {
+            job: "ml/p".into(),
+            result: Err("Operation cannot be fulfilled: 409 Conflict".into()),
+        }],
+    );
+    // Back in the queue, and placed again in the same step.
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/p")),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn kubectl_cordon_a_deleted_node_and_a_deleted_pod_reach_the_core() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![
+                node("gpu-a", 8, "a100", json!({})),
+                node("gpu-b", 8, "a100", json!({})),
+            ],
+            vec![pod("ml", "big", 16, json!({}))],
+        ),
+    );
+    // kubectl cordon gpu-a.
+    d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({"spec": {"unschedulable": true}}),
+        )))],
+    );
+    let c = core.cluster();
+    assert!(c.nodes[c.node_id("gpu-a").unwrap() as usize].cordoned);
+    // The watch drops; the relist no longer has gpu-b: it was deleted meanwhile.
+    d.step(
+        &mut core,
+        3,
+        vec![
+            Seen::Node(Watched::Init),
+            Seen::Node(Watched::InitApply(node(
+                "gpu-a",
+                8,
+                "a100",
+                json!({"spec": {"unschedulable": true}}),
+            ))),
+            Seen::Node(Watched::InitDone),
+        ],
+    );
+    let c = core.cluster();
+    let b = &c.nodes[c.node_id("gpu-b").unwrap() as usize];
+    assert!(!b.ready(), "{:?}", b.condition);
+    // The pod is deleted with kubectl: its job is cancelled.
+    d.step(
+        &mut core,
+        4,
+        vec![Seen::Pod(Watched::Delete(pod("ml", "big", 16, json!({}))))],
+    );
+    assert_eq!(phase(&core, "ml/big"), Phase::Cancelled);
+}
+
+#[test]
+fn a_pod_bound_before_maar_started_holds_its_cards() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![
+                pod(
+                    "ml",
+                    "old",
+                    6,
+                    json!({"metadata": {"annotations": {"crater.ai/gpu-indices": "2,3,4,5,6,7"}},
+                           "spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"}}),
+                ),
+                pod("ml", "new", 4, json!({})),
+            ],
+        ),
+    );
+    let c = core.cluster();
+    let old = &c.jobs[c.job_id("ml/old").unwrap() as usize];
+    assert_eq!(old.phase, Phase::Running);
+    let cards: Vec<u32> = old.placements[0].gpus.iter().map(|g| g.gpu).collect();
+    assert_eq!(cards, vec![2, 3, 4, 5, 6, 7]);
+    // Two cards left: the 4-GPU pod waits instead of being bound on top of it.
+    assert_eq!(phase(&core, "ml/new"), Phase::Pending);
+}
