@@ -570,6 +570,11 @@ impl KubeDriver {
                     if let Some(r) = replicas.first() {
                         writes.push(Write::Bind {
                             job: job.clone(),
+                            uid: self
+                                .pods
+                                .get(job)
+                                .map(|f| f.uid.clone())
+                                .unwrap_or_default(),
                             node: r.node.clone(),
                             gpus: r.gpus.clone(),
                         });

@@ -98,9 +98,10 @@ pub enum Seen {
 /// A write maar makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
-    /// Bind pod `job` (`namespace/name`) to `node`, on cards `gpus`.
+    /// Bind pod `job` (`namespace/name`, `uid`) to `node`, on cards `gpus`.
     Bind {
         job: String,
+        uid: String,
         node: String,
         gpus: Vec<u32>,
     },
@@ -322,7 +323,12 @@ pub fn cut_note(s: &str) -> String {
 /// One write against the API server.
 pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Result<(), String> {
     match w {
-        Write::Bind { job, node, gpus } => {
+        Write::Bind {
+            job,
+            uid,
+            node,
+            gpus,
+        } => {
             let (ns, name) = split(job);
             let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
             if !gpus.is_empty() {
@@ -346,6 +352,24 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
             )
             .await
             .map_err(|e| e.to_string())?;
+            // As kube-scheduler says it, for `kubectl describe pod`.
+            let note = format!("Successfully assigned {ns}/{name} to {node}");
+            let reference = pod_ref(ns, name, uid);
+            if let Err(e) = recorder
+                .publish(
+                    &KEvent {
+                        type_: EventType::Normal,
+                        reason: "Scheduled".into(),
+                        note: Some(note),
+                        action: "Binding".into(),
+                        secondary: None,
+                    },
+                    &reference,
+                )
+                .await
+            {
+                tracing::warn!(target: "maar::kube", "event for {job}: {e}");
+            }
             Ok(())
         }
         Write::Unschedulable { job, uid, message } => {

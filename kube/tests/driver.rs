@@ -129,7 +129,9 @@ fn pods_are_queued_bound_and_told_why_not() {
     let bind = writes
         .iter()
         .find_map(|w| match w {
-            Write::Bind { job, node, gpus } if job == "ml/fits" => Some((node.clone(), gpus.len())),
+            Write::Bind {
+                job, node, gpus, ..
+            } if job == "ml/fits" => Some((node.clone(), gpus.len())),
             _ => None,
         })
         .expect("the pod that fits is bound");

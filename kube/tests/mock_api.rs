@@ -64,7 +64,7 @@ fn pod(name: &str) -> Value {
 }
 
 #[tokio::test]
-async fn a_bind_annotates_the_gpus_then_posts_the_binding() {
+async fn a_bind_annotates_the_gpus_posts_the_binding_and_says_scheduled() {
     let (client, handle) = mock_client();
     let server = tokio::spawn(async move {
         let mut h = pin!(handle);
@@ -94,6 +94,7 @@ async fn a_bind_annotates_the_gpus_then_posts_the_binding() {
     });
     let w = Write::Bind {
         job: "ml/train-0".into(),
+        uid: "u-0".into(),
         node: "gpu-node-1".into(),
         gpus: vec![2, 3],
     };
@@ -116,6 +117,7 @@ async fn a_bind_refused_with_a_conflict_is_an_error_the_driver_requeues_on() {
     });
     let w = Write::Bind {
         job: "ml/train-0".into(),
+        uid: "u-0".into(),
         node: "gpu-node-1".into(),
         gpus: vec![],
     };

@@ -1167,7 +1167,11 @@ impl Cluster {
             biggest
                 .gpus
                 .first()
-                .map(|g| format!("{} {}", g.model, fmt_bytes(g.memory)))
+                .map(|g| match g.memory {
+                    // Memory not labelled (crater.ai/gpu-memory): the model alone.
+                    0 => g.model.clone(),
+                    m => format!("{} {}", g.model, fmt_bytes(m)),
+                })
                 .unwrap_or_else(|| "none".into()),
             fmt_cpu(biggest.cpu_milli),
             fmt_bytes(biggest.memory)

@@ -1,0 +1,70 @@
+//! The mapping on objects recorded from a real kube-apiserver (v1.26.2, docs/kube.md):
+//! a GPU node as `kubectl` created and patched it, a pod waiting for maar, a pod maar
+//! bound (nodeName and the GPU indices annotation), a pod maar marked unschedulable.
+
+use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
+use maar_kube::map::{self, PodState};
+use maar_kube::world::PodSeen;
+
+fn read<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn a_recorded_gpu_node_becomes_a_node_with_its_cards_and_labels() {
+    let k: KNode = read("node-gpu-node-1.json");
+    let n = map::node_of(&k);
+    assert_eq!(n.name, "gpu-node-1");
+    assert_eq!(n.gpus.len(), 8);
+    assert!(n.gpus.iter().all(|g| g.model == "a100"));
+    assert_eq!(n.cpu_milli, 64_000);
+    assert_eq!(n.memory, 512 << 30);
+    assert!(n.ready());
+    assert!(!n.cordoned);
+    assert_eq!(
+        n.labels().get("crater.ai/node-role").map(String::as_str),
+        Some("training")
+    );
+    assert_eq!(n.gpu_model(), Some("a100"));
+}
+
+#[test]
+fn recorded_pods_become_jobs_and_states() {
+    let p: KPod = read("pod-pending.json");
+    assert!(map::is_ours(&p));
+    assert_eq!(map::pod_key(&p), "ml/train-gpu-2");
+    assert_eq!(map::pod_node(&p), None);
+    assert_eq!(map::pod_state(&p), PodState::Live);
+    let spec = map::job_of(&p).unwrap();
+    assert_eq!(
+        (spec.project.as_str(), spec.name.as_str()),
+        ("ml", "train-gpu-2")
+    );
+    assert_eq!(spec.gpu.count, 2);
+    assert_eq!(spec.cpu_milli, 4_000);
+    assert_eq!(spec.memory, 16 << 30);
+
+    let bound: KPod = read("pod-bound-by-maar.json");
+    let seen = PodSeen::of(&bound);
+    assert_eq!(seen.node.as_deref(), Some("gpu-node-1"));
+    assert_eq!(seen.gpus.len(), 1);
+    assert_eq!(seen.state, PodState::Live);
+
+    let refused: KPod = read("pod-unschedulable.json");
+    let c = refused
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+        .expect("maar wrote PodScheduled");
+    assert_eq!(c.status, "False");
+    assert_eq!(c.reason.as_deref(), Some("Unschedulable"));
+    assert!(c
+        .message
+        .as_deref()
+        .unwrap()
+        .starts_with("0/1 nodes are available"));
+    assert_eq!(map::job_of(&refused).unwrap().gpu.count, 16);
+}
