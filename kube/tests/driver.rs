@@ -62,6 +62,7 @@ fn merge(a: &mut Value, b: Value) {
     }
 }
 
+#[allow(clippy::vec_box)] // the boxes are what the watch delivers
 fn lists(nodes: Vec<Box<KNode>>, pods: Vec<Box<PodSeen>>) -> Vec<Seen> {
     let mut s = vec![
         Seen::Namespace(Watched::Init),
