@@ -20,7 +20,7 @@
 //! Operator commands act on the cluster too: a node cordoned in maar is cordoned in
 //! Kubernetes (`spec.unschedulable`), a GPU cordon is written to the node's annotation.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Node as KNode;
 use maar_scheduler::model::{Overcommit, Phase, Pool, PoolKind, LABEL_ROLE};
@@ -28,8 +28,9 @@ use maar_scheduler::{
     Actor, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation, Output, Severity,
 };
 
+use crate::map::PoolObject;
 use crate::map::{self, PodState};
-use crate::world::{PodSeen, Seen, Watched, World, Write};
+use crate::world::{PodSeen, Seen, TrainJobSeen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 300;
@@ -56,6 +57,29 @@ struct PodFacts {
     ended: bool,
 }
 
+/// What the driver knows of a TrainJob.
+#[derive(Clone, Debug)]
+struct TrainJobFacts {
+    uid: String,
+    in_core: bool,
+    ended: bool,
+    /// The pods of its current start.
+    current: BTreeSet<String>,
+    /// The status last written: (phase, message).
+    status: Option<(String, String)>,
+    /// Its job, when the core could not queue it yet (a pool not here): tried again
+    /// when a pool appears.
+    waiting: Option<maar_scheduler::JobSpec>,
+}
+
+/// A pod maar made for a TrainJob.
+#[derive(Clone, Debug)]
+struct OwnedPod {
+    node: Option<String>,
+    gpus: Vec<u32>,
+    state: PodState,
+}
+
 /// A Kubernetes cluster feeding the core.
 pub struct KubeDriver {
     world: Option<World>,
@@ -64,9 +88,15 @@ pub struct KubeDriver {
     /// Names seen during a relist, per kind (nodes, pods), while one is under way.
     relist_nodes: Option<HashSet<String>>,
     relist_pods: Option<HashSet<String>>,
-    /// Nodes have been listed once: pods wait for that (they name their nodes).
-    nodes_listed: bool,
-    held_pods: Vec<Watched<Box<PodSeen>>>,
+    relist_trainjobs: Option<HashSet<String>>,
+    /// The first lists done, in order: pools, nodes (they join pools), pods (they
+    /// name nodes), TrainJobs (their pods say where they run).
+    listed: [bool; 4],
+    /// What waits for an earlier list.
+    held: Vec<Seen>,
+    trainjobs: HashMap<String, TrainJobFacts>,
+    /// The pods maar made for each TrainJob (`namespace/name`), by pod name.
+    owned: HashMap<String, BTreeMap<String, OwnedPod>>,
     /// What each waiting pod was last told, and when.
     told: HashMap<String, (String, u64)>,
     /// The last time each trouble was noted.
@@ -98,8 +128,11 @@ impl KubeDriver {
             pods: HashMap::new(),
             relist_nodes: None,
             relist_pods: None,
-            nodes_listed: false,
-            held_pods: Vec::new(),
+            relist_trainjobs: None,
+            listed: [false; 4],
+            held: Vec::new(),
+            trainjobs: HashMap::new(),
+            owned: HashMap::new(),
             told: HashMap::new(),
             troubles: HashMap::new(),
             dirty: false,
@@ -114,10 +147,9 @@ impl KubeDriver {
     pub fn first_lists(&mut self, core: &mut Core, within: std::time::Duration) -> (usize, bool) {
         let end = std::time::Instant::now() + within;
         let mut n = 0;
-        let mut pods_listed = false;
         let mut events = Vec::new();
         let mut writes = Vec::new();
-        while !(self.nodes_listed && pods_listed) {
+        while !self.listed.iter().all(|l| *l) {
             let left = end.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 break;
@@ -125,14 +157,39 @@ impl KubeDriver {
             let Some(s) = self.world.as_ref().and_then(|w| w.next_within(left)) else {
                 break;
             };
-            if matches!(s, Seen::Pod(Watched::InitDone)) {
-                pods_listed = true;
-            }
             self.see(core, s, &mut events, &mut writes);
             n += 1;
         }
         self.flush(writes);
-        (n, self.nodes_listed && pods_listed)
+        (n, self.listed.iter().all(|l| *l))
+    }
+
+    /// Which first list a thing waits for (none for pools and namespaces).
+    fn waits_for(&self, s: &Seen) -> Option<usize> {
+        let stage = match s {
+            Seen::Node(_) => 1,
+            Seen::Pod(_) => 2,
+            Seen::TrainJob(_) => 3,
+            _ => return None,
+        };
+        (0..stage).find(|&i| !self.listed[i])
+    }
+
+    /// A first list is done: what waited for it is fed now.
+    fn listed_now(
+        &mut self,
+        stage: usize,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        if self.listed[stage] {
+            return;
+        }
+        self.listed[stage] = true;
+        for s in std::mem::take(&mut self.held) {
+            self.see(core, s, events, writes);
+        }
     }
 
     fn observe(core: &mut Core, o: Observation, events: &mut Vec<Event>) -> Output {
@@ -154,7 +211,10 @@ impl KubeDriver {
         let Some(role) = labels.get(LABEL_ROLE) else {
             return;
         };
-        if core.cluster().pool_id(role).is_some() {
+        // A pool (a Pool object, or one made for this role before) takes the node.
+        if core.cluster().pool_id(role).is_some()
+            || core.cluster().pool_for_labels(labels).is_some()
+        {
             return;
         }
         let kind = if role.contains("infer") || role.contains("serv") {
@@ -198,7 +258,45 @@ impl KubeDriver {
         writes: &mut Vec<Write>,
     ) {
         self.dirty = true;
+        if self.waits_for(&s).is_some() {
+            self.held.push(s);
+            return;
+        }
         match s {
+            Seen::Pool(w) => match w {
+                Watched::Apply(p) | Watched::InitApply(p) => {
+                    Self::pool_seen(core, p, events);
+                    self.retry_waiting(core, events);
+                }
+                Watched::InitDone => self.listed_now(0, core, events, writes),
+                // A pool is not taken away while maar runs (its jobs would be lost).
+                _ => {}
+            },
+            Seen::TrainJob(w) => match w {
+                Watched::Init => self.relist_trainjobs = Some(HashSet::new()),
+                Watched::InitApply(t) => {
+                    if let Some(set) = &mut self.relist_trainjobs {
+                        set.insert(t.key.clone());
+                    }
+                    self.trainjob_applied(core, *t, events, writes);
+                }
+                Watched::Apply(t) => self.trainjob_applied(core, *t, events, writes),
+                Watched::Delete(t) => self.trainjob_deleted(core, &t.key, events),
+                Watched::InitDone => {
+                    if let Some(set) = self.relist_trainjobs.take() {
+                        let gone: Vec<String> = self
+                            .trainjobs
+                            .keys()
+                            .filter(|k| !set.contains(*k))
+                            .cloned()
+                            .collect();
+                        for k in gone {
+                            self.trainjob_deleted(core, &k, events);
+                        }
+                    }
+                    self.listed_now(3, core, events, writes);
+                }
+            },
             Seen::Namespace(Watched::Apply(ns) | Watched::InitApply(ns)) => {
                 Self::ensure_project(core, &ns, events)
             }
@@ -229,19 +327,14 @@ impl KubeDriver {
                             self.node_gone(core, &n, events);
                         }
                     }
-                    if !self.nodes_listed {
-                        self.nodes_listed = true;
-                        for w in std::mem::take(&mut self.held_pods) {
-                            self.pod_seen(core, w, events, writes);
-                        }
-                    }
+                    self.listed_now(1, core, events, writes);
                 }
             },
             Seen::Pod(w) => {
-                if self.nodes_listed {
-                    self.pod_seen(core, w, events, writes);
-                } else {
-                    self.held_pods.push(w);
+                let done = matches!(w, Watched::InitDone);
+                self.pod_seen(core, w, events, writes);
+                if done {
+                    self.listed_now(2, core, events, writes);
                 }
             }
             Seen::Bound { job, result } => {
@@ -249,6 +342,9 @@ impl KubeDriver {
                     Ok(()) => {
                         if let Some(f) = self.pods.get_mut(&job) {
                             f.bound = true;
+                        }
+                        if let Some(f) = self.trainjobs.get_mut(&job) {
+                            f.ended = false;
                         }
                         Observation::Bound { job }
                     }
@@ -406,7 +502,17 @@ impl KubeDriver {
                 self.pod_applied(core, *p, events, writes);
             }
             Watched::Apply(p) => self.pod_applied(core, *p, events, writes),
-            Watched::Delete(p) => self.pod_deleted(core, &p.key, events),
+            Watched::Delete(p) => match &p.owner {
+                Some(tj) => {
+                    let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
+                    let tj_key = format!("{ns}/{tj}");
+                    if let Some(o) = self.owned.get_mut(&tj_key) {
+                        o.remove(name);
+                    }
+                    self.trainjob_check(core, &tj_key, events);
+                }
+                None => self.pod_deleted(core, &p.key, events),
+            },
             Watched::InitDone => {
                 if let Some(set) = self.relist_pods.take() {
                     let gone: Vec<String> = self
@@ -430,6 +536,20 @@ impl KubeDriver {
         events: &mut Vec<Event>,
         writes: &mut Vec<Write>,
     ) {
+        if let Some(tj) = &p.owner {
+            let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
+            let tj_key = format!("{ns}/{tj}");
+            self.owned.entry(tj_key.clone()).or_default().insert(
+                name.to_string(),
+                OwnedPod {
+                    node: p.node.clone(),
+                    gpus: p.gpus.clone(),
+                    state: p.state.clone(),
+                },
+            );
+            self.trainjob_check(core, &tj_key, events);
+            return;
+        }
         if !p.ours {
             return;
         }
@@ -490,6 +610,7 @@ impl KubeDriver {
                     job: key.clone(),
                     uid: p.uid.clone(),
                     message,
+                    trainjob: false,
                 });
                 self.pods.insert(key, facts);
                 return;
@@ -497,24 +618,16 @@ impl KubeDriver {
             None => return,
         };
         spec.project = ns.to_string();
-        if spec.pool.is_empty() || core.cluster().pool_id(&spec.pool).is_none() {
-            // The pool its node selector's role names, else its project's default.
-            let by_role = spec
-                .node_selector
-                .get(LABEL_ROLE)
-                .filter(|r| core.cluster().pool_id(r).is_some())
-                .cloned();
-            if let Some(p) = by_role.or_else(|| core.cluster().default_pool(&spec).ok()) {
-                spec.pool = p;
-            }
-        }
+        Self::fill_pool(core, &mut spec);
         let out = match &p.node {
             Some(node) if core.cluster().node_id(node).is_ok() => Self::observe(
                 core,
                 Observation::JobRunning {
                     spec: Box::new(spec),
-                    node: node.clone(),
-                    gpus: p.gpus.clone(),
+                    replicas: vec![maar_scheduler::input::Binding {
+                        node: node.clone(),
+                        gpus: p.gpus.clone(),
+                    }],
                 },
                 events,
             ),
@@ -532,6 +645,7 @@ impl KubeDriver {
                 job: key.clone(),
                 uid: p.uid.clone(),
                 message: format!("maar cannot queue this pod: {e}"),
+                trainjob: false,
             }),
         }
         self.pods.insert(key, facts);
@@ -562,12 +676,300 @@ impl KubeDriver {
         }
     }
 
+    fn pool_seen(
+        core: &mut Core,
+        p: Result<PoolObject, (String, String)>,
+        events: &mut Vec<Event>,
+    ) {
+        match p {
+            Ok(p) => {
+                let c = core.cluster();
+                if c.pool_id(&p.name).is_some() {
+                    return;
+                }
+                let lend_to = p.lend_to.iter().filter_map(|n| c.pool_id(n)).collect();
+                Self::observe(
+                    core,
+                    Observation::PoolSeen {
+                        pool: Box::new(Pool {
+                            name: p.name,
+                            kind: p.kind,
+                            selector: p.selector,
+                            overcommit: p.overcommit,
+                            lend_to,
+                        }),
+                    },
+                    events,
+                );
+            }
+            Err((name, why)) => {
+                Self::observe(
+                    core,
+                    Observation::Note {
+                        severity: Severity::Warning,
+                        reason: "BadPool".into(),
+                        object: format!("pool/{name}"),
+                        message: format!("Pool {name} is not used: {why}"),
+                    },
+                    events,
+                );
+            }
+        }
+    }
+
+    fn trainjob_applied(
+        &mut self,
+        core: &mut Core,
+        t: TrainJobSeen,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        let key = t.key.clone();
+        if let Some(f) = self.trainjobs.get(&key) {
+            if f.uid == t.uid {
+                // Edits to a submitted TrainJob's spec are not taken (as a pod's).
+                return;
+            }
+            self.trainjob_deleted(core, &key, events);
+        }
+        let mut facts = TrainJobFacts {
+            uid: t.uid.clone(),
+            in_core: false,
+            ended: false,
+            current: BTreeSet::new(),
+            status: None,
+            waiting: None,
+        };
+        let (ns, _) = key.split_once('/').unwrap_or(("default", &key));
+        Self::ensure_project(core, ns, events);
+        let mut spec = match t.spec {
+            Ok(s) => s,
+            Err(e) => {
+                writes.push(Write::Unschedulable {
+                    job: key.clone(),
+                    uid: t.uid,
+                    message: format!("maar cannot read this TrainJob: {}: {}", e.field, e.message),
+                    trainjob: true,
+                });
+                self.trainjobs.insert(key, facts);
+                return;
+            }
+        };
+        spec.project = ns.to_string();
+        Self::fill_pool(core, &mut spec);
+        // Pods of it already running (maar restarted): it runs there.
+        let live: Vec<(String, maar_scheduler::input::Binding)> = self
+            .owned
+            .get(&key)
+            .map(|o| {
+                o.iter()
+                    .filter(|(_, p)| p.state == PodState::Live)
+                    .filter_map(|(n, p)| {
+                        p.node.as_ref().map(|node| {
+                            (
+                                n.clone(),
+                                maar_scheduler::input::Binding {
+                                    node: node.clone(),
+                                    gpus: p.gpus.clone(),
+                                },
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let again = spec.clone();
+        let out = if live.is_empty() {
+            Self::observe(
+                core,
+                Observation::JobSubmitted {
+                    spec: Box::new(spec),
+                },
+                events,
+            )
+        } else {
+            facts.current = live.iter().map(|(n, _)| n.clone()).collect();
+            Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec: Box::new(spec),
+                    replicas: live.into_iter().map(|(_, b)| b).collect(),
+                },
+                events,
+            )
+        };
+        match out.result {
+            Ok(_) => facts.in_core = true,
+            Err(e) => {
+                facts.waiting = Some(again);
+                writes.push(Write::Unschedulable {
+                    job: key.clone(),
+                    uid: t.uid,
+                    message: format!("maar cannot queue this TrainJob: {e}"),
+                    trainjob: true,
+                })
+            }
+        }
+        self.trainjobs.insert(key, facts);
+    }
+
+    /// TrainJobs the core could not queue (their pool was not here) are tried again.
+    fn retry_waiting(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for (key, f) in &mut self.trainjobs {
+            let Some(mut spec) = f.waiting.take() else {
+                continue;
+            };
+            Self::fill_pool(core, &mut spec);
+            let again = spec.clone();
+            let out = Self::observe(
+                core,
+                Observation::JobSubmitted {
+                    spec: Box::new(spec),
+                },
+                events,
+            );
+            if out.is_ok() {
+                f.in_core = true;
+                self.told.remove(key);
+            } else {
+                f.waiting = Some(again);
+            }
+        }
+    }
+
+    fn trainjob_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+        let Some(f) = self.trainjobs.remove(key) else {
+            return;
+        };
+        self.told.remove(key);
+        if !f.in_core {
+            return;
+        }
+        let live = core.cluster().job_id(key).is_ok_and(|id| {
+            matches!(
+                core.cluster().jobs[id as usize].phase,
+                Phase::Pending | Phase::Running | Phase::Restarting
+            )
+        });
+        if live {
+            Self::command_as_world(
+                core,
+                Command::Cancel {
+                    job: key.to_string(),
+                },
+                events,
+            );
+        }
+    }
+
+    /// A TrainJob's pods changed: it ends when one of its current pods fails (or is
+    /// deleted) or all of them succeed.
+    fn trainjob_check(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+        let Some(f) = self.trainjobs.get_mut(key) else {
+            return;
+        };
+        if !f.in_core || f.ended || f.current.is_empty() {
+            return;
+        }
+        let running = core
+            .cluster()
+            .job_id(key)
+            .is_ok_and(|id| core.cluster().jobs[id as usize].phase == Phase::Running);
+        if !running {
+            return;
+        }
+        let empty = BTreeMap::new();
+        let pods = self.owned.get(key).unwrap_or(&empty);
+        let mut outcome = None;
+        let mut succeeded = 0;
+        for name in &f.current {
+            match pods.get(name).map(|p| &p.state) {
+                None => {
+                    outcome = Some(JobOutcome::Failed {
+                        message: format!("pod {name} was deleted"),
+                    });
+                    break;
+                }
+                Some(PodState::Failed { oom: true, message }) => {
+                    outcome = Some(JobOutcome::OomKilled {
+                        message: format!("pod {name}: {message}"),
+                    });
+                    break;
+                }
+                Some(PodState::Failed {
+                    oom: false,
+                    message,
+                }) => {
+                    outcome = Some(JobOutcome::Failed {
+                        message: format!("pod {name}: {message}"),
+                    });
+                    break;
+                }
+                Some(PodState::Succeeded) => succeeded += 1,
+                Some(PodState::Live) => {}
+            }
+        }
+        if outcome.is_none() && succeeded == f.current.len() {
+            outcome = Some(JobOutcome::Succeeded);
+        }
+        if let Some(outcome) = outcome {
+            f.ended = true;
+            Self::observe(
+                core,
+                Observation::JobEnded {
+                    job: key.to_string(),
+                    outcome,
+                },
+                events,
+            );
+        }
+    }
+
+    /// A job's pool when it names none (or one that does not exist here): the pool
+    /// its node selector's role names, else its project's default.
+    fn fill_pool(core: &Core, spec: &mut maar_scheduler::JobSpec) {
+        if !spec.pool.is_empty() && core.cluster().pool_id(&spec.pool).is_some() {
+            return;
+        }
+        let by_role = spec
+            .node_selector
+            .get(LABEL_ROLE)
+            .filter(|r| core.cluster().pool_id(r).is_some())
+            .cloned();
+        if let Some(p) = by_role.or_else(|| {
+            // A pool the manifest names that is not here: the default (the explanation
+            // would otherwise only say the pool is unknown).
+            (spec.pool.is_empty())
+                .then(|| core.cluster().default_pool(spec).ok())
+                .flatten()
+        }) {
+            spec.pool = p;
+        }
+    }
+
     /// Decisions as writes.
-    fn carry_out(&mut self, decisions: &[Decision], writes: &mut Vec<Write>) {
+    fn carry_out(&mut self, core: &Core, decisions: &[Decision], writes: &mut Vec<Write>) {
         for d in decisions {
             match d {
                 Decision::Bind { job, replicas, .. } => {
-                    if let Some(r) = replicas.first() {
+                    if let Some(f) = self.trainjobs.get_mut(job) {
+                        // A TrainJob's pods are made now, already on their nodes.
+                        let c = core.cluster();
+                        let Ok(id) = c.job_id(job) else { continue };
+                        let j = &c.jobs[id as usize];
+                        let (_, name) = job.split_once('/').unwrap_or(("default", job));
+                        f.current = (0..replicas.len())
+                            .map(|i| crate::world::trainjob_pod_name(name, j.restarts, i))
+                            .collect();
+                        f.ended = false;
+                        writes.push(Write::CreatePods {
+                            job: job.clone(),
+                            uid: f.uid.clone(),
+                            attempt: j.restarts,
+                            spec: Box::new(j.spec.clone()),
+                            replicas: replicas.clone(),
+                        });
+                    } else if let Some(r) = replicas.first() {
                         writes.push(Write::Bind {
                             job: job.clone(),
                             uid: self
@@ -581,12 +983,21 @@ impl KubeDriver {
                     }
                 }
                 Decision::Stop { job, reason, .. } => {
-                    // Only a pod bound in Kubernetes and still running is deleted: a
-                    // bind taken back or a pod that ended needs nothing.
+                    // Only pods bound in Kubernetes and still running are deleted: a
+                    // bind taken back or pods that ended (kept for their logs) need
+                    // nothing.
                     if let Some(f) = self.pods.get_mut(job) {
                         if f.bound && !f.ended {
                             f.ended = true;
                             writes.push(Write::Delete {
+                                job: job.clone(),
+                                reason: reason.clone(),
+                            });
+                        }
+                    } else if let Some(f) = self.trainjobs.get_mut(job) {
+                        if !f.ended && !f.current.is_empty() {
+                            f.ended = true;
+                            writes.push(Write::DeletePods {
                                 job: job.clone(),
                                 reason: reason.clone(),
                             });
@@ -606,7 +1017,7 @@ impl KubeDriver {
             if out.decisions.is_empty() {
                 break;
             }
-            self.carry_out(&out.decisions, writes);
+            self.carry_out(core, &out.decisions, writes);
         }
     }
 
@@ -616,8 +1027,10 @@ impl KubeDriver {
         let c = core.cluster();
         for j in c.pending_jobs() {
             let key = format!("{}/{}", j.spec.project, j.spec.name);
-            let Some(f) = self.pods.get(&key) else {
-                continue;
+            let (uid, trainjob) = match (self.pods.get(&key), self.trainjobs.get(&key)) {
+                (Some(f), _) => (f.uid.clone(), false),
+                (None, Some(f)) => (f.uid.clone(), true),
+                (None, None) => continue,
             };
             if j.reason.is_empty() {
                 continue;
@@ -635,12 +1048,49 @@ impl KubeDriver {
                 message.push_str("; ");
                 message.push_str(fix);
             }
+            if let Some(f) = self.trainjobs.get_mut(&key) {
+                f.status = Some(("Pending".into(), message.clone()));
+            }
             writes.push(Write::Unschedulable {
                 job: key.clone(),
-                uid: f.uid.clone(),
+                uid,
                 message,
+                trainjob,
             });
             self.told.insert(key, (j.reason.to_string(), now));
+        }
+        // TrainJobs that started or ended: their status.
+        for (key, f) in &mut self.trainjobs {
+            if !f.in_core {
+                continue;
+            }
+            let Ok(id) = c.job_id(key) else { continue };
+            let j = &c.jobs[id as usize];
+            // Pending is told with its reason above; Running once its pods are made.
+            if j.phase == Phase::Pending
+                || (j.phase == Phase::Running && j.placements.iter().any(|p| !p.bound))
+            {
+                continue;
+            }
+            let nodes: Vec<String> = j
+                .placements
+                .iter()
+                .map(|p| c.nodes[p.node as usize].name.clone())
+                .collect();
+            let message = match j.phase {
+                Phase::Running => format!("running on {}", nodes.join(", ")),
+                _ => j.reason.to_string(),
+            };
+            let status = (j.phase.name().to_string(), message);
+            if f.status.as_ref() != Some(&status) {
+                f.status = Some(status.clone());
+                writes.push(Write::TrainJobStatus {
+                    job: key.clone(),
+                    phase: status.0,
+                    message: status.1,
+                    nodes,
+                });
+            }
         }
     }
 
@@ -747,7 +1197,7 @@ impl Driver for KubeDriver {
             }
             let mut events = std::mem::take(&mut out.events);
             let decisions = out.decisions.clone();
-            self.carry_out(&decisions, &mut writes);
+            self.carry_out(core, &decisions, &mut writes);
             self.settle(core, &mut events, &mut writes);
             out.events = events;
             self.flush(writes);

@@ -202,3 +202,197 @@ pub fn node_of(k: &KNode) -> Node {
     }
     n
 }
+
+/// maar's custom resources (group `crater.ai`, version `v1`; deploy/crds.yaml).
+pub fn crd(kind: &str, plural: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource {
+        group: "crater.ai".into(),
+        version: "v1".into(),
+        api_version: "crater.ai/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// The label on the pods maar creates for a TrainJob: the TrainJob's name.
+pub const LABEL_TRAINJOB: &str = "crater.ai/trainjob";
+
+/// The object as a manifest maar reads: apiVersion, kind, the metadata a user writes
+/// (name, namespace, labels, annotations but kubectl's own) and spec; what the API
+/// server adds (uid, resourceVersion, managedFields, status) is left out.
+fn as_written(o: &kube::core::DynamicObject) -> serde_json::Value {
+    let m = &o.metadata;
+    let mut annotations = m.annotations.clone().unwrap_or_default();
+    annotations.retain(|k, _| !k.starts_with("kubectl.kubernetes.io/"));
+    let ty = o.types.clone().unwrap_or_default();
+    serde_json::json!({
+        "apiVersion": ty.api_version,
+        "kind": ty.kind,
+        "metadata": {
+            "name": m.name.clone().unwrap_or_default(),
+            "namespace": m.namespace,
+            "labels": m.labels.clone().unwrap_or_default(),
+            "annotations": annotations,
+        },
+        "spec": o.data.get("spec").cloned().unwrap_or(serde_json::Value::Null),
+    })
+}
+
+/// A TrainJob object as maar's job: read by the manifests' own rules, so a file that
+/// `maar submit` takes is taken here as it is.
+pub fn trainjob_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
+    let m: maar_scheduler::manifest::Manifest =
+        serde_json::from_value(as_written(o)).map_err(|e| SpecError {
+            field: "spec".into(),
+            message: e.to_string(),
+        })?;
+    m.to_job_spec()
+}
+
+/// A Pool object (cluster-scoped): `spec.kind` (training, inference, test),
+/// `spec.selector` (labels a node must carry), `spec.lendTo` (pools that may borrow
+/// its idle nodes), `spec.overcommit` (`{cpu, memory}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolObject {
+    pub name: String,
+    pub kind: maar_scheduler::model::PoolKind,
+    pub selector: BTreeMap<String, String>,
+    pub lend_to: Vec<String>,
+    pub overcommit: maar_scheduler::model::Overcommit,
+}
+
+pub fn pool_of(o: &kube::core::DynamicObject) -> Result<PoolObject, SpecError> {
+    use maar_scheduler::model::{Overcommit, PoolKind};
+    let bad = |field: &str, message: String| SpecError {
+        field: field.into(),
+        message,
+    };
+    let spec = o.data.get("spec").cloned().unwrap_or_default();
+    let kind = match spec
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("training")
+    {
+        "training" => PoolKind::Training,
+        "inference" => PoolKind::Inference,
+        "test" => PoolKind::Test,
+        k => {
+            return Err(bad(
+                "spec.kind",
+                format!("`{k}` is not training, inference or test"),
+            ))
+        }
+    };
+    let selector: BTreeMap<String, String> = match spec.get("selector") {
+        None => BTreeMap::new(),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| bad("spec.selector", format!("labels as key: value ({e})")))?,
+    };
+    if selector.is_empty() {
+        return Err(bad(
+            "spec.selector",
+            "a pool needs at least one label its nodes carry".into(),
+        ));
+    }
+    let lend_to: Vec<String> = match spec.get("lendTo") {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| bad("spec.lendTo", format!("a list of pool names ({e})")))?,
+    };
+    let mut overcommit = Overcommit::default();
+    if let Some(oc) = spec.get("overcommit") {
+        let get = |k: &str| oc.get(k).and_then(|v| v.as_f64());
+        for (k, slot) in [
+            ("cpu", &mut overcommit.cpu),
+            ("memory", &mut overcommit.memory),
+        ] {
+            if let Some(x) = get(k) {
+                if !(1.0..=4.0).contains(&x) {
+                    return Err(bad(
+                        &format!("spec.overcommit.{k}"),
+                        format!("{x} is outside 1.0..4.0"),
+                    ));
+                }
+                *slot = x;
+            }
+        }
+    }
+    Ok(PoolObject {
+        name: o.metadata.name.clone().unwrap_or_default(),
+        kind,
+        selector,
+        lend_to,
+        overcommit,
+    })
+}
+
+/// The Kubernetes resource name of a vendor's GPUs.
+pub fn gpu_resource(vendor: Option<&str>) -> &'static str {
+    match vendor {
+        Some("amd") => "amd.com/gpu",
+        Some("ascend") => "huawei.com/Ascend910",
+        _ => "nvidia.com/gpu",
+    }
+}
+
+/// The pod maar creates for replica `i` of a TrainJob, already bound to `node` (all of
+/// a gang are created together, or none): owned by the TrainJob (deleted with it),
+/// labelled with its name, its cards annotated, the replica's requests.
+#[allow(clippy::too_many_arguments)]
+pub fn trainjob_pod(
+    spec: &JobSpec,
+    namespace: &str,
+    trainjob_uid: &str,
+    pod_name: &str,
+    i: usize,
+    replicas: usize,
+    node: &str,
+    gpus: &[u32],
+) -> serde_json::Value {
+    let gpu_res = gpu_resource(spec.gpu.vendor.as_deref());
+    let mut requests = serde_json::Map::new();
+    requests.insert("cpu".into(), format!("{}m", spec.cpu_milli).into());
+    requests.insert("memory".into(), spec.memory.to_string().into());
+    if spec.disk > 0 {
+        requests.insert("ephemeral-storage".into(), spec.disk.to_string().into());
+    }
+    let mut limits = serde_json::Map::new();
+    if spec.gpu.count > 0 {
+        requests.insert(gpu_res.into(), spec.gpu.count.to_string().into());
+        limits.insert(gpu_res.into(), spec.gpu.count.to_string().into());
+    }
+    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name,
+            "namespace": namespace,
+            "labels": {LABEL_TRAINJOB: spec.name},
+            "annotations": {ANNOTATION_GPUS: list.join(",")},
+            "ownerReferences": [{
+                "apiVersion": "crater.ai/v1",
+                "kind": "TrainJob",
+                "name": spec.name,
+                "uid": trainjob_uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "train",
+                "image": spec.image,
+                "command": spec.command,
+                "env": [
+                    {"name": "MAAR_REPLICA", "value": i.to_string()},
+                    {"name": "MAAR_REPLICAS", "value": replicas.to_string()},
+                ],
+                "resources": {"requests": requests, "limits": limits},
+            }],
+        },
+    })
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node as KNode, ObjectReference, Pod as KPod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KEvent, EventType, Recorder, Reporter};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
@@ -57,6 +57,8 @@ pub struct PodSeen {
     pub spec: Option<Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>>,
     /// GPU indices maar annotated when it bound the pod.
     pub gpus: Vec<u32>,
+    /// The TrainJob it runs a replica of (maar created it), by name.
+    pub owner: Option<String>,
 }
 
 impl PodSeen {
@@ -66,6 +68,12 @@ impl PodSeen {
             key: map::pod_key(p),
             uid: p.metadata.uid.clone().unwrap_or_default(),
             ours,
+            owner: p
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(map::LABEL_TRAINJOB))
+                .cloned(),
             node: map::pod_node(p).map(str::to_string),
             state: map::pod_state(p),
             spec: ours.then(|| map::job_of(p)),
@@ -80,12 +88,38 @@ impl PodSeen {
     }
 }
 
+/// A TrainJob, as far as maar cares.
+#[derive(Clone, Debug)]
+pub struct TrainJobSeen {
+    /// `namespace/name`.
+    pub key: String,
+    pub uid: String,
+    pub spec: Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>,
+}
+
+impl TrainJobSeen {
+    pub fn of(o: &DynamicObject) -> TrainJobSeen {
+        TrainJobSeen {
+            key: format!(
+                "{}/{}",
+                o.metadata.namespace.as_deref().unwrap_or("default"),
+                o.metadata.name.as_deref().unwrap_or_default()
+            ),
+            uid: o.metadata.uid.clone().unwrap_or_default(),
+            spec: map::trainjob_of(o),
+        }
+    }
+}
+
 /// What the world tells the driver.
 #[derive(Debug)]
 pub enum Seen {
     Node(Watched<Box<KNode>>),
     Pod(Watched<Box<PodSeen>>),
     Namespace(Watched<String>),
+    TrainJob(Watched<Box<TrainJobSeen>>),
+    /// A Pool object (or why it cannot be one: its name and the error).
+    Pool(Watched<Result<map::PoolObject, (String, String)>>),
     /// A bind's outcome for job `job` (`namespace/name`).
     Bound {
         job: String,
@@ -96,7 +130,7 @@ pub enum Seen {
 }
 
 /// A write maar makes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Write {
     /// Bind pod `job` (`namespace/name`, `uid`) to `node`, on cards `gpus`.
     Bind {
@@ -105,11 +139,33 @@ pub enum Write {
         node: String,
         gpus: Vec<u32>,
     },
-    /// Pod `job` cannot be placed now: `message` (maar's explanation).
+    /// Pod (or TrainJob, `trainjob`) `job` cannot be placed now: `message` (maar's
+    /// explanation).
     Unschedulable {
         job: String,
         uid: String,
         message: String,
+        trainjob: bool,
+    },
+    /// Create the pods of TrainJob `job` (`uid`), one per replica, bound to their
+    /// nodes (all or none); answered as a bind.
+    CreatePods {
+        job: String,
+        uid: String,
+        /// Which start of the job this is (0 the first; restarts make new pods).
+        attempt: u32,
+        spec: Box<maar_scheduler::JobSpec>,
+        replicas: Vec<maar_scheduler::input::Binding>,
+    },
+    /// Delete the pods of TrainJob `job`.
+    DeletePods { job: String, reason: String },
+    /// A TrainJob's status: `phase` (Pending, Running, Succeeded, Failed, Cancelled)
+    /// and why.
+    TrainJobStatus {
+        job: String,
+        phase: String,
+        message: String,
+        nodes: Vec<String>,
     },
     /// Delete pod `job` (preempted, drained, cancelled by an operator): `reason`.
     Delete { job: String, reason: String },
@@ -223,6 +279,64 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
             }
         }
     });
+    let (trainjobs, pools): (Api<DynamicObject>, Api<DynamicObject>) = (
+        match &namespace {
+            Some(ns) => {
+                Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"))
+            }
+            None => Api::all_with(client.clone(), &map::crd("TrainJob", "trainjobs")),
+        },
+        Api::all_with(client.clone(), &map::crd("Pool", "pools")),
+    );
+    let t = tx.clone();
+    tokio::spawn(async move {
+        let mut s = watcher(trainjobs, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = s.next().await {
+            let msg = match ev {
+                Ok(ev) => Seen::TrainJob(forward(ev, |o| Box::new(TrainJobSeen::of(&o)))),
+                Err(e) if not_installed(&e) => {
+                    let _ = t.send(Seen::Trouble(
+                        "the TrainJob resource is not installed (kubectl apply -f deploy/crds.yaml); TrainJobs are not watched".into(),
+                    ));
+                    let _ = t.send(Seen::TrainJob(Watched::InitDone));
+                    break;
+                }
+                Err(e) => Seen::Trouble(format!("watching TrainJobs: {e}")),
+            };
+            if t.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+    let t = tx.clone();
+    tokio::spawn(async move {
+        let mut s = watcher(pools, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = s.next().await {
+            let msg = match ev {
+                Ok(ev) => Seen::Pool(forward(ev, |o| {
+                    map::pool_of(&o).map_err(|e| {
+                        (
+                            o.metadata.name.clone().unwrap_or_default(),
+                            format!("{}: {}", e.field, e.message),
+                        )
+                    })
+                })),
+                Err(e) if not_installed(&e) => {
+                    // No Pool objects: pools come from the nodes' roles.
+                    let _ = t.send(Seen::Pool(Watched::InitDone));
+                    break;
+                }
+                Err(e) => Seen::Trouble(format!("watching pools: {e}")),
+            };
+            if t.send(msg).is_err() {
+                break;
+            }
+        }
+    });
     match namespace {
         // One namespace: that is the one project.
         Some(ns) => {
@@ -249,6 +363,13 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
     }
 }
 
+/// Whether a watch failed because the resource does not exist (its CRD is not
+/// installed).
+fn not_installed(e: &watcher::Error) -> bool {
+    let t = e.to_string();
+    t.contains("404") || t.contains("the server could not find the requested resource")
+}
+
 /// Carries out writes, at most [`MAX_WRITES`] at once.
 async fn writer(
     client: Client,
@@ -273,7 +394,7 @@ async fn writer(
             let _permit = permit;
             let out = carry_out(&client, &recorder, &w).await;
             let msg = match (&w, out) {
-                (Write::Bind { job, .. }, result) => Seen::Bound {
+                (Write::Bind { job, .. } | Write::CreatePods { job, .. }, result) => Seen::Bound {
                     job: job.clone(),
                     result,
                 },
@@ -288,7 +409,10 @@ async fn writer(
 fn describe(w: &Write) -> String {
     match w {
         Write::Bind { job, node, .. } => format!("binding pod {job} to {node}"),
-        Write::Unschedulable { job, .. } => format!("marking pod {job} unschedulable"),
+        Write::Unschedulable { job, .. } => format!("marking {job} unschedulable"),
+        Write::CreatePods { job, .. } => format!("creating the pods of TrainJob {job}"),
+        Write::DeletePods { job, .. } => format!("deleting the pods of TrainJob {job}"),
+        Write::TrainJobStatus { job, .. } => format!("writing the status of TrainJob {job}"),
         Write::Delete { job, .. } => format!("deleting pod {job}"),
         Write::Cordon { node, on: true } => format!("cordoning node {node}"),
         Write::Cordon { node, on: false } => format!("uncordoning node {node}"),
@@ -298,13 +422,27 @@ fn describe(w: &Write) -> String {
 
 /// The reference to a pod that events name.
 fn pod_ref(ns: &str, name: &str, uid: &str) -> ObjectReference {
+    object_ref("v1", "Pod", ns, name, uid)
+}
+
+fn object_ref(api_version: &str, kind: &str, ns: &str, name: &str, uid: &str) -> ObjectReference {
     ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
         name: Some(name.into()),
         namespace: Some(ns.into()),
         uid: (!uid.is_empty()).then(|| uid.to_string()),
         ..Default::default()
+    }
+}
+
+/// The name of replica `i`'s pod of TrainJob `name`, on its `attempt`th start (a
+/// restart makes new pods; the failed ones stay for their logs).
+pub fn trainjob_pod_name(name: &str, attempt: u32, i: usize) -> String {
+    if attempt == 0 {
+        format!("{name}-{i}")
+    } else {
+        format!("{name}-r{attempt}-{i}")
     }
 }
 
@@ -372,20 +510,37 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
             }
             Ok(())
         }
-        Write::Unschedulable { job, uid, message } => {
+        Write::Unschedulable {
+            job,
+            uid,
+            message,
+            trainjob,
+        } => {
             let (ns, name) = split(job);
-            let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
-            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-            let status = json!({"status": {"conditions": [{
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastTransitionTime": now,
-            }]}});
-            pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
-                .await
-                .map_err(|e| e.to_string())?;
+            let reference = if *trainjob {
+                // A TrainJob's status says it; its pods do not exist yet.
+                let tjs: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"));
+                let status = json!({"status": {"phase": "Pending", "message": message}});
+                tjs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                object_ref("crater.ai/v1", "TrainJob", ns, name, uid)
+            } else {
+                let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
+                let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let status = json!({"status": {"conditions": [{
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": now,
+                }]}});
+                pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                pod_ref(ns, name, uid)
+            };
             recorder
                 .publish(
                     &KEvent {
@@ -395,10 +550,82 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
                         action: "Scheduling".into(),
                         secondary: None,
                     },
-                    &pod_ref(ns, name, uid),
+                    &reference,
                 )
                 .await
                 .map_err(|e| e.to_string())
+        }
+        Write::CreatePods {
+            job,
+            uid,
+            attempt,
+            spec,
+            replicas,
+        } => {
+            let (ns, name) = split(job);
+            let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
+            let n = replicas.len();
+            let mut made: Vec<String> = Vec::new();
+            for (i, r) in replicas.iter().enumerate() {
+                let pod_name = trainjob_pod_name(name, *attempt, i);
+                let body = map::trainjob_pod(spec, ns, uid, &pod_name, i, n, &r.node, &r.gpus);
+                let pod: KPod = serde_json::from_value(body).map_err(|e| e.to_string())?;
+                match pods.create(&PostParams::default(), &pod).await {
+                    Ok(_) => made.push(pod_name),
+                    Err(e) => {
+                        // All or nothing: the ones made go.
+                        for m in &made {
+                            let _ = pods.delete(m, &DeleteParams::default()).await;
+                        }
+                        return Err(format!("creating pod {pod_name}: {e}"));
+                    }
+                }
+            }
+            let nodes: Vec<&str> = replicas.iter().map(|r| r.node.as_str()).collect();
+            let note = format!("{n} pod(s) created on {}", nodes.join(", "));
+            let _ = recorder
+                .publish(
+                    &KEvent {
+                        type_: EventType::Normal,
+                        reason: "Scheduled".into(),
+                        note: Some(cut_note(&note)),
+                        action: "Binding".into(),
+                        secondary: None,
+                    },
+                    &object_ref("crater.ai/v1", "TrainJob", ns, name, uid),
+                )
+                .await;
+            Ok(())
+        }
+        Write::DeletePods { job, reason } => {
+            let (ns, name) = split(job);
+            let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
+            let lp = ListParams::default().labels(&format!("{}={name}", map::LABEL_TRAINJOB));
+            pods.delete_collection(&DeleteParams::default(), &lp)
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(target: "maar::kube", "pods of TrainJob {job} deleted: {reason}");
+            Ok(())
+        }
+        Write::TrainJobStatus {
+            job,
+            phase,
+            message,
+            nodes,
+        } => {
+            let (ns, name) = split(job);
+            let tjs: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"));
+            let status = json!({"status": {"phase": phase, "message": message, "nodes": nodes}});
+            match tjs
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Deleted meanwhile.
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
         }
         Write::Delete { job, reason } => {
             let (ns, name) = split(job);

@@ -3,7 +3,7 @@
 //! relist after a dropped watch loses nothing; kubectl's cordon is honoured.
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
-use maar_kube::world::{PodSeen, Seen, Watched, Write};
+use maar_kube::world::{PodSeen, Seen, TrainJobSeen, Watched, Write};
 use maar_kube::KubeDriver;
 use maar_scheduler::{Cluster, Core, Phase, SchedConfig};
 use serde_json::{json, Value};
@@ -65,6 +65,10 @@ fn merge(a: &mut Value, b: Value) {
 #[allow(clippy::vec_box)] // the boxes are what the watch delivers
 fn lists(nodes: Vec<Box<KNode>>, pods: Vec<Box<PodSeen>>) -> Vec<Seen> {
     let mut s = vec![
+        // No Pool objects: pools come from the nodes' roles.
+        Seen::Pool(Watched::InitDone),
+        Seen::TrainJob(Watched::Init),
+        Seen::TrainJob(Watched::InitDone),
         Seen::Namespace(Watched::Init),
         Seen::Namespace(Watched::InitApply("ml".into())),
         Seen::Namespace(Watched::InitDone),
@@ -140,7 +144,9 @@ fn pods_are_queued_bound_and_told_why_not() {
     let why = writes
         .iter()
         .find_map(|w| match w {
-            Write::Unschedulable { job, uid, message } if job == "ml/never" => {
+            Write::Unschedulable {
+                job, uid, message, ..
+            } if job == "ml/never" => {
                 assert_eq!(uid, "uid-never");
                 Some(message.clone())
             }
@@ -305,4 +311,204 @@ fn a_pod_bound_before_maar_started_holds_its_cards() {
     assert_eq!(cards, vec![2, 3, 4, 5, 6, 7]);
     // Two cards left: the 4-GPU pod waits instead of being bound on top of it.
     assert_eq!(phase(&core, "ml/new"), Phase::Pending);
+}
+
+fn trainjob(ns: &str, name: &str, spec: Value) -> Box<TrainJobSeen> {
+    let o: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
+            "resourceVersion": "12", "generation": 1,
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+        "spec": spec,
+    }))
+    .unwrap();
+    Box::new(TrainJobSeen::of(&o))
+}
+
+fn owned_pod(ns: &str, tj: &str, name: &str, node: &str, phase: &str) -> Box<PodSeen> {
+    pod(
+        ns,
+        name,
+        2,
+        json!({"metadata": {"labels": {"crater.ai/trainjob": tj}},
+               "spec": {"nodeName": node}, "status": {"phase": phase}}),
+    )
+}
+
+#[test]
+fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // The users' own file, as kubectl applies it.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/examples/trainjob-gpt-finetune.yaml"
+    ));
+    let Ok(text) = text else {
+        eprintln!("skipped: ../shared/examples is not here");
+        return;
+    };
+    let v: Value = serde_saphyr::from_str(&text).unwrap();
+    let mut seen = vec![
+        // The pool it names, as a Pool object over the users' node labels.
+        Seen::Pool(Watched::InitApply(Ok(maar_kube::map::PoolObject {
+            name: "training-gpu".into(),
+            kind: maar_scheduler::model::PoolKind::Training,
+            selector: [("crater.ai/node-role".to_string(), "gpu".to_string())].into(),
+            lend_to: vec![],
+            overcommit: Default::default(),
+        }))),
+        Seen::Pool(Watched::InitDone),
+    ];
+    seen.extend(lists(
+        vec![node(
+            "gpu-node-01",
+            8,
+            "a100",
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        )],
+        vec![],
+    ));
+    seen.push(Seen::TrainJob(Watched::Apply(trainjob(
+        "ml-prod",
+        "gpt-finetune-demo",
+        v["spec"].clone(),
+    ))));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let (replicas, spec) = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::CreatePods {
+                job,
+                uid,
+                attempt,
+                spec,
+                replicas,
+            } if job == "ml-prod/gpt-finetune-demo" => {
+                assert_eq!(uid, "uid-gpt-finetune-demo");
+                assert_eq!(*attempt, 0);
+                Some((replicas.clone(), spec.clone()))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("its pods are made: {writes:?}"));
+    assert_eq!(replicas.len(), 1);
+    assert_eq!(replicas[0].node, "gpu-node-01");
+    assert_eq!(replicas[0].gpus.len(), 2);
+    assert_eq!(spec.pool, "training-gpu");
+    // The pod maar would create: bound, owned, its cards annotated.
+    let body = maar_kube::map::trainjob_pod(
+        &spec,
+        "ml-prod",
+        "uid-gpt-finetune-demo",
+        "gpt-finetune-demo-0",
+        0,
+        1,
+        "gpu-node-01",
+        &replicas[0].gpus,
+    );
+    assert_eq!(body["spec"]["nodeName"], "gpu-node-01");
+    assert_eq!(
+        body["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "2"
+    );
+    assert_eq!(
+        body["spec"]["containers"][0]["image"],
+        "registry.example.com/ai/pytorch-train:2.1"
+    );
+    assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "TrainJob");
+    let _: k8s_openapi::api::core::v1::Pod = serde_json::from_value(body).expect("a valid pod");
+
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Bound {
+            job: "ml-prod/gpt-finetune-demo".into(),
+            result: Ok(()),
+        }],
+    );
+    assert_eq!(phase(&core, "ml-prod/gpt-finetune-demo"), Phase::Running);
+    assert!(
+        writes.iter().any(|w| matches!(w, Write::TrainJobStatus { phase, nodes, .. } if phase == "Running" && nodes == &["gpu-node-01"])),
+        "{writes:?}"
+    );
+    // Its pod appears (made by maar) and runs, then succeeds: the TrainJob succeeds.
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Apply(owned_pod(
+            "ml-prod",
+            "gpt-finetune-demo",
+            "gpt-finetune-demo-0",
+            "gpu-node-01",
+            "Running",
+        )))],
+    );
+    assert_eq!(phase(&core, "ml-prod/gpt-finetune-demo"), Phase::Running);
+    let (_, writes) = d.step(
+        &mut core,
+        4,
+        vec![Seen::Pod(Watched::Apply(owned_pod(
+            "ml-prod",
+            "gpt-finetune-demo",
+            "gpt-finetune-demo-0",
+            "gpu-node-01",
+            "Succeeded",
+        )))],
+    );
+    assert_eq!(phase(&core, "ml-prod/gpt-finetune-demo"), Phase::Succeeded);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::TrainJobStatus { phase, .. } if phase == "Succeeded")),
+        "{writes:?}"
+    );
+    // Pods that ended are kept (their logs): nothing deleted.
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::DeletePods { .. })),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let spec = json!({"image": "i", "resources": {"pool": "training-gpu", "gpu": {"count": 1}}});
+    let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
+    seen.push(Seen::TrainJob(Watched::Apply(trainjob("ml", "t", spec))));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let why = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Unschedulable {
+                job,
+                message,
+                trainjob: true,
+                ..
+            } if job == "ml/t" => Some(message.clone()),
+            _ => None,
+        })
+        .expect("told why");
+    assert!(why.contains("training-gpu"), "{why}");
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
+            name: "training-gpu".into(),
+            kind: maar_scheduler::model::PoolKind::Training,
+            selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
+            lend_to: vec![],
+            overcommit: Default::default(),
+        })))],
+    );
+    // gpu-a was in pool `training` (its role) and stays there: the new pool is empty,
+    // and the TrainJob is queued in it, told why it waits.
+    assert_eq!(phase(&core, "ml/t"), Phase::Pending);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Unschedulable { job, .. } if job == "ml/t")),
+        "{writes:?}"
+    );
 }

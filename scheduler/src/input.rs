@@ -130,15 +130,13 @@ pub enum Observation {
     Telemetry { nodes: Vec<NodeReading> },
     /// A job appeared (a scenario arrival, a pod created in the cluster).
     JobSubmitted { spec: Box<JobSpec> },
-    /// A job found already running on a node (a pod bound before this maar started):
-    /// it is added as Running there, holding what it asks for, on the cards `gpus`
-    /// when they are known (else the first free ones), even past what the node has
-    /// free (the world is as it is).
+    /// A job found already running (a pod or a TrainJob's pods bound before this maar
+    /// started): it is added as Running with one replica on each of `replicas`,
+    /// holding what it asks for, on the cards given (else on the cards a fit picks,
+    /// else the first ones), even past what the node has free (the world is as it is).
     JobRunning {
         spec: Box<JobSpec>,
-        node: String,
-        #[serde(default)]
-        gpus: Vec<u32>,
+        replicas: Vec<Binding>,
     },
     /// A running job's run ended.
     JobEnded { job: String, outcome: JobOutcome },
@@ -351,6 +349,17 @@ impl Core {
                 for p in &mut c.projects {
                     p.quotas.insert(id, Quota::default());
                 }
+                // Nodes in no pool that the new selector matches join it.
+                let join: Vec<NodeId> = (0..c.nodes.len() as NodeId)
+                    .filter(|&n| {
+                        c.nodes[n as usize].pool.is_none()
+                            && c.pool_for_labels(c.nodes[n as usize].labels()) == Some(id)
+                    })
+                    .collect();
+                for n in join {
+                    let labels = c.nodes[n as usize].labels().clone();
+                    c.relabel_node(n, labels);
+                }
                 c.emit(
                     Severity::Normal,
                     "PoolAdded",
@@ -425,11 +434,27 @@ impl Core {
                 let id = c.submit(*spec)?;
                 Ok((format!("job {} submitted", c.job_ref(id)), Some(id)))
             }
-            Observation::JobRunning { spec, node, gpus } => {
-                let n = c.node_id(&node)?;
+            Observation::JobRunning { spec, replicas } => {
+                let nodes = replicas
+                    .iter()
+                    .map(|r| c.node_id(&r.node))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if nodes.is_empty() {
+                    return Err(ClusterError::Invalid(format!(
+                        "job {}: running where? no replica given",
+                        spec.name
+                    )));
+                }
                 let id = c.submit(*spec)?;
-                c.adopt(id, n, &gpus);
-                Ok((format!("job {} running on {node}", c.job_ref(id)), Some(id)))
+                for (n, r) in nodes.iter().zip(&replicas) {
+                    c.adopt(id, *n, &r.gpus);
+                }
+                c.adopted(id);
+                let on: Vec<&str> = replicas.iter().map(|r| r.node.as_str()).collect();
+                Ok((
+                    format!("job {} running on {}", c.job_ref(id), on.join(", ")),
+                    Some(id),
+                ))
             }
             Observation::JobEnded { job, outcome } => {
                 let id = c.job_id(&job)?;
@@ -570,9 +595,9 @@ impl Cluster {
     }
 
     /// The driver confirmed a job's assumed placements.
-    /// Places a just-submitted job on node `n` as it already runs there (see
-    /// [`Observation::JobRunning`]): on the cards `gpus` when given, else on the cards
-    /// a fit picks, else on the first cards; bound and Running.
+    /// Places one replica of a just-submitted job on node `n` as it already runs there
+    /// (see [`Observation::JobRunning`]): on the cards `gpus` when given, else on the
+    /// cards a fit picks, else on the first cards.
     pub(crate) fn adopt(&mut self, id: JobId, n: NodeId, gpus: &[u32]) {
         let spec = self.jobs[id as usize].spec.clone();
         let node = &self.nodes[n as usize];
@@ -605,17 +630,25 @@ impl Cluster {
             bound: true,
         };
         self.allocate(id, p);
+    }
+
+    /// A job whose replicas were all adopted ([`Cluster::adopt`]): Running, bound.
+    pub(crate) fn adopted(&mut self, id: JobId) {
         self.set_phase(id, Phase::Running);
         let j = &mut self.jobs[id as usize];
         j.remaining_s = j.spec.est_runtime_s;
         j.reason = "".into();
         let _ = self.confirm_bind(id);
-        let summary = self.nodes[n as usize].name.clone();
+        let on: Vec<String> = self.jobs[id as usize]
+            .placements
+            .iter()
+            .map(|p| self.nodes[p.node as usize].name.clone())
+            .collect();
         self.emit(
             Severity::Normal,
             "Running",
             self.job_ref(id),
-            format!("found running on {summary}"),
+            format!("found running on {}", on.join(", ")),
         );
     }
 
