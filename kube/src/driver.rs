@@ -618,6 +618,17 @@ impl KubeDriver {
             None => return,
         };
         spec.project = ns.to_string();
+        // A pod already bound (before this maar) is in its node's pool unless it names
+        // one.
+        if let Some(pool) = p
+            .node
+            .as_ref()
+            .filter(|_| spec.pool.is_empty())
+            .and_then(|n| core.cluster().node_id(n).ok())
+            .and_then(|n| core.cluster().nodes[n as usize].pool)
+        {
+            spec.pool = core.cluster().pools[pool as usize].name.clone();
+        }
         Self::fill_pool(core, &mut spec);
         let out = match &p.node {
             Some(node) if core.cluster().node_id(node).is_ok() => Self::observe(
@@ -740,6 +751,12 @@ impl KubeDriver {
             status: None,
             waiting: None,
         };
+        if t.ended {
+            // Ended before this maar saw it: history is Kubernetes's.
+            facts.ended = true;
+            self.trainjobs.insert(key, facts);
+            return;
+        }
         let (ns, _) = key.split_once('/').unwrap_or(("default", &key));
         Self::ensure_project(core, ns, events);
         let mut spec = match t.spec {

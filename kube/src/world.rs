@@ -95,6 +95,8 @@ pub struct TrainJobSeen {
     pub key: String,
     pub uid: String,
     pub spec: Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>,
+    /// Its status says it ended (Succeeded, Failed, Cancelled): history, not work.
+    pub ended: bool,
 }
 
 impl TrainJobSeen {
@@ -107,6 +109,12 @@ impl TrainJobSeen {
             ),
             uid: o.metadata.uid.clone().unwrap_or_default(),
             spec: map::trainjob_of(o),
+            ended: o
+                .data
+                .get("status")
+                .and_then(|s| s.get("phase"))
+                .and_then(|p| p.as_str())
+                .is_some_and(|p| matches!(p, "Succeeded" | "Failed" | "Cancelled")),
         }
     }
 }
