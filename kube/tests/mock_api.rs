@@ -167,6 +167,7 @@ async fn an_unschedulable_pod_gets_the_condition_and_a_failed_scheduling_event()
         job: "ml/big".into(),
         uid: "u-1".into(),
         message: "0/3 nodes are available: 3 insufficient free GPUs; a smaller request would start now: gpu.count 4 (asked 8)".into(),
+        trainjob: false,
     };
     carry_out(&client, &recorder(&client), &w).await.unwrap();
     server.await.unwrap();
@@ -288,4 +289,72 @@ async fn a_server_that_does_not_answer_times_out_with_its_address() {
         "context lab: the API server at https://127.0.0.1:6443 did not answer within 1 s; check that it runs and that the kubeconfig's server address is right"
     );
     drop(handle);
+}
+
+#[tokio::test]
+async fn a_trainjobs_pods_are_made_all_or_none() {
+    use maar_scheduler::input::Binding;
+    let mut job = maar_kube::map::job_of(
+        &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "gang", "namespace": "ml"},
+            "spec": {"containers": [{"name": "c", "image": "img",
+                "resources": {"requests": {"nvidia.com/gpu": "4", "cpu": "8", "memory": "32Gi"}}}]}}))
+        .unwrap(),
+    )
+    .unwrap();
+    job.replicas = 2;
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        // The first pod is made, bound to its node.
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(uri.starts_with("/api/v1/namespaces/ml/pods?"), "{uri}");
+        assert_eq!(body["metadata"]["name"], "gang-r1-0");
+        assert_eq!(body["spec"]["nodeName"], "n1");
+        assert_eq!(body["metadata"]["labels"]["crater.ai/trainjob"], "gang");
+        assert_eq!(
+            body["metadata"]["annotations"]["crater.ai/gpu-indices"],
+            "0,1,2,3"
+        );
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "tj-uid");
+        assert_eq!(body["spec"]["containers"][0]["env"][1]["value"], "2");
+        send.send_response(ok(body));
+        // The second is refused: the first goes.
+        let (m, _, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert_eq!(body["metadata"]["name"], "gang-r1-1");
+        send.send_response(status(403, "Forbidden", "exceeded quota: gpu"));
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::DELETE);
+        assert!(
+            uri.starts_with("/api/v1/namespaces/ml/pods/gang-r1-0"),
+            "{uri}"
+        );
+        send.send_response(ok(pod("gang-r1-0")));
+    });
+    let w = Write::CreatePods {
+        job: "ml/gang".into(),
+        uid: "tj-uid".into(),
+        attempt: 1,
+        spec: Box::new(job),
+        replicas: vec![
+            Binding {
+                node: "n1".into(),
+                gpus: vec![0, 1, 2, 3],
+            },
+            Binding {
+                node: "n2".into(),
+                gpus: vec![4, 5, 6, 7],
+            },
+        ],
+    };
+    let e = carry_out(&client, &recorder(&client), &w)
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("gang-r1-1") && e.contains("exceeded quota"),
+        "{e}"
+    );
+    server.await.unwrap();
 }
