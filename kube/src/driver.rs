@@ -55,6 +55,8 @@ struct PodFacts {
     /// Bound to a node in Kubernetes (so stopping it means deleting it).
     bound: bool,
     ended: bool,
+    /// Another scheduler's pod: held where it runs, never deleted or bound by maar.
+    foreign: bool,
 }
 
 /// What the driver knows of a TrainJob.
@@ -101,6 +103,9 @@ pub struct KubeDriver {
     told: HashMap<String, (String, u64)>,
     /// The last time each trouble was noted.
     troubles: HashMap<String, u64>,
+    /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
+    /// books.
+    foreign_stopped: Vec<String>,
     /// Something changed since the last cycle.
     dirty: bool,
     last_cycle: Option<u64>,
@@ -135,6 +140,7 @@ impl KubeDriver {
             owned: HashMap::new(),
             told: HashMap::new(),
             troubles: HashMap::new(),
+            foreign_stopped: Vec::new(),
             dirty: false,
             last_cycle: None,
             last_told: None,
@@ -550,7 +556,8 @@ impl KubeDriver {
             self.trainjob_check(core, &tj_key, events);
             return;
         }
-        if !p.ours {
+        // Another scheduler's pod counts once it is bound (it holds its node's room).
+        if !p.ours && p.node.is_none() && !self.pods.contains_key(&p.key) {
             return;
         }
         let key = p.key.clone();
@@ -594,6 +601,7 @@ impl KubeDriver {
             in_core: false,
             bound: p.node.is_some(),
             ended: p.state != PodState::Live,
+            foreign: !p.ours,
         };
         if facts.ended {
             // History is Kubernetes's: a pod that ended before maar saw it is not a job.
@@ -604,6 +612,7 @@ impl KubeDriver {
         Self::ensure_project(core, ns, events);
         let mut spec = match p.spec {
             Some(Ok(s)) => s,
+            Some(Err(_)) if !p.ours => return,
             Some(Err(e)) => {
                 let message = format!("maar cannot read this pod: {}: {}", e.field, e.message);
                 writes.push(Write::Unschedulable {
@@ -618,6 +627,11 @@ impl KubeDriver {
             None => return,
         };
         spec.project = ns.to_string();
+        if !p.ours {
+            // Never a victim of maar's preemption: it is not maar's to stop.
+            spec.priority = maar_scheduler::limits::MAX_PRIORITY;
+            spec.pool.clear();
+        }
         // A pod already bound (before this maar) is in its node's pool unless it names
         // one.
         if let Some(pool) = p
@@ -652,6 +666,7 @@ impl KubeDriver {
         };
         match out.result {
             Ok(_) => facts.in_core = true,
+            Err(_) if !p.ours => {}
             Err(e) => writes.push(Write::Unschedulable {
                 job: key.clone(),
                 uid: p.uid.clone(),
@@ -1004,7 +1019,10 @@ impl KubeDriver {
                     // bind taken back or pods that ended (kept for their logs) need
                     // nothing.
                     if let Some(f) = self.pods.get_mut(job) {
-                        if f.bound && !f.ended {
+                        if f.foreign {
+                            // Not maar's to stop: it leaves maar's books, not the node.
+                            self.foreign_stopped.push(job.clone());
+                        } else if f.bound && !f.ended {
                             f.ended = true;
                             writes.push(Write::Delete {
                                 job: job.clone(),
@@ -1035,6 +1053,17 @@ impl KubeDriver {
                 break;
             }
             self.carry_out(core, &out.decisions, writes);
+            self.drop_foreign(core, events);
+        }
+    }
+
+    /// Other schedulers' pods that maar's decisions stopped leave maar's books.
+    fn drop_foreign(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for job in std::mem::take(&mut self.foreign_stopped) {
+            if let Some(f) = self.pods.get_mut(&job) {
+                f.ended = true;
+            }
+            Self::command_as_world(core, Command::Cancel { job }, events);
         }
     }
 
@@ -1215,6 +1244,7 @@ impl Driver for KubeDriver {
             let mut events = std::mem::take(&mut out.events);
             let decisions = out.decisions.clone();
             self.carry_out(core, &decisions, &mut writes);
+            self.drop_foreign(core, &mut events);
             self.settle(core, &mut events, &mut writes);
             out.events = events;
             self.flush(writes);

@@ -76,7 +76,9 @@ impl PodSeen {
                 .cloned(),
             node: map::pod_node(p).map(str::to_string),
             state: map::pod_state(p),
-            spec: ours.then(|| map::job_of(p)),
+            // maar's pods, and pods of other schedulers once bound (what they hold on
+            // their node counts).
+            spec: (ours || map::pod_node(p).is_some()).then(|| map::job_of(p)),
             gpus: p
                 .metadata
                 .annotations

@@ -512,3 +512,73 @@ fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
         "{writes:?}"
     );
 }
+
+#[test]
+fn another_schedulers_bound_pod_holds_its_cards_and_is_never_maars_to_stop() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let theirs = pod(
+        "web",
+        "kube-scheduled",
+        6,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-a"},
+               "status": {"phase": "Running"}}),
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![theirs, pod("ml", "mine", 4, json!({}))],
+        ),
+    );
+    let c = core.cluster();
+    let t = &c.jobs[c.job_id("web/kube-scheduled").unwrap() as usize];
+    assert_eq!(t.phase, Phase::Running);
+    assert_eq!(t.placements[0].gpus.len(), 6);
+    // Two cards left: maar's 4-GPU pod waits rather than being bound on top of it.
+    assert_eq!(phase(&core, "ml/mine"), Phase::Pending);
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Bind { .. })),
+        "{writes:?}"
+    );
+    // Even a high-priority pod of maar's does not preempt it.
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Pod(Watched::Apply(pod(
+            "ml",
+            "urgent",
+            4,
+            json!({"metadata": {"annotations": {"crater.ai/priority": "high"}}}),
+        )))],
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "web/kube-scheduled"), Phase::Running);
+    // Draining the node in maar leaves their pod alone in Kubernetes.
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("test"),
+        maar_scheduler::Command::DrainNode {
+            node: "gpu-a".into(),
+        },
+    );
+    assert!(out.is_ok(), "{:?}", out.result);
+    // It finishes: its job ends.
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Apply(pod(
+            "web",
+            "kube-scheduled",
+            6,
+            json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-a"},
+                   "status": {"phase": "Succeeded"}}),
+        )))],
+    );
+    assert_ne!(phase(&core, "web/kube-scheduled"), Phase::Running);
+}
