@@ -479,17 +479,21 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
         } => {
             let (ns, name) = split(job);
             let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
+            // One request: the API server sets the node and merges the binding's
+            // annotations (the cards) into the pod together; the uid makes sure the pod
+            // bound is the one maar saw, not another of the same name.
+            let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+            let mut meta = json!({"name": name, "namespace": ns});
+            if !uid.is_empty() {
+                meta["uid"] = json!(uid);
+            }
             if !gpus.is_empty() {
-                let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-                let patch = json!({"metadata": {"annotations": {ANNOTATION_GPUS: list.join(",")}}});
-                pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                meta["annotations"] = json!({ANNOTATION_GPUS: list.join(",")});
             }
             let binding = json!({
                 "apiVersion": "v1",
                 "kind": "Binding",
-                "metadata": {"name": name, "namespace": ns},
+                "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node},
             });
             pods.create_subresource::<_, serde_json::Value>(

@@ -64,21 +64,10 @@ fn pod(name: &str) -> Value {
 }
 
 #[tokio::test]
-async fn a_bind_annotates_the_gpus_posts_the_binding_and_says_scheduled() {
+async fn a_bind_posts_the_binding_with_the_gpus_and_says_scheduled() {
     let (client, handle) = mock_client();
     let server = tokio::spawn(async move {
         let mut h = pin!(handle);
-        let (m, uri, body, send) = next(&mut h).await;
-        assert_eq!(m, Method::PATCH);
-        assert!(
-            uri.starts_with("/api/v1/namespaces/ml/pods/train-0?"),
-            "{uri}"
-        );
-        assert_eq!(
-            body["metadata"]["annotations"]["crater.ai/gpu-indices"],
-            "2,3"
-        );
-        send.send_response(ok(pod("train-0")));
         let (m, uri, body, send) = next(&mut h).await;
         assert_eq!(m, Method::POST);
         assert!(
@@ -86,6 +75,13 @@ async fn a_bind_annotates_the_gpus_posts_the_binding_and_says_scheduled() {
             "{uri}"
         );
         assert_eq!(body["kind"], "Binding");
+        // The cards ride on the binding (merged into the pod with the node), and the
+        // uid pins the pod maar saw.
+        assert_eq!(
+            body["metadata"]["annotations"]["crater.ai/gpu-indices"],
+            "2,3"
+        );
+        assert_eq!(body["metadata"]["uid"], "u-0");
         assert_eq!(body["target"]["kind"], "Node");
         assert_eq!(body["target"]["name"], "gpu-node-1");
         send.send_response(ok(
