@@ -17,7 +17,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node as KNode, ObjectReference, Pod as KPod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event as KEvent, EventType, Recorder, Reporter};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
@@ -28,6 +27,68 @@ use crate::map::{self, PodState, ANNOTATION_GPUS};
 pub const MAX_WRITES: usize = 64;
 /// Longest event note the API server takes (events.k8s.io/v1 `note`).
 const MAX_NOTE: usize = 1024;
+
+/// Writes events (events.k8s.io/v1), as `kubectl describe` shows them. Each is one
+/// create: maar tells a waiting pod again only when its reason changes or every few
+/// minutes (the driver's rate), so no cache of past events is kept (kube-runtime's
+/// `Recorder` scans its whole cache on every event: quadratic over thousands of pods).
+#[derive(Clone)]
+pub struct Events {
+    client: Client,
+    instance: String,
+}
+
+/// An event's severity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl Events {
+    pub fn new(client: Client, instance: &str) -> Events {
+        Events {
+            client,
+            instance: instance.to_string(),
+        }
+    }
+
+    /// Writes one event about `regarding`.
+    pub async fn publish(
+        &self,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+        regarding: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let ns = regarding.namespace.as_deref().unwrap_or("default");
+        let now = chrono::Utc::now();
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or("maar"),
+            now.timestamp_nanos_opt().unwrap_or_default()
+        );
+        let ev = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ns},
+            "eventTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "type": match type_ { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+            "reason": reason,
+            "action": action,
+            "note": cut_note(note),
+            "regarding": regarding,
+            "reportingController": "maar",
+            "reportingInstance": self.instance,
+        });
+        let ev: k8s_openapi::api::events::v1::Event =
+            serde_json::from_value(ev).map_err(kube::Error::SerdeError)?;
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), ns);
+        api.create(&PostParams::default(), &ev).await.map(|_| ())
+    }
+}
 
 /// A change the watch saw, in the order it saw them (per kind).
 #[derive(Clone, Debug)]
@@ -387,13 +448,7 @@ async fn writer(
     tx: mpsc::Sender<Seen>,
 ) {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into());
-    let recorder = Arc::new(Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "maar".into(),
-            instance: Some(host),
-        },
-    ));
+    let recorder = Arc::new(Events::new(client.clone(), &host));
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_WRITES));
     while let Some(w) = rx.recv().await {
         let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -469,7 +524,7 @@ pub fn cut_note(s: &str) -> String {
 }
 
 /// One write against the API server.
-pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Result<(), String> {
+pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<(), String> {
     match w {
         Write::Bind {
             job,
@@ -508,16 +563,7 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
             let note = format!("Successfully assigned {ns}/{name} to {node}");
             let reference = pod_ref(ns, name, uid);
             if let Err(e) = recorder
-                .publish(
-                    &KEvent {
-                        type_: EventType::Normal,
-                        reason: "Scheduled".into(),
-                        note: Some(note),
-                        action: "Binding".into(),
-                        secondary: None,
-                    },
-                    &reference,
-                )
+                .publish(EventType::Normal, "Scheduled", "Binding", &note, &reference)
                 .await
             {
                 tracing::warn!(target: "maar::kube", "event for {job}: {e}");
@@ -557,13 +603,10 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
             };
             recorder
                 .publish(
-                    &KEvent {
-                        type_: EventType::Warning,
-                        reason: "FailedScheduling".into(),
-                        note: Some(cut_note(message)),
-                        action: "Scheduling".into(),
-                        secondary: None,
-                    },
+                    EventType::Warning,
+                    "FailedScheduling",
+                    "Scheduling",
+                    &message,
                     &reference,
                 )
                 .await
@@ -599,13 +642,10 @@ pub async fn carry_out(client: &Client, recorder: &Recorder, w: &Write) -> Resul
             let note = format!("{n} pod(s) created on {}", nodes.join(", "));
             let _ = recorder
                 .publish(
-                    &KEvent {
-                        type_: EventType::Normal,
-                        reason: "Scheduled".into(),
-                        note: Some(cut_note(&note)),
-                        action: "Binding".into(),
-                        secondary: None,
-                    },
+                    EventType::Normal,
+                    "Scheduled",
+                    "Binding",
+                    &note,
                     &object_ref("crater.ai/v1", "TrainJob", ns, name, uid),
                 )
                 .await;

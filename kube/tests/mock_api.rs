@@ -6,9 +6,8 @@ use std::pin::pin;
 
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
-use maar_kube::world::{carry_out, Write};
+use maar_kube::world::{carry_out, Events, Write};
 use serde_json::{json, Value};
 use tower_test::mock;
 
@@ -19,14 +18,8 @@ fn mock_client() -> (Client, Handle) {
     (Client::new(svc, "default"), handle)
 }
 
-fn recorder(c: &Client) -> Recorder {
-    Recorder::new(
-        c.clone(),
-        Reporter {
-            controller: "maar".into(),
-            instance: Some("test".into()),
-        },
-    )
+fn recorder(c: &Client) -> Events {
+    Events::new(c.clone(), "test")
 }
 
 /// The next request: method, path and query, JSON body.
