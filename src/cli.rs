@@ -793,6 +793,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     speed,
                     paused,
                     roles,
+                    ..Default::default()
                 },
             );
             let face = if read_only {
@@ -1227,6 +1228,12 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             speed: 1.0,
             paused: false,
             roles,
+            publish_every: if a.headless {
+                engine::HEADLESS_PUBLISH_EVERY
+            } else {
+                EngineOptions::default().publish_every
+            },
+            ..Default::default()
         },
     );
     let face = if a.read_only {
@@ -1323,6 +1330,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
             speed: 1.0,
             paused: false,
             roles,
+            ..Default::default()
         },
     );
     let face = if a.read_only {
@@ -1504,6 +1512,7 @@ fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
                 speed: 1.0,
                 paused: true,
                 roles: roles.clone(),
+                ..Default::default()
             },
         );
         let answer = match request {

@@ -49,6 +49,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 const HISTORY_MIN_GAP: Duration = Duration::from_millis(250);
 /// Fewest real time between two published snapshots while running.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// How often a headless run publishes (nothing draws; `maar` commands read the record).
+pub const HEADLESS_PUBLISH_EVERY: Duration = Duration::from_secs(5);
 /// How long a face waits for the engine's answer.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
@@ -60,6 +62,10 @@ pub struct EngineOptions {
     pub paused: bool,
     /// Who may do what (every command is checked against its actor's role).
     pub roles: Arc<Roles>,
+    /// How often a changed cluster is published to the faces: 200 ms for a console;
+    /// headless runs (no face draws) publish seldom, since a view of a large cluster
+    /// costs milliseconds to build.
+    pub publish_every: Duration,
 }
 
 impl Default for EngineOptions {
@@ -68,6 +74,7 @@ impl Default for EngineOptions {
             speed: 60.0,
             paused: false,
             roles: Arc::new(Roles::default()),
+            publish_every: PUBLISH_EVERY,
         }
     }
 }
@@ -328,6 +335,7 @@ struct Engine {
     /// The newest checkpoint request of a reader already served (unix ms).
     served_checkpoint: i64,
     roles: Arc<Roles>,
+    publish_every: Duration,
     /// The owner of the state file (None without one).
     owner: Option<u32>,
 }
@@ -374,6 +382,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         served_checkpoint: 0,
         owner,
         roles: opts.roles.clone(),
+        publish_every: opts.publish_every,
     };
     e.publish();
     let views = e.views.subscribe();
@@ -522,7 +531,7 @@ impl Engine {
             } else if self.unwritten.len() > 10_000 {
                 self.unwritten.clear();
             }
-            if self.changed && (self.paused || last_publish.elapsed() >= PUBLISH_EVERY) {
+            if self.changed && (self.paused || last_publish.elapsed() >= self.publish_every) {
                 last_publish = Instant::now();
                 self.publish();
             }

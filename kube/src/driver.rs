@@ -34,6 +34,8 @@ use crate::world::{PodSeen, Seen, TrainJobSeen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 300;
+/// Waiting pods told why per step at most.
+pub const MAX_TOLD_PER_STEP: usize = 200;
 /// Things seen applied per step at most (the engine answers requests between steps).
 const MAX_SEEN_PER_STEP: usize = 20_000;
 
@@ -1067,11 +1069,17 @@ impl KubeDriver {
         }
     }
 
-    /// Tells waiting pods why (reason changed, or [`RETELL_S`] passed).
+    /// Tells waiting pods why (reason changed, or [`RETELL_S`] passed), at most
+    /// [`MAX_TOLD_PER_STEP`] a step (each is an explanation and two writes; the rest
+    /// are told in the next steps).
     fn tell_waiting(&mut self, core: &Core, writes: &mut Vec<Write>) {
         let now = core.now();
         let c = core.cluster();
+        let mut told = 0;
         for j in c.pending_jobs() {
+            if told >= MAX_TOLD_PER_STEP {
+                break;
+            }
             let key = format!("{}/{}", j.spec.project, j.spec.name);
             let (uid, trainjob) = match (self.pods.get(&key), self.trainjobs.get(&key)) {
                 (Some(f), _) => (f.uid.clone(), false),
@@ -1104,6 +1112,7 @@ impl KubeDriver {
                 trainjob,
             });
             self.told.insert(key, (j.reason.to_string(), now));
+            told += 1;
         }
         // TrainJobs that started or ended: their status.
         for (key, f) in &mut self.trainjobs {

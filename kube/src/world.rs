@@ -82,11 +82,13 @@ impl Events {
             "reportingController": "maar",
             "reportingInstance": self.instance,
         });
-        let ev: k8s_openapi::api::events::v1::Event =
-            serde_json::from_value(ev).map_err(kube::Error::SerdeError)?;
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), ns);
-        api.create(&PostParams::default(), &ev).await.map(|_| ())
+        // Posted as built, the answer not parsed: thousands of pods are told at once.
+        let body = serde_json::to_vec(&ev).map_err(kube::Error::SerdeError)?;
+        let req =
+            kube::core::Request::new(format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"))
+                .create(&PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(req).await.map(|_| ())
     }
 }
 
@@ -123,8 +125,19 @@ pub struct PodSeen {
 }
 
 impl PodSeen {
+    /// The pod, with its job read (maar's pods, and other schedulers' once bound).
     pub fn of(p: &KPod) -> PodSeen {
+        Self::of_unless(p, &mut std::collections::HashSet::new())
+    }
+
+    /// As [`PodSeen::of`], reading the job only for a pod whose uid is not in `read`
+    /// yet (then added): the driver needs a pod's job once, and a pod changes several
+    /// times on its way (bound, started, ended).
+    pub fn of_unless(p: &KPod, read: &mut std::collections::HashSet<String>) -> PodSeen {
         let ours = map::is_ours(p);
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let wanted = ours || map::pod_node(p).is_some();
+        let first = wanted && (uid.is_empty() || read.insert(uid));
         PodSeen {
             key: map::pod_key(p),
             uid: p.metadata.uid.clone().unwrap_or_default(),
@@ -138,8 +151,8 @@ impl PodSeen {
             node: map::pod_node(p).map(str::to_string),
             state: map::pod_state(p),
             // maar's pods, and pods of other schedulers once bound (what they hold on
-            // their node counts).
-            spec: (ours || map::pod_node(p).is_some()).then(|| map::job_of(p)),
+            // their node counts); once.
+            spec: first.then(|| map::job_of(p)),
             gpus: p
                 .metadata
                 .annotations
@@ -302,7 +315,7 @@ impl World {
     }
 }
 
-fn forward<K, T>(ev: watcher::Event<K>, f: impl Fn(K) -> T) -> Watched<T> {
+fn forward<K, T>(ev: watcher::Event<K>, mut f: impl FnMut(K) -> T) -> Watched<T> {
     match ev {
         watcher::Event::Apply(k) => Watched::Apply(f(k)),
         watcher::Event::Delete(k) => Watched::Delete(f(k)),
@@ -340,9 +353,17 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         let mut s = watcher(pods, watcher::Config::default())
             .default_backoff()
             .boxed();
+        let mut read = std::collections::HashSet::new();
         while let Some(ev) = s.next().await {
             let msg = match ev {
-                Ok(ev) => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of(&p)))),
+                Ok(watcher::Event::Delete(p)) => {
+                    // Gone: its job is not read, and its uid is forgotten.
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    read.remove(&uid);
+                    let mut skip = std::collections::HashSet::from([uid]);
+                    Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(&p, &mut skip))))
+                }
+                Ok(ev) => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of_unless(&p, &mut read)))),
                 Err(e) => Seen::Trouble(format!("watching pods: {e}")),
             };
             if t.send(msg).is_err() {
