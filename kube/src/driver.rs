@@ -360,6 +360,19 @@ impl KubeDriver {
                 };
                 Self::observe(core, o, events);
             }
+            Seen::Lease(msg) => {
+                tracing::info!(target: "maar::kube", "{msg}");
+                Self::observe(
+                    core,
+                    Observation::Note {
+                        severity: Severity::Normal,
+                        reason: "Lease".into(),
+                        object: "cluster".into(),
+                        message: msg,
+                    },
+                    events,
+                );
+            }
             Seen::Trouble(msg) => {
                 let now = core.now();
                 let last = self.troubles.get(&msg).copied();
@@ -1149,8 +1162,17 @@ impl KubeDriver {
         }
     }
 
+    /// This maar schedules: it holds the lease (or has no cluster attached).
+    pub fn leading(&self) -> bool {
+        self.world.as_ref().is_none_or(|w| w.is_leader())
+    }
+
     fn flush(&self, writes: Vec<Write>) {
         if let Some(w) = &self.world {
+            // A maar that watches only writes nothing.
+            if !w.is_leader() {
+                return;
+            }
             for x in writes {
                 w.write(x);
             }
@@ -1164,6 +1186,10 @@ impl KubeDriver {
         let mut writes = Vec::new();
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
+        }
+        if !self.leading() {
+            // Another maar schedules: this one only follows the watch.
+            return (events, writes);
         }
         if self.dirty || self.last_cycle.is_none_or(|t| to > t) {
             self.dirty = false;
@@ -1199,6 +1225,16 @@ impl Driver for KubeDriver {
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        if !self.leading() && !matches!(command, Command::AckAlert { .. }) {
+            return Output {
+                result: Err(maar_scheduler::ClusterError::Invalid(
+                    "this maar watches only: another maar holds the scheduling lease (its console or `--context` acts)".into(),
+                )),
+                job: None,
+                events: Vec::new(),
+                decisions: Vec::new(),
+            };
+        }
         if let Command::Submit(spec) = &command {
             return Output {
                 result: Err(maar_scheduler::ClusterError::Invalid(format!(

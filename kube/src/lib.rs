@@ -8,12 +8,15 @@
 //!   the driver through a channel, and the writes maar makes (bind with the GPU
 //!   indices annotated, `PodScheduled=False` with maar's explanation and a
 //!   `FailedScheduling` event, delete a preempted pod).
+//! - [`lease`]: one maar schedules at a time (a coordination.k8s.io Lease, taken over
+//!   when its holder stops renewing it); another watches only.
 //! - [`driver`]: [`driver::KubeDriver`], a `Driver` of the engine like the simulation
 //!   and local mode: what the watch sees becomes observations, the core's decisions
 //!   become writes, their answers come back as `Bound` / `BindFailed`.
 
 pub mod connect;
 pub mod driver;
+pub mod lease;
 pub mod map;
 pub mod world;
 

@@ -211,6 +211,8 @@ pub enum Seen {
     },
     /// A watch failed (it is retried with back-off) or a write failed.
     Trouble(String),
+    /// Who schedules changed (the lease): what is true now.
+    Lease(String),
 }
 
 /// A write maar makes.
@@ -269,6 +271,8 @@ pub struct World {
     rt: tokio::runtime::Runtime,
     writes: tokio::sync::mpsc::UnboundedSender<Write>,
     seen: mpsc::Receiver<Seen>,
+    /// This maar holds the scheduling lease.
+    leader: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl World {
@@ -286,12 +290,46 @@ impl World {
         let conn = rt.block_on(crate::connect(opts))?;
         let (tx, seen) = mpsc::channel();
         let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
+        let leader = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let _guard = rt.enter();
             spawn_watchers(&conn.client, conn.namespace.clone(), tx.clone());
+            // The lease lives in the one namespace watched, else in kube-system.
+            let ns = conn
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "kube-system".to_string());
+            let me = format!(
+                "{}_{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
+                std::process::id()
+            );
+            let t = tx.clone();
+            tokio::spawn(crate::lease::run(
+                conn.client.clone(),
+                ns,
+                me,
+                leader.clone(),
+                move |m| {
+                    let _ = t.send(Seen::Lease(m));
+                },
+            ));
             tokio::spawn(writer(conn.client.clone(), wrx, tx));
         }
-        Ok((World { rt, writes, seen }, conn))
+        Ok((
+            World {
+                rt,
+                writes,
+                seen,
+                leader,
+            },
+            conn,
+        ))
+    }
+
+    /// This maar holds the scheduling lease (schedules and writes).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The next thing seen, if any (never waits).

@@ -347,3 +347,110 @@ async fn a_trainjobs_pods_are_made_all_or_none() {
     );
     server.await.unwrap();
 }
+
+fn lease(holder: &str, renew_s: i64, transitions: i32) -> Value {
+    let t = chrono::DateTime::from_timestamp(renew_s, 0)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "maar-scheduler", "namespace": "kube-system", "resourceVersion": "7"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                 "acquireTime": t, "renewTime": t, "leaseTransitions": transitions}})
+}
+
+#[tokio::test]
+async fn one_maar_schedules_the_lease_is_taken_held_and_taken_over_from_a_dead_holder() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use maar_kube::lease::{step, Step};
+    let now = 1_800_000_000;
+    // No lease yet: created, held.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::GET);
+        assert!(
+            uri.starts_with(
+                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/maar-scheduler"
+            ),
+            "{uri}"
+        );
+        send.send_response(status(
+            404,
+            "NotFound",
+            "leases.coordination.k8s.io \"maar-scheduler\" not found",
+        ));
+        let (m, _, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert_eq!(body["spec"]["holderIdentity"], "me");
+        assert_eq!(body["spec"]["leaseDurationSeconds"], 15);
+        send.send_response(ok(body));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert_eq!(
+        step(&api, "kube-system", "me", now).await.unwrap(),
+        Step::Held { took_from: None }
+    );
+    server.await.unwrap();
+
+    // Another maar renewed 5 s ago: it schedules; nothing is written.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(lease("other", now - 5, 0)));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert_eq!(
+        step(&api, "kube-system", "me", now).await.unwrap(),
+        Step::Other {
+            holder: "other".into()
+        }
+    );
+    server.await.unwrap();
+
+    // It stopped renewing 20 s ago (dead): taken over, one more transition, written
+    // against the version read.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(lease("other", now - 20, 3)));
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PUT);
+        assert!(
+            uri.starts_with(
+                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/maar-scheduler"
+            ),
+            "{uri}"
+        );
+        assert_eq!(body["spec"]["holderIdentity"], "me");
+        assert_eq!(body["spec"]["leaseTransitions"], 4);
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        send.send_response(ok(body));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert_eq!(
+        step(&api, "kube-system", "me", now).await.unwrap(),
+        Step::Held {
+            took_from: Some("other".into())
+        }
+    );
+    server.await.unwrap();
+
+    // Two take over at once: the one that loses the race (409) watches.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(lease("other", now - 20, 3)));
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(status(409, "Conflict", "the object has been modified"));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert!(matches!(
+        step(&api, "kube-system", "me", now).await.unwrap(),
+        Step::Other { .. }
+    ));
+    server.await.unwrap();
+}

@@ -1,0 +1,178 @@
+//! One maar schedules at a time: a `coordination.k8s.io/v1` Lease (`maar-scheduler`),
+//! held by renewing it every [`RETRY`], taken over when its holder stopped renewing for
+//! [`DURATION_S`] seconds (the holder died). A maar that does not hold it watches
+//! only: it neither schedules nor writes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use serde_json::json;
+
+/// The Lease's name.
+pub const NAME: &str = "maar-scheduler";
+/// Seconds without a renewal after which the holder is taken for dead.
+pub const DURATION_S: i64 = 15;
+/// How often the lease is renewed (or its holder looked at).
+pub const RETRY: Duration = Duration::from_secs(2);
+
+/// What one look at the lease found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// This maar holds it (created, renewed, or taken over from `from`).
+    Held { took_from: Option<String> },
+    /// Another maar holds it and renews it.
+    Other { holder: String },
+}
+
+fn micro(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn lease_body(
+    ns: &str,
+    me: &str,
+    now: i64,
+    acquired: i64,
+    transitions: i32,
+    rv: Option<&str>,
+) -> Result<Lease, String> {
+    let mut meta = json!({"name": NAME, "namespace": ns});
+    if let Some(rv) = rv {
+        meta["resourceVersion"] = json!(rv);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": meta,
+        "spec": {
+            "holderIdentity": me,
+            "leaseDurationSeconds": DURATION_S,
+            "acquireTime": micro(acquired),
+            "renewTime": micro(now),
+            "leaseTransitions": transitions,
+        },
+    }))
+    .map_err(|e| e.to_string())
+}
+
+/// One look at the lease at time `now` (seconds): create it, renew it, take it over,
+/// or find it held. A write that loses a race (409) is another holder.
+pub async fn step(api: &Api<Lease>, ns: &str, me: &str, now: i64) -> Result<Step, String> {
+    let current = api.get_opt(NAME).await.map_err(|e| e.to_string())?;
+    let Some(l) = current else {
+        let body = lease_body(ns, me, now, now, 0, None)?;
+        return match api.create(&PostParams::default(), &body).await {
+            Ok(_) => Ok(Step::Held { took_from: None }),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Step::Other {
+                holder: "another maar (it was created first)".into(),
+            }),
+            Err(e) => Err(e.to_string()),
+        };
+    };
+    let spec = l.spec.clone().unwrap_or_default();
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(0);
+    let duration = spec
+        .lease_duration_seconds
+        .map(i64::from)
+        .unwrap_or(DURATION_S);
+    let transitions = spec.lease_transitions.unwrap_or(0);
+    let rv = l.metadata.resource_version.as_deref();
+    let (acquired, transitions, took_from) = if holder == me {
+        let acquired = spec
+            .acquire_time
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .unwrap_or(now);
+        (acquired, transitions, None)
+    } else if holder.is_empty() || now > renewed + duration {
+        (
+            now,
+            transitions + 1,
+            Some(holder.clone()).filter(|h| !h.is_empty()),
+        )
+    } else {
+        return Ok(Step::Other { holder });
+    };
+    let body = lease_body(ns, me, now, acquired, transitions, rv)?;
+    match api.replace(NAME, &PostParams::default(), &body).await {
+        Ok(_) => Ok(Step::Held { took_from }),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Step::Other {
+            holder: format!("another maar (it renewed before {me} could)"),
+        }),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Keeps looking at the lease, setting `leader`; each change (and each failure, which
+/// steps down once the lease would have run out) is told through `tell`.
+pub async fn run(
+    client: Client,
+    ns: String,
+    me: String,
+    leader: Arc<AtomicBool>,
+    tell: impl Fn(String) + Send + 'static,
+) {
+    let api: Api<Lease> = Api::namespaced(client, &ns);
+    let mut last_held: Option<std::time::Instant> = None;
+    let mut said = String::new();
+    loop {
+        let now = chrono::Utc::now().timestamp();
+        let (held, msg) = match step(&api, &ns, &me, now).await {
+            Ok(Step::Held { took_from: None }) => {
+                last_held = Some(std::time::Instant::now());
+                (
+                    true,
+                    format!("this maar ({me}) schedules: it holds the lease {ns}/{NAME}"),
+                )
+            }
+            Ok(Step::Held { took_from: Some(h) }) => {
+                last_held = Some(std::time::Instant::now());
+                (
+                    true,
+                    format!("this maar ({me}) took the lease {ns}/{NAME} over from {h}, which stopped renewing it"),
+                )
+            }
+            Ok(Step::Other { holder }) => (
+                false,
+                format!(
+                    "another maar ({holder}) schedules; this one watches only (lease {ns}/{NAME})"
+                ),
+            ),
+            Err(e) => {
+                // Unsure: keep leading only while the lease would still be ours.
+                let still = last_held
+                    .is_some_and(|t| t.elapsed() < Duration::from_secs(DURATION_S as u64 - 2));
+                (
+                    still,
+                    format!(
+                        "cannot read or renew the lease {ns}/{NAME} ({e}); {}",
+                        if still {
+                            "still scheduling until it runs out"
+                        } else {
+                            "watching only"
+                        }
+                    ),
+                )
+            }
+        };
+        leader.store(held, Ordering::SeqCst);
+        // Said once per change of what is true (not per renewal).
+        let key = format!("{held}{}", msg.split(" (").next().unwrap_or_default());
+        if key != said {
+            said = key;
+            tell(msg);
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
