@@ -665,7 +665,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                     EventType::Warning,
                     "FailedScheduling",
                     "Scheduling",
-                    &message,
+                    message,
                     &reference,
                 )
                 .await
