@@ -1233,7 +1233,6 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             } else {
                 EngineOptions::default().publish_every
             },
-            ..Default::default()
         },
     );
     let face = if a.read_only {
