@@ -34,6 +34,8 @@ use crate::world::{PodSeen, Seen, TrainJobSeen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 300;
+/// Seconds between cycles when nothing changed.
+pub const IDLE_CYCLE_S: u64 = 10;
 /// Waiting pods told why per step at most.
 pub const MAX_TOLD_PER_STEP: usize = 200;
 /// Things seen applied per step at most (the engine answers requests between steps).
@@ -1183,6 +1185,10 @@ impl KubeDriver {
     /// waiting pods told. Returns the writes (also sent to the world, when attached).
     pub fn step(&mut self, core: &mut Core, to: u64, seen: Vec<Seen>) -> (Vec<Event>, Vec<Write>) {
         let mut events = core.apply(Input::Advance { to }).events;
+        // The clock moved something (a restart due, a bind timed out).
+        if !events.is_empty() {
+            self.dirty = true;
+        }
         let mut writes = Vec::new();
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
@@ -1191,7 +1197,9 @@ impl KubeDriver {
             // Another maar schedules: this one only follows the watch.
             return (events, writes);
         }
-        if self.dirty || self.last_cycle.is_none_or(|t| to > t) {
+        // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle over
+        // thousands of waiting pods costs a fraction of a second).
+        if self.dirty || self.last_cycle.is_none_or(|t| to >= t + IDLE_CYCLE_S) {
             self.dirty = false;
             self.last_cycle = Some(to);
             self.settle(core, &mut events, &mut writes);
