@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use maar_scheduler::manifest::{GpuAffinity, Manifest, Priority, RestartSpec};
+use maar_scheduler::manifest::{GpuAffinity, Manifest, Priority, QuotaSpec, RestartSpec};
 use maar_scheduler::model::*;
 use maar_scheduler::quantity::{Bytes, CpuMilli, Duration};
 use maar_scheduler::{Cluster, Command, SchedConfig};
@@ -182,30 +182,6 @@ pub struct ProjectSpec {
     pub quotas: BTreeMap<String, QuotaSpec>,
     #[serde(default)]
     pub requests: Vec<QuotaRequestSpec>,
-}
-
-#[derive(Clone, Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct QuotaSpec {
-    #[serde(default)]
-    pub reserved: AmountSpec,
-    #[serde(default)]
-    pub max: AmountSpec,
-}
-
-#[derive(Clone, Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct AmountSpec {
-    #[serde(default)]
-    pub gpu: Option<f64>,
-    #[serde(default)]
-    pub gpu_memory: Option<Bytes>,
-    #[serde(default)]
-    pub cpu: Option<CpuMilli>,
-    #[serde(default)]
-    pub memory: Option<Bytes>,
-    #[serde(default)]
-    pub disk: Option<Bytes>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -433,24 +409,6 @@ pub fn group_names(g: &NodeGroup) -> Vec<String> {
             .map(|i| format!("{}-{:0w$}", g.name, i, w = w))
             .collect()
     }
-}
-
-fn amount(a: &AmountSpec) -> (Resources, Limits) {
-    let r = Resources {
-        gpu_milli: a.gpu.map(|g| (g * 1000.0).round() as u64).unwrap_or(0),
-        gpu_mem: a.gpu_memory.map(|b| b.0).unwrap_or(0),
-        cpu_milli: a.cpu.map(|c| c.0).unwrap_or(0),
-        memory: a.memory.map(|b| b.0).unwrap_or(0),
-        disk: a.disk.map(|b| b.0).unwrap_or(0),
-    };
-    let l = Limits {
-        gpu_milli: a.gpu.map(|g| (g * 1000.0).round() as u64),
-        gpu_mem: a.gpu_memory.map(|b| b.0),
-        cpu_milli: a.cpu.map(|c| c.0),
-        memory: a.memory.map(|b| b.0),
-        disk: a.disk.map(|b| b.0),
-    };
-    (r, l)
 }
 
 /// A number that must be finite and within `lo..=hi`.
@@ -742,19 +700,10 @@ impl Scenario {
                         format!("no pool named `{pool}`"),
                     )
                 })?;
-                let (reserved, _) = amount(&q.reserved);
-                let (_, max) = amount(&q.max);
-                for d in Dim::ALL {
-                    if let Some(m) = max.get(d) {
-                        if reserved.get(d) > m {
-                            return Err(berr(
-                                format!("projects[{pi}].quotas.{pool}"),
-                                format!("reserved {} exceeds max {}", d.name(), d.fmt(m)),
-                            ));
-                        }
-                    }
-                }
-                quotas.insert(id, Quota { reserved, max });
+                let quota = q
+                    .to_quota()
+                    .map_err(|m| berr(format!("projects[{pi}].quotas.{pool}"), m))?;
+                quotas.insert(id, quota);
             }
             c.add_project(Project {
                 name: p.name.clone(),

@@ -95,9 +95,14 @@ pub struct KubeDriver {
     relist_nodes: Option<HashSet<String>>,
     relist_pods: Option<HashSet<String>>,
     relist_trainjobs: Option<HashSet<String>>,
-    /// The first lists done, in order: pools, nodes (they join pools), pods (they
-    /// name nodes), TrainJobs (their pods say where they run).
-    listed: [bool; 4],
+    /// The first lists done: pools, nodes (they join pools), pods (they name nodes and
+    /// are admitted by quotas), TrainJobs (their pods say where they run), quotas
+    /// (they name pools).
+    listed: [bool; 5],
+    /// Quotas set from Quota objects, by object (`namespace/name`): (project, pool);
+    /// and those whose pool is not here yet.
+    quotas: HashMap<String, (String, String)>,
+    quotas_waiting: HashMap<String, crate::map::QuotaObject>,
     /// What waits for an earlier list.
     held: Vec<Seen>,
     trainjobs: HashMap<String, TrainJobFacts>,
@@ -138,7 +143,9 @@ impl KubeDriver {
             relist_nodes: None,
             relist_pods: None,
             relist_trainjobs: None,
-            listed: [false; 4],
+            listed: [false; 5],
+            quotas: HashMap::new(),
+            quotas_waiting: HashMap::new(),
             held: Vec::new(),
             trainjobs: HashMap::new(),
             owned: HashMap::new(),
@@ -176,13 +183,17 @@ impl KubeDriver {
 
     /// Which first list a thing waits for (none for pools and namespaces).
     fn waits_for(&self, s: &Seen) -> Option<usize> {
-        let stage = match s {
-            Seen::Node(_) => 1,
-            Seen::Pod(_) => 2,
-            Seen::TrainJob(_) => 3,
+        const POOLS: usize = 0;
+        const NODES: usize = 1;
+        const PODS: usize = 2;
+        const QUOTAS: usize = 4;
+        let needs: &[usize] = match s {
+            Seen::Node(_) | Seen::Quota(_) => &[POOLS],
+            Seen::Pod(_) => &[POOLS, NODES, QUOTAS],
+            Seen::TrainJob(_) => &[POOLS, NODES, QUOTAS, PODS],
             _ => return None,
         };
-        (0..stage).find(|&i| !self.listed[i])
+        needs.iter().copied().find(|&i| !self.listed[i])
     }
 
     /// A first list is done: what waited for it is fed now.
@@ -217,15 +228,20 @@ impl KubeDriver {
     }
 
     /// The pool for a node's role, added when new.
-    fn ensure_pool(core: &mut Core, labels: &BTreeMap<String, String>, events: &mut Vec<Event>) {
+    /// Returns whether a pool was added.
+    fn ensure_pool(
+        core: &mut Core,
+        labels: &BTreeMap<String, String>,
+        events: &mut Vec<Event>,
+    ) -> bool {
         let Some(role) = labels.get(LABEL_ROLE) else {
-            return;
+            return false;
         };
         // A pool (a Pool object, or one made for this role before) takes the node.
         if core.cluster().pool_id(role).is_some()
             || core.cluster().pool_for_labels(labels).is_some()
         {
-            return;
+            return false;
         }
         let kind = if role.contains("infer") || role.contains("serv") {
             PoolKind::Inference
@@ -245,6 +261,7 @@ impl KubeDriver {
             },
             events,
         );
+        true
     }
 
     fn ensure_project(core: &mut Core, ns: &str, events: &mut Vec<Event>) {
@@ -276,11 +293,18 @@ impl KubeDriver {
             Seen::Pool(w) => match w {
                 Watched::Apply(p) | Watched::InitApply(p) => {
                     Self::pool_seen(core, p, events);
-                    self.retry_waiting(core, events);
+                    self.pool_appeared(core, events);
                 }
                 Watched::InitDone => self.listed_now(0, core, events, writes),
                 // A pool is not taken away while maar runs (its jobs would be lost).
                 _ => {}
+            },
+            Seen::Quota(w) => match w {
+                Watched::Apply(q) | Watched::InitApply(q) => self.quota_applied(core, q, events),
+                Watched::Delete(Ok(q)) => self.quota_deleted(core, &q.key, events),
+                Watched::Delete(Err((key, _))) => self.quota_deleted(core, &key, events),
+                Watched::InitDone => self.listed_now(4, core, events, writes),
+                Watched::Init => {}
             },
             Seen::TrainJob(w) => match w {
                 Watched::Init => self.relist_trainjobs = Some(HashSet::new()),
@@ -404,7 +428,9 @@ impl KubeDriver {
             cordoned: map::node_cordoned(k),
             cordoned_gpus: map::cordoned_gpus(k),
         };
-        Self::ensure_pool(core, &facts.labels, events);
+        if Self::ensure_pool(core, &facts.labels, events) {
+            self.pool_appeared(core, events);
+        }
         let before = self.nodes.get(&name).cloned();
         match &before {
             None => {
@@ -757,6 +783,70 @@ impl KubeDriver {
                     events,
                 );
             }
+        }
+    }
+
+    /// A pool appeared: what waited for it (TrainJobs, quotas) is taken now.
+    fn pool_appeared(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        self.retry_waiting(core, events);
+        for (_, q) in std::mem::take(&mut self.quotas_waiting) {
+            self.quota_applied(core, Ok(q), events);
+        }
+    }
+
+    fn quota_applied(
+        &mut self,
+        core: &mut Core,
+        q: Result<crate::map::QuotaObject, (String, String)>,
+        events: &mut Vec<Event>,
+    ) {
+        let q = match q {
+            Ok(q) => q,
+            Err((key, why)) => {
+                Self::observe(
+                    core,
+                    Observation::Note {
+                        severity: Severity::Warning,
+                        reason: "BadQuota".into(),
+                        object: format!("quota/{key}"),
+                        message: format!("Quota {key} is not used: {why}"),
+                    },
+                    events,
+                );
+                return;
+            }
+        };
+        if core.cluster().pool_id(&q.pool).is_none() {
+            // Its pool is not here yet: set when it appears.
+            self.quotas_waiting.insert(q.key.clone(), q);
+            return;
+        }
+        let out = Self::observe(
+            core,
+            Observation::QuotaSet {
+                project: q.project.clone(),
+                pool: q.pool.clone(),
+                quota: Some(q.quota),
+            },
+            events,
+        );
+        if out.is_ok() {
+            self.quotas.insert(q.key, (q.project, q.pool));
+        }
+    }
+
+    fn quota_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+        self.quotas_waiting.remove(key);
+        if let Some((project, pool)) = self.quotas.remove(key) {
+            Self::observe(
+                core,
+                Observation::QuotaSet {
+                    project,
+                    pool,
+                    quota: None,
+                },
+                events,
+            );
         }
     }
 

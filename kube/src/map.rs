@@ -396,3 +396,45 @@ pub fn trainjob_pod(
         },
     })
 }
+
+/// A Quota object (namespaced: the project is its namespace): `spec.pool` and the
+/// quota as a scenario writes it (`reserved`, `max`: `gpu`, `gpu_memory`, `cpu`,
+/// `memory`, `disk`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaObject {
+    /// `namespace/name`.
+    pub key: String,
+    pub project: String,
+    pub pool: String,
+    pub quota: maar_scheduler::model::Quota,
+}
+
+pub fn quota_of(o: &kube::core::DynamicObject) -> Result<QuotaObject, SpecError> {
+    let bad = |field: &str, message: String| SpecError {
+        field: field.into(),
+        message,
+    };
+    let ns = o
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let mut spec = o.data.get("spec").cloned().unwrap_or_default();
+    let pool = spec
+        .get("pool")
+        .and_then(|p| p.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| bad("spec.pool", "the pool the quota is for".into()))?;
+    if let Some(m) = spec.as_object_mut() {
+        m.remove("pool");
+    }
+    let q: maar_scheduler::manifest::QuotaSpec =
+        serde_json::from_value(spec).map_err(|e| bad("spec", e.to_string()))?;
+    let quota = q.to_quota().map_err(|m| bad("spec", m))?;
+    Ok(QuotaObject {
+        key: format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
+        project: ns,
+        pool,
+        quota,
+    })
+}

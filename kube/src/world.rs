@@ -204,6 +204,8 @@ pub enum Seen {
     TrainJob(Watched<Box<TrainJobSeen>>),
     /// A Pool object (or why it cannot be one: its name and the error).
     Pool(Watched<Result<map::PoolObject, (String, String)>>),
+    /// A Quota object (or why it cannot be one: its `namespace/name` and the error).
+    Quota(Watched<Result<map::QuotaObject, (String, String)>>),
     /// A bind's outcome for job `job` (`namespace/name`).
     Bound {
         job: String,
@@ -461,6 +463,41 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
                     break;
                 }
                 Err(e) => Seen::Trouble(format!("watching pools: {e}")),
+            };
+            if t.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+    let quotas: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &map::crd("Quota", "quotas")),
+        None => Api::all_with(client.clone(), &map::crd("Quota", "quotas")),
+    };
+    let t = tx.clone();
+    tokio::spawn(async move {
+        let mut s = watcher(quotas, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = s.next().await {
+            let msg = match ev {
+                Ok(ev) => Seen::Quota(forward(ev, |o| {
+                    map::quota_of(&o).map_err(|e| {
+                        (
+                            format!(
+                                "{}/{}",
+                                o.metadata.namespace.clone().unwrap_or_default(),
+                                o.metadata.name.clone().unwrap_or_default()
+                            ),
+                            format!("{}: {}", e.field, e.message),
+                        )
+                    })
+                })),
+                Err(e) if not_installed(&e) => {
+                    // No Quota objects: projects are open.
+                    let _ = t.send(Seen::Quota(Watched::InitDone));
+                    break;
+                }
+                Err(e) => Seen::Trouble(format!("watching quotas: {e}")),
             };
             if t.send(msg).is_err() {
                 break;

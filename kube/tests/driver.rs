@@ -65,8 +65,9 @@ fn merge(a: &mut Value, b: Value) {
 #[allow(clippy::vec_box)] // the boxes are what the watch delivers
 fn lists(nodes: Vec<Box<KNode>>, pods: Vec<Box<PodSeen>>) -> Vec<Seen> {
     let mut s = vec![
-        // No Pool objects: pools come from the nodes' roles.
+        // No Pool or Quota objects: pools come from the nodes' roles, projects are open.
         Seen::Pool(Watched::InitDone),
+        Seen::Quota(Watched::InitDone),
         Seen::TrainJob(Watched::Init),
         Seen::TrainJob(Watched::InitDone),
         Seen::Namespace(Watched::Init),
@@ -581,4 +582,51 @@ fn another_schedulers_bound_pod_holds_its_cards_and_is_never_maars_to_stop() {
         )))],
     );
     assert_ne!(phase(&core, "web/kube-scheduled"), Phase::Running);
+}
+
+#[test]
+fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let q: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "Quota",
+        "metadata": {"name": "ml-training", "namespace": "ml", "uid": "q1"},
+        "spec": {"pool": "training", "reserved": {"gpu": 1}, "max": {"gpu": 2, "memory": "1Ti"}},
+    }))
+    .unwrap();
+    let quota = maar_kube::map::quota_of(&q).unwrap();
+    assert_eq!(quota.project, "ml");
+    assert_eq!(quota.quota.max.gpu_milli, Some(2000));
+    // The quota comes before its pool exists (the nodes' role makes it): it waits for it.
+    let mut seen = vec![Seen::Quota(Watched::Apply(Ok(quota.clone())))];
+    seen.extend(lists(
+        vec![node("gpu-a", 8, "a100", json!({}))],
+        vec![pod("ml", "four", 4, json!({}))],
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("ml/four").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Pending);
+    assert!(j.reason.contains("quota exceeded"), "{}", j.reason);
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Bind { .. })),
+        "{writes:?}"
+    );
+    // A bad Quota is told, not used.
+    let bad: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "Quota",
+        "metadata": {"name": "bad", "namespace": "ml"},
+        "spec": {"pool": "training", "reserved": {"gpu": 4}, "max": {"gpu": 2}},
+    }))
+    .unwrap();
+    let e = maar_kube::map::quota_of(&bad).unwrap_err();
+    assert!(e.message.contains("reserved GPUs exceeds max 2"), "{e:?}");
+    // The Quota is deleted: the namespace is open again and the pod is bound.
+    let (_, writes) = d.step(&mut core, 2, vec![Seen::Quota(Watched::Delete(Ok(quota)))]);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/four")),
+        "{writes:?}"
+    );
 }

@@ -100,6 +100,13 @@ pub enum Observation {
     /// A project appeared in the world (a Kubernetes namespace): it may use every pool
     /// without limits until quota is set. Nothing changes if it exists.
     ProjectSeen { project: String },
+    /// A project's quota in a pool was set (a Kubernetes Quota object); `None` takes it
+    /// back to open (no limit). The project is added if new.
+    QuotaSet {
+        project: String,
+        pool: String,
+        quota: Option<Quota>,
+    },
     /// A pool appeared in the world (a node role not seen before): every project may
     /// use it without limits until quota is set. Nothing changes if it exists.
     PoolSeen { pool: Box<Pool> },
@@ -339,6 +346,46 @@ impl Core {
                     "project seen: open in every pool until quota is set".to_string(),
                 );
                 done(format!("project {project} added"))
+            }
+            Observation::QuotaSet {
+                project,
+                pool,
+                quota,
+            } => {
+                let pl = c
+                    .pool_id(&pool)
+                    .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
+                let pid = match c.project_id(&project) {
+                    Some(p) => p,
+                    None => {
+                        let quotas = (0..c.pools.len() as PoolId)
+                            .map(|p| (p, Quota::default()))
+                            .collect();
+                        c.add_project(Project {
+                            name: project.clone(),
+                            department: String::new(),
+                            quotas,
+                        })
+                    }
+                };
+                let q = quota.unwrap_or_default();
+                let msg = format!(
+                    "quota of project {project} in pool {pool}: reserved {} GPUs, max {}",
+                    crate::quantity::fmt_gpus(q.reserved.gpu_milli),
+                    q.max
+                        .gpu_milli
+                        .map(crate::quantity::fmt_gpus)
+                        .unwrap_or_else(|| "unlimited".into())
+                );
+                c.projects[pid as usize].quotas.insert(pl, q);
+                c.admission_gen += 1;
+                c.emit(
+                    Severity::Normal,
+                    "QuotaSet",
+                    format!("project/{project}"),
+                    msg.clone(),
+                );
+                done(msg)
             }
             Observation::PoolSeen { pool } => {
                 let name = pool.name.clone();

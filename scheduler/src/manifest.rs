@@ -1064,3 +1064,74 @@ impl Deployment {
         })
     }
 }
+
+/// A project's quota in one pool, as a scenario and a Kubernetes `Quota` object write
+/// it: `reserved` (guaranteed) and `max` (the most it may hold, borrowing); each of
+/// `gpu` (a number, fractions for shared cards), `gpu_memory`, `cpu`, `memory`,
+/// `disk`. A dimension not given in `max` has no limit.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaSpec {
+    #[serde(default)]
+    pub reserved: AmountSpec,
+    #[serde(default)]
+    pub max: AmountSpec,
+}
+
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AmountSpec {
+    #[serde(default)]
+    pub gpu: Option<f64>,
+    #[serde(default)]
+    pub gpu_memory: Option<Bytes>,
+    #[serde(default)]
+    pub cpu: Option<CpuMilli>,
+    #[serde(default)]
+    pub memory: Option<Bytes>,
+    #[serde(default)]
+    pub disk: Option<Bytes>,
+}
+
+impl AmountSpec {
+    /// As amounts (absent: 0) and as limits (absent: none).
+    fn amounts(&self) -> Result<(Resources, Limits), String> {
+        if let Some(g) = self.gpu {
+            if !g.is_finite() || g < 0.0 || g > crate::limits::MAX_GPUS_PER_NODE as f64 * 1e6 {
+                return Err(format!("gpu {g} is not a count of GPUs"));
+            }
+        }
+        let gpu = self.gpu.map(|g| (g * 1000.0).round() as u64);
+        let r = Resources {
+            gpu_milli: gpu.unwrap_or(0),
+            gpu_mem: self.gpu_memory.map(|b| b.0).unwrap_or(0),
+            cpu_milli: self.cpu.map(|c| c.0).unwrap_or(0),
+            memory: self.memory.map(|b| b.0).unwrap_or(0),
+            disk: self.disk.map(|b| b.0).unwrap_or(0),
+        };
+        let l = Limits {
+            gpu_milli: gpu,
+            gpu_mem: self.gpu_memory.map(|b| b.0),
+            cpu_milli: self.cpu.map(|c| c.0),
+            memory: self.memory.map(|b| b.0),
+            disk: self.disk.map(|b| b.0),
+        };
+        Ok((r, l))
+    }
+}
+
+impl QuotaSpec {
+    /// The quota; refused when something reserved exceeds its max.
+    pub fn to_quota(&self) -> Result<Quota, String> {
+        let (reserved, _) = self.reserved.amounts()?;
+        let (_, max) = self.max.amounts()?;
+        for d in Dim::ALL {
+            if let Some(m) = max.get(d) {
+                if reserved.get(d) > m {
+                    return Err(format!("reserved {} exceeds max {}", d.name(), d.fmt(m)));
+                }
+            }
+        }
+        Ok(Quota { reserved, max })
+    }
+}
