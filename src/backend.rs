@@ -363,9 +363,14 @@ pub fn open_kube(
         rec.acquire()?;
         (rec, meta, 0)
     };
-    let mut core = Core::new(maar_scheduler::Cluster::new(
-        maar_scheduler::SchedConfig::default(),
-    ));
+    // Binds go through the API server at its pace (thousands may queue in a burst);
+    // a bind is taken back only after 5 minutes without an answer (the watch also
+    // tells where each pod went).
+    let config = maar_scheduler::SchedConfig {
+        bind_timeout_s: 300,
+        ..Default::default()
+    };
+    let mut core = Core::new(maar_scheduler::Cluster::new(config));
     if from > 0 {
         core.apply(maar_scheduler::Input::Advance { to: from });
     }

@@ -33,7 +33,7 @@ use crate::map::{self, PodState};
 use crate::world::{PodSeen, Seen, TrainJobSeen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
-pub const RETELL_S: u64 = 300;
+pub const RETELL_S: u64 = 1800;
 /// Seconds between cycles when nothing changed.
 pub const IDLE_CYCLE_S: u64 = 10;
 /// Waiting pods told why per step at most.
@@ -61,6 +61,8 @@ struct PodFacts {
     ended: bool,
     /// Another scheduler's pod: held where it runs, never deleted or bound by maar.
     foreign: bool,
+    /// The node Kubernetes has it on (`spec.nodeName`), and its cards as annotated.
+    node: Option<(String, Vec<u32>)>,
 }
 
 /// What the driver knows of a TrainJob.
@@ -115,6 +117,8 @@ pub struct KubeDriver {
     /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
     /// books.
     foreign_stopped: Vec<String>,
+    /// maar's pods Kubernetes shows bound, for the core to follow.
+    reconcile: Vec<String>,
     /// Something changed since the last cycle.
     dirty: bool,
     last_cycle: Option<u64>,
@@ -152,6 +156,7 @@ impl KubeDriver {
             told: HashMap::new(),
             troubles: HashMap::new(),
             foreign_stopped: Vec::new(),
+            reconcile: Vec::new(),
             dirty: false,
             last_cycle: None,
             last_told: None,
@@ -382,6 +387,15 @@ impl KubeDriver {
                         }
                         Observation::Bound { job }
                     }
+                    // Bound already (an earlier bind of it went through): the watch
+                    // says where, and maar's books follow it.
+                    Err(reason) if reason.contains("already assigned") => {
+                        if self.pods.get(&job).is_some_and(|f| f.node.is_some()) {
+                            self.reconcile.push(job);
+                            self.reconcile_all(core, events);
+                        }
+                        return;
+                    }
                     Err(reason) => Observation::BindFailed { job, reason },
                 };
                 Self::observe(core, o, events);
@@ -609,14 +623,28 @@ impl KubeDriver {
                 // The same name, a new pod: the old one is gone.
                 self.pod_deleted(core, &key, events);
             } else {
-                if p.node.is_some() {
+                if let Some(node) = &p.node {
                     f.bound = true;
+                    let now = Some((node.clone(), p.gpus.clone()));
+                    if f.node != now {
+                        // Bound in Kubernetes: maar's books follow (the bind answer may
+                        // come later, or have been taken back meanwhile).
+                        f.node = now;
+                        if f.in_core && !f.ended && p.state == PodState::Live {
+                            self.reconcile.push(key.clone());
+                        }
+                    }
                 }
+                let f = self.pods.get_mut(&key).expect("known");
                 if f.ended || !f.in_core {
+                    self.reconcile_all(core, events);
                     return;
                 }
                 let outcome = match p.state {
-                    PodState::Live => return,
+                    PodState::Live => {
+                        self.reconcile_all(core, events);
+                        return;
+                    }
                     PodState::Succeeded => JobOutcome::Succeeded,
                     PodState::Failed { oom: true, message } => JobOutcome::OomKilled { message },
                     PodState::Failed {
@@ -645,6 +673,7 @@ impl KubeDriver {
             bound: p.node.is_some(),
             ended: p.state != PodState::Live,
             foreign: !p.ours,
+            node: p.node.clone().map(|n| (n, p.gpus.clone())),
         };
         if facts.ended {
             // History is Kubernetes's: a pod that ended before maar saw it is not a job.
@@ -1108,6 +1137,9 @@ impl KubeDriver {
                             spec: Box::new(j.spec.clone()),
                             replicas: replicas.clone(),
                         });
+                    } else if self.pods.get(job).is_some_and(|f| f.node.is_some()) {
+                        // Kubernetes has it on a node already: no second bind.
+                        self.reconcile.push(job.clone());
                     } else if let Some(r) = replicas.first() {
                         writes.push(Write::Bind {
                             job: job.clone(),
@@ -1161,6 +1193,27 @@ impl KubeDriver {
             }
             self.carry_out(core, &out.decisions, writes);
             self.drop_foreign(core, events);
+            self.reconcile_all(core, events);
+        }
+    }
+
+    /// maar's pods that Kubernetes has bound: the core follows where they are.
+    fn reconcile_all(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for key in std::mem::take(&mut self.reconcile) {
+            let Some((node, gpus)) = self.pods.get(&key).and_then(|f| f.node.clone()) else {
+                continue;
+            };
+            let c = core.cluster();
+            let Ok(id) = c.job_id(&key) else { continue };
+            let spec = c.jobs[id as usize].spec.clone();
+            Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec: Box::new(spec),
+                    replicas: vec![maar_scheduler::input::Binding { node, gpus }],
+                },
+                events,
+            );
         }
     }
 

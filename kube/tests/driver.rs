@@ -630,3 +630,65 @@ fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
         "{writes:?}"
     );
 }
+
+#[test]
+fn a_bind_answered_late_is_followed_where_kubernetes_put_the_pod_never_bound_twice() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![
+                node("gpu-a", 2, "a100", json!({})),
+                node("gpu-b", 2, "a100", json!({})),
+            ],
+            vec![pod("ml", "p", 2, json!({}))],
+        ),
+    );
+    let first = writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Bind { job, node, .. } if job == "ml/p" => Some(node.clone()),
+            _ => None,
+        })
+        .expect("bound");
+    // No answer within the bind timeout: maar takes the placement back and places the
+    // pod again (it may pick the other node).
+    let (_, _) = d.step(&mut core, 40, vec![]);
+    // Meanwhile the first bind went through: the watch shows the pod on `first`.
+    let bound = pod(
+        "ml",
+        "p",
+        2,
+        json!({"metadata": {"annotations": {"crater.ai/gpu-indices": "0,1"}},
+               "spec": {"nodeName": first}, "status": {"phase": "Pending"}}),
+    );
+    let (_, writes) = d.step(&mut core, 41, vec![Seen::Pod(Watched::Apply(bound))]);
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Bind { .. })),
+        "{writes:?}"
+    );
+    // The second bind, if one was sent, is refused as already assigned: nothing more.
+    let (_, writes) = d.step(
+        &mut core,
+        42,
+        vec![Seen::Bound {
+            job: "ml/p".into(),
+            result: Err("Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"gpu-a\"".into()),
+        }],
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Bind { .. })),
+        "{writes:?}"
+    );
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("ml/p").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Running);
+    assert_eq!(j.placements.len(), 1);
+    assert!(j.placements[0].bound);
+    assert_eq!(c.nodes[j.placements[0].node as usize].name, first);
+    // Later steps leave it alone.
+    let (_, writes) = d.step(&mut core, 100, vec![]);
+    assert!(writes.is_empty(), "{writes:?}");
+}

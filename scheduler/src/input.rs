@@ -138,7 +138,8 @@ pub enum Observation {
     /// A job appeared (a scenario arrival, a pod created in the cluster).
     JobSubmitted { spec: Box<JobSpec> },
     /// A job found already running (a pod or a TrainJob's pods bound before this maar
-    /// started): it is added as Running with one replica on each of `replicas`,
+    /// started, or bound while maar had taken its placement back): it is added (or, a
+    /// job maar holds, placed) as Running with one replica on each of `replicas`,
     /// holding what it asks for, on the cards given (else on the cards a fit picks,
     /// else the first ones), even past what the node has free (the world is as it is).
     JobRunning {
@@ -492,7 +493,56 @@ impl Core {
                         spec.name
                     )));
                 }
-                let id = c.submit(*spec)?;
+                let name = format!("{}/{}", spec.project, spec.name);
+                let known = c.job_id(&name).ok().filter(|&id| {
+                    matches!(c.jobs[id as usize].phase, Phase::Pending | Phase::Running)
+                });
+                let id = match known {
+                    // A job maar placed, found bound by the world: where maar placed
+                    // it, the bind is confirmed; elsewhere (its placement was taken
+                    // back and made again), the world wins.
+                    Some(id) => {
+                        let j = &c.jobs[id as usize];
+                        if j.phase == Phase::Running {
+                            // The same nodes, and the same cards where the world says.
+                            let mut want: Vec<(NodeId, Vec<u32>)> = nodes
+                                .iter()
+                                .zip(&replicas)
+                                .map(|(n, r)| (*n, r.gpus.clone()))
+                                .collect();
+                            let mut have: Vec<(NodeId, Vec<u32>)> = j
+                                .placements
+                                .iter()
+                                .zip(&want)
+                                .map(|(p, w)| {
+                                    let cards = if w.1.is_empty() {
+                                        Vec::new()
+                                    } else {
+                                        p.gpus.iter().map(|g| g.gpu).collect()
+                                    };
+                                    (p.node, cards)
+                                })
+                                .collect();
+                            for x in want.iter_mut().chain(have.iter_mut()) {
+                                x.1.sort_unstable();
+                            }
+                            want.sort_unstable();
+                            have.sort_unstable();
+                            if j.placements.len() == want.len() && want == have {
+                                let _ = c.confirm_bind(id);
+                                return done(format!("job {name} bound"));
+                            }
+                            c.fail_bind(id, "found bound elsewhere by the world")?;
+                            if c.jobs[id as usize].phase != Phase::Pending {
+                                return Err(ClusterError::Invalid(format!(
+                                    "job {name} runs bound elsewhere already"
+                                )));
+                            }
+                        }
+                        id
+                    }
+                    None => c.submit(*spec)?,
+                };
                 for (n, r) in nodes.iter().zip(&replicas) {
                     c.adopt(id, *n, &r.gpus);
                 }
