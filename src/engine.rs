@@ -45,6 +45,8 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// How often a checkpoint is written while running (and at every stop).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// A checkpoint that took longer marks a large cluster (see the run loop).
+const LARGE_CHECKPOINT: Duration = Duration::from_millis(50);
 /// Fewest real time between two checkpoints taken for history (a new simulated hour).
 const HISTORY_MIN_GAP: Duration = Duration::from_millis(250);
 /// Fewest real time between two published snapshots while running.
@@ -330,6 +332,10 @@ struct Engine {
     /// Cluster time of the last checkpoint.
     checkpoint_at: u64,
     checkpoint_needed: bool,
+    /// What the last checkpoint held: (next event, last command) sequence numbers.
+    checkpointed: (u64, i64),
+    /// How long the last checkpoint took.
+    checkpoint_cost: Duration,
     /// Set when another process took the state file: commands are refused.
     lost: Option<String>,
     /// The newest checkpoint request of a reader already served (unix ms).
@@ -378,6 +384,8 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         last_checkpoint: Instant::now(),
         checkpoint_at: start_at,
         checkpoint_needed: loaded.replayed > 0,
+        checkpointed: (u64::MAX, -1),
+        checkpoint_cost: Duration::ZERO,
         lost: None,
         served_checkpoint: 0,
         owner,
@@ -522,9 +530,16 @@ impl Engine {
                 let new_hour = self.core.now() / HISTORY_EVERY_S
                     != self.checkpoint_at / HISTORY_EVERY_S
                     && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP;
+                // A large cluster's checkpoint costs time (50k jobs: ~50 MB): the next
+                // one waits at least 20 times as long as the last took, and one that
+                // did nothing since (no event, no command) gets none.
+                let every = CHECKPOINT_EVERY.max(self.checkpoint_cost * 20);
+                let moved = self.checkpoint_cost < LARGE_CHECKPOINT
+                    || (self.core.cluster().next_event_seq(), self.seq) != self.checkpointed;
                 if self.checkpoint_needed
                     || (!self.paused
-                        && (self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY || new_hour))
+                        && moved
+                        && (self.last_checkpoint.elapsed() >= every || new_hour))
                 {
                     self.checkpoint();
                 }
@@ -800,9 +815,11 @@ impl Engine {
 
     fn checkpoint(&mut self) {
         self.flush();
-        self.last_checkpoint = Instant::now();
+        let started = Instant::now();
+        self.last_checkpoint = started;
         self.checkpoint_at = self.core.now();
         self.checkpoint_needed = false;
+        self.checkpointed = (self.core.cluster().next_event_seq(), self.seq);
         let Some(r) = &mut self.record else { return };
         let mut st = self.core.checkpoint();
         st.events.clear();
@@ -811,6 +828,7 @@ impl Engine {
         if let Err(e) = r.checkpoint(self.seq, self.core.now(), &core, &driver) {
             self.record_error = Some(e.to_string());
         }
+        self.checkpoint_cost = started.elapsed();
     }
 }
 
