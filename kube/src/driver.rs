@@ -105,6 +105,9 @@ pub struct KubeDriver {
     /// and those whose pool is not here yet.
     quotas: HashMap<String, (String, String)>,
     quotas_waiting: HashMap<String, crate::map::QuotaObject>,
+    /// QuotaRequest objects made requests in maar: object -> (request number, the
+    /// phase last written).
+    requests: HashMap<String, (u32, String)>,
     /// What waits for an earlier list.
     held: Vec<Seen>,
     trainjobs: HashMap<String, TrainJobFacts>,
@@ -119,6 +122,8 @@ pub struct KubeDriver {
     foreign_stopped: Vec<String>,
     /// maar's pods Kubernetes shows bound, for the core to follow.
     reconcile: Vec<String>,
+    /// Writes of commands made with no cluster attached.
+    unsent: Vec<Write>,
     /// Something changed since the last cycle.
     dirty: bool,
     last_cycle: Option<u64>,
@@ -150,6 +155,7 @@ impl KubeDriver {
             listed: [false; 5],
             quotas: HashMap::new(),
             quotas_waiting: HashMap::new(),
+            requests: HashMap::new(),
             held: Vec::new(),
             trainjobs: HashMap::new(),
             owned: HashMap::new(),
@@ -157,6 +163,7 @@ impl KubeDriver {
             troubles: HashMap::new(),
             foreign_stopped: Vec::new(),
             reconcile: Vec::new(),
+            unsent: Vec::new(),
             dirty: false,
             last_cycle: None,
             last_told: None,
@@ -194,6 +201,7 @@ impl KubeDriver {
         const QUOTAS: usize = 4;
         let needs: &[usize] = match s {
             Seen::Node(_) | Seen::Quota(_) => &[POOLS],
+            Seen::QuotaRequest(_) => &[POOLS, QUOTAS],
             Seen::Pod(_) => &[POOLS, NODES, QUOTAS],
             Seen::TrainJob(_) => &[POOLS, NODES, QUOTAS, PODS],
             _ => return None,
@@ -302,6 +310,12 @@ impl KubeDriver {
                 }
                 Watched::InitDone => self.listed_now(0, core, events, writes),
                 // A pool is not taken away while maar runs (its jobs would be lost).
+                _ => {}
+            },
+            Seen::QuotaRequest(w) => match w {
+                Watched::Apply(r) | Watched::InitApply(r) => {
+                    self.quota_request_seen(core, r, events, writes)
+                }
                 _ => {}
             },
             Seen::Quota(w) => match w {
@@ -815,6 +829,127 @@ impl KubeDriver {
         }
     }
 
+    /// A QuotaRequest object: asked in maar once (the operator approves it there);
+    /// one already answered is history.
+    fn quota_request_seen(
+        &mut self,
+        core: &mut Core,
+        r: Result<crate::map::QuotaRequestObject, (String, String)>,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        let r = match r {
+            Ok(r) => r,
+            Err((key, why)) => {
+                writes.push(Write::QuotaRequestStatus {
+                    key,
+                    phase: "Rejected".into(),
+                    id: 0,
+                    message: format!("maar cannot read this request: {why}"),
+                });
+                return;
+            }
+        };
+        if self.requests.contains_key(&r.key)
+            || matches!(r.phase.as_deref(), Some("Approved" | "Rejected"))
+        {
+            return;
+        }
+        // Asked before this maar started (its status names the request): the same one.
+        Self::ensure_project(core, &r.project, events);
+        let out = core.apply(Input::Command {
+            actor: Actor::system("kubernetes"),
+            command: Command::RequestQuota {
+                project: r.project.clone(),
+                pool: r.pool.clone(),
+                gpus: r.gpus,
+                reserved: r.reserved,
+                reason: format!("{} (QuotaRequest {})", r.reason, r.key),
+            },
+        });
+        let mut out = out;
+        events.append(&mut out.events);
+        match out.result {
+            Ok(_) => {
+                let id = core
+                    .cluster()
+                    .quota_requests
+                    .last()
+                    .map(|q| q.id)
+                    .unwrap_or_default();
+                self.requests.insert(r.key.clone(), (id, "Pending".into()));
+                writes.push(Write::QuotaRequestStatus {
+                    key: r.key,
+                    phase: "Pending".into(),
+                    id,
+                    message: format!(
+                        "request #{id} waits for an admin: maar approve {id} (or reject)"
+                    ),
+                });
+            }
+            Err(e) => writes.push(Write::QuotaRequestStatus {
+                key: r.key,
+                phase: "Rejected".into(),
+                id: 0,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Requests answered in maar: their objects say so, and an approved one's quota is
+    /// written to the project's Quota object for that pool.
+    fn answer_requests(&mut self, core: &Core, writes: &mut Vec<Write>) {
+        let c = core.cluster();
+        for (key, (id, told)) in &mut self.requests {
+            let Some(q) = c.quota_requests.iter().find(|q| q.id == *id) else {
+                continue;
+            };
+            let (phase, message) = match &q.status {
+                maar_scheduler::model::RequestStatus::Pending => continue,
+                maar_scheduler::model::RequestStatus::Approved => (
+                    "Approved",
+                    format!("request #{id} approved: +{} GPUs", q.gpus),
+                ),
+                maar_scheduler::model::RequestStatus::Rejected(why) => {
+                    ("Rejected", format!("request #{id} rejected: {why}"))
+                }
+            };
+            if told.as_str() == phase {
+                continue;
+            }
+            *told = phase.to_string();
+            writes.push(Write::QuotaRequestStatus {
+                key: key.clone(),
+                phase: phase.into(),
+                id: *id,
+                message,
+            });
+            if phase == "Approved" {
+                let project = c.projects[q.project as usize].name.clone();
+                let pool = c.pools[q.pool as usize].name.clone();
+                let quota = c.projects[q.project as usize]
+                    .quotas
+                    .get(&q.pool)
+                    .cloned()
+                    .unwrap_or_default();
+                // The Quota object that set this quota, else one maar makes.
+                let name = self
+                    .quotas
+                    .iter()
+                    .find(|(_, (pr, pl))| *pr == project && *pl == pool)
+                    .and_then(|(k, _)| k.split_once('/').map(|(_, n)| n.to_string()))
+                    .unwrap_or_else(|| format!("maar-{pool}"));
+                writes.push(Write::QuotaObject {
+                    project,
+                    name,
+                    pool,
+                    reserved_gpus: quota.reserved.gpu_milli as f64 / 1000.0,
+                    max_gpus: quota.max.gpu_milli.map(|m| m as f64 / 1000.0),
+                });
+            }
+        }
+    }
+
     /// A pool appeared: what waited for it (TrainJobs, quotas) is taken now.
     fn pool_appeared(&mut self, core: &mut Core, events: &mut Vec<Event>) {
         self.retry_waiting(core, events);
@@ -1312,15 +1447,22 @@ impl KubeDriver {
         self.world.as_ref().is_none_or(|w| w.is_leader())
     }
 
-    fn flush(&self, writes: Vec<Write>) {
-        if let Some(w) = &self.world {
-            // A maar that watches only writes nothing.
-            if !w.is_leader() {
-                return;
-            }
-            for x in writes {
-                w.write(x);
-            }
+    /// The writes made with no cluster attached (what a command wrote), for a look.
+    pub fn take_unsent(&mut self) -> Vec<Write> {
+        std::mem::take(&mut self.unsent)
+    }
+
+    fn flush(&mut self, writes: Vec<Write>) {
+        let Some(w) = &self.world else {
+            self.unsent.extend(writes);
+            return;
+        };
+        // A maar that watches only writes nothing.
+        if !w.is_leader() {
+            return;
+        }
+        for x in writes {
+            w.write(x);
         }
     }
 
@@ -1351,6 +1493,7 @@ impl KubeDriver {
             self.last_told = Some(to);
             self.tell_waiting(core, &mut writes);
         }
+        self.answer_requests(core, &mut writes);
         (events, writes)
     }
 }
@@ -1442,6 +1585,7 @@ impl Driver for KubeDriver {
             self.carry_out(core, &decisions, &mut writes);
             self.drop_foreign(core, &mut events);
             self.settle(core, &mut events, &mut writes);
+            self.answer_requests(core, &mut writes);
             out.events = events;
             self.flush(writes);
         }

@@ -438,3 +438,63 @@ pub fn quota_of(o: &kube::core::DynamicObject) -> Result<QuotaObject, SpecError>
         quota,
     })
 }
+
+/// A QuotaRequest object (namespaced: the project is its namespace): `spec.pool`,
+/// `spec.gpus`, `spec.reserved` (also reserve them), `spec.reason`; its
+/// `status.phase` once maar answered (Pending, Approved, Rejected).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaRequestObject {
+    /// `namespace/name`.
+    pub key: String,
+    pub project: String,
+    pub pool: String,
+    pub gpus: u32,
+    pub reserved: bool,
+    pub reason: String,
+    pub phase: Option<String>,
+}
+
+pub fn quota_request_of(o: &kube::core::DynamicObject) -> Result<QuotaRequestObject, SpecError> {
+    let bad = |field: &str, message: &str| SpecError {
+        field: field.into(),
+        message: message.into(),
+    };
+    let ns = o
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let spec = o.data.get("spec").cloned().unwrap_or_default();
+    let pool = spec
+        .get("pool")
+        .and_then(|p| p.as_str())
+        .ok_or_else(|| bad("spec.pool", "the pool the GPUs are asked in"))?
+        .to_string();
+    let gpus = spec
+        .get("gpus")
+        .and_then(|g| g.as_u64())
+        .filter(|g| (1..=u64::from(maar_scheduler::limits::MAX_GPUS_PER_NODE) * 1000).contains(g))
+        .ok_or_else(|| bad("spec.gpus", "a whole number of GPUs, at least 1"))?
+        as u32;
+    Ok(QuotaRequestObject {
+        key: format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
+        project: ns,
+        pool,
+        gpus,
+        reserved: spec
+            .get("reserved")
+            .and_then(|r| r.as_bool())
+            .unwrap_or(false),
+        reason: spec
+            .get("reason")
+            .and_then(|r| r.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        phase: o
+            .data
+            .get("status")
+            .and_then(|s| s.get("phase"))
+            .and_then(|p| p.as_str())
+            .map(str::to_string),
+    })
+}

@@ -206,6 +206,8 @@ pub enum Seen {
     Pool(Watched<Result<map::PoolObject, (String, String)>>),
     /// A Quota object (or why it cannot be one: its `namespace/name` and the error).
     Quota(Watched<Result<map::QuotaObject, (String, String)>>),
+    /// A QuotaRequest object (or why it cannot be one).
+    QuotaRequest(Watched<Result<map::QuotaRequestObject, (String, String)>>),
     /// A bind's outcome for job `job` (`namespace/name`).
     Bound {
         job: String,
@@ -247,6 +249,23 @@ pub enum Write {
     },
     /// Delete the pods of TrainJob `job`.
     DeletePods { job: String, reason: String },
+    /// A QuotaRequest's status: `phase` (Pending, Approved, Rejected), maar's request
+    /// number and what it says.
+    QuotaRequestStatus {
+        key: String,
+        phase: String,
+        id: u32,
+        message: String,
+    },
+    /// A project's quota in a pool as maar holds it now (an approved request): written
+    /// to the Quota object `name` in the project's namespace (made when there is none).
+    QuotaObject {
+        project: String,
+        name: String,
+        pool: String,
+        reserved_gpus: f64,
+        max_gpus: Option<f64>,
+    },
     /// A TrainJob's status: `phase` (Pending, Running, Succeeded, Failed, Cancelled)
     /// and why.
     TrainJobStatus {
@@ -504,6 +523,44 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
             }
         }
     });
+    let requests: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(
+            client.clone(),
+            ns,
+            &map::crd("QuotaRequest", "quotarequests"),
+        ),
+        None => Api::all_with(client.clone(), &map::crd("QuotaRequest", "quotarequests")),
+    };
+    let t = tx.clone();
+    tokio::spawn(async move {
+        let mut s = watcher(requests, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = s.next().await {
+            let msg = match ev {
+                Ok(ev) => Seen::QuotaRequest(forward(ev, |o| {
+                    map::quota_request_of(&o).map_err(|e| {
+                        (
+                            format!(
+                                "{}/{}",
+                                o.metadata.namespace.clone().unwrap_or_default(),
+                                o.metadata.name.clone().unwrap_or_default()
+                            ),
+                            format!("{}: {}", e.field, e.message),
+                        )
+                    })
+                })),
+                Err(e) if not_installed(&e) => {
+                    let _ = t.send(Seen::QuotaRequest(Watched::InitDone));
+                    break;
+                }
+                Err(e) => Seen::Trouble(format!("watching quota requests: {e}")),
+            };
+            if t.send(msg).is_err() {
+                break;
+            }
+        }
+    });
     match namespace {
         // One namespace: that is the one project.
         Some(ns) => {
@@ -574,6 +631,8 @@ fn describe(w: &Write) -> String {
         Write::CreatePods { job, .. } => format!("creating the pods of TrainJob {job}"),
         Write::DeletePods { job, .. } => format!("deleting the pods of TrainJob {job}"),
         Write::TrainJobStatus { job, .. } => format!("writing the status of TrainJob {job}"),
+        Write::QuotaRequestStatus { key, .. } => format!("answering QuotaRequest {key}"),
+        Write::QuotaObject { project, name, .. } => format!("writing Quota {project}/{name}"),
         Write::Delete { job, .. } => format!("deleting pod {job}"),
         Write::Cordon { node, on: true } => format!("cordoning node {node}"),
         Write::Cordon { node, on: false } => format!("uncordoning node {node}"),
@@ -756,6 +815,58 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 .map_err(|e| e.to_string())?;
             tracing::info!(target: "maar::kube", "pods of TrainJob {job} deleted: {reason}");
             Ok(())
+        }
+        Write::QuotaRequestStatus {
+            key,
+            phase,
+            id,
+            message,
+        } => {
+            let (ns, name) = split(key);
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                ns,
+                &map::crd("QuotaRequest", "quotarequests"),
+            );
+            let status = json!({"status": {"phase": phase, "request": id, "message": message}});
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Write::QuotaObject {
+            project,
+            name,
+            pool,
+            reserved_gpus,
+            max_gpus,
+        } => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), project, &map::crd("Quota", "quotas"));
+            let mut spec = json!({"pool": pool, "reserved": {"gpu": reserved_gpus}});
+            spec["max"] = match max_gpus {
+                Some(m) => json!({"gpu": m}),
+                None => json!({}),
+            };
+            let obj = json!({
+                "apiVersion": "crater.ai/v1",
+                "kind": "Quota",
+                "metadata": {"name": name, "namespace": project},
+                "spec": spec,
+            });
+            // Server-side apply: made when absent, its GPU fields set when present.
+            api.patch(
+                name,
+                &PatchParams::apply("maar").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
         }
         Write::TrainJobStatus {
             job,

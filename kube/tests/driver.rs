@@ -692,3 +692,79 @@ fn a_bind_answered_late_is_followed_where_kubernetes_put_the_pod_never_bound_twi
     let (_, writes) = d.step(&mut core, 100, vec![]);
     assert!(writes.is_empty(), "{writes:?}");
 }
+
+#[test]
+fn a_quota_request_object_is_asked_in_maar_and_its_approval_written_back() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let q: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "Quota",
+        "metadata": {"name": "ml-training", "namespace": "ml"},
+        "spec": {"pool": "training", "max": {"gpu": 2}},
+    }))
+    .unwrap();
+    let r: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "QuotaRequest",
+        "metadata": {"name": "more", "namespace": "ml"},
+        "spec": {"pool": "training", "gpus": 4, "reason": "deadline"},
+    }))
+    .unwrap();
+    let mut seen = lists(
+        vec![node("gpu-a", 8, "a100", json!({}))],
+        vec![pod("ml", "four", 4, json!({}))],
+    );
+    seen.push(Seen::Quota(Watched::Apply(Ok(maar_kube::map::quota_of(
+        &q,
+    )
+    .unwrap()))));
+    seen.push(Seen::QuotaRequest(Watched::InitDone));
+    seen.push(Seen::QuotaRequest(Watched::Apply(Ok(
+        maar_kube::map::quota_request_of(&r).unwrap(),
+    ))));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let c = core.cluster();
+    assert_eq!(c.quota_requests.len(), 1);
+    let id = c.quota_requests[0].id;
+    assert!(
+        writes.iter().any(|w| matches!(w, Write::QuotaRequestStatus { key, phase, id: i, .. } if key == "ml/more" && phase == "Pending" && *i == id)),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "ml/four"), Phase::Pending);
+    // An admin approves it in maar: the object says so, the Quota object gets the new
+    // max, and the pod starts.
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("admin"),
+        maar_scheduler::Command::ApproveQuota { id },
+    );
+    assert!(out.is_ok(), "{:?}", out.result);
+    assert_eq!(phase(&core, "ml/four"), Phase::Running);
+    let writes = d.take_unsent();
+    assert!(
+        writes.iter().any(|w| matches!(w, Write::QuotaRequestStatus { key, phase, .. } if key == "ml/more" && phase == "Approved")),
+        "{writes:?}"
+    );
+    // The project's own Quota object for the pool gets the new max.
+    assert!(
+        writes.iter().any(|w| matches!(w, Write::QuotaObject { project, name, pool, max_gpus, .. }
+            if project == "ml" && name == "ml-training" && pool == "training" && *max_gpus == Some(6.0))),
+        "{writes:?}"
+    );
+    let c = core.cluster();
+    let pool = c.pool_id("training").unwrap();
+    let pid = c.project_id("ml").unwrap();
+    assert_eq!(
+        c.projects[pid as usize].quotas[&pool].max.gpu_milli,
+        Some(6000)
+    );
+    // Seen again (a relist), it is not asked twice.
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::QuotaRequest(Watched::Apply(Ok(
+            maar_kube::map::quota_request_of(&r).unwrap(),
+        )))],
+    );
+    assert_eq!(core.cluster().quota_requests.len(), 1);
+}
