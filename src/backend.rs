@@ -377,12 +377,10 @@ pub fn open_kube(
     let mut driver = maar_kube::KubeDriver::new(world);
     let (seen, complete) = driver.first_lists(&mut core, opts.timeout * 3);
     let after_seq = rec.last_seq()?;
-    let mut st = core.checkpoint();
-    st.events.clear();
     rec.checkpoint(
         after_seq,
         core.now(),
-        &serde_json::to_string(&st).expect("state serialises"),
+        &core.checkpoint_json(false),
         "null",
     )?;
     let note = format!(

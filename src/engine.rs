@@ -821,9 +821,8 @@ impl Engine {
         self.checkpoint_needed = false;
         self.checkpointed = (self.core.cluster().next_event_seq(), self.seq);
         let Some(r) = &mut self.record else { return };
-        let mut st = self.core.checkpoint();
-        st.events.clear();
-        let core = serde_json::to_string(&st).expect("state serialises");
+        // Written from the core itself: a large cluster is not held twice meanwhile.
+        let core = self.core.checkpoint_json(false);
         let driver = self.driver.save().to_string();
         if let Err(e) = r.checkpoint(self.seq, self.core.now(), &core, &driver) {
             self.record_error = Some(e.to_string());

@@ -48,3 +48,19 @@ fn a_saved_simulation_of_another_scenario_is_refused() {
     other.workload.generators.pop();
     assert!(Sim::restore(other, d.sim.save_state()).is_err());
 }
+
+#[test]
+fn a_checkpoint_written_without_a_copy_is_the_same_json_and_restores() {
+    let mut d = Demo::new(lab(), None).unwrap();
+    d.run_until(6 * 3600);
+    let core = &d.core;
+    let with = core.checkpoint_json(true);
+    assert_eq!(with, serde_json::to_string(&core.checkpoint()).unwrap());
+    let mut st = core.checkpoint();
+    st.events.clear();
+    let without = core.checkpoint_json(false);
+    assert_eq!(without, serde_json::to_string(&st).unwrap());
+    let back: ClusterState = serde_json::from_str(&without).unwrap();
+    assert_eq!(back, st);
+    assert!(Core::restore(back).is_ok());
+}

@@ -610,6 +610,12 @@ impl Core {
         self.cluster.checkpoint()
     }
 
+    /// The checkpoint as JSON, written without a copy of the state
+    /// ([`Cluster::checkpoint_json`]).
+    pub fn checkpoint_json(&self, with_events: bool) -> String {
+        self.cluster.checkpoint_json(with_events)
+    }
+
     /// A core from a checkpoint.
     pub fn restore(state: ClusterState) -> Result<Core, ClusterError> {
         Ok(Core {
