@@ -377,12 +377,7 @@ pub fn open_kube(
     let mut driver = maar_kube::KubeDriver::new(world);
     let (seen, complete) = driver.first_lists(&mut core, opts.timeout * 3);
     let after_seq = rec.last_seq()?;
-    rec.checkpoint(
-        after_seq,
-        core.now(),
-        &core.checkpoint_json(false),
-        "null",
-    )?;
+    rec.checkpoint(after_seq, core.now(), &core.checkpoint_json(false), "null")?;
     let note = format!(
         "Kubernetes {} ({}, {}): {} nodes, {} jobs{}",
         conn.context,
