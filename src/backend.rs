@@ -377,6 +377,10 @@ pub fn open_kube(
     let mut driver = maar_kube::KubeDriver::new(world);
     let (seen, complete) = driver.first_lists(&mut core, opts.timeout * 3);
     let after_seq = rec.last_seq()?;
+    // What the first lists caused (nodes joined, pools and projects seen, troubles) is
+    // history too.
+    let first: Vec<_> = core.cluster().events.iter().cloned().collect();
+    rec.append_events(&first)?;
     rec.checkpoint(after_seq, core.now(), &core.checkpoint_json(false), "null")?;
     let note = format!(
         "Kubernetes {} ({}, {}): {} nodes, {} jobs{}",

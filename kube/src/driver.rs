@@ -416,10 +416,16 @@ impl KubeDriver {
             }
             Seen::Lease(msg) => {
                 tracing::info!(target: "maar::kube", "{msg}");
+                // Not being able to hold the lease at all is trouble; the rest is news.
+                let severity = if msg.starts_with("cannot") {
+                    Severity::Warning
+                } else {
+                    Severity::Normal
+                };
                 Self::observe(
                     core,
                     Observation::Note {
-                        severity: Severity::Normal,
+                        severity,
                         reason: "Lease".into(),
                         object: "cluster".into(),
                         message: msg,

@@ -447,10 +447,11 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         while let Some(ev) = s.next().await {
             let msg = match ev {
                 Ok(ev) => Seen::TrainJob(forward(ev, |o| Box::new(TrainJobSeen::of(&o)))),
-                Err(e) if not_installed(&e) => {
-                    let _ = t.send(Seen::Trouble(
-                        "the TrainJob resource is not installed (kubectl apply -f deploy/crds.yaml); TrainJobs are not watched".into(),
-                    ));
+                Err(e) if unavailable(&e).is_some() => {
+                    let _ = t.send(Seen::Trouble(format!(
+                        "TrainJobs are not watched: {}",
+                        unavailable(&e).unwrap_or_default()
+                    )));
                     let _ = t.send(Seen::TrainJob(Watched::InitDone));
                     break;
                 }
@@ -476,8 +477,11 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
                         )
                     })
                 })),
-                Err(e) if not_installed(&e) => {
+                Err(e) if unavailable(&e).is_some() => {
                     // No Pool objects: pools come from the nodes' roles.
+                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
+                        let _ = t.send(Seen::Trouble(format!("Pools are not watched: {why}")));
+                    }
                     let _ = t.send(Seen::Pool(Watched::InitDone));
                     break;
                 }
@@ -511,8 +515,11 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
                         )
                     })
                 })),
-                Err(e) if not_installed(&e) => {
+                Err(e) if unavailable(&e).is_some() => {
                     // No Quota objects: projects are open.
+                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
+                        let _ = t.send(Seen::Trouble(format!("Quotas are not watched: {why}")));
+                    }
                     let _ = t.send(Seen::Quota(Watched::InitDone));
                     break;
                 }
@@ -550,7 +557,12 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
                         )
                     })
                 })),
-                Err(e) if not_installed(&e) => {
+                Err(e) if unavailable(&e).is_some() => {
+                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
+                        let _ = t.send(Seen::Trouble(format!(
+                            "QuotaRequests are not watched: {why}"
+                        )));
+                    }
                     let _ = t.send(Seen::QuotaRequest(Watched::InitDone));
                     break;
                 }
@@ -589,9 +601,23 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
 
 /// Whether a watch failed because the resource does not exist (its CRD is not
 /// installed).
-fn not_installed(e: &watcher::Error) -> bool {
+const UNAVAILABLE_MISSING: &str =
+    "its resource is not installed (kubectl apply -f deploy/crds.yaml)";
+const UNAVAILABLE_FORBIDDEN: &str =
+    "maar may not list it (403); bind maar's ClusterRole (deploy/rbac.yaml)";
+
+/// Why a watch of one of maar's own resources cannot run at all: its CRD is not
+/// installed, or maar may not list it. Such a resource is done without (its first list
+/// counts as done, so nothing waits for it), and said once.
+fn unavailable(e: &watcher::Error) -> Option<&'static str> {
     let t = e.to_string();
-    t.contains("404") || t.contains("the server could not find the requested resource")
+    if t.contains("404") || t.contains("the server could not find the requested resource") {
+        Some(UNAVAILABLE_MISSING)
+    } else if t.contains("403") || t.to_lowercase().contains("forbidden") {
+        Some(UNAVAILABLE_FORBIDDEN)
+    } else {
+        None
+    }
 }
 
 /// Carries out writes, at most [`MAX_WRITES`] at once.
