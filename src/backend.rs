@@ -334,8 +334,7 @@ pub fn open_kube(
     path: &Path,
     opts: &maar_kube::ConnectOptions,
 ) -> Result<(Loaded, Record, maar_kube::Connected), crate::cli::Failure> {
-    let (world, conn) = maar_kube::world::World::connect(opts)
-        .map_err(|e| crate::cli::Failure::No(e.to_string()))?;
+    let (world, conn) = maar_kube::world::World::connect(opts).map_err(crate::cli::kube_failure)?;
     let (mut rec, meta, from) = if path.exists() {
         let mut rec = Record::open(path)?;
         let meta = rec.meta()?;

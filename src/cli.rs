@@ -1171,6 +1171,16 @@ pub struct KubeArgs {
     pub theme: Option<String>,
 }
 
+/// A Kubernetes error as the command line reports it: a bad kubeconfig or context is
+/// a usage error (exit 2), a cluster that does not answer or refuses is a no (exit 1).
+pub fn kube_failure(e: maar_kube::KubeError) -> Failure {
+    if e.is_usage() {
+        Failure::Usage(e.to_string())
+    } else {
+        Failure::No(e.to_string())
+    }
+}
+
 /// The state file of `maar kube` on a context.
 pub fn kube_state(context: &str) -> PathBuf {
     let safe: String = context
@@ -1210,7 +1220,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
                 .map_err(|e| Failure::No(e.to_string()))?;
             let (_, context) = rt
                 .block_on(maar_kube::connect::config(&opts))
-                .map_err(|e| Failure::No(e.to_string()))?;
+                .map_err(kube_failure)?;
             kube_state(&context)
         }
     };

@@ -69,6 +69,14 @@ pub enum KubeError {
     },
 }
 
+impl KubeError {
+    /// A mistake in what maar was given (the kubeconfig, the context), not in the
+    /// cluster: a usage error.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, KubeError::Config(_))
+    }
+}
+
 /// A connected client and what it is connected to.
 #[derive(Clone)]
 pub struct Connected {
