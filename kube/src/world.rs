@@ -384,223 +384,181 @@ fn forward<K, T>(ev: watcher::Event<K>, mut f: impl FnMut(K) -> T) -> Watched<T>
     }
 }
 
-/// Watches nodes, pods and namespaces; every event (and every watch error) is sent on.
+/// One of maar's own resources whose watch cannot run (see [`unavailable`]): the
+/// message that says its first list is done, and whether a missing CRD is said too (a
+/// forbidden one always is).
+struct Own {
+    kind: &'static str,
+    done: fn() -> Seen,
+    say_missing: bool,
+}
+
+/// Runs one watch on its own task: each event becomes what `seen` makes of it, a
+/// failure is told and retried with back-off; one of maar's own resources (`own`) that
+/// cannot be watched at all is done without.
+fn spawn_watch<K>(
+    api: Api<K>,
+    what: &'static str,
+    own: Option<Own>,
+    tx: mpsc::Sender<Seen>,
+    mut seen: impl FnMut(watcher::Event<K>) -> Seen + Send + 'static,
+) where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send,
+{
+    tokio::spawn(async move {
+        let mut s = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = s.next().await {
+            let msg = match ev {
+                Ok(ev) => seen(ev),
+                Err(e) => match (&own, unavailable(&e)) {
+                    (Some(o), Some(why)) => {
+                        if o.say_missing || why == UNAVAILABLE_FORBIDDEN {
+                            let _ = tx
+                                .send(Seen::Trouble(format!("{} are not watched: {why}", o.kind)));
+                        }
+                        let _ = tx.send((o.done)());
+                        break;
+                    }
+                    _ => Seen::Trouble(format!("watching {what}: {e}")),
+                },
+            };
+            if tx.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// One of maar's resources in the namespace watched, or in all.
+fn crd_api(
+    client: &Client,
+    namespace: &Option<String>,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let r = map::crd(kind, plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &r),
+        None => Api::all_with(client.clone(), &r),
+    }
+}
+
+/// An object maar cannot read: its `namespace/name` (its name when cluster-scoped) and
+/// the field that is wrong.
+fn unreadable(o: &DynamicObject, e: maar_scheduler::manifest::SpecError) -> (String, String) {
+    let name = o.metadata.name.clone().unwrap_or_default();
+    let key = match &o.metadata.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    };
+    (key, format!("{}: {}", e.field, e.message))
+}
+
+/// Watches nodes, pods, namespaces and maar's own resources; every event (and every
+/// watch error) is sent on.
 pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Sender<Seen>) {
-    let nodes: Api<KNode> = Api::all(client.clone());
     let pods: Api<KPod> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(nodes, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => Seen::Node(forward(ev, Box::new)),
-                Err(e) => Seen::Trouble(format!("watching nodes: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(pods, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        let mut read = std::collections::HashSet::new();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(watcher::Event::Delete(p)) => {
-                    // Gone: its job is not read, and its uid is forgotten.
-                    let uid = p.metadata.uid.clone().unwrap_or_default();
-                    read.remove(&uid);
-                    let mut skip = std::collections::HashSet::from([uid]);
-                    Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(&p, &mut skip))))
-                }
-                Ok(ev) => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of_unless(&p, &mut read)))),
-                Err(e) => Seen::Trouble(format!("watching pods: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-    let (trainjobs, pools): (Api<DynamicObject>, Api<DynamicObject>) = (
-        match &namespace {
-            Some(ns) => {
-                Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"))
-            }
-            None => Api::all_with(client.clone(), &map::crd("TrainJob", "trainjobs")),
-        },
-        Api::all_with(client.clone(), &map::crd("Pool", "pools")),
+    spawn_watch(
+        Api::<KNode>::all(client.clone()),
+        "nodes",
+        None,
+        tx.clone(),
+        |ev| Seen::Node(forward(ev, Box::new)),
     );
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(trainjobs, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => Seen::TrainJob(forward(ev, |o| Box::new(TrainJobSeen::of(&o)))),
-                Err(e) if unavailable(&e).is_some() => {
-                    let _ = t.send(Seen::Trouble(format!(
-                        "TrainJobs are not watched: {}",
-                        unavailable(&e).unwrap_or_default()
-                    )));
-                    let _ = t.send(Seen::TrainJob(Watched::InitDone));
-                    break;
-                }
-                Err(e) => Seen::Trouble(format!("watching TrainJobs: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
+    let mut read = std::collections::HashSet::new();
+    spawn_watch(pods, "pods", None, tx.clone(), move |ev| match ev {
+        watcher::Event::Delete(p) => {
+            // Gone: its job is not read, and its uid is forgotten.
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            read.remove(&uid);
+            let mut skip = std::collections::HashSet::from([uid]);
+            Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(&p, &mut skip))))
         }
+        ev => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of_unless(&p, &mut read)))),
     });
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(pools, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => Seen::Pool(forward(ev, |o| {
-                    map::pool_of(&o).map_err(|e| {
-                        (
-                            o.metadata.name.clone().unwrap_or_default(),
-                            format!("{}: {}", e.field, e.message),
-                        )
-                    })
-                })),
-                Err(e) if unavailable(&e).is_some() => {
-                    // No Pool objects: pools come from the nodes' roles.
-                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
-                        let _ = t.send(Seen::Trouble(format!("Pools are not watched: {why}")));
-                    }
-                    let _ = t.send(Seen::Pool(Watched::InitDone));
-                    break;
-                }
-                Err(e) => Seen::Trouble(format!("watching pools: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-    let quotas: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &map::crd("Quota", "quotas")),
-        None => Api::all_with(client.clone(), &map::crd("Quota", "quotas")),
-    };
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(quotas, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => Seen::Quota(forward(ev, |o| {
-                    map::quota_of(&o).map_err(|e| {
-                        (
-                            format!(
-                                "{}/{}",
-                                o.metadata.namespace.clone().unwrap_or_default(),
-                                o.metadata.name.clone().unwrap_or_default()
-                            ),
-                            format!("{}: {}", e.field, e.message),
-                        )
-                    })
-                })),
-                Err(e) if unavailable(&e).is_some() => {
-                    // No Quota objects: projects are open.
-                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
-                        let _ = t.send(Seen::Trouble(format!("Quotas are not watched: {why}")));
-                    }
-                    let _ = t.send(Seen::Quota(Watched::InitDone));
-                    break;
-                }
-                Err(e) => Seen::Trouble(format!("watching quotas: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
-        }
-    });
-    let requests: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(
-            client.clone(),
-            ns,
-            &map::crd("QuotaRequest", "quotarequests"),
-        ),
-        None => Api::all_with(client.clone(), &map::crd("QuotaRequest", "quotarequests")),
-    };
-    let t = tx.clone();
-    tokio::spawn(async move {
-        let mut s = watcher(requests, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => Seen::QuotaRequest(forward(ev, |o| {
-                    map::quota_request_of(&o).map_err(|e| {
-                        (
-                            format!(
-                                "{}/{}",
-                                o.metadata.namespace.clone().unwrap_or_default(),
-                                o.metadata.name.clone().unwrap_or_default()
-                            ),
-                            format!("{}: {}", e.field, e.message),
-                        )
-                    })
-                })),
-                Err(e) if unavailable(&e).is_some() => {
-                    if let Some(why @ UNAVAILABLE_FORBIDDEN) = unavailable(&e) {
-                        let _ = t.send(Seen::Trouble(format!(
-                            "QuotaRequests are not watched: {why}"
-                        )));
-                    }
-                    let _ = t.send(Seen::QuotaRequest(Watched::InitDone));
-                    break;
-                }
-                Err(e) => Seen::Trouble(format!("watching quota requests: {e}")),
-            };
-            if t.send(msg).is_err() {
-                break;
-            }
-        }
-    });
+    spawn_watch(
+        crd_api(client, &namespace, "TrainJob", "trainjobs"),
+        "TrainJobs",
+        Some(Own {
+            kind: "TrainJobs",
+            done: || Seen::TrainJob(Watched::InitDone),
+            say_missing: true,
+        }),
+        tx.clone(),
+        |ev| Seen::TrainJob(forward(ev, |o| Box::new(TrainJobSeen::of(&o)))),
+    );
+    // No Pool objects: pools come from the nodes' roles.
+    spawn_watch(
+        crd_api(client, &None, "Pool", "pools"),
+        "pools",
+        Some(Own {
+            kind: "Pools",
+            done: || Seen::Pool(Watched::InitDone),
+            say_missing: false,
+        }),
+        tx.clone(),
+        |ev| {
+            Seen::Pool(forward(ev, |o| {
+                map::pool_of(&o).map_err(|e| unreadable(&o, e))
+            }))
+        },
+    );
+    // No Quota objects: projects are open.
+    spawn_watch(
+        crd_api(client, &namespace, "Quota", "quotas"),
+        "quotas",
+        Some(Own {
+            kind: "Quotas",
+            done: || Seen::Quota(Watched::InitDone),
+            say_missing: false,
+        }),
+        tx.clone(),
+        |ev| {
+            Seen::Quota(forward(ev, |o| {
+                map::quota_of(&o).map_err(|e| unreadable(&o, e))
+            }))
+        },
+    );
+    spawn_watch(
+        crd_api(client, &namespace, "QuotaRequest", "quotarequests"),
+        "quota requests",
+        Some(Own {
+            kind: "QuotaRequests",
+            done: || Seen::QuotaRequest(Watched::InitDone),
+            say_missing: false,
+        }),
+        tx.clone(),
+        |ev| {
+            Seen::QuotaRequest(forward(ev, |o| {
+                map::quota_request_of(&o).map_err(|e| unreadable(&o, e))
+            }))
+        },
+    );
     match namespace {
         // One namespace: that is the one project.
         Some(ns) => {
             let _ = tx.send(Seen::Namespace(Watched::Apply(ns)));
         }
-        None => {
-            tokio::spawn(async move {
-                let mut s = watcher(namespaces, watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(ev) = s.next().await {
-                    let msg = match ev {
-                        Ok(ev) => Seen::Namespace(forward(ev, |n: Namespace| {
-                            n.metadata.name.unwrap_or_default()
-                        })),
-                        Err(e) => Seen::Trouble(format!("watching namespaces: {e}")),
-                    };
-                    if tx.send(msg).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
+        None => spawn_watch(
+            Api::<Namespace>::all(client.clone()),
+            "namespaces",
+            None,
+            tx,
+            |ev| {
+                Seen::Namespace(forward(ev, |n: Namespace| {
+                    n.metadata.name.unwrap_or_default()
+                }))
+            },
+        ),
     }
 }
 
-/// Whether a watch failed because the resource does not exist (its CRD is not
-/// installed).
 const UNAVAILABLE_MISSING: &str =
     "its resource is not installed (kubectl apply -f deploy/crds.yaml)";
 const UNAVAILABLE_FORBIDDEN: &str =
