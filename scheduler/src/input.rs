@@ -332,14 +332,7 @@ impl Core {
                 if c.project_id(&project).is_some() {
                     return done(format!("project {project} exists"));
                 }
-                let quotas = (0..c.pools.len() as PoolId)
-                    .map(|p| (p, Quota::default()))
-                    .collect();
-                c.add_project(Project {
-                    name: project.clone(),
-                    department: String::new(),
-                    quotas,
-                });
+                c.add_open_project(&project);
                 c.emit(
                     Severity::Normal,
                     "ProjectAdded",
@@ -358,16 +351,7 @@ impl Core {
                     .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
                 let pid = match c.project_id(&project) {
                     Some(p) => p,
-                    None => {
-                        let quotas = (0..c.pools.len() as PoolId)
-                            .map(|p| (p, Quota::default()))
-                            .collect();
-                        c.add_project(Project {
-                            name: project.clone(),
-                            department: String::new(),
-                            quotas,
-                        })
-                    }
+                    None => c.add_open_project(&project),
                 };
                 let q = quota.unwrap_or_default();
                 let msg = format!(
@@ -698,6 +682,19 @@ impl Cluster {
     }
 
     /// The driver confirmed a job's assumed placements.
+    /// Adds a project open (no limit) in every pool: one the world shows before any
+    /// quota is set for it.
+    pub(crate) fn add_open_project(&mut self, name: &str) -> ProjectId {
+        let quotas = (0..self.pools.len() as PoolId)
+            .map(|p| (p, Quota::default()))
+            .collect();
+        self.add_project(Project {
+            name: name.to_string(),
+            department: String::new(),
+            quotas,
+        })
+    }
+
     /// Places one replica of a just-submitted job on node `n` as it already runs there
     /// (see [`Observation::JobRunning`]): on the cards `gpus` when given, else on the
     /// cards a fit picks, else on the first cards.
