@@ -1183,17 +1183,8 @@ pub fn kube_failure(e: maar_kube::KubeError) -> Failure {
 
 /// The state file of `maar kube` on a context.
 pub fn kube_state(context: &str) -> PathBuf {
-    let safe: String = context
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    record::default_path(&format!("kube-{safe}"))
+    // default_path makes the name safe for a file.
+    record::default_path(&format!("kube-{context}"))
 }
 
 fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
@@ -1231,6 +1222,50 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
     let note = loaded.note.clone();
+    let line = format!(
+        "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
+        conn.context,
+        conn.url,
+        path.display(),
+        std::process::id(),
+        note.clone().unwrap_or_default()
+    );
+    let live = Live {
+        roles,
+        read_only: a.read_only,
+        mouse: a.mouse,
+        theme,
+    };
+    serve(loaded, rec, live, note, &line, o)
+}
+
+/// How a live cluster (this machine, a Kubernetes cluster) is served.
+struct Live {
+    roles: std::sync::Arc<crate::roles::Roles>,
+    read_only: bool,
+    mouse: bool,
+    /// The console's theme; none when headless.
+    theme: Option<crate::console::theme::Theme>,
+}
+
+/// A live cluster's engine started in real time and served: the console (as a viewer
+/// with `read_only`), or, headless, `line` printed and a wait for a signal (views then
+/// published seldom: nothing draws them). The engine is shut down after; the exit code
+/// is 0, or 128 + the signal.
+fn serve(
+    loaded: backend::Loaded,
+    rec: Record,
+    live: Live,
+    note: Option<String>,
+    line: &str,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let Live {
+        roles,
+        read_only,
+        mouse,
+        theme,
+    } = live;
     let handle = engine::start(
         loaded,
         Some(rec),
@@ -1238,34 +1273,27 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             speed: 1.0,
             paused: false,
             roles,
-            publish_every: if a.headless {
+            publish_every: if theme.is_none() {
                 engine::HEADLESS_PUBLISH_EVERY
             } else {
                 EngineOptions::default().publish_every
             },
         },
     );
-    let face = if a.read_only {
+    let face = if read_only {
         handle.capped(maar_scheduler::Role::Viewer)
     } else {
         handle.clone()
     };
     let r = match theme {
-        Some(theme) => crate::console::run::run(face, a.mouse, theme, note)
+        Some(theme) => crate::console::run::run(face, mouse, theme, note)
             .map_err(|e| Failure::Usage(format!("console: {e}")))
             .map(|ended| match ended {
                 crate::console::run::Ended::Quit => 0,
                 crate::console::run::Ended::Signal(n) => 128 + n,
             }),
         None => {
-            o.put(&format!(
-                "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
-                conn.context,
-                conn.url,
-                path.display(),
-                std::process::id(),
-                note.unwrap_or_default()
-            ));
+            o.put(line);
             o.flush();
             Ok(128 + crate::console::run::wait_for_signal())
         }
@@ -1332,40 +1360,18 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let (loaded, rec) = backend::open_local(&path, &opts)?;
     let note = loaded.note.clone();
-    let handle = engine::start(
-        loaded,
-        Some(rec),
-        EngineOptions {
-            speed: 1.0,
-            paused: false,
-            roles,
-            ..Default::default()
-        },
+    let line = format!(
+        "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",
+        path.display(),
+        std::process::id()
     );
-    let face = if a.read_only {
-        handle.capped(maar_scheduler::Role::Viewer)
-    } else {
-        handle.clone()
+    let live = Live {
+        roles,
+        read_only: a.read_only,
+        mouse: a.mouse,
+        theme,
     };
-    let r = match theme {
-        Some(theme) => crate::console::run::run(face, a.mouse, theme, note)
-            .map_err(|e| Failure::Usage(format!("console: {e}")))
-            .map(|ended| match ended {
-                crate::console::run::Ended::Quit => 0,
-                crate::console::run::Ended::Signal(n) => 128 + n,
-            }),
-        None => {
-            o.put(&format!(
-                "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",
-                path.display(),
-                std::process::id()
-            ));
-            o.flush();
-            Ok(128 + crate::console::run::wait_for_signal())
-        }
-    };
-    handle.shutdown();
-    r
+    serve(loaded, rec, live, note, &line, o)
 }
 
 /// The core and record a `maar demo` runs on.
