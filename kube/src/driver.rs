@@ -130,6 +130,15 @@ pub struct KubeDriver {
     last_told: Option<u64>,
 }
 
+/// What a relist no longer has: gone while the watch was down.
+fn not_in<V>(known: &HashMap<String, V>, relisted: &HashSet<String>) -> Vec<String> {
+    known
+        .keys()
+        .filter(|k| !relisted.contains(*k))
+        .cloned()
+        .collect()
+}
+
 fn actor() -> Actor {
     Actor::system("kubernetes")
 }
@@ -337,12 +346,7 @@ impl KubeDriver {
                 Watched::Delete(t) => self.trainjob_deleted(core, &t.key, events),
                 Watched::InitDone => {
                     if let Some(set) = self.relist_trainjobs.take() {
-                        let gone: Vec<String> = self
-                            .trainjobs
-                            .keys()
-                            .filter(|k| !set.contains(*k))
-                            .cloned()
-                            .collect();
+                        let gone = not_in(&self.trainjobs, &set);
                         for k in gone {
                             self.trainjob_deleted(core, &k, events);
                         }
@@ -598,12 +602,7 @@ impl KubeDriver {
             },
             Watched::InitDone => {
                 if let Some(set) = self.relist_pods.take() {
-                    let gone: Vec<String> = self
-                        .pods
-                        .keys()
-                        .filter(|k| !set.contains(*k))
-                        .cloned()
-                        .collect();
+                    let gone = not_in(&self.pods, &set);
                     for k in gone {
                         self.pod_deleted(core, &k, events);
                     }
@@ -1528,7 +1527,7 @@ impl Driver for KubeDriver {
         if !self.leading() && !matches!(command, Command::AckAlert { .. }) {
             return Output {
                 result: Err(maar_scheduler::ClusterError::Invalid(
-                    "this maar watches only: another maar holds the scheduling lease (its console or `--context` acts)".into(),
+                    "this maar watches only: another maar holds the scheduling lease (its holder is named in this maar's Lease event); give the command to that maar, or stop it and this one takes over within 15 s".into(),
                 )),
                 job: None,
                 events: Vec::new(),
@@ -1538,7 +1537,7 @@ impl Driver for KubeDriver {
         if let Command::Submit(spec) = &command {
             return Output {
                 result: Err(maar_scheduler::ClusterError::Invalid(format!(
-                    "job {}: on Kubernetes, jobs are pods: create it with `kubectl apply` and `schedulerName: maar`",
+                    "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
                     spec.name
                 ))),
                 job: None,
