@@ -1,8 +1,8 @@
 //! The Prometheus text of a sample (prometheus-client): GPU metrics under the DCGM
 //! exporter's names and labels (`gpu`, `UUID`, `modelName`, `Hostname`), the node's
-//! CPU, memory, load and filesystems, and `crater_gpu_memory_usage_rate` (used / total
-//! GPU memory) per GPU and per job where known, the metric inference autoscaling keys
-//! on.
+//! CPU, memory, load and filesystems, and `crater_gpu_memory_usage_rate` (GPU memory
+//! used / total, in percent, as the users' HPA targets it: `averageValue: "70"`) per GPU
+//! and per job where known, the metric inference autoscaling keys on.
 
 use std::sync::atomic::AtomicU64;
 
@@ -78,7 +78,7 @@ pub fn render(s: &NodeSample, jobs: &[JobGpuUse]) -> String {
     let procs = m.gauge("maar_gpu_processes", "Processes using the GPU.");
     let rate = m.gauge(
         "crater_gpu_memory_usage_rate",
-        "GPU memory used / total, per GPU (and per job where known).",
+        "GPU memory used / total in percent, per GPU (and per job where known).",
     );
     for g in &s.gpus {
         let l: Labels = vec![
@@ -125,7 +125,7 @@ pub fn render(s: &NodeSample, jobs: &[JobGpuUse]) -> String {
         }
         set(&mig_n, &l, g.mig_instances as f64);
         set(&procs, &l, g.processes.len() as f64);
-        set(&rate, &l, g.memory_usage_rate());
+        set(&rate, &l, g.memory_usage_rate() * 100.0);
     }
     for j in jobs {
         let Some(g) = s.gpus.iter().find(|g| g.index == j.gpu) else {
@@ -139,7 +139,7 @@ pub fn render(s: &NodeSample, jobs: &[JobGpuUse]) -> String {
             ("job".into(), j.job.clone()),
         ];
         let total = g.memory_total_bytes.max(1) as f64;
-        set(&rate, &l, j.used_bytes as f64 / total);
+        set(&rate, &l, j.used_bytes as f64 * 100.0 / total);
     }
     let host: Labels = vec![("Hostname".into(), s.hostname.clone())];
     let h = &s.host;

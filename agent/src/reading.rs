@@ -84,7 +84,8 @@ pub struct GpuReading {
 }
 
 impl GpuReading {
-    /// GPU memory used / total (the `crater_gpu_memory_usage_rate` of the card).
+    /// GPU memory used / total, 0..1 (the card's `crater_gpu_memory_usage_rate` is this in
+    /// percent).
     pub fn memory_usage_rate(&self) -> f64 {
         if self.memory_total_bytes == 0 {
             0.0

@@ -102,7 +102,8 @@ fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
     assert_eq!(value("DCGM_FI_DEV_GPU_TEMP", "4"), 78.0);
     assert_eq!(value("DCGM_FI_DEV_POWER_USAGE", "1"), 598.0);
     assert_eq!(value("DCGM_FI_DEV_XID_ERRORS", "3"), 79.0);
-    assert!((value("crater_gpu_memory_usage_rate", "4") - 79.1 / 80.0).abs() < 1e-9);
+    // In percent, as the users' HPA targets it (`averageValue: "70"`).
+    assert!((value("crater_gpu_memory_usage_rate", "4") - 79.1 * 100.0 / 80.0).abs() < 1e-9);
     let l = &scrape
         .samples
         .iter()
@@ -121,7 +122,7 @@ fn recorded_readings_give_the_dcgm_metrics_and_they_parse() {
                 && x.labels.get("job") == Some("ml-prod/train")
         })
         .expect("a per-job rate");
-    assert!(matches!(job.value, prometheus_parse::Value::Gauge(v) if (v - 0.5).abs() < 1e-9));
+    assert!(matches!(job.value, prometheus_parse::Value::Gauge(v) if (v - 50.0).abs() < 1e-9));
     // The node: CPU, memory, filesystems.
     assert!(scrape
         .samples

@@ -17,6 +17,13 @@
 //! the reason changes and at most every [`RETELL_S`] seconds otherwise (kube-scheduler
 //! retries with back-off; an event per cycle would flood the API server).
 //!
+//! TrainJobs and InferenceServices (maar's objects) are jobs too: maar makes their
+//! pods on the nodes it chose (all of a gang or none), deletes them when the job
+//! stops, and writes the object's status. An InferenceService's replicas follow its
+//! autoscaler, which reads the load every [`LOAD_EVERY_S`] seconds from the external
+//! metrics API (the metric its HPA read); a replica whose pod is deleted is made again
+//! where it ran, as a ReplicaSet would.
+//!
 //! Operator commands act on the cluster too: a node cordoned in maar is cordoned in
 //! Kubernetes (`spec.unschedulable`), a GPU cordon is written to the node's annotation.
 
@@ -29,8 +36,8 @@ use maar_scheduler::{
 };
 
 use crate::map::PoolObject;
-use crate::map::{self, PodState};
-use crate::world::{PodSeen, Seen, TrainJobSeen, Watched, World, Write};
+use crate::map::{self, Owner, PodState};
+use crate::world::{NewPod, ObjectSeen, PodSeen, Seen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 1800;
@@ -38,6 +45,8 @@ pub const RETELL_S: u64 = 1800;
 pub const IDLE_CYCLE_S: u64 = 10;
 /// Waiting pods told why per step at most.
 pub const MAX_TOLD_PER_STEP: usize = 200;
+/// Seconds between reads of an InferenceService's load (an HPA's sync period).
+pub const LOAD_EVERY_S: u64 = 15;
 /// Things seen applied per step at most (the engine answers requests between steps).
 const MAX_SEEN_PER_STEP: usize = 20_000;
 
@@ -65,10 +74,20 @@ struct PodFacts {
     node: Option<(String, Vec<u32>)>,
 }
 
-/// What the driver knows of a TrainJob.
+/// What the driver knows of a TrainJob or an InferenceService.
 #[derive(Clone, Debug)]
-struct TrainJobFacts {
+struct ObjectFacts {
+    owner: Owner,
     uid: String,
+    labels: BTreeMap<String, String>,
+    /// An InferenceService: its load metric's selector.
+    selector: String,
+    /// The pods maar made for its current placements: name -> where.
+    made: BTreeMap<String, maar_scheduler::input::Binding>,
+    /// The number the next pod of an InferenceService takes.
+    serial: usize,
+    /// When its load was last asked for.
+    load_asked: Option<u64>,
     in_core: bool,
     ended: bool,
     /// The pods of its current start.
@@ -80,12 +99,14 @@ struct TrainJobFacts {
     waiting: Option<maar_scheduler::JobSpec>,
 }
 
-/// A pod maar made for a TrainJob.
+/// A pod maar made for one of its objects.
 #[derive(Clone, Debug)]
 struct OwnedPod {
     node: Option<String>,
     gpus: Vec<u32>,
     state: PodState,
+    /// The watch saw it deleted.
+    deleted: bool,
 }
 
 /// A Kubernetes cluster feeding the core.
@@ -96,11 +117,11 @@ pub struct KubeDriver {
     /// Names seen during a relist, per kind (nodes, pods), while one is under way.
     relist_nodes: Option<HashSet<String>>,
     relist_pods: Option<HashSet<String>>,
-    relist_trainjobs: Option<HashSet<String>>,
+    relist_objects: HashMap<Owner, HashSet<String>>,
     /// The first lists done: pools, nodes (they join pools), pods (they name nodes and
     /// are admitted by quotas), TrainJobs (their pods say where they run), quotas
-    /// (they name pools).
-    listed: [bool; 5],
+    /// (they name pools), InferenceServices.
+    listed: [bool; 6],
     /// Quotas set from Quota objects, by object (`namespace/name`): (project, pool);
     /// and those whose pool is not here yet.
     quotas: HashMap<String, (String, String)>,
@@ -110,8 +131,8 @@ pub struct KubeDriver {
     requests: HashMap<String, (u32, String)>,
     /// What waits for an earlier list.
     held: Vec<Seen>,
-    trainjobs: HashMap<String, TrainJobFacts>,
-    /// The pods maar made for each TrainJob (`namespace/name`), by pod name.
+    objects: HashMap<String, ObjectFacts>,
+    /// The pods maar made for each object (`namespace/name`), by pod name.
     owned: HashMap<String, BTreeMap<String, OwnedPod>>,
     /// What each waiting pod was last told, and when.
     told: HashMap<String, (String, u64)>,
@@ -124,6 +145,9 @@ pub struct KubeDriver {
     reconcile: Vec<String>,
     /// Writes of commands made with no cluster attached.
     unsent: Vec<Write>,
+    /// Decisions held by the core, taken out before an input whose own decisions are
+    /// dropped: carried out with the next cycle's.
+    decided: Vec<Decision>,
     /// Something changed since the last cycle.
     dirty: bool,
     last_cycle: Option<u64>,
@@ -160,19 +184,20 @@ impl KubeDriver {
             pods: HashMap::new(),
             relist_nodes: None,
             relist_pods: None,
-            relist_trainjobs: None,
-            listed: [false; 5],
+            relist_objects: HashMap::new(),
+            listed: [false; 6],
             quotas: HashMap::new(),
             quotas_waiting: HashMap::new(),
             requests: HashMap::new(),
             held: Vec::new(),
-            trainjobs: HashMap::new(),
+            objects: HashMap::new(),
             owned: HashMap::new(),
             told: HashMap::new(),
             troubles: HashMap::new(),
             foreign_stopped: Vec::new(),
             reconcile: Vec::new(),
             unsent: Vec::new(),
+            decided: Vec::new(),
             dirty: false,
             last_cycle: None,
             last_told: None,
@@ -212,7 +237,7 @@ impl KubeDriver {
             Seen::Node(_) | Seen::Quota(_) => &[POOLS],
             Seen::QuotaRequest(_) => &[POOLS, QUOTAS],
             Seen::Pod(_) => &[POOLS, NODES, QUOTAS],
-            Seen::TrainJob(_) => &[POOLS, NODES, QUOTAS, PODS],
+            Seen::Object(..) => &[POOLS, NODES, QUOTAS, PODS],
             _ => return None,
         };
         needs.iter().copied().find(|&i| !self.listed[i])
@@ -235,14 +260,16 @@ impl KubeDriver {
         }
     }
 
+    /// An observation; what it decides (replicas stopped on a node gone, a service
+    /// scaled) is carried out after the next cycle.
     fn observe(core: &mut Core, o: Observation, events: &mut Vec<Event>) -> Output {
-        let mut out = core.apply(Input::Observe(o));
+        let mut out = core.apply_held(Input::Observe(o));
         events.append(&mut out.events);
         out
     }
 
     fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
-        let mut out = core.apply(Input::Command {
+        let mut out = core.apply_held(Input::Command {
             actor: actor(),
             command: c,
         });
@@ -334,10 +361,12 @@ impl KubeDriver {
                 Watched::InitDone => self.listed_now(4, core, events, writes),
                 Watched::Init => {}
             },
-            Seen::TrainJob(w) => match w {
-                Watched::Init => self.relist_trainjobs = Some(HashSet::new()),
+            Seen::Object(owner, w) => match w {
+                Watched::Init => {
+                    self.relist_objects.insert(owner, HashSet::new());
+                }
                 Watched::InitApply(t) => {
-                    if let Some(set) = &mut self.relist_trainjobs {
+                    if let Some(set) = self.relist_objects.get_mut(&owner) {
                         set.insert(t.key.clone());
                     }
                     self.trainjob_applied(core, *t, events, writes);
@@ -345,14 +374,37 @@ impl KubeDriver {
                 Watched::Apply(t) => self.trainjob_applied(core, *t, events, writes),
                 Watched::Delete(t) => self.trainjob_deleted(core, &t.key, events),
                 Watched::InitDone => {
-                    if let Some(set) = self.relist_trainjobs.take() {
-                        let gone = not_in(&self.trainjobs, &set);
+                    if let Some(set) = self.relist_objects.remove(&owner) {
+                        let gone: Vec<String> = not_in(&self.objects, &set)
+                            .into_iter()
+                            .filter(|k| self.objects[k].owner == owner)
+                            .collect();
                         for k in gone {
                             self.trainjob_deleted(core, &k, events);
                         }
                     }
-                    self.listed_now(3, core, events, writes);
+                    let stage = match owner {
+                        Owner::TrainJob => 3,
+                        Owner::InferenceService => 5,
+                    };
+                    self.listed_now(stage, core, events, writes);
                 }
+            },
+            Seen::Load { job, value } => match value {
+                Ok(Some(usage_pct)) => {
+                    let _ =
+                        Self::observe(core, Observation::ServiceLoad { job, usage_pct }, events);
+                }
+                // No series yet (no replica reports): the replicas stay.
+                Ok(None) => {}
+                Err(e) => self.see(
+                    core,
+                    Seen::Trouble(format!(
+                        "InferenceService {job} keeps its replicas: its load cannot be read: {e}"
+                    )),
+                    events,
+                    writes,
+                ),
             },
             Seen::Namespace(Watched::Apply(ns) | Watched::InitApply(ns)) => {
                 Self::ensure_project(core, &ns, events)
@@ -400,7 +452,7 @@ impl KubeDriver {
                         if let Some(f) = self.pods.get_mut(&job) {
                             f.bound = true;
                         }
-                        if let Some(f) = self.trainjobs.get_mut(&job) {
+                        if let Some(f) = self.objects.get_mut(&job) {
                             f.ended = false;
                         }
                         Observation::Bound { job }
@@ -414,7 +466,17 @@ impl KubeDriver {
                         }
                         return;
                     }
-                    Err(reason) => Observation::BindFailed { job, reason },
+                    Err(reason) => {
+                        // Nothing of it is in the world (a bind is one request, a
+                        // TrainJob's pods all or none): what taking it back decides
+                        // needs no write, and the cycle that places it again must
+                        // bind it again, even on the same cards.
+                        self.decided.extend(core.take_held());
+                        let mut out =
+                            core.apply(Input::Observe(Observation::BindFailed { job, reason }));
+                        events.append(&mut out.events);
+                        return;
+                    }
                 };
                 Self::observe(core, o, events);
             }
@@ -593,10 +655,10 @@ impl KubeDriver {
                 Some(tj) => {
                     let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
                     let tj_key = format!("{ns}/{tj}");
-                    if let Some(o) = self.owned.get_mut(&tj_key) {
-                        o.remove(name);
+                    if let Some(o) = self.owned.get_mut(&tj_key).and_then(|o| o.get_mut(name)) {
+                        o.deleted = true;
                     }
-                    self.trainjob_check(core, &tj_key, events);
+                    self.trainjob_check(core, &tj_key, events, writes);
                 }
                 None => self.pod_deleted(core, &p.key, events),
             },
@@ -627,9 +689,10 @@ impl KubeDriver {
                     node: p.node.clone(),
                     gpus: p.gpus.clone(),
                     state: p.state.clone(),
+                    deleted: false,
                 },
             );
-            self.trainjob_check(core, &tj_key, events);
+            self.trainjob_check(core, &tj_key, events, writes);
             return;
         }
         // Another scheduler's pod counts once it is bound (it holds its node's room).
@@ -710,7 +773,7 @@ impl KubeDriver {
                     job: key.clone(),
                     uid: p.uid.clone(),
                     message,
-                    trainjob: false,
+                    object: None,
                 });
                 self.pods.insert(key, facts);
                 return;
@@ -762,7 +825,7 @@ impl KubeDriver {
                 job: key.clone(),
                 uid: p.uid.clone(),
                 message: format!("maar cannot queue this pod: {e}"),
-                trainjob: false,
+                object: None,
             }),
         }
         self.pods.insert(key, facts);
@@ -1022,19 +1085,37 @@ impl KubeDriver {
     fn trainjob_applied(
         &mut self,
         core: &mut Core,
-        t: TrainJobSeen,
+        t: ObjectSeen,
         events: &mut Vec<Event>,
         writes: &mut Vec<Write>,
     ) {
         let key = t.key.clone();
-        if let Some(f) = self.trainjobs.get(&key) {
+        if let Some(f) = self.objects.get(&key) {
             if f.uid == t.uid {
-                // Edits to a submitted TrainJob's spec are not taken (as a pod's).
+                // Edits to a submitted object's spec are not taken (as a pod's).
                 return;
             }
             self.trainjob_deleted(core, &key, events);
         }
-        let mut facts = TrainJobFacts {
+        let owner = t.owner;
+        let kind = owner.kind();
+        // Its pods' numbers go on from those that exist (kept for their logs).
+        let serial = self
+            .owned
+            .get(&key)
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .filter_map(|n| n.rsplit('-').next().and_then(|x| x.parse::<usize>().ok()))
+            .map(|x| x + 1)
+            .max()
+            .unwrap_or(0);
+        let mut facts = ObjectFacts {
+            owner,
+            labels: t.labels.clone(),
+            selector: t.selector.clone(),
+            made: BTreeMap::new(),
+            serial,
+            load_asked: None,
             uid: t.uid.clone(),
             in_core: false,
             ended: false,
@@ -1045,7 +1126,7 @@ impl KubeDriver {
         if t.ended {
             // Ended before this maar saw it: history is Kubernetes's.
             facts.ended = true;
-            self.trainjobs.insert(key, facts);
+            self.objects.insert(key, facts);
             return;
         }
         let (ns, _) = key.split_once('/').unwrap_or(("default", &key));
@@ -1056,10 +1137,10 @@ impl KubeDriver {
                 writes.push(Write::Unschedulable {
                     job: key.clone(),
                     uid: t.uid,
-                    message: format!("maar cannot read this TrainJob: {}: {}", e.field, e.message),
-                    trainjob: true,
+                    message: format!("maar cannot read this {kind}: {}: {}", e.field, e.message),
+                    object: Some(owner),
                 });
-                self.trainjobs.insert(key, facts);
+                self.objects.insert(key, facts);
                 return;
             }
         };
@@ -1071,7 +1152,7 @@ impl KubeDriver {
             .get(&key)
             .map(|o| {
                 o.iter()
-                    .filter(|(_, p)| p.state == PodState::Live)
+                    .filter(|(_, p)| p.state == PodState::Live && !p.deleted)
                     .filter_map(|(n, p)| {
                         p.node.as_ref().map(|node| {
                             (
@@ -1097,6 +1178,7 @@ impl KubeDriver {
             )
         } else {
             facts.current = live.iter().map(|(n, _)| n.clone()).collect();
+            facts.made = live.iter().cloned().collect();
             Self::observe(
                 core,
                 Observation::JobRunning {
@@ -1113,17 +1195,17 @@ impl KubeDriver {
                 writes.push(Write::Unschedulable {
                     job: key.clone(),
                     uid: t.uid,
-                    message: format!("maar cannot queue this TrainJob: {e}"),
-                    trainjob: true,
+                    message: format!("maar cannot queue this {kind}: {e}"),
+                    object: Some(owner),
                 })
             }
         }
-        self.trainjobs.insert(key, facts);
+        self.objects.insert(key, facts);
     }
 
     /// TrainJobs the core could not queue (their pool was not here) are tried again.
     fn retry_waiting(&mut self, core: &mut Core, events: &mut Vec<Event>) {
-        for (key, f) in &mut self.trainjobs {
+        for (key, f) in &mut self.objects {
             let Some(mut spec) = f.waiting.take() else {
                 continue;
             };
@@ -1146,7 +1228,7 @@ impl KubeDriver {
     }
 
     fn trainjob_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
-        let Some(f) = self.trainjobs.remove(key) else {
+        let Some(f) = self.objects.remove(key) else {
             return;
         };
         self.told.remove(key);
@@ -1170,10 +1252,17 @@ impl KubeDriver {
         }
     }
 
-    /// A TrainJob's pods changed: it ends when one of its current pods fails (or is
-    /// deleted) or all of them succeed.
-    fn trainjob_check(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
-        let Some(f) = self.trainjobs.get_mut(key) else {
+    /// An object's pods changed. A TrainJob ends when one of its current pods fails
+    /// (or is deleted) or all of them succeed; an InferenceService's replica whose pod
+    /// was deleted or failed is made again where it runs.
+    fn trainjob_check(
+        &mut self,
+        core: &mut Core,
+        key: &str,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        let Some(f) = self.objects.get_mut(key) else {
             return;
         };
         if !f.in_core || f.ended || f.current.is_empty() {
@@ -1188,33 +1277,104 @@ impl KubeDriver {
         }
         let empty = BTreeMap::new();
         let pods = self.owned.get(key).unwrap_or(&empty);
+        if f.owner == Owner::InferenceService {
+            let lost: Vec<String> = f
+                .current
+                .iter()
+                .filter(|n| {
+                    pods.get(*n)
+                        .is_some_and(|p| p.deleted || matches!(p.state, PodState::Failed { .. }))
+                })
+                .cloned()
+                .collect();
+            if lost.is_empty() {
+                return;
+            }
+            let mut again = Vec::new();
+            for name in lost {
+                f.current.remove(&name);
+                let Some(at) = f.made.remove(&name) else {
+                    continue;
+                };
+                let (_, svc) = key.split_once('/').unwrap_or(("default", key));
+                let new = format!("{svc}-{}", f.serial);
+                f.serial += 1;
+                f.current.insert(new.clone());
+                f.made.insert(new.clone(), at.clone());
+                again.push(NewPod {
+                    name: new,
+                    index: f.serial - 1,
+                    at,
+                });
+            }
+            let (spec, of) = {
+                let c = core.cluster();
+                let Ok(id) = c.job_id(key) else { return };
+                let j = &c.jobs[id as usize];
+                (j.spec.clone(), j.desired_replicas as usize)
+            };
+            Self::observe(
+                core,
+                Observation::Note {
+                    severity: Severity::Warning,
+                    reason: "ReplicaReplaced".into(),
+                    object: key.to_string(),
+                    message: format!(
+                        "{} pod(s) deleted or failed: made again where they ran ({})",
+                        again.len(),
+                        again
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
+                events,
+            );
+            writes.push(Write::CreatePods {
+                owner: f.owner,
+                job: key.to_string(),
+                uid: f.uid.clone(),
+                labels: f.labels.clone(),
+                spec: Box::new(spec),
+                pods: again,
+                of,
+                answer: false,
+            });
+            return;
+        }
         let mut outcome = None;
         let mut succeeded = 0;
         for name in &f.current {
-            match pods.get(name).map(|p| &p.state) {
-                None => {
+            match pods.get(name).map(|p| (p.deleted, &p.state)) {
+                // Made, not seen by the watch yet.
+                None => {}
+                Some((true, _)) => {
                     outcome = Some(JobOutcome::Failed {
                         message: format!("pod {name} was deleted"),
                     });
                     break;
                 }
-                Some(PodState::Failed { oom: true, message }) => {
+                Some((_, PodState::Failed { oom: true, message })) => {
                     outcome = Some(JobOutcome::OomKilled {
                         message: format!("pod {name}: {message}"),
                     });
                     break;
                 }
-                Some(PodState::Failed {
-                    oom: false,
-                    message,
-                }) => {
+                Some((
+                    _,
+                    PodState::Failed {
+                        oom: false,
+                        message,
+                    },
+                )) => {
                     outcome = Some(JobOutcome::Failed {
                         message: format!("pod {name}: {message}"),
                     });
                     break;
                 }
-                Some(PodState::Succeeded) => succeeded += 1,
-                Some(PodState::Live) => {}
+                Some((_, PodState::Succeeded)) => succeeded += 1,
+                Some((_, PodState::Live)) => {}
             }
         }
         if outcome.is_none() && succeeded == f.current.len() {
@@ -1259,23 +1419,60 @@ impl KubeDriver {
     fn carry_out(&mut self, core: &Core, decisions: &[Decision], writes: &mut Vec<Write>) {
         for d in decisions {
             match d {
-                Decision::Bind { job, replicas, .. } => {
-                    if let Some(f) = self.trainjobs.get_mut(job) {
-                        // A TrainJob's pods are made now, already on their nodes.
+                Decision::Bind {
+                    job,
+                    replicas,
+                    start,
+                    ..
+                } => {
+                    // Placements Kubernetes already shows (a pod found running where
+                    // it is) need no write.
+                    let c = core.cluster();
+                    if c.job_id(job)
+                        .is_ok_and(|id| c.jobs[id as usize].placements.iter().all(|p| p.bound))
+                    {
+                        continue;
+                    }
+                    if let Some(f) = self.objects.get_mut(job) {
+                        // An object's pods are made now, already on their nodes: a
+                        // TrainJob's numbered by replica and start, a service's in turn.
                         let c = core.cluster();
                         let Ok(id) = c.job_id(job) else { continue };
                         let j = &c.jobs[id as usize];
                         let (_, name) = job.split_once('/').unwrap_or(("default", job));
-                        f.current = (0..replicas.len())
-                            .map(|i| crate::world::trainjob_pod_name(name, j.restarts, i))
-                            .collect();
+                        if *start {
+                            f.current.clear();
+                            f.made.clear();
+                        }
+                        let mut pods = Vec::new();
+                        for (i, at) in replicas.iter().enumerate() {
+                            let (pod, index) = match f.owner {
+                                Owner::TrainJob => {
+                                    (crate::world::trainjob_pod_name(name, j.restarts, i), i)
+                                }
+                                Owner::InferenceService => {
+                                    f.serial += 1;
+                                    (format!("{name}-{}", f.serial - 1), f.serial - 1)
+                                }
+                            };
+                            f.current.insert(pod.clone());
+                            f.made.insert(pod.clone(), at.clone());
+                            pods.push(NewPod {
+                                name: pod,
+                                index,
+                                at: at.clone(),
+                            });
+                        }
                         f.ended = false;
                         writes.push(Write::CreatePods {
+                            owner: f.owner,
                             job: job.clone(),
                             uid: f.uid.clone(),
-                            attempt: j.restarts,
+                            labels: f.labels.clone(),
                             spec: Box::new(j.spec.clone()),
-                            replicas: replicas.clone(),
+                            pods,
+                            of: (j.desired_replicas as usize).max(replicas.len()),
+                            answer: true,
                         });
                     } else if self.pods.get(job).is_some_and(|f| f.node.is_some()) {
                         // Kubernetes has it on a node already: no second bind.
@@ -1293,7 +1490,12 @@ impl KubeDriver {
                         });
                     }
                 }
-                Decision::Stop { job, reason, .. } => {
+                Decision::Stop {
+                    job,
+                    reason,
+                    replicas,
+                    ..
+                } => {
                     // Only pods bound in Kubernetes and still running are deleted: a
                     // bind taken back or pods that ended (kept for their logs) need
                     // nothing.
@@ -1308,14 +1510,36 @@ impl KubeDriver {
                                 reason: reason.clone(),
                             });
                         }
-                    } else if let Some(f) = self.trainjobs.get_mut(job) {
-                        if !f.ended && !f.current.is_empty() {
-                            f.ended = true;
-                            writes.push(Write::DeletePods {
-                                job: job.clone(),
-                                reason: reason.clone(),
-                            });
+                    } else if let Some(f) = self.objects.get_mut(job) {
+                        if f.ended || f.current.is_empty() {
+                            continue;
                         }
+                        // The pods of the replicas stopped (a service scaled down or a
+                        // replica preempted); all of them when the job stops.
+                        let mut gone = Vec::new();
+                        for r in replicas {
+                            if let Some(name) = f
+                                .made
+                                .iter()
+                                .find(|(n, at)| *at == r && f.current.contains(*n))
+                                .map(|(n, _)| n.clone())
+                            {
+                                f.current.remove(&name);
+                                f.made.remove(&name);
+                                gone.push(name);
+                            }
+                        }
+                        let all = f.current.is_empty() || f.owner == Owner::TrainJob;
+                        if all {
+                            f.ended = true;
+                        }
+                        writes.push(Write::DeletePods {
+                            owner: f.owner,
+                            job: job.clone(),
+                            // A TrainJob's go together (and so do all of a service's).
+                            pods: if all { Vec::new() } else { gone },
+                            reason: reason.clone(),
+                        });
                     }
                 }
             }
@@ -1328,10 +1552,12 @@ impl KubeDriver {
         for _ in 0..4 {
             let out = core.apply(Input::Schedule);
             events.extend(out.events);
-            if out.decisions.is_empty() {
+            let mut decisions = std::mem::take(&mut self.decided);
+            decisions.extend(out.decisions);
+            if decisions.is_empty() {
                 break;
             }
-            self.carry_out(core, &out.decisions, writes);
+            self.carry_out(core, &decisions, writes);
             self.drop_foreign(core, events);
             self.reconcile_all(core, events);
         }
@@ -1379,12 +1605,16 @@ impl KubeDriver {
                 break;
             }
             let key = format!("{}/{}", j.spec.project, j.spec.name);
-            let (uid, trainjob) = match (self.pods.get(&key), self.trainjobs.get(&key)) {
-                (Some(f), _) => (f.uid.clone(), false),
-                (None, Some(f)) => (f.uid.clone(), true),
+            let (uid, object) = match (self.pods.get(&key), self.objects.get(&key)) {
+                (Some(f), _) => (f.uid.clone(), None),
+                (None, Some(f)) => (f.uid.clone(), Some(f.owner)),
                 (None, None) => continue,
             };
             if j.reason.is_empty() {
+                continue;
+            }
+            // A running service waiting for room to scale up: its status says so.
+            if object.is_some() && j.phase != Phase::Pending {
                 continue;
             }
             let stale = match self.told.get(&key) {
@@ -1400,20 +1630,20 @@ impl KubeDriver {
                 message.push_str("; ");
                 message.push_str(fix);
             }
-            if let Some(f) = self.trainjobs.get_mut(&key) {
+            if let Some(f) = self.objects.get_mut(&key) {
                 f.status = Some(("Pending".into(), message.clone()));
             }
             writes.push(Write::Unschedulable {
                 job: key.clone(),
                 uid,
                 message,
-                trainjob,
+                object,
             });
             self.told.insert(key, (j.reason.to_string(), now));
             told += 1;
         }
-        // TrainJobs that started or ended: their status.
-        for (key, f) in &mut self.trainjobs {
+        // Objects that started, scaled or ended: their status.
+        for (key, f) in &mut self.objects {
             if !f.in_core {
                 continue;
             }
@@ -1431,19 +1661,59 @@ impl KubeDriver {
                 .map(|p| c.nodes[p.node as usize].name.clone())
                 .collect();
             let message = match j.phase {
+                Phase::Running if f.owner == Owner::InferenceService => {
+                    let running = j.running_replicas();
+                    let mut m = format!(
+                        "{running} of {} replicas running on {}",
+                        j.desired_replicas,
+                        nodes.join(", ")
+                    );
+                    if running < j.desired_replicas && !j.reason.is_empty() {
+                        m.push_str(&format!("; the others wait: {}", j.reason));
+                    }
+                    m
+                }
                 Phase::Running => format!("running on {}", nodes.join(", ")),
                 _ => j.reason.to_string(),
             };
             let status = (j.phase.name().to_string(), message);
             if f.status.as_ref() != Some(&status) {
                 f.status = Some(status.clone());
-                writes.push(Write::TrainJobStatus {
+                writes.push(Write::ObjectStatus {
+                    owner: f.owner,
                     job: key.clone(),
                     phase: status.0,
                     message: status.1,
                     nodes,
                 });
             }
+        }
+    }
+
+    /// Asks for the load of each running InferenceService that autoscales, every
+    /// [`LOAD_EVERY_S`] seconds.
+    fn ask_loads(&mut self, core: &Core, writes: &mut Vec<Write>) {
+        let now = core.now();
+        let c = core.cluster();
+        for (key, f) in &mut self.objects {
+            if f.owner != Owner::InferenceService
+                || !f.in_core
+                || f.load_asked.is_some_and(|t| now < t + LOAD_EVERY_S)
+            {
+                continue;
+            }
+            let Ok(id) = c.job_id(key) else { continue };
+            let j = &c.jobs[id as usize];
+            let autoscales = matches!(&j.spec.kind, maar_scheduler::model::JobKind::Inference(a) if a.min < a.max);
+            // Once its pods are made (a replica on its way reports nothing yet).
+            if j.phase != Phase::Running || !autoscales || j.placements.iter().any(|p| !p.bound) {
+                continue;
+            }
+            f.load_asked = Some(now);
+            writes.push(Write::ReadLoad {
+                job: key.clone(),
+                selector: f.selector.clone(),
+            });
         }
     }
 
@@ -1474,7 +1744,8 @@ impl KubeDriver {
     /// One step: what was seen, a cycle when something changed (or each second), the
     /// waiting pods told. Returns the writes (also sent to the world, when attached).
     pub fn step(&mut self, core: &mut Core, to: u64, seen: Vec<Seen>) -> (Vec<Event>, Vec<Write>) {
-        let mut events = core.apply(Input::Advance { to }).events;
+        // What the clock decides (a bind timed out) is carried out after the cycle.
+        let mut events = core.apply_held(Input::Advance { to }).events;
         // The clock moved something (a restart due, a bind timed out).
         if !events.is_empty() {
             self.dirty = true;
@@ -1484,7 +1755,10 @@ impl KubeDriver {
             self.see(core, s, &mut events, &mut writes);
         }
         if !self.leading() {
-            // Another maar schedules: this one only follows the watch.
+            // Another maar schedules: this one only follows the watch (and does
+            // nothing of what it would decide).
+            core.take_held();
+            self.decided.clear();
             return (events, writes);
         }
         // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle over
@@ -1499,6 +1773,7 @@ impl KubeDriver {
             self.tell_waiting(core, &mut writes);
         }
         self.answer_requests(core, &mut writes);
+        self.ask_loads(core, &mut writes);
         (events, writes)
     }
 }

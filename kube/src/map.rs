@@ -216,6 +216,65 @@ pub fn crd(kind: &str, plural: &str) -> kube::core::ApiResource {
 
 /// The label on the pods maar creates for a TrainJob: the TrainJob's name.
 pub const LABEL_TRAINJOB: &str = "crater.ai/trainjob";
+/// The label on the pods maar creates for an InferenceService: its name.
+pub const LABEL_SERVICE: &str = "crater.ai/inferenceservice";
+
+/// The kinds of maar's objects that own pods maar makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    TrainJob,
+    InferenceService,
+}
+
+impl Owner {
+    pub const ALL: [Owner; 2] = [Owner::TrainJob, Owner::InferenceService];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            Owner::TrainJob => "TrainJob",
+            Owner::InferenceService => "InferenceService",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            Owner::TrainJob => "trainjobs",
+            Owner::InferenceService => "inferenceservices",
+        }
+    }
+
+    /// The label on its pods, whose value is the object's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Owner::TrainJob => LABEL_TRAINJOB,
+            Owner::InferenceService => LABEL_SERVICE,
+        }
+    }
+
+    /// Its pods' restart policy: a training worker that fails ends its job (maar
+    /// restarts the job by its policy); a serving replica restarts in place, as a
+    /// Deployment's does.
+    fn restart_policy(self) -> &'static str {
+        match self {
+            Owner::TrainJob => "Never",
+            Owner::InferenceService => "Always",
+        }
+    }
+
+    fn container(self) -> &'static str {
+        match self {
+            Owner::TrainJob => "train",
+            Owner::InferenceService => "serve",
+        }
+    }
+}
+
+/// The owner of a pod maar made, from its labels: (kind, the object's name).
+pub fn pod_owner(labels: &BTreeMap<String, String>) -> Option<(Owner, String)> {
+    Owner::ALL
+        .iter()
+        .find_map(|o| labels.get(o.label()).map(|n| (*o, n.clone())))
+}
 
 /// The object as a manifest maar reads: apiVersion, kind, the metadata a user writes
 /// (name, namespace, labels, annotations but kubectl's own) and spec; what the API
@@ -238,15 +297,42 @@ fn as_written(o: &kube::core::DynamicObject) -> serde_json::Value {
     })
 }
 
-/// A TrainJob object as maar's job: read by the manifests' own rules, so a file that
-/// `maar submit` takes is taken here as it is.
+/// A TrainJob or InferenceService object as maar's job: read by the manifests' own
+/// rules, so a file that `maar submit` takes is taken here as it is.
 pub fn trainjob_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
-    let m: maar_scheduler::manifest::Manifest =
-        serde_json::from_value(as_written(o)).map_err(|e| SpecError {
-            field: "spec".into(),
-            message: e.to_string(),
-        })?;
-    m.to_job_spec()
+    manifest_of(o)?.to_job_spec()
+}
+
+fn manifest_of(
+    o: &kube::core::DynamicObject,
+) -> Result<maar_scheduler::manifest::Manifest, SpecError> {
+    serde_json::from_value(as_written(o)).map_err(|e| SpecError {
+        field: "spec".into(),
+        message: e.to_string(),
+    })
+}
+
+/// The label selector of an InferenceService's load metric (the pods' series the
+/// external metric sums): `spec.autoscale.selector.matchLabels` when given, else
+/// the label maar puts on the service's pods. As `key=value,...`.
+pub fn load_selector(o: &kube::core::DynamicObject) -> String {
+    let given = manifest_of(o)
+        .ok()
+        .and_then(|m| m.spec.autoscale)
+        .and_then(|a| a.selector)
+        .map(|s| s.match_labels)
+        .filter(|l| !l.is_empty());
+    match given {
+        Some(l) => l
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        None => format!(
+            "{LABEL_SERVICE}={}",
+            o.metadata.name.as_deref().unwrap_or_default()
+        ),
+    }
 }
 
 /// A Pool object (cluster-scoped): `spec.kind` (training, inference, test),
@@ -335,14 +421,17 @@ pub fn gpu_resource(vendor: Option<&str>) -> &'static str {
     }
 }
 
-/// The pod maar creates for replica `i` of a TrainJob, already bound to `node` (all of
-/// a gang are created together, or none): owned by the TrainJob (deleted with it),
-/// labelled with its name, its cards annotated, the replica's requests.
+/// The pod maar creates for replica `i` of a TrainJob or an InferenceService, already
+/// bound to `node` (a gang's are created together, or none): owned by the object
+/// (deleted with it), labelled with its labels and name, its cards annotated, the
+/// replica's requests.
 #[allow(clippy::too_many_arguments)]
-pub fn trainjob_pod(
+pub fn owned_pod(
+    owner: Owner,
     spec: &JobSpec,
     namespace: &str,
-    trainjob_uid: &str,
+    owner_uid: &str,
+    labels: &BTreeMap<String, String>,
     pod_name: &str,
     i: usize,
     replicas: usize,
@@ -362,19 +451,27 @@ pub fn trainjob_pod(
         limits.insert(gpu_res.into(), spec.gpu.count.to_string().into());
     }
     let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    // The object's own labels (what users' selectors know, e.g. `app: llm-infer`),
+    // and the owner's label, which maar finds its pods by.
+    let mut pod_labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .filter(|(k, _)| !Owner::ALL.iter().any(|o| o.label() == k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    pod_labels.insert(owner.label().into(), spec.name.clone().into());
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": pod_name,
             "namespace": namespace,
-            "labels": {LABEL_TRAINJOB: spec.name},
+            "labels": pod_labels,
             "annotations": {ANNOTATION_GPUS: list.join(",")},
             "ownerReferences": [{
                 "apiVersion": "crater.ai/v1",
-                "kind": "TrainJob",
+                "kind": owner.kind(),
                 "name": spec.name,
-                "uid": trainjob_uid,
+                "uid": owner_uid,
                 "controller": true,
                 "blockOwnerDeletion": true,
             }],
@@ -382,9 +479,9 @@ pub fn trainjob_pod(
         "spec": {
             "schedulerName": SCHEDULER_NAME,
             "nodeName": node,
-            "restartPolicy": "Never",
+            "restartPolicy": owner.restart_policy(),
             "containers": [{
-                "name": "train",
+                "name": owner.container(),
                 "image": spec.image,
                 "command": spec.command,
                 "env": [

@@ -11,6 +11,7 @@
 //!   a `FailedScheduling` event), a preempted pod deleted. Their outcome comes back on
 //!   the same channel.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
 
-use crate::map::{self, PodState, ANNOTATION_GPUS};
+use crate::map::{self, Owner, PodState, ANNOTATION_GPUS};
 
 /// Writes in flight at most.
 pub const MAX_WRITES: usize = 64;
@@ -120,7 +121,8 @@ pub struct PodSeen {
     pub spec: Option<Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>>,
     /// GPU indices maar annotated when it bound the pod.
     pub gpus: Vec<u32>,
-    /// The TrainJob it runs a replica of (maar created it), by name.
+    /// The TrainJob or InferenceService it runs a replica of (maar created it), by
+    /// name.
     pub owner: Option<String>,
 }
 
@@ -146,8 +148,8 @@ impl PodSeen {
                 .metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(map::LABEL_TRAINJOB))
-                .cloned(),
+                .and_then(map::pod_owner)
+                .map(|(_, name)| name),
             node: map::pod_node(p).map(str::to_string),
             state: map::pod_state(p),
             // maar's pods, and pods of other schedulers once bound (what they hold on
@@ -164,27 +166,47 @@ impl PodSeen {
     }
 }
 
-/// A TrainJob, as far as maar cares.
+/// A TrainJob or an InferenceService, as far as maar cares.
 #[derive(Clone, Debug)]
-pub struct TrainJobSeen {
+pub struct ObjectSeen {
+    pub owner: Owner,
     /// `namespace/name`.
     pub key: String,
     pub uid: String,
     pub spec: Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>,
+    /// Its labels (its pods carry them).
+    pub labels: BTreeMap<String, String>,
+    /// An InferenceService: the selector of its load metric's series.
+    pub selector: String,
     /// Its status says it ended (Succeeded, Failed, Cancelled): history, not work.
     pub ended: bool,
 }
 
-impl TrainJobSeen {
-    pub fn of(o: &DynamicObject) -> TrainJobSeen {
-        TrainJobSeen {
+impl ObjectSeen {
+    pub fn of(owner: Owner, o: &DynamicObject) -> ObjectSeen {
+        ObjectSeen {
+            owner,
             key: format!(
                 "{}/{}",
                 o.metadata.namespace.as_deref().unwrap_or("default"),
                 o.metadata.name.as_deref().unwrap_or_default()
             ),
             uid: o.metadata.uid.clone().unwrap_or_default(),
-            spec: map::trainjob_of(o),
+            spec: map::trainjob_of(o).and_then(|s| {
+                // The kind the object says must be the kind watched (a TrainJob's
+                // spec is not read as a service's).
+                let is_service = matches!(s.kind, maar_scheduler::model::JobKind::Inference(_));
+                if is_service == (owner == Owner::InferenceService) {
+                    Ok(s)
+                } else {
+                    Err(maar_scheduler::manifest::SpecError {
+                        field: "kind".into(),
+                        message: format!("this object is served as a {}", owner.kind()),
+                    })
+                }
+            }),
+            labels: o.metadata.labels.clone().unwrap_or_default(),
+            selector: map::load_selector(o),
             ended: o
                 .data
                 .get("status")
@@ -201,7 +223,14 @@ pub enum Seen {
     Node(Watched<Box<KNode>>),
     Pod(Watched<Box<PodSeen>>),
     Namespace(Watched<String>),
-    TrainJob(Watched<Box<TrainJobSeen>>),
+    /// A TrainJob or an InferenceService (each kind's watch lists on its own).
+    Object(Owner, Watched<Box<ObjectSeen>>),
+    /// An InferenceService's load: the mean of its metric's series (`None`: no
+    /// series), or why it could not be read.
+    Load {
+        job: String,
+        value: Result<Option<f64>, String>,
+    },
     /// A Pool object (or why it cannot be one: its name and the error).
     Pool(Watched<Result<map::PoolObject, (String, String)>>),
     /// A Quota object (or why it cannot be one: its `namespace/name` and the error).
@@ -229,26 +258,41 @@ pub enum Write {
         node: String,
         gpus: Vec<u32>,
     },
-    /// Pod (or TrainJob, `trainjob`) `job` cannot be placed now: `message` (maar's
+    /// Pod (or maar's object `object`) `job` cannot be placed now: `message` (maar's
     /// explanation).
     Unschedulable {
         job: String,
         uid: String,
         message: String,
-        trainjob: bool,
+        object: Option<Owner>,
     },
-    /// Create the pods of TrainJob `job` (`uid`), one per replica, bound to their
-    /// nodes (all or none); answered as a bind.
+    /// Create pods of `owner` `job` (`uid`), bound to their nodes (all or none);
+    /// answered as a bind.
     CreatePods {
+        owner: Owner,
         job: String,
         uid: String,
-        /// Which start of the job this is (0 the first; restarts make new pods).
-        attempt: u32,
+        /// The object's labels, which its pods carry.
+        labels: BTreeMap<String, String>,
         spec: Box<maar_scheduler::JobSpec>,
-        replicas: Vec<maar_scheduler::input::Binding>,
+        pods: Vec<NewPod>,
+        /// How many replicas the job has in all (`MAAR_REPLICAS`).
+        of: usize,
+        /// Answered as a bind (new placements); else pods made again where the job
+        /// already runs (a replica's pod was deleted), whose failure is trouble.
+        answer: bool,
     },
-    /// Delete the pods of TrainJob `job`.
-    DeletePods { job: String, reason: String },
+    /// Delete pods of `owner` `job`: those named, or all of them when none is.
+    DeletePods {
+        owner: Owner,
+        job: String,
+        pods: Vec<String>,
+        reason: String,
+    },
+    /// Read the load of InferenceService `job`: the external metric
+    /// `crater_gpu_memory_usage_rate` over the series `selector` picks (what an HPA
+    /// reads); answered with [`Seen::Load`].
+    ReadLoad { job: String, selector: String },
     /// A QuotaRequest's status: `phase` (Pending, Approved, Rejected), maar's request
     /// number and what it says.
     QuotaRequestStatus {
@@ -266,9 +310,10 @@ pub enum Write {
         reserved_gpus: f64,
         max_gpus: Option<f64>,
     },
-    /// A TrainJob's status: `phase` (Pending, Running, Succeeded, Failed, Cancelled)
-    /// and why.
-    TrainJobStatus {
+    /// A TrainJob's or InferenceService's status: `phase` (Pending, Running,
+    /// Succeeded, Failed, Cancelled), why, its nodes and replicas running.
+    ObjectStatus {
+        owner: Owner,
         job: String,
         phase: String,
         message: String,
@@ -281,6 +326,14 @@ pub enum Write {
     /// The node's cordoned GPUs, all of them (its `crater.ai/cordoned-gpus`
     /// annotation; removed when empty).
     GpuCordons { node: String, gpus: Vec<u32> },
+}
+
+/// One pod to make: its name, its replica number and where it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewPod {
+    pub name: String,
+    pub index: usize,
+    pub at: maar_scheduler::input::Binding,
 }
 
 fn split(job: &str) -> (&str, &str) {
@@ -482,17 +535,28 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         }
         ev => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of_unless(&p, &mut read)))),
     });
-    spawn_watch(
-        crd_api(client, &namespace, "TrainJob", "trainjobs"),
-        "TrainJobs",
-        Some(Own {
-            kind: "TrainJobs",
-            done: || Seen::TrainJob(Watched::InitDone),
-            say_missing: true,
-        }),
-        tx.clone(),
-        |ev| Seen::TrainJob(forward(ev, |o| Box::new(TrainJobSeen::of(&o)))),
-    );
+    for owner in Owner::ALL {
+        let what = match owner {
+            Owner::TrainJob => "TrainJobs",
+            Owner::InferenceService => "InferenceServices",
+        };
+        spawn_watch(
+            crd_api(client, &namespace, owner.kind(), owner.plural()),
+            what,
+            Some(Own {
+                kind: what,
+                done: match owner {
+                    Owner::TrainJob => || Seen::Object(Owner::TrainJob, Watched::InitDone),
+                    Owner::InferenceService => {
+                        || Seen::Object(Owner::InferenceService, Watched::InitDone)
+                    }
+                },
+                say_missing: true,
+            }),
+            tx.clone(),
+            move |ev| Seen::Object(owner, forward(ev, |o| Box::new(ObjectSeen::of(owner, &o)))),
+        );
+    }
     // No Pool objects: pools come from the nodes' roles.
     spawn_watch(
         crd_api(client, &None, "Pool", "pools"),
@@ -594,9 +658,19 @@ async fn writer(
         let (client, tx, recorder) = (client.clone(), tx.clone(), recorder.clone());
         tokio::spawn(async move {
             let _permit = permit;
+            if let Write::ReadLoad { job, selector } = &w {
+                let _ = tx.send(read_load(&client, job, selector).await);
+                return;
+            }
             let out = carry_out(&client, &recorder, &w).await;
             let msg = match (&w, out) {
-                (Write::Bind { job, .. } | Write::CreatePods { job, .. }, result) => Seen::Bound {
+                (
+                    Write::Bind { job, .. }
+                    | Write::CreatePods {
+                        job, answer: true, ..
+                    },
+                    result,
+                ) => Seen::Bound {
                     job: job.clone(),
                     result,
                 },
@@ -608,13 +682,94 @@ async fn writer(
     }
 }
 
+/// Carries out a ReadLoad: the answer goes back as [`Seen::Load`].
+async fn read_load(client: &Client, job: &str, selector: &str) -> Seen {
+    let (ns, _) = split(job);
+    let value = external_metric(client, ns, maar_scheduler::manifest::USAGE_METRIC, selector)
+        .await
+        .map(|v| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64));
+    Seen::Load {
+        job: job.to_string(),
+        value,
+    }
+}
+
+/// The values of an external metric's series in namespace `ns` that `selector`
+/// picks, from the external metrics API (`external.metrics.k8s.io/v1beta1`, served by
+/// an adapter such as prometheus-adapter), as an HPA reads them.
+pub async fn external_metric(
+    client: &Client,
+    ns: &str,
+    metric: &str,
+    selector: &str,
+) -> Result<Vec<f64>, String> {
+    let url = format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}?labelSelector={}",
+        form_urlencoded_value(selector)
+    );
+    let req = http::Request::get(url)
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let list: serde_json::Value = match client.request(req).await {
+        Ok(v) => v,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return Err(format!(
+                "the external metrics API does not serve {metric} (404): install a metrics adapter that serves it, as the HPA it replaces needed"
+            ))
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let items = list
+        .get("items")
+        .and_then(|i| i.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for i in items {
+        let q = i.get("value").and_then(|v| v.as_str()).unwrap_or("");
+        out.push(metric_value(q).ok_or_else(|| format!("{metric}: `{q}` is not a quantity"))?);
+    }
+    Ok(out)
+}
+
+/// A metric's value as the API gives it (a quantity: `70`, `70500m`, `0.7`).
+fn metric_value(q: &str) -> Option<f64> {
+    let q = q.trim();
+    if let Some(m) = q.strip_suffix('m') {
+        return m.parse::<f64>().ok().map(|v| v / 1000.0);
+    }
+    if let Some(k) = q.strip_suffix('k') {
+        return k.parse::<f64>().ok().map(|v| v * 1000.0);
+    }
+    q.parse::<f64>().ok()
+}
+
+/// A label selector as a query value (`=` and `,` escaped).
+fn form_urlencoded_value(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn describe(w: &Write) -> String {
     match w {
         Write::Bind { job, node, .. } => format!("binding pod {job} to {node}"),
         Write::Unschedulable { job, .. } => format!("marking {job} unschedulable"),
-        Write::CreatePods { job, .. } => format!("creating the pods of TrainJob {job}"),
-        Write::DeletePods { job, .. } => format!("deleting the pods of TrainJob {job}"),
-        Write::TrainJobStatus { job, .. } => format!("writing the status of TrainJob {job}"),
+        Write::CreatePods { owner, job, .. } => {
+            format!("creating the pods of {} {job}", owner.kind())
+        }
+        Write::DeletePods { owner, job, .. } => {
+            format!("deleting the pods of {} {job}", owner.kind())
+        }
+        Write::ReadLoad { job, .. } => format!("reading the load of InferenceService {job}"),
+        Write::ObjectStatus { owner, job, .. } => {
+            format!("writing the status of {} {job}", owner.kind())
+        }
         Write::QuotaRequestStatus { key, .. } => format!("answering QuotaRequest {key}"),
         Write::QuotaObject { project, name, .. } => format!("writing Quota {project}/{name}"),
         Write::Delete { job, .. } => format!("deleting pod {job}"),
@@ -713,18 +868,21 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             job,
             uid,
             message,
-            trainjob,
+            object,
         } => {
             let (ns, name) = split(job);
-            let reference = if *trainjob {
-                // A TrainJob's status says it; its pods do not exist yet.
-                let tjs: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"));
+            let reference = if let Some(owner) = object {
+                // The object's status says it; its pods do not exist yet.
+                let api: Api<DynamicObject> = Api::namespaced_with(
+                    client.clone(),
+                    ns,
+                    &map::crd(owner.kind(), owner.plural()),
+                );
                 let status = json!({"status": {"phase": "Pending", "message": message}});
-                tjs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
                     .await
                     .map_err(|e| e.to_string())?;
-                object_ref("crater.ai/v1", "TrainJob", ns, name, uid)
+                object_ref("crater.ai/v1", owner.kind(), ns, name, uid)
             } else {
                 let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
                 let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -752,32 +910,36 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 .map_err(|e| e.to_string())
         }
         Write::CreatePods {
+            owner,
             job,
             uid,
-            attempt,
+            labels,
             spec,
-            replicas,
+            pods: new,
+            of,
+            ..
         } => {
             let (ns, name) = split(job);
             let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
-            let n = replicas.len();
-            let mut made: Vec<String> = Vec::new();
-            for (i, r) in replicas.iter().enumerate() {
-                let pod_name = trainjob_pod_name(name, *attempt, i);
-                let body = map::trainjob_pod(spec, ns, uid, &pod_name, i, n, &r.node, &r.gpus);
+            let n = new.len();
+            let mut made: Vec<&str> = Vec::new();
+            for p in new {
+                let body = map::owned_pod(
+                    *owner, spec, ns, uid, labels, &p.name, p.index, *of, &p.at.node, &p.at.gpus,
+                );
                 let pod: KPod = serde_json::from_value(body).map_err(|e| e.to_string())?;
                 match pods.create(&PostParams::default(), &pod).await {
-                    Ok(_) => made.push(pod_name),
+                    Ok(_) => made.push(&p.name),
                     Err(e) => {
                         // All or nothing: the ones made go.
                         for m in &made {
                             let _ = pods.delete(m, &DeleteParams::default()).await;
                         }
-                        return Err(format!("creating pod {pod_name}: {e}"));
+                        return Err(format!("creating pod {}: {e}", p.name));
                     }
                 }
             }
-            let nodes: Vec<&str> = replicas.iter().map(|r| r.node.as_str()).collect();
+            let nodes: Vec<&str> = new.iter().map(|p| p.at.node.as_str()).collect();
             let note = format!("{n} pod(s) created on {}", nodes.join(", "));
             let _ = recorder
                 .publish(
@@ -785,21 +947,38 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                     "Scheduled",
                     "Binding",
                     &note,
-                    &object_ref("crater.ai/v1", "TrainJob", ns, name, uid),
+                    &object_ref("crater.ai/v1", owner.kind(), ns, name, uid),
                 )
                 .await;
             Ok(())
         }
-        Write::DeletePods { job, reason } => {
+        Write::DeletePods {
+            owner,
+            job,
+            pods: named,
+            reason,
+        } => {
             let (ns, name) = split(job);
             let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
-            let lp = ListParams::default().labels(&format!("{}={name}", map::LABEL_TRAINJOB));
-            pods.delete_collection(&DeleteParams::default(), &lp)
-                .await
-                .map_err(|e| e.to_string())?;
-            tracing::info!(target: "maar::kube", "pods of TrainJob {job} deleted: {reason}");
+            if named.is_empty() {
+                let lp = ListParams::default().labels(&format!("{}={name}", owner.label()));
+                pods.delete_collection(&DeleteParams::default(), &lp)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else {
+                for p in named {
+                    match pods.delete(p, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(format!("pod {p}: {e}")),
+                    }
+                }
+            }
+            tracing::info!(target: "maar::kube", "pods of {} {job} deleted: {reason}", owner.kind());
             Ok(())
         }
+        // Answered by the writer itself.
+        Write::ReadLoad { .. } => Ok(()),
         Write::QuotaRequestStatus {
             key,
             phase,
@@ -852,7 +1031,8 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             .map(|_| ())
             .map_err(|e| e.to_string())
         }
-        Write::TrainJobStatus {
+        Write::ObjectStatus {
+            owner,
             job,
             phase,
             message,
@@ -860,8 +1040,12 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
         } => {
             let (ns, name) = split(job);
             let tjs: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), ns, &map::crd("TrainJob", "trainjobs"));
-            let status = json!({"status": {"phase": phase, "message": message, "nodes": nodes}});
+                Api::namespaced_with(client.clone(), ns, &map::crd(owner.kind(), owner.plural()));
+            let mut status =
+                json!({"status": {"phase": phase, "message": message, "nodes": nodes}});
+            if *owner == Owner::InferenceService {
+                status["status"]["replicas"] = json!(nodes.len());
+            }
             match tjs
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
                 .await

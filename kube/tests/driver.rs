@@ -3,7 +3,8 @@
 //! relist after a dropped watch loses nothing; kubectl's cordon is honoured.
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
-use maar_kube::world::{PodSeen, Seen, TrainJobSeen, Watched, Write};
+use maar_kube::map::Owner;
+use maar_kube::world::{ObjectSeen, PodSeen, Seen, Watched, Write};
 use maar_kube::KubeDriver;
 use maar_scheduler::{Cluster, Core, Phase, SchedConfig};
 use serde_json::{json, Value};
@@ -68,8 +69,9 @@ fn lists(nodes: Vec<Box<KNode>>, pods: Vec<Box<PodSeen>>) -> Vec<Seen> {
         // No Pool or Quota objects: pools come from the nodes' roles, projects are open.
         Seen::Pool(Watched::InitDone),
         Seen::Quota(Watched::InitDone),
-        Seen::TrainJob(Watched::Init),
-        Seen::TrainJob(Watched::InitDone),
+        Seen::Object(Owner::TrainJob, Watched::Init),
+        Seen::Object(Owner::TrainJob, Watched::InitDone),
+        Seen::Object(Owner::InferenceService, Watched::InitDone),
         Seen::Namespace(Watched::Init),
         Seen::Namespace(Watched::InitApply("ml".into())),
         Seen::Namespace(Watched::InitDone),
@@ -314,16 +316,20 @@ fn a_pod_bound_before_maar_started_holds_its_cards() {
     assert_eq!(phase(&core, "ml/new"), Phase::Pending);
 }
 
-fn trainjob(ns: &str, name: &str, spec: Value) -> Box<TrainJobSeen> {
+fn trainjob(ns: &str, name: &str, spec: Value) -> Box<ObjectSeen> {
+    object(Owner::TrainJob, ns, name, spec)
+}
+
+fn object(owner: Owner, ns: &str, name: &str, spec: Value) -> Box<ObjectSeen> {
     let o: kube::core::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+        "apiVersion": "crater.ai/v1", "kind": owner.kind(),
         "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"),
             "resourceVersion": "12", "generation": 1,
             "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
         "spec": spec,
     }))
     .unwrap();
-    Box::new(TrainJobSeen::of(&o))
+    Box::new(ObjectSeen::of(owner, &o))
 }
 
 fn owned_pod(ns: &str, tj: &str, name: &str, node: &str, phase: &str) -> Box<PodSeen> {
@@ -370,11 +376,10 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
         )],
         vec![],
     ));
-    seen.push(Seen::TrainJob(Watched::Apply(trainjob(
-        "ml-prod",
-        "gpt-finetune-demo",
-        v["spec"].clone(),
-    ))));
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob("ml-prod", "gpt-finetune-demo", v["spec"].clone())),
+    ));
     let (_, writes) = d.step(&mut core, 1, seen);
     let (replicas, spec) = writes
         .iter()
@@ -382,13 +387,18 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
             Write::CreatePods {
                 job,
                 uid,
-                attempt,
                 spec,
-                replicas,
+                pods,
+                owner: Owner::TrainJob,
+                answer: true,
+                ..
             } if job == "ml-prod/gpt-finetune-demo" => {
                 assert_eq!(uid, "uid-gpt-finetune-demo");
-                assert_eq!(*attempt, 0);
-                Some((replicas.clone(), spec.clone()))
+                assert_eq!(pods[0].name, "gpt-finetune-demo-0");
+                Some((
+                    pods.iter().map(|p| p.at.clone()).collect::<Vec<_>>(),
+                    spec.clone(),
+                ))
             }
             _ => None,
         })
@@ -398,10 +408,12 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
     assert_eq!(replicas[0].gpus.len(), 2);
     assert_eq!(spec.pool, "training-gpu");
     // The pod maar would create: bound, owned, its cards annotated.
-    let body = maar_kube::map::trainjob_pod(
+    let body = maar_kube::map::owned_pod(
+        Owner::TrainJob,
         &spec,
         "ml-prod",
         "uid-gpt-finetune-demo",
+        &Default::default(),
         "gpt-finetune-demo-0",
         0,
         1,
@@ -430,7 +442,7 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
     );
     assert_eq!(phase(&core, "ml-prod/gpt-finetune-demo"), Phase::Running);
     assert!(
-        writes.iter().any(|w| matches!(w, Write::TrainJobStatus { phase, nodes, .. } if phase == "Running" && nodes == &["gpu-node-01"])),
+        writes.iter().any(|w| matches!(w, Write::ObjectStatus { phase, nodes, .. } if phase == "Running" && nodes == &["gpu-node-01"])),
         "{writes:?}"
     );
     // Its pod appears (made by maar) and runs, then succeeds: the TrainJob succeeds.
@@ -461,7 +473,7 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
     assert!(
         writes
             .iter()
-            .any(|w| matches!(w, Write::TrainJobStatus { phase, .. } if phase == "Succeeded")),
+            .any(|w| matches!(w, Write::ObjectStatus { phase, .. } if phase == "Succeeded")),
         "{writes:?}"
     );
     // Pods that ended are kept (their logs): nothing deleted.
@@ -477,7 +489,10 @@ fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
     let mut d = KubeDriver::detached();
     let spec = json!({"image": "i", "resources": {"pool": "training-gpu", "gpu": {"count": 1}}});
     let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
-    seen.push(Seen::TrainJob(Watched::Apply(trainjob("ml", "t", spec))));
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob("ml", "t", spec)),
+    ));
     let (_, writes) = d.step(&mut core, 1, seen);
     let why = writes
         .iter()
@@ -485,7 +500,7 @@ fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
             Write::Unschedulable {
                 job,
                 message,
-                trainjob: true,
+                object: Some(Owner::TrainJob),
                 ..
             } if job == "ml/t" => Some(message.clone()),
             _ => None,
@@ -767,4 +782,311 @@ fn a_quota_request_object_is_asked_in_maar_and_its_approval_written_back() {
         )))],
     );
     assert_eq!(core.cluster().quota_requests.len(), 1);
+}
+
+fn service_pod(ns: &str, svc: &str, name: &str, node: &str, gpus: &[u32]) -> Box<PodSeen> {
+    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    pod(
+        ns,
+        name,
+        1,
+        json!({"metadata": {"labels": {"crater.ai/inferenceservice": svc},
+                            "annotations": {"crater.ai/gpu-indices": list.join(",")}},
+               "spec": {"nodeName": node}, "status": {"phase": "Running"}}),
+    )
+}
+
+/// The pods a CreatePods makes, and whether it is answered as a bind.
+fn made(writes: &[Write], job: &str) -> Vec<(Vec<maar_kube::world::NewPod>, bool)> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::CreatePods {
+                job: j,
+                pods,
+                answer,
+                owner: Owner::InferenceService,
+                ..
+            } if j == job => Some((pods.clone(), *answer)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_inference_service_runs_scales_on_its_load_and_keeps_its_replicas() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(
+        vec![
+            node("gpu-a", 2, "a100", json!({})),
+            node("gpu-b", 2, "a100", json!({})),
+        ],
+        vec![],
+    );
+    seen.push(Seen::Object(
+        Owner::InferenceService,
+        Watched::Apply(object(
+            Owner::InferenceService,
+            "ai-service",
+            "llm",
+            json!({"image": "vllm/vllm-openai:latest",
+                   "resources": {"pool": "training", "gpu": {"count": 1}},
+                   "replicas": {"min": 1, "max": 4},
+                   "autoscale": {"target": 70, "scaleDownStabilization": "300s",
+                                 "selector": {"matchLabels": {"app": "llm-infer"}}}}),
+        )),
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let first = made(&writes, "ai-service/llm");
+    assert_eq!(first.len(), 1, "{writes:?}");
+    assert!(first[0].1, "a new placement is answered as a bind");
+    assert_eq!(first[0].0.len(), 1, "min 1 replica");
+    assert_eq!(first[0].0[0].name, "llm-0");
+    let at0 = first[0].0[0].at.clone();
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ai-service/llm".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(service_pod(
+                "ai-service",
+                "llm",
+                "llm-0",
+                &at0.node,
+                &at0.gpus,
+            ))),
+        ],
+    );
+    assert_eq!(phase(&core, "ai-service/llm"), Phase::Running);
+    // Its load is asked for with the selector it gives, every 15 s.
+    let asks = |w: &[Write]| {
+        w.iter()
+            .filter(|w| matches!(w, Write::ReadLoad { job, selector } if job == "ai-service/llm" && selector == "app=llm-infer"))
+            .count()
+    };
+    assert_eq!(asks(&writes), 1, "{writes:?}");
+    let (_, writes) = d.step(&mut core, 10, vec![]);
+    assert_eq!(asks(&writes), 0, "not again within 15 s");
+    // 95% on one replica at a 70% target: two replicas' worth.
+    let (_, writes) = d.step(
+        &mut core,
+        17,
+        vec![Seen::Load {
+            job: "ai-service/llm".into(),
+            value: Ok(Some(95.0)),
+        }],
+    );
+    let up = made(&writes, "ai-service/llm");
+    assert_eq!(up.len(), 1, "{writes:?}");
+    assert_eq!(up[0].0.len(), 1);
+    assert_eq!(up[0].0[0].name, "llm-1", "the next number");
+    let at1 = up[0].0[0].at.clone();
+    assert_ne!((&at1.node, &at1.gpus), (&at0.node, &at0.gpus));
+    let (_, writes) = d.step(
+        &mut core,
+        18,
+        vec![
+            Seen::Bound {
+                job: "ai-service/llm".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(service_pod(
+                "ai-service",
+                "llm",
+                "llm-1",
+                &at1.node,
+                &at1.gpus,
+            ))),
+        ],
+    );
+    let running = |core: &Core| {
+        let c = core.cluster();
+        c.jobs[c.job_id("ai-service/llm").unwrap() as usize].running_replicas()
+    };
+    assert_eq!(running(&core), 2);
+    assert_eq!(asks(&writes), 1, "asked again once its new pod is made");
+    // Someone deletes a replica's pod: made again where it ran, not a new placement.
+    let (_, writes) = d.step(
+        &mut core,
+        19,
+        vec![Seen::Pod(Watched::Delete(service_pod(
+            "ai-service",
+            "llm",
+            "llm-1",
+            &at1.node,
+            &at1.gpus,
+        )))],
+    );
+    let again = made(&writes, "ai-service/llm");
+    assert_eq!(again.len(), 1, "{writes:?}");
+    assert!(!again[0].1, "not answered as a bind");
+    assert_eq!(again[0].0[0].name, "llm-2");
+    assert_eq!(again[0].0[0].at, at1);
+    assert_eq!(running(&core), 2);
+    d.step(
+        &mut core,
+        20,
+        vec![Seen::Pod(Watched::Apply(service_pod(
+            "ai-service",
+            "llm",
+            "llm-2",
+            &at1.node,
+            &at1.gpus,
+        )))],
+    );
+    // Load falls: one replica is enough, but only after the 300 s window.
+    let mut deleted = Vec::new();
+    for t in (30..=400).step_by(15) {
+        let (_, writes) = d.step(
+            &mut core,
+            t,
+            vec![Seen::Load {
+                job: "ai-service/llm".into(),
+                value: Ok(Some(10.0)),
+            }],
+        );
+        for w in writes {
+            if let Write::DeletePods { job, pods, .. } = w {
+                assert_eq!(job, "ai-service/llm");
+                deleted.push((t, pods));
+            }
+        }
+    }
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    let (t, pods) = &deleted[0];
+    assert!(*t >= 300, "scaled down at {t}, within the window");
+    assert_eq!(pods.len(), 1, "one named pod, not all: {pods:?}");
+    assert!(pods[0] == "llm-0" || pods[0] == "llm-2", "{pods:?}");
+    assert_eq!(running(&core), 1);
+    // A load that cannot be read is told, and nothing changes.
+    let (events, _) = d.step(
+        &mut core,
+        500,
+        vec![Seen::Load {
+            job: "ai-service/llm".into(),
+            value: Err("the external metrics API does not serve it (404)".into()),
+        }],
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.message.contains("keeps its replicas")),
+        "{events:?}"
+    );
+    assert_eq!(running(&core), 1);
+    // The InferenceService is deleted: its pods go, all of them.
+    let (_, writes) = d.step(
+        &mut core,
+        501,
+        vec![Seen::Object(
+            Owner::InferenceService,
+            Watched::Delete(object(
+                Owner::InferenceService,
+                "ai-service",
+                "llm",
+                json!({"resources": {"pool": "training"}}),
+            )),
+        )],
+    );
+    // Its pods are the garbage collector's (they name it as their owner).
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::CreatePods { .. })),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "ai-service/llm"), Phase::Cancelled);
+}
+
+#[test]
+fn a_trainjob_served_as_an_inference_service_is_refused_by_its_kind() {
+    let o = object(
+        Owner::InferenceService,
+        "ml",
+        "x",
+        json!({"image": "i", "resources": {"pool": "p", "gpu": {"count": 1}}}),
+    );
+    // The object says kind InferenceService: read as one.
+    assert!(o.spec.is_ok(), "{:?}", o.spec);
+    let mut v: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+        "metadata": {"name": "x", "namespace": "ml"},
+        "spec": {"image": "i", "resources": {"pool": "p"}},
+    }))
+    .unwrap();
+    let seen = ObjectSeen::of(Owner::InferenceService, &v);
+    let e = seen.spec.unwrap_err();
+    assert_eq!(e.field, "kind");
+    v.types.as_mut().unwrap().kind = "InferenceService".into();
+    assert!(ObjectSeen::of(Owner::InferenceService, &v).spec.is_ok());
+    assert_eq!(
+        ObjectSeen::of(Owner::InferenceService, &v).selector,
+        "crater.ai/inferenceservice=x"
+    );
+}
+
+#[test]
+fn a_trainjob_whose_node_is_deleted_has_its_other_pods_deleted_too() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(
+        vec![
+            node("gpu-a", 8, "a100", json!({})),
+            node("gpu-b", 8, "a100", json!({})),
+        ],
+        vec![],
+    );
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob(
+            "ml",
+            "gang",
+            json!({"image": "i", "replicas": 2,
+                   "resources": {"pool": "training", "gpu": {"count": 8}}}),
+        )),
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::CreatePods { pods, .. } if pods.len() == 2)),
+        "{writes:?}"
+    );
+    d.step(
+        &mut core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ml/gang".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(owned_pod(
+                "ml", "gang", "gang-0", "gpu-a", "Running",
+            ))),
+            Seen::Pod(Watched::Apply(owned_pod(
+                "ml", "gang", "gang-1", "gpu-b", "Running",
+            ))),
+        ],
+    );
+    assert_eq!(phase(&core, "ml/gang"), Phase::Running);
+    // gpu-b goes: the gang cannot go on with half of it, so the pod on gpu-a goes too.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Node(Watched::Delete(node(
+            "gpu-b",
+            8,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_ne!(phase(&core, "ml/gang"), Phase::Running);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::DeletePods { job, pods, .. } if job == "ml/gang" && pods.is_empty())),
+        "{writes:?}"
+    );
 }

@@ -7,7 +7,8 @@ use std::pin::pin;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use kube::Client;
-use maar_kube::world::{carry_out, Events, Write};
+use maar_kube::map::Owner;
+use maar_kube::world::{carry_out, Events, NewPod, Write};
 use serde_json::{json, Value};
 use tower_test::mock;
 
@@ -156,7 +157,7 @@ async fn an_unschedulable_pod_gets_the_condition_and_a_failed_scheduling_event()
         job: "ml/big".into(),
         uid: "u-1".into(),
         message: "0/3 nodes are available: 3 insufficient free GPUs; a smaller request would start now: gpu.count 4 (asked 8)".into(),
-        trainjob: false,
+        object: None,
     };
     carry_out(&client, &recorder(&client), &w).await.unwrap();
     server.await.unwrap();
@@ -323,20 +324,31 @@ async fn a_trainjobs_pods_are_made_all_or_none() {
         send.send_response(ok(pod("gang-r1-0")));
     });
     let w = Write::CreatePods {
+        owner: Owner::TrainJob,
         job: "ml/gang".into(),
         uid: "tj-uid".into(),
-        attempt: 1,
+        labels: Default::default(),
         spec: Box::new(job),
-        replicas: vec![
-            Binding {
-                node: "n1".into(),
-                gpus: vec![0, 1, 2, 3],
+        pods: vec![
+            NewPod {
+                name: "gang-r1-0".into(),
+                index: 0,
+                at: Binding {
+                    node: "n1".into(),
+                    gpus: vec![0, 1, 2, 3],
+                },
             },
-            Binding {
-                node: "n2".into(),
-                gpus: vec![4, 5, 6, 7],
+            NewPod {
+                name: "gang-r1-1".into(),
+                index: 1,
+                at: Binding {
+                    node: "n2".into(),
+                    gpus: vec![4, 5, 6, 7],
+                },
             },
         ],
+        of: 2,
+        answer: true,
     };
     let e = carry_out(&client, &recorder(&client), &w)
         .await
@@ -452,5 +464,142 @@ async fn one_maar_schedules_the_lease_is_taken_held_and_taken_over_from_a_dead_h
         step(&api, "kube-system", "me", now).await.unwrap(),
         Step::Other { .. }
     ));
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_services_load_is_read_from_the_external_metrics_api_as_an_hpa_reads_it() {
+    use maar_kube::world::external_metric;
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::GET);
+        assert_eq!(
+            uri,
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/ai-service/crater_gpu_memory_usage_rate?labelSelector=app%3Dllm-infer"
+        );
+        // What prometheus-adapter answers: one series per replica, as quantities.
+        send.send_response(ok(json!({
+            "kind": "ExternalMetricValueList", "apiVersion": "external.metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": [
+                {"metricName": "crater_gpu_memory_usage_rate", "metricLabels": {"pod": "llm-0"},
+                 "timestamp": "2026-12-01T12:00:00Z", "value": "82"},
+                {"metricName": "crater_gpu_memory_usage_rate", "metricLabels": {"pod": "llm-1"},
+                 "timestamp": "2026-12-01T12:00:00Z", "value": "61500m"},
+            ]
+        })));
+        // No adapter serves it.
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+        // A value that is not a quantity.
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(json!({"items": [{"value": "lots"}]})));
+    });
+    let v = external_metric(
+        &client,
+        "ai-service",
+        "crater_gpu_memory_usage_rate",
+        "app=llm-infer",
+    )
+    .await
+    .unwrap();
+    assert_eq!(v, vec![82.0, 61.5]);
+    let e = external_metric(
+        &client,
+        "ai-service",
+        "crater_gpu_memory_usage_rate",
+        "app=x",
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("404") && e.contains("adapter"), "{e}");
+    let e = external_metric(
+        &client,
+        "ai-service",
+        "crater_gpu_memory_usage_rate",
+        "app=x",
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("`lots`"), "{e}");
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_services_scale_down_deletes_the_pods_named_and_a_new_replica_is_owned_by_it() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::DELETE);
+        assert!(uri.starts_with("/api/v1/namespaces/ai/pods/llm-3"), "{uri}");
+        send.send_response(ok(pod("llm-3")));
+        // Already gone: fine.
+        let (m, uri, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::DELETE);
+        assert!(uri.starts_with("/api/v1/namespaces/ai/pods/llm-4"), "{uri}");
+        send.send_response(status(404, "NotFound", "pods \"llm-4\" not found"));
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(uri.starts_with("/api/v1/namespaces/ai/pods?"), "{uri}");
+        assert_eq!(body["metadata"]["name"], "llm-5");
+        assert_eq!(
+            body["metadata"]["labels"]["crater.ai/inferenceservice"],
+            "llm"
+        );
+        // The object's own labels ride along (users' selectors know them).
+        assert_eq!(body["metadata"]["labels"]["app"], "llm-infer");
+        assert_eq!(
+            body["metadata"]["ownerReferences"][0]["kind"],
+            "InferenceService"
+        );
+        assert_eq!(body["spec"]["restartPolicy"], "Always");
+        send.send_response(ok(body));
+        // The event on the InferenceService.
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(uri.contains("/events"), "{uri}");
+        assert_eq!(body["regarding"]["kind"], "InferenceService");
+        send.send_response(ok(body));
+    });
+    let w = Write::DeletePods {
+        owner: Owner::InferenceService,
+        job: "ai/llm".into(),
+        pods: vec!["llm-3".into(), "llm-4".into()],
+        reason: "scaled down".into(),
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
+    let spec = maar_kube::map::job_of(
+        &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "llm", "namespace": "ai"},
+            "spec": {"containers": [{"name": "c", "image": "vllm",
+                "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}))
+        .unwrap(),
+    )
+    .unwrap();
+    let w = Write::CreatePods {
+        owner: Owner::InferenceService,
+        job: "ai/llm".into(),
+        uid: "svc-uid".into(),
+        labels: [("app".to_string(), "llm-infer".to_string())].into(),
+        spec: Box::new(spec),
+        pods: vec![NewPod {
+            name: "llm-5".into(),
+            index: 5,
+            at: maar_scheduler::input::Binding {
+                node: "n1".into(),
+                gpus: vec![1],
+            },
+        }],
+        of: 3,
+        answer: true,
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
     server.await.unwrap();
 }

@@ -257,6 +257,21 @@ impl Core {
 
     /// Applies one input. Refused inputs change nothing and say why.
     pub fn apply(&mut self, input: Input) -> Output {
+        let mut out = self.apply_held(input);
+        out.decisions = self.cluster.decisions();
+        out
+    }
+
+    /// The decisions held by [`Core::apply_held`] so far, taken.
+    pub fn take_held(&mut self) -> Vec<Decision> {
+        self.cluster.decisions()
+    }
+
+    /// Applies one input, its decisions held for the next [`Core::apply`] (whose
+    /// decisions then cover both): for a driver that feeds many observations and
+    /// carries out what they decided once, after a cycle. A job released and placed
+    /// again as it was in between needs nothing done.
+    pub fn apply_held(&mut self, input: Input) -> Output {
         let mut job = None;
         let result = match input {
             Input::Command { actor, command } => {
@@ -297,12 +312,11 @@ impl Core {
             }
         };
         let events = self.cluster.take_outbox();
-        let decisions = self.cluster.decisions();
         Output {
             result,
             job,
             events,
-            decisions,
+            decisions: Vec::new(),
         }
     }
 

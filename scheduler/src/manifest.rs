@@ -371,6 +371,18 @@ pub struct AutoscaleSpec {
     pub target: u32,
     #[serde(default)]
     pub scale_down_stabilization: Option<Duration>,
+    /// On Kubernetes: the labels of the metric's series (as an HPA's external metric
+    /// selector); the service's own pod label when absent.
+    #[serde(default)]
+    pub selector: Option<MetricSelector>,
+}
+
+/// A metric's label selector, as an HPA writes it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MetricSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
 }
 
 fn default_metric() -> String {
