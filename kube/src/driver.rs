@@ -1318,7 +1318,7 @@ impl KubeDriver {
                 Observation::Note {
                     severity: Severity::Warning,
                     reason: "ReplicaReplaced".into(),
-                    object: key.to_string(),
+                    object: format!("job/{key}"),
                     message: format!(
                         "{} pod(s) deleted or failed: made again where they ran ({})",
                         again.len(),
