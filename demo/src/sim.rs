@@ -617,6 +617,7 @@ impl Sim {
                 shared: shape.shared,
                 milli: None,
                 vendor: None,
+                resource: None,
             },
             cpu_milli: shape.cpu.0,
             memory: shape.memory.0,

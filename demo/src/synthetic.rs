@@ -78,6 +78,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
                 shared: false,
                 milli: None,
                 vendor: None,
+                resource: None,
             },
             cpu_milli: 8000,
             memory: 32 << 30,

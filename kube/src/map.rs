@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
-use maar_scheduler::manifest::{gpu_vendor, SpecError};
+use maar_scheduler::manifest::SpecError;
 use maar_scheduler::model::{Gpu, JobSpec, Node, LABEL_MEMORY, LABEL_MODEL};
 use maar_scheduler::quantity::{parse_bytes, parse_cpu_milli};
 
@@ -159,17 +159,85 @@ pub fn cordoned_gpus(k: &KNode) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Allocatable GPUs of the node: (count, vendor resource name), from the first GPU
-/// resource it advertises.
+/// Allocatable GPUs of the node: (count, vendor resource name), from the first
+/// whole-card resource it advertises.
 pub fn node_gpus(k: &KNode) -> (u32, Option<String>) {
     let Some(alloc) = k.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
         return (0, None);
     };
     alloc
         .iter()
-        .find(|(r, _)| gpu_vendor(r).is_some())
+        .find(|(r, _)| maar_scheduler::manifest::is_whole_gpu_resource(r))
         .map(|(r, q)| (q.0.parse().unwrap_or(0), Some(r.clone())))
         .unwrap_or((0, None))
+}
+
+/// The NVIDIA device plugin's label for time-sliced cards: each card is advertised
+/// this many times (GPU feature discovery sets it).
+pub const LABEL_GPU_REPLICAS: &str = "nvidia.com/gpu.replicas";
+/// GPU feature discovery's product label (`A100-SXM4-40GB-MIG-1g.5gb` under the single
+/// MIG strategy).
+pub const LABEL_GPU_PRODUCT: &str = "nvidia.com/gpu.product";
+
+/// The memory of a MIG profile from its name (`1g.10gb`, `mig-3g.40gb`,
+/// `A100-SXM4-40GB-MIG-1g.5gb`).
+pub fn mig_profile_memory(name: &str) -> Option<u64> {
+    let lower = name.to_lowercase();
+    let tail = lower.rsplit("mig-").next()?;
+    let gb = tail.split('.').nth(1)?.strip_suffix("gb")?;
+    gb.parse::<u64>().ok().map(|g| g << 30)
+}
+
+/// The node's devices as cards: (count, memory per card, resource; `None` for whole
+/// cards), in the order they are numbered.
+///
+/// - whole cards (`nvidia.com/gpu`, `amd.com/gpu`, ...), each with the memory the
+///   `crater.ai/gpu-memory` label gives; time-sliced (`nvidia.com/gpu.replicas: R`
+///   label), each advertised replica is a card with 1/R of the memory; MIG under the
+///   single strategy (`nvidia.com/gpu.product` ends in `-MIG-1g.5gb`), each is an
+///   instance with the profile's memory;
+/// - MIG instances under the mixed strategy (`nvidia.com/mig-1g.10gb: 7`): a card per
+///   instance of the profile's memory, taken only by pods asking for that profile;
+/// - time-sliced replicas renamed `nvidia.com/gpu.shared`: a card per replica, 1/R of
+///   the memory, taken only by pods asking for `nvidia.com/gpu.shared`.
+pub fn node_devices(k: &KNode) -> Vec<(u32, u64, Option<String>)> {
+    let labels = labels_of(k);
+    let Some(alloc) = k.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
+        return Vec::new();
+    };
+    let card_mem = labels
+        .get(LABEL_MEMORY)
+        .and_then(|m| parse_bytes(m).ok())
+        .unwrap_or(0);
+    let replicas: u64 = labels
+        .get(LABEL_GPU_REPLICAS)
+        .and_then(|r| r.parse().ok())
+        .filter(|r| *r > 1)
+        .unwrap_or(1);
+    let count = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| -> u32 {
+        q.0.parse().unwrap_or(0)
+    };
+    let mut out = Vec::new();
+    if let (n, Some(_)) = node_gpus(k) {
+        let single_mig = labels
+            .get(LABEL_GPU_PRODUCT)
+            .filter(|p| p.to_lowercase().contains("-mig-"))
+            .and_then(|p| mig_profile_memory(p));
+        let mem = single_mig.unwrap_or(card_mem / replicas);
+        out.push((n, mem, None));
+    }
+    for (r, q) in alloc {
+        if let Some(profile) = r.strip_prefix("nvidia.com/") {
+            if profile.starts_with("mig-") {
+                let mem = mig_profile_memory(profile).unwrap_or(0);
+                out.push((count(q), mem, Some(r.clone())));
+            } else if profile == "gpu.shared" {
+                out.push((count(q), card_mem / replicas, Some(r.clone())));
+            }
+        }
+    }
+    out.retain(|(n, _, _)| *n > 0);
+    out
 }
 
 /// The node as maar's model (not yet in any pool: the cluster places it by its labels).
@@ -185,15 +253,18 @@ pub fn node_of(k: &KNode) -> Node {
     let disk = get("ephemeral-storage")
         .and_then(|q| parse_bytes(q).ok())
         .unwrap_or(0);
-    let (count, _) = node_gpus(k);
     let model = labels.get(LABEL_MODEL).cloned().unwrap_or_default();
-    let gpu_mem = labels
-        .get(LABEL_MEMORY)
-        .and_then(|m| parse_bytes(m).ok())
-        .unwrap_or(0);
-    let gpus = (0..count)
-        .map(|i| Gpu::new(i, format!("{name}/{i}"), model.clone(), gpu_mem, false))
-        .collect();
+    let mut gpus = Vec::new();
+    for (n, mem, resource) in node_devices(k) {
+        let res: Option<std::sync::Arc<str>> = resource.map(Into::into);
+        for _ in 0..n.min(maar_scheduler::limits::MAX_GPUS_PER_NODE) {
+            let i = gpus.len() as u32;
+            let mut g = Gpu::new(i, format!("{name}/{i}"), model.clone(), mem, false);
+            g.resource = res.clone();
+            gpus.push(g);
+        }
+    }
+    gpus.truncate(maar_scheduler::limits::MAX_GPUS_PER_NODE as usize);
     let mut n = Node::new(name, labels, cpu, memory, disk, gpus);
     n.cordoned = node_cordoned(k);
     let (ready, why) = node_ready(k);
@@ -438,7 +509,11 @@ pub fn owned_pod(
     node: &str,
     gpus: &[u32],
 ) -> serde_json::Value {
-    let gpu_res = gpu_resource(spec.gpu.vendor.as_deref());
+    let gpu_res = spec
+        .gpu
+        .resource
+        .as_deref()
+        .unwrap_or_else(|| gpu_resource(spec.gpu.vendor.as_deref()));
     let mut requests = serde_json::Map::new();
     requests.insert("cpu".into(), format!("{}m", spec.cpu_milli).into());
     requests.insert("memory".into(), spec.memory.to_string().into());

@@ -1090,3 +1090,148 @@ fn a_trainjob_whose_node_is_deleted_has_its_other_pods_deleted_too() {
         "{writes:?}"
     );
 }
+
+/// A pod asking for `n` of device resource `res` (and nothing of whole cards).
+fn device_pod(ns: &str, name: &str, res: &str, n: u32) -> Box<PodSeen> {
+    pod(
+        ns,
+        name,
+        0,
+        json!({"spec": {"containers": [{"name": "main", "image": "vllm",
+            "resources": {"requests": {"cpu": "2", "memory": "8Gi", res: n.to_string()},
+                          "limits": {res: n.to_string()}}}]}}),
+    )
+}
+
+#[test]
+fn mig_instances_and_time_sliced_replicas_are_cards_only_their_own_pods_take() {
+    // An A100 node under the mixed MIG strategy: 2 whole cards, 7 1g.10gb instances,
+    // 2 3g.40gb instances (as the NVIDIA device plugin advertises them).
+    let mixed = node(
+        "a100-mig",
+        2,
+        "a100",
+        json!({"status": {"allocatable": {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"}}}),
+    );
+    let n = maar_kube::map::node_of(&mixed);
+    assert_eq!(n.gpus.len(), 11);
+    let of = |r: Option<&str>| n.gpus.iter().filter(|g| g.resource.as_deref() == r).count();
+    assert_eq!(of(None), 2);
+    assert_eq!(of(Some("nvidia.com/mig-1g.10gb")), 7);
+    assert_eq!(of(Some("nvidia.com/mig-3g.40gb")), 2);
+    let mem = |r: &str| {
+        n.gpus
+            .iter()
+            .find(|g| g.resource.as_deref() == Some(r))
+            .unwrap()
+            .memory
+    };
+    assert_eq!(mem("nvidia.com/mig-1g.10gb"), 10 << 30);
+    assert_eq!(mem("nvidia.com/mig-3g.40gb"), 40 << 30);
+    // T4s time-sliced 4 ways, renamed: 8 replicas of 2 cards, each a quarter of 16Gi.
+    let shared = node(
+        "t4-shared",
+        0,
+        "t4",
+        json!({"metadata": {"labels": {"crater.ai/gpu-memory": "16Gi", "crater.ai/gpu-count": "2",
+                                       "nvidia.com/gpu.replicas": "4"}},
+               "status": {"allocatable": {"nvidia.com/gpu": null, "nvidia.com/gpu.shared": "8"}}}),
+    );
+    let s = maar_kube::map::node_of(&shared);
+    assert_eq!(s.gpus.len(), 8);
+    assert!(s
+        .gpus
+        .iter()
+        .all(|g| g.resource.as_deref() == Some("nvidia.com/gpu.shared")));
+    assert!(s.gpus.iter().all(|g| g.memory == 4 << 30));
+    // Under the single MIG strategy every device is an instance of the product's profile.
+    let single = node(
+        "a100-single",
+        14,
+        "a100",
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-3g.20gb"}}}),
+    );
+    let g = maar_kube::map::node_of(&single);
+    assert_eq!(g.gpus.len(), 14);
+    assert!(g
+        .gpus
+        .iter()
+        .all(|c| c.resource.is_none() && c.memory == 20 << 30));
+
+    // Scheduled through the driver: each pod on cards of its own resource.
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let seen = lists(
+        vec![mixed, shared],
+        vec![
+            device_pod("ml", "small", "nvidia.com/mig-1g.10gb", 2),
+            device_pod("ml", "shared", "nvidia.com/gpu.shared", 1),
+            pod("ml", "whole", 2, json!({})),
+            pod("ml", "too-many", 3, json!({})),
+            device_pod("ml", "big", "nvidia.com/mig-7g.80gb", 1),
+        ],
+    );
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let bound = |job: &str| {
+        writes.iter().find_map(|w| match w {
+            Write::Bind {
+                job: j, node, gpus, ..
+            } if j == job => Some((node.clone(), gpus.clone())),
+            _ => None,
+        })
+    };
+    let (node_small, cards) = bound("ml/small").expect("the MIG pod is bound");
+    assert_eq!(node_small, "a100-mig");
+    assert!(
+        cards.iter().all(|c| (2..9).contains(c)),
+        "1g.10gb instances: {cards:?}"
+    );
+    assert_eq!(cards.len(), 2);
+    assert_eq!(
+        bound("ml/shared").map(|b| b.0).as_deref(),
+        Some("t4-shared")
+    );
+    let (node_whole, cards) = bound("ml/whole").expect("the whole-card pod is bound");
+    assert_eq!((node_whole.as_str(), cards), ("a100-mig", vec![0, 1]));
+    // Three whole cards: the MIG instances and shared replicas are not whole cards.
+    assert!(bound("ml/too-many").is_none());
+    let why = |job: &str| {
+        writes
+            .iter()
+            .find_map(|w| match w {
+                Write::Unschedulable {
+                    job: j, message, ..
+                } if j == job => Some(message.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{job} told why: {writes:?}"))
+    };
+    // Never on these nodes: two whole cards at most, whatever ends.
+    let never = why("ml/too-many");
+    assert!(never.contains("no whole-GPU devices"), "{never}");
+    assert!(never.contains("can never run as asked"), "{never}");
+    assert!(!never.contains("wait"), "{never}");
+    assert!(
+        why("ml/big").contains("no nvidia.com/mig-7g.80gb devices"),
+        "{}",
+        why("ml/big")
+    );
+}
+
+#[test]
+fn a_pod_asking_for_two_kinds_of_gpu_device_is_told_which() {
+    let p = pod(
+        "ml",
+        "mixed",
+        1,
+        json!({"spec": {"containers": [
+            {"name": "main", "image": "i", "resources": {"requests": {"nvidia.com/gpu": "1"}}},
+            {"name": "side", "image": "i", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}}]}}),
+    );
+    let e = p.spec.unwrap().unwrap_err();
+    assert!(
+        e.message.contains("one kind of GPU device per pod"),
+        "{e:?}"
+    );
+    assert!(e.message.contains("nvidia.com/mig-1g.10gb"), "{e:?}");
+}

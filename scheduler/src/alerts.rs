@@ -105,12 +105,25 @@ pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
             ));
         }
     }
-    if let Some(c) = count {
-        if c.parse::<usize>().ok() != Some(n.gpus.len()) {
+    // Physical cards: whole cards (each advertised `nvidia.com/gpu.replicas` times when
+    // time-sliced); MIG instances and renamed time-sliced replicas are parts of them.
+    // Under the single MIG strategy every card is advertised as its instances: no count
+    // to check.
+    let single_mig = labels
+        .get("nvidia.com/gpu.product")
+        .is_some_and(|p| p.to_lowercase().contains("-mig-"));
+    let per_card: usize = labels
+        .get("nvidia.com/gpu.replicas")
+        .and_then(|r| r.parse().ok())
+        .filter(|r| *r > 1)
+        .unwrap_or(1);
+    let whole = n.gpus.iter().filter(|g| g.resource.is_none()).count();
+    if let (Some(c), false) = (count, single_mig) {
+        if whole > 0 && c.parse::<usize>().ok().map(|c| c * per_card) != Some(whole) {
             return Some(format!(
                 "node {} is labelled {LABEL_COUNT}={c} but has {} GPUs",
                 n.name,
-                n.gpus.len()
+                whole / per_card
             ));
         }
     }

@@ -1103,6 +1103,7 @@ impl Cluster {
                         .iter()
                         .any(|m| m.eq_ignore_ascii_case(&g.model)))
                     && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
+                    && g.resource.as_deref() == spec.gpu.resource.as_deref()
             })
             .count() as u64;
         let need_cards = if spec.gpu.count == 0 {
@@ -1153,20 +1154,29 @@ impl Cluster {
         {
             return None;
         }
+        // Cards of the device the job asks for (whole cards, a MIG profile).
+        let of_kind = |n: &Node| {
+            n.gpus
+                .iter()
+                .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+                .count()
+        };
         let biggest = nodes
             .iter()
             .map(|&n| &self.nodes[n as usize])
-            .max_by_key(|n| (n.gpus.len(), n.cpu_milli, n.memory))
+            .max_by_key(|n| (of_kind(n), n.cpu_milli, n.memory))
             .expect("some node");
         Some(format!(
             "can never run as asked: no node of pool {} could hold {} even empty; the largest, {}, has {} GPUs ({}), {} CPU, {} memory",
             spec.pool,
             spec.shape_with(mult),
             biggest.name,
-            biggest.gpus.len(),
+            of_kind(biggest),
             biggest
                 .gpus
-                .first()
+                .iter()
+                .find(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+                .or(biggest.gpus.first())
                 .map(|g| match g.memory {
                     // Memory not labelled (crater.ai/gpu-memory): the model alone.
                     0 => g.model.clone(),

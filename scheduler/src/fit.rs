@@ -78,6 +78,11 @@ pub enum NodeReason {
         have: String,
         want: String,
     },
+    /// The node has no cards of the device resource the job asks for (a MIG profile,
+    /// time-sliced replicas; or whole cards, when it has only those).
+    NoGpuResource {
+        resource: String,
+    },
 }
 
 impl NodeReason {
@@ -120,6 +125,7 @@ impl NodeReason {
             }
             NodeReason::Selector { key, want } => format!("node selector {key}={want} unmatched"),
             NodeReason::Vendor { have, want } => format!("GPU vendor {have}, not {want}"),
+            NodeReason::NoGpuResource { resource } => format!("no {resource} devices"),
         }
     }
 
@@ -137,6 +143,7 @@ impl NodeReason {
             (ReservedForBackfill { job: a }, ReservedForBackfill { job: b }) => a == b,
             (Selector { key: a, want: x }, Selector { key: b, want: y }) => a == b && x == y,
             (Vendor { have: a, .. }, Vendor { have: b, .. }) => a == b,
+            (NoGpuResource { resource: a }, NoGpuResource { resource: b }) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
@@ -203,7 +210,9 @@ impl NodeReason {
             NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
             NodeReason::ModelNotAllowed { .. } | NodeReason::Vendor { .. } => 1_500_000,
             NodeReason::Selector { .. } => 1_600_000,
-            NodeReason::NoGpuLabels { .. } | NodeReason::NoGpus => 2_000_000,
+            NodeReason::NoGpuLabels { .. }
+            | NodeReason::NoGpus
+            | NodeReason::NoGpuResource { .. } => 2_000_000,
         }
     }
 }
@@ -336,6 +345,15 @@ pub fn fit_except(
     let mut slots = Vec::new();
     if count > 0 {
         let gpus = node.sched_gpus();
+        // Cards of the device resource asked for only (whole cards unless a MIG
+        // profile or time-sliced replicas are named).
+        let want_res = spec.gpu.resource.as_deref();
+        let of_res = |g: &&Gpu| g.resource.as_deref() == want_res;
+        if !gpus.is_empty() && !gpus.iter().any(|g| of_res(&g)) {
+            return Err(NodeReason::NoGpuResource {
+                resource: want_res.unwrap_or("whole-GPU").to_string(),
+            });
+        }
         if gpus.is_empty() {
             return Err(if node.gpus.is_empty() {
                 NodeReason::NoGpus
@@ -352,7 +370,12 @@ pub fn fit_except(
             });
         }
         if let Some(want) = spec.gpu.memory_per_card {
-            let have = gpus.iter().map(|g| g.memory).max().unwrap_or(0);
+            let have = gpus
+                .iter()
+                .filter(of_res)
+                .map(|g| g.memory)
+                .max()
+                .unwrap_or(0);
             if have < want {
                 return Err(NodeReason::CardMemory { have, want });
             }
@@ -361,7 +384,7 @@ pub fn fit_except(
             // Best fit: the most-used card that still has room, so whole cards stay free.
             let mut cands: Vec<(u32, u32, u32, u64)> = Vec::new();
             let mut mig_too_big = None;
-            for g in gpus.iter().filter(|g| g.usable()) {
+            for g in gpus.iter().filter(of_res).filter(|g| g.usable()) {
                 match share_on_card(spec, g) {
                     None => mig_too_big = Some(g.memory),
                     Some((m, mem)) if except.free_milli(g) >= m && except.free_mem(g) >= mem => {
@@ -377,7 +400,8 @@ pub fn fit_except(
                         card,
                     });
                 }
-                let (milli, mem) = share_on_card(spec, &gpus[0]).unwrap_or((0, 0));
+                let first = gpus.iter().find(of_res).unwrap_or(&gpus[0]);
+                let (milli, mem) = share_on_card(spec, first).unwrap_or((0, 0));
                 return Err(NodeReason::NoGpuShare { milli, mem });
             }
             cands.sort_unstable();
@@ -394,7 +418,11 @@ pub fn fit_except(
             let mut free_unhealthy = 0u32;
             let mut free_cordoned = 0u32;
             let mut unhealthy_why = String::new();
-            for g in gpus.iter().filter(|g| fits_mem(g) && except.empty(g)) {
+            for g in gpus
+                .iter()
+                .filter(of_res)
+                .filter(|g| fits_mem(g) && except.empty(g))
+            {
                 match (&g.health, g.cordoned) {
                     (Health::Healthy, false) => free_usable += 1,
                     (Health::Unhealthy(w), _) => {
@@ -409,6 +437,7 @@ pub fn fit_except(
             if free_usable >= count {
                 slots = gpus
                     .iter()
+                    .filter(of_res)
                     .filter(|g| fits_mem(g) && except.empty(g) && g.usable())
                     .take(count as usize)
                     .map(|g| GpuSlot {

@@ -539,6 +539,7 @@ impl Manifest {
                 shared: gpu.shared,
                 milli: gpu.share,
                 vendor: gpu.vendor,
+                resource: None,
             },
             cpu_milli: s.resources.cpu.as_ref().map(|c| c.cores.0).unwrap_or(0),
             memory: s
@@ -659,6 +660,9 @@ pub struct ContainerResources {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodRequests {
     pub gpus: u32,
+    /// The device resource when it is not the vendor's whole card: a MIG profile
+    /// (`nvidia.com/mig-1g.10gb`) or time-sliced replicas (`nvidia.com/gpu.shared`).
+    pub resource: Option<String>,
     /// `None` for NVIDIA (what GPU nodes hold unless labelled otherwise).
     pub vendor: Option<String>,
     pub cpu_milli: u64,
@@ -674,6 +678,7 @@ impl PodSpec {
     pub fn requests(&self, at: &str) -> Result<PodRequests, SpecError> {
         let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
         let mut vendor: Option<String> = None;
+        let mut device: Option<String> = None;
         let (mut command, mut image) = (Vec::new(), String::new());
         for (i, c) in self.containers.iter().enumerate() {
             let field = |k: &str| format!("{at}[{i}].resources.{k}");
@@ -706,6 +711,21 @@ impl PodSpec {
                 .find(|k| gpu_vendor(k).is_some())
                 .cloned()
             {
+                // One kind of device per pod: whole cards, one MIG profile, or
+                // time-sliced replicas.
+                if let Some(other) = r
+                    .requests
+                    .keys()
+                    .chain(r.limits.keys())
+                    .chain(device.iter())
+                    .find(|o| gpu_vendor(o).is_some() && **o != k)
+                {
+                    return Err(bad(
+                        &field(&k),
+                        format!("one kind of GPU device per pod: `{k}` and `{other}`"),
+                    ));
+                }
+                device = Some(k.clone());
                 let t = get(&k).map(|q| q.text()).unwrap_or_default();
                 let n: u32 = t
                     .parse()
@@ -733,6 +753,7 @@ impl PodSpec {
             .map_err(|m| bad(at, m))?;
         Ok(PodRequests {
             gpus,
+            resource: device.filter(|d| !is_whole_gpu_resource(d)),
             vendor: vendor.filter(|v| v != "nvidia"),
             cpu_milli: cpu,
             memory: mem,
@@ -813,6 +834,7 @@ impl Pod {
                 shared: false,
                 milli: None,
                 vendor: r.vendor,
+                resource: r.resource,
             },
             cpu_milli: r.cpu_milli,
             memory: r.memory,
@@ -908,15 +930,25 @@ pub struct ScaleRules {
     pub stabilization_window_seconds: Option<u64>,
 }
 
-/// The vendor of a Kubernetes GPU resource name: `nvidia.com/gpu` -> nvidia,
+/// The vendor of a Kubernetes GPU resource name: `nvidia.com/gpu` (and its MIG
+/// profiles `nvidia.com/mig-*`, its time-sliced `nvidia.com/gpu.shared`) -> nvidia,
 /// `amd.com/gpu` -> amd, `huawei.com/Ascend910` (and other Ascend parts) -> ascend.
 pub fn gpu_vendor(resource: &str) -> Option<&'static str> {
     match resource {
-        "nvidia.com/gpu" => Some("nvidia"),
+        "nvidia.com/gpu" | "nvidia.com/gpu.shared" => Some("nvidia"),
+        r if r.starts_with("nvidia.com/mig-") => Some("nvidia"),
         "amd.com/gpu" => Some("amd"),
         r if r.starts_with("huawei.com/Ascend") => Some("ascend"),
         _ => None,
     }
+}
+
+/// Whether a GPU resource is its vendor's whole card (`nvidia.com/gpu`, `amd.com/gpu`,
+/// `huawei.com/Ascend910`), not a MIG profile or time-sliced replicas.
+pub fn is_whole_gpu_resource(resource: &str) -> bool {
+    gpu_vendor(resource).is_some()
+        && resource != "nvidia.com/gpu.shared"
+        && !resource.starts_with("nvidia.com/mig-")
 }
 
 /// The metric maar's inference autoscaler keys on.
@@ -1052,6 +1084,7 @@ impl Deployment {
                 milli: None,
                 // NVIDIA is what GPU nodes hold unless labelled otherwise.
                 vendor: r.vendor.clone(),
+                resource: r.resource.clone(),
             },
             cpu_milli: r.cpu_milli,
             memory: r.memory,

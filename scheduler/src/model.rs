@@ -169,6 +169,11 @@ pub struct Gpu {
     /// Temperature (Celsius) and board power (watts), as last reported.
     pub temp_c: u8,
     pub power_w: u16,
+    /// The device resource this card is (Kubernetes: a MIG instance
+    /// `nvidia.com/mig-1g.10gb`, a time-sliced `nvidia.com/gpu.shared` replica); `None`
+    /// for a whole card. A job takes cards of the resource it asks for only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<std::sync::Arc<str>>,
 }
 
 impl Gpu {
@@ -193,6 +198,7 @@ impl Gpu {
             mem_used: 0,
             temp_c: 0,
             power_w: 0,
+            resource: None,
         }
     }
 
@@ -562,6 +568,11 @@ pub struct GpuRequest {
     /// `crater.ai/gpu-vendor` label; `None` takes any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<String>,
+    /// The device resource the cards are taken from when it is not the vendor's
+    /// whole card (`nvidia.com/mig-1g.10gb`, `nvidia.com/gpu.shared`): only cards of
+    /// that resource fit (see [`Gpu::resource`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// Autoscaling of an inference service on GPU-memory usage rate.

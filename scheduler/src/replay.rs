@@ -819,6 +819,7 @@ impl Replayer {
                 shared: sharing,
                 milli: sharing.then_some(pod.gpu_milli),
                 vendor: None,
+                resource: None,
             },
             cpu_milli: pod.cpu_milli,
             memory: pod.memory_mib << 20,

@@ -77,6 +77,7 @@ fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) ->
             shared: false,
             milli: None,
             vendor: None,
+            resource: None,
         },
         cpu_milli: 1000,
         memory: 1 << 30,

@@ -63,6 +63,7 @@ fn job(name: &str, gpus: u32) -> JobSpec {
             shared: false,
             milli: None,
             vendor: None,
+            resource: None,
         },
         cpu_milli: 1000,
         memory: 1 << 30,

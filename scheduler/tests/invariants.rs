@@ -266,6 +266,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                     shared: shared && gpus > 0,
                     milli: None,
                     vendor: None,
+                    resource: None,
                 },
                 cpu_milli: cpu * 1000,
                 memory: cpu << 30,
