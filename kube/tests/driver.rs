@@ -1211,10 +1211,11 @@ fn mig_instances_and_time_sliced_replicas_are_cards_only_their_own_pods_take() {
     assert!(never.contains("no whole-GPU devices"), "{never}");
     assert!(never.contains("can never run as asked"), "{never}");
     assert!(!never.contains("wait"), "{never}");
+    let big = why("ml/big");
+    assert!(big.contains("no nvidia.com/mig-7g.80gb devices"), "{big}");
     assert!(
-        why("ml/big").contains("no nvidia.com/mig-7g.80gb devices"),
-        "{}",
-        why("ml/big")
+        big.contains("could hold 1x nvidia.com/mig-7g.80gb"),
+        "{big}"
     );
 }
 

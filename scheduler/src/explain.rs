@@ -1167,11 +1167,12 @@ impl Cluster {
             .max_by_key(|n| (of_kind(n), n.cpu_milli, n.memory))
             .expect("some node");
         Some(format!(
-            "can never run as asked: no node of pool {} could hold {} even empty; the largest, {}, has {} GPUs ({}), {} CPU, {} memory",
+            "can never run as asked: no node of pool {} could hold {} even empty; the largest, {}, has {} {} ({}), {} CPU, {} memory",
             spec.pool,
             spec.shape_with(mult),
             biggest.name,
             of_kind(biggest),
+            spec.gpu.resource.as_deref().unwrap_or("GPUs"),
             biggest
                 .gpus
                 .iter()

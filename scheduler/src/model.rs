@@ -672,7 +672,10 @@ impl JobSpec {
     pub fn shape_with(&self, replicas: u32) -> String {
         let mut s = String::new();
         if self.gpu.count > 0 {
-            s.push_str(&format!("{}x GPU", self.gpu.count));
+            match &self.gpu.resource {
+                Some(r) => s.push_str(&format!("{}x {r}", self.gpu.count)),
+                None => s.push_str(&format!("{}x GPU", self.gpu.count)),
+            }
             if let Some(v) = &self.gpu.vendor {
                 s.push_str(&format!(" {}", v.to_uppercase()));
             }
