@@ -1123,6 +1123,11 @@ pub struct LocalArgs {
     /// No console: run until interrupted (commands reach it through --state).
     #[arg(long)]
     pub headless: bool,
+    /// How a node is chosen among those that fit: maar (the default), or a published
+    /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
+    /// bestfit, fgd.
+    #[arg(long, value_name = "POLICY", value_parser = placement_arg, default_value = "maar")]
+    pub placement: maar_scheduler::placement::Policy,
     /// Look only (the console session acts as a viewer).
     #[arg(long)]
     pub read_only: bool,
@@ -1162,6 +1167,11 @@ pub struct KubeArgs {
     /// --context).
     #[arg(long)]
     pub headless: bool,
+    /// How a node is chosen among those that fit: maar (the default), or a published
+    /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
+    /// bestfit, fgd.
+    #[arg(long, value_name = "POLICY", value_parser = placement_arg, default_value = "maar")]
+    pub placement: maar_scheduler::placement::Policy,
     /// Look only (the console session acts as a viewer).
     #[arg(long)]
     pub read_only: bool,
@@ -1169,6 +1179,17 @@ pub struct KubeArgs {
     pub mouse: bool,
     #[arg(long, value_name = "NAME|FILE")]
     pub theme: Option<String>,
+}
+
+/// A placement policy by name.
+fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
+    maar_scheduler::placement::Policy::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = maar_scheduler::placement::Policy::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        format!("`{s}` is not a placement policy ({})", names.join(", "))
+    })
 }
 
 /// A Kubernetes error as the command line reports it: a bad kubeconfig or context is
@@ -1220,7 +1241,8 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
     }
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
+    let (mut loaded, rec, conn) = backend::open_kube(&path, &opts)?;
+    loaded.core.set_placement(a.placement);
     let note = loaded.note.clone();
     let line = format!(
         "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
@@ -1358,7 +1380,8 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
     }
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (loaded, rec) = backend::open_local(&path, &opts)?;
+    let (mut loaded, rec) = backend::open_local(&path, &opts)?;
+    loaded.core.set_placement(a.placement);
     let note = loaded.note.clone();
     let line = format!(
         "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",

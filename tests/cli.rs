@@ -301,3 +301,33 @@ fn a_failed_write_exits_1_and_a_closed_pipe_exits_quietly() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(text(&o.stderr), "");
 }
+
+#[test]
+fn a_scenario_chooses_its_placement_policy_and_a_wrong_one_is_named() {
+    let sc = "name: t
+scheduler: {placement: gpupacking}
+pools: [{name: p, kind: training}]
+nodes: [{name: n, cpu: 4, memory: 8Gi, disk: 10Gi}]
+projects: [{name: a, quotas: {p: {max: {gpu: 1}}}}]
+";
+    let f = tmp("placement.yaml", sc);
+    let o = maar(&["sim", "--scenario", &f, "--until", "1m"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let f = tmp("badplacement.yaml", &sc.replace("gpupacking", "fdg"));
+    let o = maar(&["sim", "--scenario", &f, "--until", "1m"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("badplacement.yaml") && err.contains("fdg"),
+        "{err}"
+    );
+    assert!(
+        err.contains("badplacement.yaml:2:") && err.contains("scheduler.placement"),
+        "{err}"
+    );
+    assert!(err.contains("fgd"), "the policies are listed: {err}");
+    // And as a flag of the live backends.
+    let o = maar(&["local", "--placement", "nope", "--headless"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("`nope` is not a placement policy (random, dotprod, gpuclustering, gpupacking, bestfit, fgd, maar)"), "{}", text(&o.stderr));
+}

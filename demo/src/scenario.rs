@@ -61,6 +61,10 @@ pub struct SchedulerSettings {
     pub tick: Duration,
     #[serde(default = "d_alert")]
     pub pending_alert: Duration,
+    /// How a node is chosen among those that fit: maar (the default), or a published
+    /// policy (random, dotprod, gpuclustering, gpupacking, bestfit, fgd) to compare.
+    #[serde(default)]
+    pub placement: maar_scheduler::placement::Policy,
 }
 
 fn d_aging() -> Duration {
@@ -84,6 +88,7 @@ impl Default for SchedulerSettings {
             preemption: true,
             tick: d_tick(),
             pending_alert: d_alert(),
+            placement: Default::default(),
         }
     }
 }
@@ -575,6 +580,7 @@ impl Scenario {
             backfill: self.scheduler.backfill,
             preemption: self.scheduler.preemption,
             pending_alert_s: self.scheduler.pending_alert.0,
+            placement: self.scheduler.placement,
             speeds: self
                 .speeds
                 .iter()

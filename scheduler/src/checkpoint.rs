@@ -14,7 +14,7 @@ use crate::cluster::{Cluster, ClusterError, SchedConfig, Totals};
 use crate::event::Event;
 use crate::jobs::Jobs;
 use crate::model::*;
-use crate::replay::Shape;
+use crate::placement::Shape;
 
 /// Version of the checkpoint format.
 pub const CHECKPOINT_VERSION: u32 = 1;

@@ -43,6 +43,14 @@ pub struct SchedConfig {
     /// member's pace).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub speeds: BTreeMap<String, f64>,
+    /// How a node is chosen among those that fit (`placement.rs`): maar's own key by
+    /// default, or one of the published policies, to compare on a real cluster.
+    #[serde(default, skip_serializing_if = "is_maar")]
+    pub placement: crate::placement::Policy,
+}
+
+fn is_maar(p: &crate::placement::Policy) -> bool {
+    *p == crate::placement::Policy::Maar
 }
 
 fn d_bind_timeout() -> u64 {
@@ -70,6 +78,7 @@ impl Default for SchedConfig {
             event_window: d_event_window(),
             proof_nodes: d_proof_nodes(),
             speeds: BTreeMap::new(),
+            placement: Default::default(),
         }
     }
 }
@@ -142,7 +151,7 @@ pub struct Cluster {
     pub(crate) told: crate::fxhash::FxHashMap<crate::schedule::VerdictKey, Reason>,
     /// Counts of the task shapes of pending and running jobs (maar's typical shapes
     /// follow from them), kept as jobs come and go.
-    pub(crate) shape_counts: BTreeMap<crate::replay::Shape, u64>,
+    pub(crate) shape_counts: BTreeMap<crate::placement::Shape, u64>,
     /// Quota verdicts by (project, pool, request), kept while nothing they read has
     /// changed: a long queue of jobs of a few shapes costs a few verdicts.
     pub(crate) verdicts:
@@ -177,8 +186,8 @@ pub struct Cluster {
     /// Typical task shapes of the workload, for maar's placement (each cycle): all of
     /// them (FGD's measure), the GPU ones (capacity fragmentation), and per GPU model
     /// the typical demand only that model can serve (pressure).
-    pub(crate) typical: Vec<(crate::replay::Shape, f64)>,
-    pub(crate) typical_gpu: Vec<(crate::replay::Shape, f64)>,
+    pub(crate) typical: Vec<(crate::placement::Shape, f64)>,
+    pub(crate) typical_gpu: Vec<(crate::placement::Shape, f64)>,
     pub(crate) bound_demand: Vec<f64>,
     /// Operators' acknowledgements of alerts, and the acknowledged ones that resolved.
     pub alert_book: crate::alerts::AlertBook,
@@ -936,7 +945,7 @@ impl Cluster {
 
     /// A job's task shape for maar's placement, and how many placements it counts for
     /// (a same-node gang is placed as one; other replicas one by one).
-    pub(crate) fn shape_of(j: &Job) -> (crate::replay::Shape, u64) {
+    pub(crate) fn shape_of(j: &Job) -> (crate::placement::Shape, u64) {
         let (mult, placements) = if j.spec.affinity == Affinity::SameNode {
             (j.desired_replicas.max(1), 1)
         } else {
@@ -952,7 +961,7 @@ impl Cluster {
         let mut models = j.spec.gpu.models.clone();
         models.sort();
         (
-            crate::replay::Shape {
+            crate::placement::Shape {
                 cpu: j.spec.cpu_milli * mult as u64,
                 milli,
                 count: j.spec.gpu.count * mult,

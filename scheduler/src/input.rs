@@ -246,6 +246,12 @@ impl Core {
         Core { cluster }
     }
 
+    /// Sets how nodes are chosen among those that fit (`SchedConfig::placement`): a
+    /// setting maar starts with (`maar local --placement`), not an operator command.
+    pub fn set_placement(&mut self, policy: crate::placement::Policy) {
+        self.cluster.config.placement = policy;
+    }
+
     /// The cluster, to read.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster

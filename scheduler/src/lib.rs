@@ -35,6 +35,7 @@ pub mod limits;
 pub mod manifest;
 pub mod metrics;
 pub mod model;
+pub mod placement;
 pub mod quantity;
 pub mod replay;
 pub mod schedule;

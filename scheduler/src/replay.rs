@@ -16,8 +16,7 @@
 //! state (model, free CPU and memory, sorted free GPU-milli) score the same, so each
 //! pod is scored once per distinct state, and fragmentation is memoised per state.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rand::seq::SliceRandom;
@@ -28,6 +27,13 @@ use serde::Serialize;
 use crate::cluster::{Cluster, SchedConfig};
 use crate::fit::fit;
 use crate::model::*;
+use crate::placement::{
+    affinity_tag, bound_demand, ease_pressure, gpu_shapes, maar_leftover, score, Ask, Measure,
+    Memo, NodeView, Verdict,
+};
+pub use crate::placement::{
+    capacity_fragmentation, cover_95, fragmentation, Policy, Shape, MAAR_STEP,
+};
 
 /// A node row of the trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,49 +61,6 @@ pub struct TracePod {
 impl TracePod {
     pub fn gpu_request(&self) -> u64 {
         self.num_gpu as u64 * self.gpu_milli as u64
-    }
-}
-
-/// Placement policies: the six of the paper, and maar's own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Policy {
-    Random,
-    DotProd,
-    GpuClustering,
-    GpuPacking,
-    BestFit,
-    Fgd,
-    Maar,
-}
-
-impl Policy {
-    pub const ALL: [Policy; 7] = [
-        Policy::Random,
-        Policy::DotProd,
-        Policy::GpuClustering,
-        Policy::GpuPacking,
-        Policy::BestFit,
-        Policy::Fgd,
-        Policy::Maar,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Random => "random",
-            Policy::DotProd => "dotprod",
-            Policy::GpuClustering => "gpuclustering",
-            Policy::GpuPacking => "gpupacking",
-            Policy::BestFit => "bestfit",
-            Policy::Fgd => "fgd",
-            Policy::Maar => "maar",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Policy> {
-        Policy::ALL
-            .into_iter()
-            .find(|p| p.name() == s.to_ascii_lowercase())
     }
 }
 
@@ -165,18 +128,6 @@ pub struct ReplayResult {
     pub elapsed_ms: u64,
 }
 
-/// A task shape for fragmentation: CPU, GPU-milli per GPU (0 = no GPU), GPU count,
-/// allowed models (sorted, lower-case).
-#[derive(
-    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub struct Shape {
-    pub cpu: u64,
-    pub milli: u32,
-    pub count: u32,
-    pub models: Vec<String>,
-}
-
 impl Shape {
     pub fn of(p: &TracePod) -> Shape {
         let mut models: Vec<String> = p.gpu_spec.iter().map(|m| m.to_lowercase()).collect();
@@ -186,6 +137,17 @@ impl Shape {
             milli: if p.num_gpu == 0 { 0 } else { p.gpu_milli },
             count: p.num_gpu,
             models,
+        }
+    }
+}
+
+impl TracePod {
+    /// What the pod asks of a node, to the placement policies.
+    pub fn ask(&self) -> Ask {
+        Ask {
+            cpu: self.cpu_milli,
+            count: self.num_gpu,
+            gpu_milli: self.gpu_milli,
         }
     }
 }
@@ -219,27 +181,6 @@ pub fn typical_shapes(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) ->
     cover_95(counts)
 }
 
-/// The most frequent shapes (by the weights counted) until they cover 95% of the total,
-/// with their frequencies renormalised to sum to 1.
-pub fn cover_95(counts: BTreeMap<Shape, u64>) -> Vec<(Shape, f64)> {
-    let mut v: Vec<(Shape, u64)> = counts.into_iter().filter(|x| x.1 > 0).collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let total: f64 = v.iter().map(|x| x.1 as f64).sum();
-    let mut out = Vec::new();
-    let mut acc = 0.0;
-    for (s, c) in v {
-        if acc >= 0.95 * total {
-            break;
-        }
-        acc += c as f64;
-        out.push((s, c as f64));
-    }
-    for x in &mut out {
-        x.1 /= acc;
-    }
-    out
-}
-
 /// What a node looks like to the policies. Nodes with equal states are interchangeable.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct State {
@@ -257,391 +198,6 @@ impl State {
     fn free_total(&self) -> u64 {
         self.free.iter().map(|&f| f as u64).sum()
     }
-    fn fully_free(&self) -> u32 {
-        self.free.iter().filter(|&&f| f == 1000).count() as u32
-    }
-}
-
-/// Frequency-weighted idle GPU-milli that the shapes cannot use on a node: all of it for
-/// a shape that needs no GPU or cannot use `model`, otherwise `unusable(shape, idle)`.
-fn weighted_fragment(
-    model: &str,
-    free: &[u32],
-    shapes: &[(Shape, f64)],
-    unusable: impl Fn(&Shape, u64) -> u64,
-) -> f64 {
-    let total: u64 = free.iter().map(|&f| f as u64).sum();
-    if total == 0 {
-        return 0.0;
-    }
-    let mut frag = 0.0;
-    for (s, p) in shapes {
-        let gpu_here = s.milli > 0 && (s.models.is_empty() || s.models.iter().any(|m| m == model));
-        frag += p * if gpu_here { unusable(s, total) } else { total } as f64;
-    }
-    frag
-}
-
-/// Fragmentation of a node (GPU-milli) against typical shapes: for each shape, all
-/// idle GPU-milli if the shape needs no GPU, cannot use this model, or does not fit
-/// (too few cards with enough free milli, or too little CPU); otherwise the free milli
-/// of the cards with less free than the shape needs. Weighted by shape frequency.
-pub fn fragmentation(model: &str, free_cpu: u64, free: &[u32], shapes: &[(Shape, f64)]) -> f64 {
-    weighted_fragment(model, free, shapes, |s, total| {
-        let fits = free.iter().filter(|&&f| f >= s.milli).count() as u32 >= s.count;
-        if fits && free_cpu >= s.cpu {
-            free.iter()
-                .filter(|&&f| f < s.milli)
-                .map(|&f| f as u64)
-                .sum()
-        } else {
-            total
-        }
-    })
-}
-
-/// Idle GPU-milli a shape could not use on a node if it were placed there as many times
-/// as it fits, weighted by shape frequency. For each shape: all idle milli if the shape
-/// needs no GPU or cannot use this model; otherwise the idle milli minus what `k`
-/// copies take, `k` bounded by the cards (free whole cards per copy, or slices per
-/// card for a shared GPU) and by the free CPU.
-///
-/// Where [`fragmentation`] asks "does one copy fit?", this asks "how much of what is
-/// idle can copies actually use?": a card with 900 free takes one 470 slice, not 900;
-/// eight free GPUs beside 24 free cores take two 12-core GPU pods, not eight.
-pub fn capacity_fragmentation(
-    model: &str,
-    free_cpu: u64,
-    free: &[u32],
-    shapes: &[(Shape, f64)],
-) -> f64 {
-    weighted_fragment(model, free, shapes, |s, total| {
-        let by_gpu: u64 = if s.milli >= 1000 {
-            free.iter().filter(|&&f| f >= 1000).count() as u64 / s.count.max(1) as u64
-        } else {
-            free.iter().map(|&f| (f / s.milli) as u64).sum()
-        };
-        let by_cpu = free_cpu.checked_div(s.cpu).unwrap_or(u64::MAX);
-        let used = by_gpu.min(by_cpu) * s.count as u64 * s.milli as u64;
-        total - used.min(total)
-    })
-}
-
-/// The GPU shapes among `shapes`, frequencies renormalised (capacity fragmentation's).
-pub(crate) fn gpu_shapes(shapes: &[(Shape, f64)]) -> Vec<(Shape, f64)> {
-    let mut gpu: Vec<(Shape, f64)> = shapes.iter().filter(|x| x.0.milli > 0).cloned().collect();
-    let sum: f64 = gpu.iter().map(|x| x.1).sum();
-    for x in &mut gpu {
-        x.1 /= sum;
-    }
-    gpu
-}
-
-/// Per GPU model (indexed as `models`): the typical demand (frequency x GPU-milli) that
-/// only that model can serve, a shape restricted to several models sharing it among them.
-pub(crate) fn bound_demand(shapes: &[(Shape, f64)], models: &[String]) -> Vec<f64> {
-    let mut bound = vec![0.0; models.len()];
-    for (sh, w) in shapes.iter().filter(|x| x.0.milli > 0) {
-        for m in &sh.models {
-            if let Some(i) = models.iter().position(|x| x == m) {
-                bound[i] += w * (sh.count as f64 * sh.milli as f64) / sh.models.len() as f64;
-            }
-        }
-    }
-    bound
-}
-
-/// Which fragmentation a [`Frag`] measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FragKind {
-    /// [`fragmentation`]: FGD's measure.
-    Fgd,
-    /// [`capacity_fragmentation`]: maar's.
-    Capacity,
-}
-
-/// A fragmentation measure memoised by node state.
-struct Frag {
-    kind: FragKind,
-    shapes: Vec<(Shape, f64)>,
-    models: Vec<String>,
-    /// States of up to eight cards packed into one integer (the common case: no
-    /// allocation or string hashing per lookup); wider states keyed as they are.
-    memo: HashMap<u128, f64, BuildHasherDefault<PackedHasher>>,
-    memo_wide: HashMap<(u16, u64, Vec<u16>), f64>,
-}
-
-/// A node state packed as model (16 bits), free CPU (24 bits) and up to eight cards of
-/// 11 bits each; None when it does not fit.
-fn pack(model: u16, free_cpu: u64, free: &[u16]) -> Option<u128> {
-    // Cards are stored as milli + 1 (so an absent card differs from an empty one).
-    if free.len() > 8 || free_cpu >= 1 << 24 || free.iter().any(|&f| f >= (1 << 11) - 1) {
-        return None;
-    }
-    let mut k = (model as u128) << 112 | (free_cpu as u128) << 88;
-    for (i, &f) in free.iter().enumerate() {
-        k |= (f as u128 + 1) << (11 * i);
-    }
-    Some(k)
-}
-
-/// Multiply-fold hashing for packed states (SipHash costs more than the lookup saves).
-#[derive(Default)]
-struct PackedHasher(u64);
-
-impl std::hash::Hasher for PackedHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u128(&mut self, v: u128) {
-        let x = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
-        self.0 = (x ^ (x >> 31)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-impl Frag {
-    fn of(&mut self, model: u16, free_cpu: u64, free: &[u16]) -> f64 {
-        let packed = pack(model, free_cpu, free);
-        let hit = match packed {
-            Some(k) => self.memo.get(&k),
-            None => self.memo_wide.get(&(model, free_cpu, free.to_vec())),
-        };
-        if let Some(v) = hit {
-            return *v;
-        }
-        let milli: Vec<u32> = free.iter().map(|&f| f as u32).collect();
-        let m = &self.models[model as usize];
-        let frag = match self.kind {
-            FragKind::Fgd => fragmentation(m, free_cpu, &milli, &self.shapes),
-            FragKind::Capacity => capacity_fragmentation(m, free_cpu, &milli, &self.shapes),
-        };
-        match packed {
-            Some(k) => self.memo.insert(k, frag),
-            None => self
-                .memo_wide
-                .insert((model, free_cpu, free.to_vec()), frag),
-        };
-        frag
-    }
-}
-
-/// The distinct free-milli values of the cards a sharing pod could take (a state's
-/// cards are sorted, so equal values are adjacent).
-fn share_cards(s: &State, pod: &TracePod) -> Vec<u16> {
-    let mut cards: Vec<u16> = s
-        .free
-        .iter()
-        .copied()
-        .filter(|&f| f as u32 >= pod.gpu_milli)
-        .collect();
-    cards.dedup();
-    cards
-}
-
-/// GpuClustering's affinity classes: 0 for a shared card, k for k whole cards.
-fn affinity_tag(p: &TracePod) -> u32 {
-    if p.num_gpu == 1 && p.gpu_milli < 1000 {
-        0
-    } else {
-        p.num_gpu
-    }
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// The policy's verdict on a node state: the score, and which free-milli value of the
-/// state's cards a sharing pod should take (None: the default choice).
-struct Verdict {
-    score: i64,
-    /// maar's second criterion (larger is better); 0 for the other policies.
-    aux: i64,
-    card: Option<u16>,
-}
-
-const MAX_SPEC_GPU: u64 = 8000;
-const MAX_SPEC_CPU: u64 = 128_000;
-
-/// Removes a whole-GPU pod's cards from a sorted state (takes fully free cards).
-fn take_whole(free: &[u16], count: u32) -> Vec<u16> {
-    let mut v = free.to_vec();
-    let mut left = count;
-    for f in v.iter_mut() {
-        if left > 0 && *f == 1000 {
-            *f = 0;
-            left -= 1;
-        }
-    }
-    v.sort_unstable_by(|a, b| b.cmp(a));
-    v
-}
-
-fn take_share(free: &[u16], card: u16, milli: u32) -> Vec<u16> {
-    let mut v = free.to_vec();
-    if let Some(f) = v.iter_mut().find(|f| **f == card) {
-        *f -= milli as u16;
-    }
-    v.sort_unstable_by(|a, b| b.cmp(a));
-    v
-}
-
-/// maar compares FGD's fragmentation change in steps of this many GPU-milli, so that
-/// near-equal changes tie and its further criteria decide.
-pub(crate) const MAAR_STEP: f64 = 50.0;
-
-/// `frag` is FGD's measure; `cap` ([`capacity_fragmentation`]) is read by maar only.
-fn score(policy: Policy, s: &State, pod: &TracePod, frag: &mut Frag, cap: &mut Frag) -> Verdict {
-    let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
-    let plain = |score| Verdict {
-        score,
-        aux: 0,
-        card: None,
-    };
-    match policy {
-        Policy::Random => plain(0),
-        Policy::DotProd => {
-            // Tetris: dot product of the pod's request and the node's free resources,
-            // each normalised by the largest node spec; a smaller product scores higher.
-            // A sharing pod is matched against each card it could take.
-            let cpu = (pod.cpu_milli as f64 / MAX_SPEC_CPU as f64)
-                * (s.free_cpu as f64 / MAX_SPEC_CPU as f64);
-            let groups: Vec<Option<u16>> = if sharing {
-                share_cards(s, pod).into_iter().map(Some).collect()
-            } else {
-                vec![None]
-            };
-            let mut best: Option<(i64, Option<u16>)> = None;
-            for g in groups {
-                let gpu = match g {
-                    Some(card) => (pod.gpu_milli as f64 / 1000.0) * (card as f64 / 1000.0),
-                    None => {
-                        (pod.gpu_request() as f64 / MAX_SPEC_GPU as f64)
-                            * (s.free_total() as f64 / MAX_SPEC_GPU as f64)
-                    }
-                };
-                let sc = ((1.0 - (cpu + gpu) / 2.0) * 100.0) as i64;
-                if best.is_none_or(|b| sc > b.0) {
-                    best = Some((sc, g));
-                }
-            }
-            let (score, card) = best.unwrap_or((0, None));
-            Verdict {
-                score,
-                aux: 0,
-                card,
-            }
-        }
-        Policy::GpuClustering => {
-            if pod.gpu_request() == 0 {
-                return plain(0);
-            }
-            let left = s.free_total();
-            let base = 25 * (MAX_SPEC_GPU - left.min(MAX_SPEC_GPU)) as i64 / MAX_SPEC_GPU as i64;
-            let tag = affinity_tag(pod);
-            let tier = if s.affinity.contains(&tag) {
-                if s.affinity.len() == 1 {
-                    75
-                } else {
-                    50
-                }
-            } else if s.affinity.is_empty() {
-                25
-            } else {
-                0
-            };
-            plain(base + tier)
-        }
-        Policy::GpuPacking => {
-            if pod.gpu_request() == 0 {
-                return plain(0);
-            }
-            let fully = s.fully_free();
-            if fully as usize == s.free.len() {
-                return plain((33 - fully as i64).max(fully as i64));
-            }
-            // Cards used: fewest milli left first.
-            let mut cards: Vec<u16> = s.free.clone();
-            cards.sort_unstable();
-            let mut need = pod.num_gpu;
-            let mut fully_used = 0;
-            let mut ratio = 0i64;
-            for c in cards {
-                if need == 0 {
-                    break;
-                }
-                if c as u32 >= pod.gpu_milli {
-                    need -= 1;
-                    if c == 1000 {
-                        fully_used += 1;
-                    }
-                    ratio += c as i64 * 100 / 1000;
-                }
-            }
-            if fully_used > 0 {
-                plain((50 - fully_used as i64).max(33))
-            } else {
-                plain((100 - ratio / 10).max(50))
-            }
-        }
-        Policy::BestFit => {
-            let cpu = (s.free_cpu - pod.cpu_milli.min(s.free_cpu)) as f64 / MAX_SPEC_CPU as f64;
-            let gpu = (s.free_total() - pod.gpu_request().min(s.free_total())) as f64
-                / MAX_SPEC_GPU as f64;
-            plain(((1.0 - (0.5 * cpu + 0.5 * gpu)) * 100.0) as i64)
-        }
-        Policy::Fgd | Policy::Maar => {
-            // FGD: the node (and, for a shared slice, the card) where fragmentation
-            // grows least, as sigmoid(decrease / 1000) x 100. maar: the same decrease in
-            // steps of MAAR_STEP, then the decrease of capacity fragmentation.
-            let maar = policy == Policy::Maar;
-            let before = frag.of(s.model, s.free_cpu, &s.free);
-            let cap_before = if maar {
-                cap.of(s.model, s.free_cpu, &s.free)
-            } else {
-                0.0
-            };
-            let cpu_after = s.free_cpu - pod.cpu_milli.min(s.free_cpu);
-            let mut best: Option<Verdict> = None;
-            let options: Vec<(Option<u16>, Vec<u16>)> = if sharing {
-                share_cards(s, pod)
-                    .into_iter()
-                    .map(|c| (Some(c), take_share(&s.free, c, pod.gpu_milli)))
-                    .collect()
-            } else {
-                vec![(None, take_whole(&s.free, pod.num_gpu))]
-            };
-            for (card, after) in options {
-                let delta = before - frag.of(s.model, cpu_after, &after);
-                let v = if maar {
-                    Verdict {
-                        score: (delta / MAAR_STEP).floor() as i64,
-                        aux: ((cap_before - cap.of(s.model, cpu_after, &after)) * 1000.0).round()
-                            as i64,
-                        card,
-                    }
-                } else {
-                    Verdict {
-                        score: (sigmoid(delta / 1000.0) * 100.0) as i64,
-                        aux: 0,
-                        card,
-                    }
-                };
-                let better = best
-                    .as_ref()
-                    .is_none_or(|b| (v.score, v.aux) > (b.score, b.aux));
-                if better {
-                    best = Some(v);
-                }
-            }
-            best.unwrap_or_else(|| plain(0))
-        }
-    }
 }
 
 /// Places trace pods one at a time on a cluster built from a node list, under one
@@ -650,7 +206,7 @@ pub struct Replayer {
     pub cluster: Cluster,
     policy: Policy,
     rng: ChaCha8Rng,
-    frag: Frag,
+    frag: Memo,
     node_model: Vec<u16>,
     affinity: Vec<Vec<u32>>,
     groups: BTreeMap<State, Vec<NodeId>>,
@@ -661,16 +217,12 @@ pub struct Replayer {
     /// Each node's place in the node list (a seeded shuffle), for [`Ties::NodeOrder`].
     rank: Vec<u32>,
     /// maar's capacity fragmentation, against the GPU shapes among `shapes`.
-    cap: Frag,
+    cap: Memo,
     /// Per GPU model: idle GPU-milli, and the typical demand that only it can serve
     /// (shapes restricted to it, shared among their allowed models). maar's pressure.
     free_by_model: Vec<u64>,
     bound_demand: Vec<f64>,
 }
-
-/// maar keeps a GPU pod off models whose pressure (bound demand per idle GPU-milli)
-/// is more than this factor above the least pressed model among its candidates.
-pub(crate) const PRESSURE_SLACK: f64 = 1.5;
 
 impl Replayer {
     /// A cluster of `nodes`; fragmentation is measured against `shapes`.
@@ -742,20 +294,8 @@ impl Replayer {
             cluster: c,
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            cap: Frag {
-                kind: FragKind::Capacity,
-                shapes: cap_shapes,
-                models: models.clone(),
-                memo: HashMap::default(),
-                memo_wide: HashMap::new(),
-            },
-            frag: Frag {
-                kind: FragKind::Fgd,
-                shapes,
-                models,
-                memo: HashMap::default(),
-                memo_wide: HashMap::new(),
-            },
+            cap: Memo::new(Measure::Capacity, cap_shapes, models.clone()),
+            frag: Memo::new(Measure::Fgd, shapes, models),
             node_model,
             affinity: vec![Vec::new(); nodes.len()],
             groups: BTreeMap::new(),
@@ -833,6 +373,7 @@ impl Replayer {
         };
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");
+        let ask = pod.ask();
 
         // Score each distinct feasible state once.
         let mut cands: Vec<(&State, &Vec<NodeId>, Verdict)> = Vec::new();
@@ -863,7 +404,13 @@ impl Replayer {
             {
                 continue;
             }
-            let v = score(self.policy, s, pod, &mut self.frag, &mut self.cap);
+            let view = NodeView {
+                model: s.model,
+                free_cpu: s.free_cpu,
+                free: &s.free,
+                affinity: &s.affinity,
+            };
+            let v = score(self.policy, &view, &ask, &mut self.frag, &mut self.cap);
             cands.push((s, ids, v));
         }
         if self.policy == Policy::BestFit && !cands.is_empty() {
@@ -882,12 +429,9 @@ impl Replayer {
             // maar, first: stay off GPU models that typical pods restricted to them will
             // need (pressure well above the least pressed candidate model).
             let (bound, free) = (&self.bound_demand, &self.free_by_model);
-            let pressure = |m: u16| bound[m as usize] / free[m as usize].max(1) as f64;
-            let least = cands
-                .iter()
-                .map(|x| pressure(x.0.model))
-                .fold(f64::INFINITY, f64::min);
-            cands.retain(|x| pressure(x.0.model) <= least * PRESSURE_SLACK);
+            ease_pressure(&mut cands, |x| {
+                bound[x.0.model as usize] / free[x.0.model as usize].max(1) as f64
+            });
         }
         let top = cands.iter().map(|x| x.2.score).max().unwrap_or(0);
         let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
@@ -899,15 +443,7 @@ impl Replayer {
             // left (best fit); then the node order.
             let most = ties.iter().map(|x| x.2.aux).max().unwrap_or(0);
             ties.retain(|x| x.2.aux == most);
-            let key = |st: &State| -> i64 {
-                let cpu_after = st.free_cpu.saturating_sub(pod.cpu_milli) as i64;
-                let gpu_after = st.free_total() as i64 - pod.gpu_request() as i64;
-                if pod.num_gpu == 0 {
-                    st.free_total() as i64 * 1_000_000 + cpu_after
-                } else {
-                    cpu_after * MAX_SPEC_GPU as i64 / MAX_SPEC_CPU as i64 + gpu_after
-                }
-            };
+            let key = |st: &State| maar_leftover(&ask, st.free_cpu, st.free_total());
             let best = ties.iter().map(|x| key(x.0)).min().unwrap_or(0);
             ties.retain(|x| key(x.0) == best);
         }
@@ -951,7 +487,7 @@ impl Replayer {
         c.allocate(job, p);
         c.set_phase(job, Phase::Running);
         if self.policy == Policy::GpuClustering && pod.num_gpu > 0 {
-            self.affinity[node_id as usize].push(affinity_tag(pod));
+            self.affinity[node_id as usize].push(affinity_tag(&ask));
         }
         // Move the node to its new state group.
         let old = self.node_state[node_id as usize].clone();
@@ -1172,29 +708,4 @@ pub fn variant(
         p.name = format!("{}-v{i:05}", p.name);
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pack;
-
-    #[test]
-    fn packed_states_are_distinct_and_wide_ones_are_refused() {
-        let a = pack(3, 16_000, &[1000, 500, 0]).unwrap();
-        assert_ne!(
-            a,
-            pack(3, 16_000, &[1000, 500]).unwrap(),
-            "an empty card counts"
-        );
-        assert_ne!(a, pack(3, 16_001, &[1000, 500, 0]).unwrap());
-        assert_ne!(a, pack(4, 16_000, &[1000, 500, 0]).unwrap());
-        assert_ne!(a, pack(3, 16_000, &[1000, 0, 500]).unwrap());
-        assert_eq!(
-            pack(0, (1 << 24) - 1, &[2046; 8]).map(|k| k >> 88),
-            Some((1 << 24) - 1)
-        );
-        assert!(pack(0, 0, &[0; 9]).is_none(), "nine cards");
-        assert!(pack(0, 1 << 24, &[0]).is_none(), "CPU beyond 24 bits");
-        assert!(pack(0, 0, &[2047]).is_none(), "milli beyond 11 bits");
-    }
 }

@@ -14,8 +14,8 @@ use crate::event::Severity;
 use crate::fit::{fit, fit_except, split, Except, NodeReason};
 use crate::fxhash::FxHashMap;
 use crate::model::*;
+use crate::placement::{self, Shape};
 use crate::quantity::fmt_duration;
-use crate::replay::{MAAR_STEP, PRESSURE_SLACK};
 
 /// The quota decision for a job, with the numbers behind it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -244,17 +244,120 @@ impl Cluster {
             after[s.gpu as usize] -= s.milli;
         }
         let cpu_after = cpu.saturating_sub(p.cpu);
-        use crate::replay::{capacity_fragmentation as capacity, fragmentation};
+        use placement::{capacity_fragmentation as capacity, fragmentation};
         let fgd = fragmentation(model, cpu, &free, &self.typical)
             - fragmentation(model, cpu_after, &after, &self.typical);
         let cap = capacity(model, cpu, &free, &self.typical_gpu)
             - capacity(model, cpu_after, &after, &self.typical_gpu);
-        let left = cpu_after as i64 * 8000 / 128_000 + after.iter().map(|&f| f as i64).sum::<i64>();
-        (
-            Reverse((fgd / MAAR_STEP).floor() as i64),
-            Reverse((cap * 1000.0).round() as i64),
-            left,
-        )
+        let (steps, cap) = placement::maar_order(fgd, cap);
+        let ask = placement::Ask {
+            cpu: p.cpu,
+            count: p.gpus.len() as u32,
+            gpu_milli: p.gpus.first().map(|s| s.milli).unwrap_or(0),
+        };
+        let left = placement::maar_leftover(&ask, cpu, free.iter().map(|&f| f as u64).sum());
+        (Reverse(steps), Reverse(cap), left)
+    }
+
+    /// The node a published policy (`config.placement`) picks in `pool`: every node
+    /// that fits scored as the trace replay scores it ([`placement::score`]), the
+    /// highest first, then the lowest node id (Random: a node drawn by the job's name);
+    /// a shared slice goes on the card the policy chose.
+    fn pick_by_policy(
+        &self,
+        spec: &JobSpec,
+        pool: PoolId,
+        try_node: &dyn Fn(NodeId) -> Option<Placement>,
+    ) -> Option<Placement> {
+        use placement::{Ask, Measure, Memo, NodeView, Policy};
+        let policy = self.config.placement;
+        let memo = |kind, shapes: &[(Shape, f64)]| {
+            if policy == Policy::Fgd {
+                Memo::new(kind, shapes.to_vec(), self.models.clone())
+            } else {
+                Memo::new(kind, Vec::new(), Vec::new())
+            }
+        };
+        let (mut frag, mut cap) = (
+            memo(Measure::Fgd, &self.typical),
+            memo(Measure::Capacity, &self.typical_gpu),
+        );
+        let ask_of = |spec: &JobSpec, p: &Placement| Ask {
+            cpu: p.cpu,
+            count: p.gpus.len() as u32,
+            gpu_milli: p
+                .gpus
+                .first()
+                .map(|g| g.milli)
+                .unwrap_or(if spec.gpu.count > 0 { GPU_MILLI } else { 0 }),
+        };
+        let drawn = |n: NodeId| {
+            let mut h = crate::fxhash::FxHasher::default();
+            std::hash::Hash::hash(&(&spec.name, &spec.project, n), &mut h);
+            std::hash::Hasher::finish(&h)
+        };
+        let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
+        // The best so far: (score, maar's aux, the tie-break: larger wins), the
+        // placement and the card.
+        type Best = ((i64, i64, u64), Placement, Option<u16>);
+        let mut best: Option<Best> = None;
+        for k in self.index.range(all) {
+            let Some(p) = try_node(k.3) else { continue };
+            let node = &self.nodes[k.3 as usize];
+            let mut free: Vec<u16> = node
+                .sched_gpus()
+                .iter()
+                .map(|g| if g.usable() { g.free_milli() as u16 } else { 0 })
+                .collect();
+            free.sort_unstable_by(|a, b| b.cmp(a));
+            let mut affinity: Vec<u32> = if policy == Policy::GpuClustering {
+                node.jobs
+                    .iter()
+                    .map(|&j| &self.jobs[j as usize].spec)
+                    .filter(|s| s.gpu.count > 0)
+                    .map(|s| {
+                        placement::affinity_tag(&Ask {
+                            cpu: s.cpu_milli,
+                            count: s.gpu.count,
+                            gpu_milli: s.gpu.milli.filter(|_| s.gpu.shared).unwrap_or(GPU_MILLI),
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            affinity.sort_unstable();
+            affinity.dedup();
+            let view = NodeView {
+                model: node
+                    .gpu_model()
+                    .and_then(|m| self.model_id_of(m))
+                    .unwrap_or(0),
+                free_cpu: crate::fit::free_cpu(node, self.overcommit_of(node)),
+                free: &free,
+                affinity: &affinity,
+            };
+            let v = placement::score(policy, &view, &ask_of(spec, &p), &mut frag, &mut cap);
+            let tie = if policy == Policy::Random {
+                drawn(k.3)
+            } else {
+                u64::MAX - k.3 as u64
+            };
+            let key = (v.score, v.aux, tie);
+            if best.as_ref().is_none_or(|b| key > b.0) {
+                best = Some((key, p, v.card));
+            }
+        }
+        let (_, mut p, card) = best?;
+        if let (Some(card), Some(slot)) = (card, p.gpus.first_mut()) {
+            let node = &self.nodes[p.node as usize];
+            if let Some(g) = node.sched_gpus().iter().find(|g| {
+                g.usable() && g.free_milli() as u16 == card && g.free_milli() >= slot.milli
+            }) {
+                slot.gpu = g.index;
+            }
+        }
+        Some(p)
     }
 
     /// maar's pressure on a GPU model in a pool: the typical demand only that model can
@@ -289,11 +392,9 @@ impl Cluster {
                 seen.push((m, self.pressure(pool, m)));
             }
         }
-        let least = seen.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
-        cands.retain(|c| {
+        placement::ease_pressure(cands, |c| {
             let m = model(c);
-            seen.iter()
-                .any(|x| x.0 == m && x.1 <= least * PRESSURE_SLACK)
+            seen.iter().find(|x| x.0 == m).map(|x| x.1).unwrap_or(0.0)
         });
     }
 
@@ -306,7 +407,7 @@ impl Cluster {
         debug_assert_eq!(
             self.shape_counts,
             {
-                let mut counts: BTreeMap<crate::replay::Shape, u64> = BTreeMap::new();
+                let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
                 let live = self
                     .pending
                     .keys()
@@ -320,9 +421,9 @@ impl Cluster {
             "typical shape counts drifted"
         );
         let counts = self.shape_counts.clone();
-        self.typical = crate::replay::cover_95(counts);
-        self.typical_gpu = crate::replay::gpu_shapes(&self.typical);
-        self.bound_demand = crate::replay::bound_demand(&self.typical, &self.models);
+        self.typical = placement::cover_95(counts);
+        self.typical_gpu = placement::gpu_shapes(&self.typical);
+        self.bound_demand = placement::bound_demand(&self.typical, &self.models);
     }
 
     /// Pools a job may be placed in: its own first, then pools that lend to it.
@@ -628,7 +729,9 @@ impl Cluster {
         };
         for &(pool, on_loan) in pools {
             let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
-            let found = if spec.gpu.count == 0 {
+            let found = if scored && self.config.placement != placement::Policy::Maar {
+                self.pick_by_policy(spec, pool, &try_node)
+            } else if spec.gpu.count == 0 {
                 // CPU-only: CPU nodes first (they strand no GPU). Then, scored, maar's
                 // key over the first few fitting nodes of each GPU model (fewest free
                 // cards first): the CPU goes where it leaves idle GPUs most usable.

@@ -633,3 +633,58 @@ fn cpu_only_jobs_go_where_their_cpu_strands_no_gpu() {
     let j = &c.jobs[c.job_id("cpu-8c").unwrap() as usize];
     assert_eq!(c.nodes[j.placements[0].node as usize].name, "big");
 }
+
+/// Where a 2-GPU job goes under `policy`, on three 8-GPU nodes: `a` with 6 cards held,
+/// `b` with 2 held, `c` empty.
+fn placed_under(policy: placement::Policy) -> String {
+    let named = |name: &str| {
+        let mut n = node(name, "train", 8, "a100", 80, false);
+        let mut l = n.labels().clone();
+        l.insert("at".into(), name.into());
+        n.set_labels(l);
+        n
+    };
+    let mut c = cluster(vec![named("a"), named("b"), named("c")], &[("p", 0, None)]);
+    c.config.placement = policy;
+    let pinned = |name: &str, gpus: u32, at: &str| {
+        let mut j = job(name, "p", gpus, PRIORITY_MEDIUM, None);
+        j.node_selector.insert("at".into(), at.into());
+        j
+    };
+    c.submit(pinned("six", 6, "a")).unwrap();
+    c.submit(pinned("two", 2, "b")).unwrap();
+    c.schedule();
+    let on = |c: &Cluster, name: &str| {
+        let j = &c.jobs[c.job_id(name).unwrap() as usize];
+        c.nodes[j.placements[0].node as usize].name.clone()
+    };
+    assert_eq!(phase(&c, "six"), Phase::Running);
+    let (six, two) = (on(&c, "six"), on(&c, "two"));
+    assert_ne!(six, two, "{policy:?}: 6 + 2 fill a node");
+    c.submit(job("new", "p", 2, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "new"), Phase::Running, "{policy:?}");
+    let new = on(&c, "new");
+    if new == six {
+        "fullest".into()
+    } else if new == two {
+        "half".into()
+    } else {
+        "empty".into()
+    }
+}
+
+#[test]
+fn the_live_core_places_by_the_policy_it_is_given() {
+    use placement::Policy;
+    // Packing policies fill the fullest node that fits (the 6-GPU one has 2 left).
+    assert_eq!(placed_under(Policy::BestFit), "fullest");
+    assert_eq!(placed_under(Policy::GpuPacking), "fullest");
+    assert_eq!(placed_under(Policy::DotProd), "fullest");
+    // maar and FGD take the 2 free cards of the fullest node too: nothing fragments.
+    assert_eq!(placed_under(Policy::Maar), "fullest");
+    assert_eq!(placed_under(Policy::Fgd), "fullest");
+    // The policies are told apart: GpuClustering keeps 2-GPU jobs together (the node
+    // that already runs one), not beside the 6-GPU job.
+    assert_eq!(placed_under(Policy::GpuClustering), "half");
+}
