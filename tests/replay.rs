@@ -254,4 +254,36 @@ fn variants_are_seeded_and_shaped_as_asked() {
         .collect();
     let spec = gpu.iter().filter(|f| !f[5].is_empty()).count() as f64 / gpu.len() as f64;
     assert!((spec - 0.33).abs() < 0.02, "constrained share {spec}");
+    // Multi-GPU, as the paper builds it: the share of GPU demand, not of pods, and the
+    // trace's total GPU demand kept.
+    let demand = |text: &str| -> (f64, f64) {
+        let (mut all, mut multi) = (0.0, 0.0);
+        for f in text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+        {
+            let g: f64 = f[3].parse().unwrap();
+            let d = g * f[4].parse::<f64>().unwrap_or(0.0);
+            all += d;
+            if g > 1.0 {
+                multi += d;
+            }
+        }
+        (all, multi)
+    };
+    let (base, _) = demand(&std::fs::read_to_string(&p).unwrap());
+    for pct in [20.0, 50.0] {
+        let text = String::from_utf8(run("multi-gpu", &pct.to_string(), "1")).unwrap();
+        let (all, multi) = demand(&text);
+        assert!(
+            (multi / all - pct / 100.0).abs() < 0.01,
+            "multi-GPU demand share {} at {pct}%",
+            multi / all
+        );
+        assert!(
+            (all / base - 1.0).abs() < 0.01,
+            "total demand {all} vs {base}"
+        );
+    }
 }

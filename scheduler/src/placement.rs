@@ -388,16 +388,25 @@ fn take_share(free: &[u16], card: u16, milli: u32) -> Vec<u16> {
     v
 }
 
-/// maar compares FGD's fragmentation change in steps of this many GPU-milli, so that
-/// near-equal changes tie and its further criteria decide.
-pub const MAAR_STEP: f64 = 50.0;
+/// FGD's score for the fragmentation a placement removes (GPU-milli; negative when it
+/// adds some): `sigmoid(removed / 1000) x 100`, an integer as the published simulator's.
+/// Near zero one point is 40 GPU-milli; large changes of either sign are compressed
+/// (placements that fragment a lot, or clear a lot, score alike).
+pub fn fgd_score(removed: f64) -> i64 {
+    (sigmoid(removed / 1000.0) * 100.0) as i64
+}
 
 /// maar's first two criteria from the fragmentation a placement removes (FGD's measure
-/// and capacity fragmentation, in GPU-milli): FGD's in [`MAAR_STEP`] steps, then
-/// capacity fragmentation in thousandths. Larger is better.
+/// and capacity fragmentation, in GPU-milli): FGD's own score, then capacity
+/// fragmentation in thousandths, for the placements FGD scores alike. Larger is better.
+///
+/// FGD's score was once taken linearly, in steps of 50 GPU-milli: on workloads where a
+/// third or more of the GPU demand is multi-GPU pods that lost to FGD (BENCHMARKS.md),
+/// because it told apart large increases of fragmentation that FGD's sigmoid lumps
+/// together (and then leaves to the node order).
 pub fn maar_order(fgd_removed: f64, cap_removed: f64) -> (i64, i64) {
     (
-        (fgd_removed / MAAR_STEP).floor() as i64,
+        fgd_score(fgd_removed),
         (cap_removed * 1000.0).round() as i64,
     )
 }
@@ -519,8 +528,8 @@ pub fn score(policy: Policy, s: &NodeView, pod: &Ask, frag: &mut Memo, cap: &mut
         }
         Policy::Fgd | Policy::Maar => {
             // FGD: the node (and, for a shared slice, the card) where fragmentation
-            // grows least, as sigmoid(decrease / 1000) x 100. maar: the same decrease in
-            // steps of MAAR_STEP, then the decrease of capacity fragmentation.
+            // grows least, as sigmoid(decrease / 1000) x 100. maar: the same score, then
+            // the decrease of capacity fragmentation.
             let maar = policy == Policy::Maar;
             let before = frag.of(s.model, s.free_cpu, s.free);
             let cap_before = if maar {
@@ -546,7 +555,7 @@ pub fn score(policy: Policy, s: &NodeView, pod: &Ask, frag: &mut Memo, cap: &mut
                     Verdict { score, aux, card }
                 } else {
                     Verdict {
-                        score: (sigmoid(delta / 1000.0) * 100.0) as i64,
+                        score: fgd_score(delta),
                         aux: 0,
                         card,
                     }

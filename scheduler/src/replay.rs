@@ -31,9 +31,7 @@ use crate::placement::{
     affinity_tag, bound_demand, ease_pressure, gpu_shapes, maar_leftover, score, Ask, Measure,
     Memo, NodeView, Verdict,
 };
-pub use crate::placement::{
-    capacity_fragmentation, cover_95, fragmentation, Policy, Shape, MAAR_STEP,
-};
+pub use crate::placement::{capacity_fragmentation, cover_95, fragmentation, Policy, Shape};
 
 /// A node row of the trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -437,7 +435,7 @@ impl Replayer {
         let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
             cands.iter().filter(|x| x.2.score == top).collect();
         if self.policy == Policy::Maar {
-            // maar, then: FGD's fragmentation change (in steps), the most capacity
+            // maar, then: FGD's score of the fragmentation change, the most capacity
             // fragmentation removed; then a CPU-only pod goes where the fewest GPUs are
             // idle (its CPU strands no GPU) and a GPU pod where the fewest resources are
             // left (best fit); then the node order.
@@ -623,7 +621,9 @@ pub enum VariantKind {
     /// `percent` of GPU pods require one GPU model (chosen in proportion to each
     /// model's GPUs in the node list).
     GpuSpec,
-    /// `percent` of GPU pods ask for several GPUs (drawn from the trace's multi-GPU pods).
+    /// `percent` of the GPU demand comes from pods asking for several GPUs (drawn from
+    /// the trace's multi-GPU pods; the rest from its other GPU pods; the total GPU demand
+    /// that of the trace), as the paper builds its multi-GPU workloads.
     MultiGpu,
     /// `percent` of all pods are CPU-only (drawn from the trace's CPU-only pods).
     Cpu,
@@ -648,11 +648,37 @@ pub fn variant(
     };
     let mut out: Vec<TracePod> = Vec::new();
     match kind {
-        VariantKind::Sharing | VariantKind::MultiGpu => {
-            let is_in = |p: &TracePod| match kind {
-                VariantKind::Sharing => p.num_gpu == 1 && p.gpu_milli < 1000,
-                _ => p.num_gpu > 1,
+        VariantKind::MultiGpu => {
+            // As the paper builds its multi-GPU workloads: `percent` of the GPU demand
+            // comes from multi-GPU pods (drawn from the trace's own), the rest from its
+            // other GPU pods, the total GPU demand that of the trace.
+            let demand: u64 = gpu.iter().map(|p| p.gpu_request()).sum();
+            let multi: Vec<&TracePod> = gpu.iter().copied().filter(|p| p.num_gpu > 1).collect();
+            let single: Vec<&TracePod> = gpu.iter().copied().filter(|p| p.num_gpu <= 1).collect();
+            let want_multi = if multi.is_empty() {
+                0.0
+            } else {
+                demand as f64 * frac
             };
+            let want_single = if single.is_empty() {
+                0.0
+            } else {
+                demand as f64 - want_multi
+            };
+            for (pool, want) in [(&multi, want_multi), (&single, want_single)] {
+                let mut got = 0u64;
+                while (got as f64) < want {
+                    let Some(p) = pick_from(pool, &mut rng) else {
+                        break;
+                    };
+                    got += p.gpu_request().max(1);
+                    out.push(p);
+                }
+            }
+            out.extend(cpu.iter().map(|p| (*p).clone()));
+        }
+        VariantKind::Sharing => {
+            let is_in = |p: &TracePod| p.num_gpu == 1 && p.gpu_milli < 1000;
             let inside: Vec<&TracePod> = gpu.iter().copied().filter(|p| is_in(p)).collect();
             let outside: Vec<&TracePod> = gpu.iter().copied().filter(|p| !is_in(p)).collect();
             for _ in 0..gpu.len() {

@@ -220,13 +220,13 @@ fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
 
-/// maar's ordering key (lower is better): FGD's fragmentation decrease in steps, then
+/// maar's ordering key (lower is better): FGD's score of the fragmentation decrease, then
 /// the capacity fragmentation removed (both higher first), then what is left.
 type MaarKey = (Reverse<i64>, Reverse<i64>, i64);
 
 impl Cluster {
     /// maar's ordering key for placing `p` on node `n`: the fragmentation decrease
-    /// against the typical shapes in MAAR_STEP steps, then the decrease of capacity
+    /// against the typical shapes as FGD scores it, then the decrease of capacity
     /// fragmentation (idle GPU that copies of the typical GPU shapes could not use),
     /// then the CPU and GPU left over (best fit).
     fn maar_key(&self, n: NodeId, p: &Placement) -> MaarKey {
