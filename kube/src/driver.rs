@@ -88,6 +88,8 @@ struct ObjectFacts {
     serial: usize,
     /// When its load was last asked for.
     load_asked: Option<u64>,
+    /// When its replicas' pods were last made again in place (an InferenceService).
+    replaced: Vec<u64>,
     in_core: bool,
     ended: bool,
     /// The pods of its current start.
@@ -472,9 +474,32 @@ impl KubeDriver {
                         // needs no write, and the cycle that places it again must
                         // bind it again, even on the same cards.
                         self.decided.extend(core.take_held());
-                        let mut out =
-                            core.apply(Input::Observe(Observation::BindFailed { job, reason }));
+                        let mut out = core.apply(Input::Observe(Observation::BindFailed {
+                            job: job.clone(),
+                            reason,
+                        }));
                         events.append(&mut out.events);
+                        // An object's pods not made: their names go with the replicas
+                        // taken back (the pods that run stay known).
+                        if let Some(f) = self.objects.get_mut(&job) {
+                            let c = core.cluster();
+                            let held: Vec<maar_scheduler::input::Binding> = c
+                                .job_id(&job)
+                                .map(|id| {
+                                    c.jobs[id as usize]
+                                        .placements
+                                        .iter()
+                                        .map(|p| maar_scheduler::input::Binding {
+                                            node: c.nodes[p.node as usize].name.clone(),
+                                            gpus: p.gpus.iter().map(|s| s.gpu).collect(),
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default();
+                            f.made.retain(|_, at| held.contains(at));
+                            let made = &f.made;
+                            f.current.retain(|n| made.contains_key(n));
+                        }
                         return;
                     }
                 };
@@ -1091,6 +1116,21 @@ impl KubeDriver {
     ) {
         let key = t.key.clone();
         if let Some(f) = self.objects.get(&key) {
+            if f.owner != t.owner {
+                // A TrainJob and an InferenceService of one name: maar's jobs are
+                // named by namespace/name, so the later one is refused.
+                writes.push(Write::Unschedulable {
+                    job: key.clone(),
+                    uid: t.uid.clone(),
+                    message: format!(
+                        "a {} named {key} is already a job in maar; rename this {}",
+                        f.owner.kind(),
+                        t.owner.kind()
+                    ),
+                    object: Some(t.owner),
+                });
+                return;
+            }
             if f.uid == t.uid {
                 // Edits to a submitted object's spec are not taken (as a pod's).
                 return;
@@ -1116,6 +1156,7 @@ impl KubeDriver {
             made: BTreeMap::new(),
             serial,
             load_asked: None,
+            replaced: Vec::new(),
             uid: t.uid.clone(),
             in_core: false,
             ended: false,
@@ -1290,6 +1331,42 @@ impl KubeDriver {
             if lost.is_empty() {
                 return;
             }
+            // Made again in place only on a node that takes pods (not cordoned or
+            // drained, Ready) and not in a loop (at most 3 a minute); otherwise the
+            // service fails and its restart policy places it again (with back-off).
+            let now = core.now();
+            f.replaced.retain(|&t| t + 60 > now);
+            let c = core.cluster();
+            let unfit = lost.iter().find_map(|n| {
+                let at = f.made.get(n)?;
+                let node = c.node_id(&at.node).ok().map(|i| &c.nodes[i as usize]);
+                match node {
+                    Some(nd) if !nd.cordoned && nd.ready() => None,
+                    _ => Some(format!(
+                        "pod {n} was lost and node {} takes no pods now",
+                        at.node
+                    )),
+                }
+            });
+            let looping = (f.replaced.len() + lost.len() > 3).then(|| {
+                format!(
+                    "pods of it were lost {} times within a minute",
+                    f.replaced.len() + lost.len()
+                )
+            });
+            if let Some(message) = unfit.or(looping) {
+                f.ended = true;
+                Self::observe(
+                    core,
+                    Observation::JobEnded {
+                        job: key.to_string(),
+                        outcome: JobOutcome::Failed { message },
+                    },
+                    events,
+                );
+                return;
+            }
+            f.replaced.extend(std::iter::repeat_n(now, lost.len()));
             let mut again = Vec::new();
             for name in lost {
                 f.current.remove(&name);
@@ -1440,12 +1517,25 @@ impl KubeDriver {
                         let Ok(id) = c.job_id(job) else { continue };
                         let j = &c.jobs[id as usize];
                         let (_, name) = job.split_once('/').unwrap_or(("default", job));
+                        // Replicas Kubernetes already runs (adopted after a restart, in
+                        // the same decision as new ones) keep their pods.
+                        let bound_at = |at: &maar_scheduler::input::Binding| {
+                            j.placements.iter().any(|p| {
+                                p.bound
+                                    && c.nodes[p.node as usize].name == at.node
+                                    && p.gpus.iter().map(|s| s.gpu).eq(at.gpus.iter().copied())
+                            })
+                        };
                         if *start {
-                            f.current.clear();
-                            f.made.clear();
+                            f.made.retain(|_, at| bound_at(at));
+                            let made = &f.made;
+                            f.current.retain(|n| made.contains_key(n));
                         }
                         let mut pods = Vec::new();
                         for (i, at) in replicas.iter().enumerate() {
+                            if bound_at(at) {
+                                continue;
+                            }
                             let (pod, index) = match f.owner {
                                 Owner::TrainJob => {
                                     (crate::world::trainjob_pod_name(name, j.restarts, i), i)
@@ -1464,16 +1554,18 @@ impl KubeDriver {
                             });
                         }
                         f.ended = false;
-                        writes.push(Write::CreatePods {
-                            owner: f.owner,
-                            job: job.clone(),
-                            uid: f.uid.clone(),
-                            labels: f.labels.clone(),
-                            spec: Box::new(j.spec.clone()),
-                            pods,
-                            of: (j.desired_replicas as usize).max(replicas.len()),
-                            answer: true,
-                        });
+                        if !pods.is_empty() {
+                            writes.push(Write::CreatePods {
+                                owner: f.owner,
+                                job: job.clone(),
+                                uid: f.uid.clone(),
+                                labels: f.labels.clone(),
+                                spec: Box::new(j.spec.clone()),
+                                pods,
+                                of: (j.desired_replicas as usize).max(replicas.len()),
+                                answer: true,
+                            });
+                        }
                     } else if self.pods.get(job).is_some_and(|f| f.node.is_some()) {
                         // Kubernetes has it on a node already: no second bind.
                         self.reconcile.push(job.clone());
@@ -1511,7 +1603,7 @@ impl KubeDriver {
                             });
                         }
                     } else if let Some(f) = self.objects.get_mut(job) {
-                        if f.ended || f.current.is_empty() {
+                        if f.current.is_empty() {
                             continue;
                         }
                         // The pods of the replicas stopped (a service scaled down or a
@@ -1529,17 +1621,33 @@ impl KubeDriver {
                                 gone.push(name);
                             }
                         }
-                        let all = f.current.is_empty() || f.owner == Owner::TrainJob;
-                        if all {
+                        // A TrainJob's pods go together: those of its current start (the
+                        // failed ones of earlier starts stay for their logs). Named, so a
+                        // delete never takes the pods of a start made meanwhile.
+                        if f.owner == Owner::TrainJob {
+                            gone.extend(std::mem::take(&mut f.current));
+                            gone.sort();
+                            gone.dedup();
+                            f.made.clear();
+                        }
+                        if f.current.is_empty() {
                             f.ended = true;
                         }
-                        writes.push(Write::DeletePods {
-                            owner: f.owner,
-                            job: job.clone(),
-                            // A TrainJob's go together (and so do all of a service's).
-                            pods: if all { Vec::new() } else { gone },
-                            reason: reason.clone(),
+                        // Pods that ended (failed, succeeded) stay for their logs.
+                        let owned = self.owned.get(job);
+                        gone.retain(|n| {
+                            owned
+                                .and_then(|o| o.get(n))
+                                .is_none_or(|p| p.state == PodState::Live && !p.deleted)
                         });
+                        if !gone.is_empty() {
+                            writes.push(Write::DeletePods {
+                                owner: f.owner,
+                                job: job.clone(),
+                                pods: gone,
+                                reason: reason.clone(),
+                            });
+                        }
                     }
                 }
             }

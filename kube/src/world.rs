@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node as KNode, ObjectReference, Pod as KPod};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
@@ -282,7 +282,8 @@ pub enum Write {
         /// already runs (a replica's pod was deleted), whose failure is trouble.
         answer: bool,
     },
-    /// Delete pods of `owner` `job`: those named, or all of them when none is.
+    /// Delete pods of `owner` `job`, those named (each by name: a delete never takes a
+    /// pod made after it was decided).
     DeletePods {
         owner: Owner,
         job: String,
@@ -958,20 +959,13 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             pods: named,
             reason,
         } => {
-            let (ns, name) = split(job);
+            let (ns, _) = split(job);
             let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
-            if named.is_empty() {
-                let lp = ListParams::default().labels(&format!("{}={name}", owner.label()));
-                pods.delete_collection(&DeleteParams::default(), &lp)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            } else {
-                for p in named {
-                    match pods.delete(p, &DeleteParams::default()).await {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(s)) if s.code == 404 => {}
-                        Err(e) => return Err(format!("pod {p}: {e}")),
-                    }
+            for p in named {
+                match pods.delete(p, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(format!("pod {p}: {e}")),
                 }
             }
             tracing::info!(target: "maar::kube", "pods of {} {job} deleted: {reason}", owner.kind());

@@ -1086,7 +1086,7 @@ fn a_trainjob_whose_node_is_deleted_has_its_other_pods_deleted_too() {
     assert!(
         writes
             .iter()
-            .any(|w| matches!(w, Write::DeletePods { job, pods, .. } if job == "ml/gang" && pods.is_empty())),
+            .any(|w| matches!(w, Write::DeletePods { job, pods, .. } if job == "ml/gang" && pods.contains(&"gang-0".to_string()))),
         "{writes:?}"
     );
 }
@@ -1235,4 +1235,152 @@ fn a_pod_asking_for_two_kinds_of_gpu_device_is_told_which() {
         "{e:?}"
     );
     assert!(e.message.contains("nvidia.com/mig-1g.10gb"), "{e:?}");
+}
+
+fn llm(min: u32, max: u32) -> Seen {
+    Seen::Object(
+        Owner::InferenceService,
+        Watched::Apply(object(
+            Owner::InferenceService,
+            "ai",
+            "llm",
+            json!({"image": "vllm", "resources": {"pool": "training", "gpu": {"count": 1}},
+                   "replicas": {"min": min, "max": max}, "autoscale": {"target": 70}}),
+        )),
+    )
+}
+
+#[test]
+fn a_restarted_maar_keeps_the_replicas_it_finds_and_makes_only_the_missing_ones() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(
+        vec![
+            node("gpu-a", 2, "a100", json!({})),
+            node("gpu-b", 2, "a100", json!({})),
+        ],
+        vec![
+            service_pod("ai", "llm", "llm-3", "gpu-a", &[0]),
+            service_pod("ai", "llm", "llm-5", "gpu-b", &[1]),
+        ],
+    );
+    seen.push(llm(3, 4));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let first = made(&writes, "ai/llm");
+    assert_eq!(first.len(), 1, "{writes:?}");
+    let pods = &first[0].0;
+    assert_eq!(pods.len(), 1, "only the third replica is new: {pods:?}");
+    assert_eq!(pods[0].name, "llm-6", "numbered after the pods that exist");
+    assert!(
+        ![("gpu-a", vec![0u32]), ("gpu-b", vec![1])]
+            .contains(&(pods[0].at.node.as_str(), pods[0].at.gpus.clone())),
+        "not on a card a found replica holds: {pods:?}"
+    );
+    // Found with more replicas than its minimum: it wants what runs.
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(
+        vec![node("gpu-a", 4, "a100", json!({}))],
+        vec![
+            service_pod("ai", "llm", "llm-0", "gpu-a", &[0]),
+            service_pod("ai", "llm", "llm-1", "gpu-a", &[1]),
+            service_pod("ai", "llm", "llm-2", "gpu-a", &[2]),
+        ],
+    );
+    seen.push(llm(1, 4));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert!(made(&writes, "ai/llm").is_empty(), "{writes:?}");
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("ai/llm").unwrap() as usize];
+    assert_eq!((j.running_replicas(), j.desired_replicas), (3, 3));
+}
+
+#[test]
+fn a_trainjob_and_an_inference_service_of_one_name_the_later_is_refused() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob(
+            "ai",
+            "llm",
+            json!({"image": "i", "resources": {"pool": "training", "gpu": {"count": 1}}}),
+        )),
+    ));
+    d.step(&mut core, 1, seen);
+    assert_eq!(phase(&core, "ai/llm"), Phase::Running);
+    for t in 2..4 {
+        let (_, writes) = d.step(&mut core, t, vec![llm(1, 2)]);
+        assert!(
+            writes.iter().any(|w| matches!(w, Write::Unschedulable { job, message, object: Some(Owner::InferenceService), .. } if job == "ai/llm" && message.contains("already a job"))),
+            "{writes:?}"
+        );
+        assert!(made(&writes, "ai/llm").is_empty());
+        assert_eq!(
+            phase(&core, "ai/llm"),
+            Phase::Running,
+            "the TrainJob runs on"
+        );
+    }
+}
+
+#[test]
+fn a_replica_lost_from_a_cordoned_node_is_not_made_again_there() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(
+        vec![
+            node("gpu-a", 1, "a100", json!({})),
+            node("gpu-b", 1, "a100", json!({})),
+        ],
+        vec![],
+    );
+    seen.push(llm(1, 2));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let at = made(&writes, "ai/llm")[0].0[0].at.clone();
+    d.step(
+        &mut core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ai/llm".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(service_pod(
+                "ai", "llm", "llm-0", &at.node, &at.gpus,
+            ))),
+        ],
+    );
+    // kubectl drain: the node is cordoned and the pod evicted.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![
+            Seen::Node(Watched::Apply(node(
+                &at.node,
+                1,
+                "a100",
+                json!({"spec": {"unschedulable": true}}),
+            ))),
+            Seen::Pod(Watched::Delete(service_pod(
+                "ai", "llm", "llm-0", &at.node, &at.gpus,
+            ))),
+        ],
+    );
+    assert!(
+        !made(&writes, "ai/llm")
+            .iter()
+            .any(|(p, _)| p.iter().any(|p| p.at.node == at.node)),
+        "not made again on the drained node: {writes:?}"
+    );
+    // The service restarts by its policy (after its back-off) on the other node.
+    let mut elsewhere = false;
+    for t in 4..30 {
+        let (_, writes) = d.step(&mut core, t, vec![]);
+        elsewhere |= made(&writes, "ai/llm")
+            .iter()
+            .any(|(p, _)| p.iter().any(|p| p.at.node != at.node));
+    }
+    assert!(elsewhere, "placed again on the other node");
 }

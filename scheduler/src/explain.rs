@@ -98,10 +98,15 @@ impl Cluster {
     /// full filter must decide.
     fn short_of_cards(&self, n: NodeId, spec: &JobSpec, mult: u32) -> Option<NodeReason> {
         let want = spec.gpu.count * mult;
-        if want == 0 || spec.gpu.shared {
+        if want == 0 || spec.gpu.shared || spec.gpu.resource.is_some() {
             return None;
         }
         let node = &self.nodes[n as usize];
+        // Cards of several device resources (MIG instances, time-sliced replicas): the
+        // summary counts them all; `fit` tells them apart.
+        if node.gpus.iter().any(|g| g.resource.is_some()) {
+            return None;
+        }
         let sum = &self.summaries[n as usize];
         let model_ok = spec.gpu.models.is_empty()
             || node

@@ -752,8 +752,17 @@ impl Cluster {
         self.allocate(id, p);
     }
 
-    /// A job whose replicas were all adopted ([`Cluster::adopt`]): Running, bound.
+    /// A job whose replicas were all adopted ([`Cluster::adopt`]): Running, bound. An
+    /// inference service found with more replicas than it was submitted with wants
+    /// them (within its range), so its autoscaler starts from what runs.
     pub(crate) fn adopted(&mut self, id: JobId) {
+        if let JobKind::Inference(a) = &self.jobs[id as usize].spec.kind {
+            let found = self.jobs[id as usize].placements.len() as u32;
+            let want = found.clamp(a.min, a.max.max(a.min));
+            if want > self.jobs[id as usize].desired_replicas {
+                self.scale(id, want, "(found running)");
+            }
+        }
         self.set_phase(id, Phase::Running);
         let j = &mut self.jobs[id as usize];
         j.remaining_s = j.spec.est_runtime_s;

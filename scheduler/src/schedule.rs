@@ -350,9 +350,20 @@ impl Cluster {
         }
         let (_, mut p, card) = best?;
         if let (Some(card), Some(slot)) = (card, p.gpus.first_mut()) {
+            // The policy's card: one of the job's device resource with that much free
+            // compute and room for the slice's memory (else fit's own choice stays).
             let node = &self.nodes[p.node as usize];
+            let free_mem = |g: &Gpu| {
+                g.memory
+                    .saturating_sub(g.allocs.iter().map(|a| a.mem).sum::<u64>())
+            };
             if let Some(g) = node.sched_gpus().iter().find(|g| {
-                g.usable() && g.free_milli() as u16 == card && g.free_milli() >= slot.milli
+                g.usable()
+                    && g.resource.as_deref() == spec.gpu.resource.as_deref()
+                    && g.free_milli() as u16 == card
+                    && g.free_milli() >= slot.milli
+                    && free_mem(g) >= slot.mem
+                    && g.memory == node.gpus[slot.gpu as usize].memory
             }) {
                 slot.gpu = g.index;
             }
@@ -1085,6 +1096,7 @@ impl Cluster {
                             | NodeReason::Cordoned
                             | NodeReason::NoGpuLabels { .. }
                             | NodeReason::NoGpus
+                            | NodeReason::NoGpuResource { .. }
                             | NodeReason::ModelNotAllowed { .. }
                             | NodeReason::CardMemory { .. }
                             | NodeReason::MigSlices { .. },
