@@ -693,6 +693,21 @@ impl KubeDriver {
                     for k in gone {
                         self.pod_deleted(core, &k, events);
                     }
+                    // Pods of maar's objects gone while the watch was down.
+                    let mut touched = Vec::new();
+                    for (obj, pods) in &mut self.owned {
+                        let (ns, _) = obj.split_once('/').unwrap_or(("default", obj));
+                        for (name, p) in pods.iter_mut() {
+                            if !p.deleted && !set.contains(&format!("{ns}/{name}")) {
+                                p.deleted = true;
+                                touched.push(obj.clone());
+                            }
+                        }
+                    }
+                    touched.dedup();
+                    for obj in touched {
+                        self.trainjob_check(core, &obj, events, writes);
+                    }
                 }
             }
         }

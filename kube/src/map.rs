@@ -180,11 +180,12 @@ pub const LABEL_GPU_REPLICAS: &str = "nvidia.com/gpu.replicas";
 pub const LABEL_GPU_PRODUCT: &str = "nvidia.com/gpu.product";
 
 /// The memory of a MIG profile from its name (`1g.10gb`, `mig-3g.40gb`,
-/// `A100-SXM4-40GB-MIG-1g.5gb`).
+/// `mig-1c.3g.20gb`, `A100-SXM4-40GB-MIG-1g.5gb`).
 pub fn mig_profile_memory(name: &str) -> Option<u64> {
+    // The memory is the last part: `1g.10gb`, `1c.3g.20gb` (a compute instance).
     let lower = name.to_lowercase();
     let tail = lower.rsplit("mig-").next()?;
-    let gb = tail.split('.').nth(1)?.strip_suffix("gb")?;
+    let gb = tail.rsplit('.').next()?.strip_suffix("gb")?;
     gb.parse::<u64>().ok().map(|g| g << 30)
 }
 

@@ -1384,3 +1384,43 @@ fn a_replica_lost_from_a_cordoned_node_is_not_made_again_there() {
     }
     assert!(elsewhere, "placed again on the other node");
 }
+
+#[test]
+fn a_replica_pod_gone_while_the_watch_was_down_is_made_again() {
+    assert_eq!(
+        maar_kube::map::mig_profile_memory("nvidia.com/mig-1c.3g.20gb"),
+        Some(20 << 30),
+        "a compute-instance profile's memory"
+    );
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let mut seen = lists(vec![node("gpu-a", 2, "a100", json!({}))], vec![]);
+    seen.push(llm(1, 2));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    let at = made(&writes, "ai/llm")[0].0[0].at.clone();
+    d.step(
+        &mut core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ai/llm".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(service_pod(
+                "ai", "llm", "llm-0", &at.node, &at.gpus,
+            ))),
+        ],
+    );
+    // The watch drops; its relist no longer has llm-0.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Init), Seen::Pod(Watched::InitDone)],
+    );
+    let again = made(&writes, "ai/llm");
+    assert_eq!(again.len(), 1, "{writes:?}");
+    assert_eq!(
+        (again[0].0[0].name.as_str(), &again[0].0[0].at),
+        ("llm-1", &at)
+    );
+}

@@ -109,9 +109,15 @@ pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
     // time-sliced); MIG instances and renamed time-sliced replicas are parts of them.
     // Under the single MIG strategy every card is advertised as its instances: no count
     // to check.
+    // Cards partitioned into MIG instances are not whole cards either.
     let single_mig = labels
         .get("nvidia.com/gpu.product")
-        .is_some_and(|p| p.to_lowercase().contains("-mig-"));
+        .is_some_and(|p| p.to_lowercase().contains("-mig-"))
+        || n.gpus.iter().any(|g| {
+            g.resource
+                .as_deref()
+                .is_some_and(|r| r.starts_with("nvidia.com/mig-"))
+        });
     let per_card: usize = labels
         .get("nvidia.com/gpu.replicas")
         .and_then(|r| r.parse().ok())
