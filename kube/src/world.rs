@@ -166,6 +166,96 @@ impl PodSeen {
     }
 }
 
+/// A pod as the watch reads it: its metadata without `managedFields` (the largest part
+/// of a pod object, which maar never reads; decoding it was a good part of the CPU a
+/// watched pod cost), its spec and status as they are.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct SlimPod {
+    #[serde(deserialize_with = "slim_meta", default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<k8s_openapi::api::core::v1::PodSpec>,
+    #[serde(default)]
+    pub status: Option<k8s_openapi::api::core::v1::PodStatus>,
+}
+
+impl SlimPod {
+    pub fn into_pod(self) -> KPod {
+        KPod {
+            metadata: self.metadata,
+            spec: self.spec,
+            status: self.status,
+        }
+    }
+}
+
+/// The metadata fields maar reads (the rest, `managedFields` above all, is skipped
+/// unread).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaRead {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    #[serde(default)]
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default)]
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+fn slim_meta<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, D::Error> {
+    let m = <MetaRead as serde::Deserialize>::deserialize(d)?;
+    Ok(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        labels: m.labels,
+        annotations: m.annotations,
+        owner_references: m.owner_references,
+        deletion_timestamp: m.deletion_timestamp,
+        creation_timestamp: m.creation_timestamp,
+        ..Default::default()
+    })
+}
+
+impl kube::Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// A TrainJob or an InferenceService, as far as maar cares.
 #[derive(Clone, Debug)]
 pub struct ObjectSeen {
@@ -514,7 +604,7 @@ fn unreadable(o: &DynamicObject, e: maar_scheduler::manifest::SpecError) -> (Str
 /// Watches nodes, pods, namespaces and maar's own resources; every event (and every
 /// watch error) is sent on.
 pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Sender<Seen>) {
-    let pods: Api<KPod> = match &namespace {
+    let pods: Api<SlimPod> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -529,12 +619,15 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
     spawn_watch(pods, "pods", None, tx.clone(), move |ev| match ev {
         watcher::Event::Delete(p) => {
             // Gone: its job is not read, and its uid is forgotten.
+            let p = p.into_pod();
             let uid = p.metadata.uid.clone().unwrap_or_default();
             read.remove(&uid);
             let mut skip = std::collections::HashSet::from([uid]);
             Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(&p, &mut skip))))
         }
-        ev => Seen::Pod(forward(ev, |p| Box::new(PodSeen::of_unless(&p, &mut read)))),
+        ev => Seen::Pod(forward(ev, |p| {
+            Box::new(PodSeen::of_unless(&p.into_pod(), &mut read))
+        })),
     });
     for owner in Owner::ALL {
         let what = match owner {

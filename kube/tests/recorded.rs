@@ -68,3 +68,35 @@ fn recorded_pods_become_jobs_and_states() {
         .starts_with("0/1 nodes are available"));
     assert_eq!(map::job_of(&refused).unwrap().gpu.count, 16);
 }
+
+#[test]
+fn a_pod_read_without_its_managed_fields_is_seen_as_the_whole_pod_is() {
+    use maar_kube::world::{PodSeen, SlimPod};
+    for f in [
+        "pod-pending.json",
+        "pod-bound-by-maar.json",
+        "pod-unschedulable.json",
+    ] {
+        // As the API server sends it: with managedFields (the recordings had them cut).
+        let mut v: serde_json::Value = read(f);
+        v["metadata"]["managedFields"] = serde_json::json!([{
+            "manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-12-01T10:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}}}}},
+        }]);
+        let whole: KPod = serde_json::from_value(v.clone()).unwrap();
+        assert!(whole.metadata.managed_fields.is_some());
+        let slim: SlimPod = serde_json::from_value(v).unwrap();
+        let slim = slim.into_pod();
+        assert!(slim.metadata.managed_fields.is_none(), "{f}");
+        assert_eq!(
+            format!("{:?}", PodSeen::of(&whole)),
+            format!("{:?}", PodSeen::of(&slim)),
+            "{f}"
+        );
+        assert_eq!(
+            slim.metadata.resource_version,
+            whole.metadata.resource_version
+        );
+    }
+}
