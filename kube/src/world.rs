@@ -446,8 +446,11 @@ impl World {
     pub fn connect(
         opts: &crate::ConnectOptions,
     ) -> Result<(World, crate::Connected), crate::KubeError> {
+        // One worker: the watches and writes wait on the API server, not on CPU; a
+        // second worker cost about 15% more CPU per bound pod in hand-offs between the
+        // two (BENCHMARKS.md) for no more binds a second.
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name("maar-kube")
             .enable_all()
             .build()
