@@ -1241,8 +1241,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
     }
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (mut loaded, rec, conn) = backend::open_kube(&path, &opts)?;
-    loaded.core.set_placement(a.placement);
+    let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
     let note = loaded.note.clone();
     let line = format!(
         "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
@@ -1257,6 +1256,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
         read_only: a.read_only,
         mouse: a.mouse,
         theme,
+        placement: a.placement,
     };
     serve(loaded, rec, live, note, &line, o)
 }
@@ -1268,6 +1268,8 @@ struct Live {
     mouse: bool,
     /// The console's theme; none when headless.
     theme: Option<crate::console::theme::Theme>,
+    /// How nodes are chosen (`--placement`).
+    placement: maar_scheduler::placement::Policy,
 }
 
 /// A live cluster's engine started in real time and served: the console (as a viewer
@@ -1275,7 +1277,7 @@ struct Live {
 /// published seldom: nothing draws them). The engine is shut down after; the exit code
 /// is 0, or 128 + the signal.
 fn serve(
-    loaded: backend::Loaded,
+    mut loaded: backend::Loaded,
     rec: Record,
     live: Live,
     note: Option<String>,
@@ -1287,7 +1289,9 @@ fn serve(
         read_only,
         mouse,
         theme,
+        placement,
     } = live;
+    loaded.core.set_placement(placement);
     let handle = engine::start(
         loaded,
         Some(rec),
@@ -1380,8 +1384,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
     }
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (mut loaded, rec) = backend::open_local(&path, &opts)?;
-    loaded.core.set_placement(a.placement);
+    let (loaded, rec) = backend::open_local(&path, &opts)?;
     let note = loaded.note.clone();
     let line = format!(
         "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",
@@ -1393,6 +1396,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
         read_only: a.read_only,
         mouse: a.mouse,
         theme,
+        placement: a.placement,
     };
     serve(loaded, rec, live, note, &line, o)
 }

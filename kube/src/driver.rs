@@ -270,6 +270,27 @@ impl KubeDriver {
         out
     }
 
+    /// Something maar notes of the cluster (an event of its own).
+    fn note(
+        core: &mut Core,
+        severity: Severity,
+        reason: &str,
+        object: impl Into<String>,
+        message: impl Into<String>,
+        events: &mut Vec<Event>,
+    ) {
+        Self::observe(
+            core,
+            Observation::Note {
+                severity,
+                reason: reason.into(),
+                object: object.into(),
+                message: message.into(),
+            },
+            events,
+        );
+    }
+
     fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
         let mut out = core.apply_held(Input::Command {
             actor: actor(),
@@ -371,10 +392,10 @@ impl KubeDriver {
                     if let Some(set) = self.relist_objects.get_mut(&owner) {
                         set.insert(t.key.clone());
                     }
-                    self.trainjob_applied(core, *t, events, writes);
+                    self.object_applied(core, *t, events, writes);
                 }
-                Watched::Apply(t) => self.trainjob_applied(core, *t, events, writes),
-                Watched::Delete(t) => self.trainjob_deleted(core, &t.key, events),
+                Watched::Apply(t) => self.object_applied(core, *t, events, writes),
+                Watched::Delete(t) => self.object_deleted(core, &t.key, events),
                 Watched::InitDone => {
                     if let Some(set) = self.relist_objects.remove(&owner) {
                         let gone: Vec<String> = not_in(&self.objects, &set)
@@ -382,7 +403,7 @@ impl KubeDriver {
                             .filter(|k| self.objects[k].owner == owner)
                             .collect();
                         for k in gone {
-                            self.trainjob_deleted(core, &k, events);
+                            self.object_deleted(core, &k, events);
                         }
                     }
                     let stage = match owner {
@@ -513,16 +534,7 @@ impl KubeDriver {
                 } else {
                     Severity::Normal
                 };
-                Self::observe(
-                    core,
-                    Observation::Note {
-                        severity,
-                        reason: "Lease".into(),
-                        object: "cluster".into(),
-                        message: msg,
-                    },
-                    events,
-                );
+                Self::note(core, severity, "Lease", "cluster", msg, events);
             }
             Seen::Trouble(msg) => {
                 let now = core.now();
@@ -530,14 +542,12 @@ impl KubeDriver {
                 if last.is_none_or(|t| now >= t + 60) {
                     self.troubles.insert(msg.clone(), now);
                     tracing::warn!(target: "maar::kube", "{msg}");
-                    Self::observe(
+                    Self::note(
                         core,
-                        Observation::Note {
-                            severity: Severity::Warning,
-                            reason: "KubernetesTrouble".into(),
-                            object: "cluster".into(),
-                            message: msg,
-                        },
+                        Severity::Warning,
+                        "KubernetesTrouble",
+                        "cluster",
+                        msg,
                         events,
                     );
                 }
@@ -683,7 +693,7 @@ impl KubeDriver {
                     if let Some(o) = self.owned.get_mut(&tj_key).and_then(|o| o.get_mut(name)) {
                         o.deleted = true;
                     }
-                    self.trainjob_check(core, &tj_key, events, writes);
+                    self.object_check(core, &tj_key, events, writes);
                 }
                 None => self.pod_deleted(core, &p.key, events),
             },
@@ -706,7 +716,7 @@ impl KubeDriver {
                     }
                     touched.dedup();
                     for obj in touched {
-                        self.trainjob_check(core, &obj, events, writes);
+                        self.object_check(core, &obj, events, writes);
                     }
                 }
             }
@@ -732,7 +742,7 @@ impl KubeDriver {
                     deleted: false,
                 },
             );
-            self.trainjob_check(core, &tj_key, events, writes);
+            self.object_check(core, &tj_key, events, writes);
             return;
         }
         // Another scheduler's pod counts once it is bound (it holds its node's room).
@@ -923,14 +933,12 @@ impl KubeDriver {
                 );
             }
             Err((name, why)) => {
-                Self::observe(
+                Self::note(
                     core,
-                    Observation::Note {
-                        severity: Severity::Warning,
-                        reason: "BadPool".into(),
-                        object: format!("pool/{name}"),
-                        message: format!("Pool {name} is not used: {why}"),
-                    },
+                    Severity::Warning,
+                    "BadPool",
+                    format!("pool/{name}"),
+                    format!("Pool {name} is not used: {why}"),
                     events,
                 );
             }
@@ -1075,14 +1083,12 @@ impl KubeDriver {
         let q = match q {
             Ok(q) => q,
             Err((key, why)) => {
-                Self::observe(
+                Self::note(
                     core,
-                    Observation::Note {
-                        severity: Severity::Warning,
-                        reason: "BadQuota".into(),
-                        object: format!("quota/{key}"),
-                        message: format!("Quota {key} is not used: {why}"),
-                    },
+                    Severity::Warning,
+                    "BadQuota",
+                    format!("quota/{key}"),
+                    format!("Quota {key} is not used: {why}"),
                     events,
                 );
                 return;
@@ -1122,7 +1128,7 @@ impl KubeDriver {
         }
     }
 
-    fn trainjob_applied(
+    fn object_applied(
         &mut self,
         core: &mut Core,
         t: ObjectSeen,
@@ -1150,7 +1156,7 @@ impl KubeDriver {
                 // Edits to a submitted object's spec are not taken (as a pod's).
                 return;
             }
-            self.trainjob_deleted(core, &key, events);
+            self.object_deleted(core, &key, events);
         }
         let owner = t.owner;
         let kind = owner.kind();
@@ -1283,7 +1289,7 @@ impl KubeDriver {
         }
     }
 
-    fn trainjob_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+    fn object_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
         let Some(f) = self.objects.remove(key) else {
             return;
         };
@@ -1311,7 +1317,7 @@ impl KubeDriver {
     /// An object's pods changed. A TrainJob ends when one of its current pods fails
     /// (or is deleted) or all of them succeed; an InferenceService's replica whose pod
     /// was deleted or failed is made again where it runs.
-    fn trainjob_check(
+    fn object_check(
         &mut self,
         core: &mut Core,
         key: &str,
@@ -1365,7 +1371,7 @@ impl KubeDriver {
             });
             let looping = (f.replaced.len() + lost.len() > 3).then(|| {
                 format!(
-                    "pods of it were lost {} times within a minute",
+                    "its pods were lost {} times within a minute (`kubectl describe pod` says why)",
                     f.replaced.len() + lost.len()
                 )
             });
@@ -1405,22 +1411,20 @@ impl KubeDriver {
                 let j = &c.jobs[id as usize];
                 (j.spec.clone(), j.desired_replicas as usize)
             };
-            Self::observe(
+            Self::note(
                 core,
-                Observation::Note {
-                    severity: Severity::Warning,
-                    reason: "ReplicaReplaced".into(),
-                    object: format!("job/{key}"),
-                    message: format!(
-                        "{} pod(s) deleted or failed: made again where they ran ({})",
-                        again.len(),
-                        again
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                },
+                Severity::Warning,
+                "ReplicaReplaced",
+                format!("job/{key}"),
+                format!(
+                    "{} pod(s) deleted or failed: made again where they ran ({})",
+                    again.len(),
+                    again
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 events,
             );
             writes.push(Write::CreatePods {

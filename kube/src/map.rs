@@ -371,7 +371,7 @@ fn as_written(o: &kube::core::DynamicObject) -> serde_json::Value {
 
 /// A TrainJob or InferenceService object as maar's job: read by the manifests' own
 /// rules, so a file that `maar submit` takes is taken here as it is.
-pub fn trainjob_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
+pub fn object_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
     manifest_of(o)?.to_job_spec()
 }
 

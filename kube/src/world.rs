@@ -282,7 +282,7 @@ impl ObjectSeen {
                 o.metadata.name.as_deref().unwrap_or_default()
             ),
             uid: o.metadata.uid.clone().unwrap_or_default(),
-            spec: map::trainjob_of(o).and_then(|s| {
+            spec: map::object_of(o).and_then(|s| {
                 // The kind the object says must be the kind watched (a TrainJob's
                 // spec is not read as a service's).
                 let is_service = matches!(s.kind, maar_scheduler::model::JobKind::Inference(_));
@@ -536,7 +536,7 @@ fn forward<K, T>(ev: watcher::Event<K>, mut f: impl FnMut(K) -> T) -> Watched<T>
 /// forbidden one always is).
 struct Own {
     kind: &'static str,
-    done: fn() -> Seen,
+    done: Seen,
     say_missing: bool,
 }
 
@@ -546,7 +546,7 @@ struct Own {
 fn spawn_watch<K>(
     api: Api<K>,
     what: &'static str,
-    own: Option<Own>,
+    mut own: Option<Own>,
     tx: mpsc::Sender<Seen>,
     mut seen: impl FnMut(watcher::Event<K>) -> Seen + Send + 'static,
 ) where
@@ -560,13 +560,14 @@ fn spawn_watch<K>(
         while let Some(ev) = s.next().await {
             let msg = match ev {
                 Ok(ev) => seen(ev),
-                Err(e) => match (&own, unavailable(&e)) {
-                    (Some(o), Some(why)) => {
+                Err(e) => match (own.is_some(), unavailable(&e)) {
+                    (true, Some(why)) => {
+                        let o = own.take().expect("checked");
                         if o.say_missing || why == UNAVAILABLE_FORBIDDEN {
                             let _ = tx
                                 .send(Seen::Trouble(format!("{} are not watched: {why}", o.kind)));
                         }
-                        let _ = tx.send((o.done)());
+                        let _ = tx.send(o.done);
                         break;
                     }
                     _ => Seen::Trouble(format!("watching {what}: {e}")),
@@ -642,12 +643,7 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
             what,
             Some(Own {
                 kind: what,
-                done: match owner {
-                    Owner::TrainJob => || Seen::Object(Owner::TrainJob, Watched::InitDone),
-                    Owner::InferenceService => {
-                        || Seen::Object(Owner::InferenceService, Watched::InitDone)
-                    }
-                },
+                done: Seen::Object(owner, Watched::InitDone),
                 say_missing: true,
             }),
             tx.clone(),
@@ -660,7 +656,7 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         "pools",
         Some(Own {
             kind: "Pools",
-            done: || Seen::Pool(Watched::InitDone),
+            done: Seen::Pool(Watched::InitDone),
             say_missing: false,
         }),
         tx.clone(),
@@ -676,7 +672,7 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         "quotas",
         Some(Own {
             kind: "Quotas",
-            done: || Seen::Quota(Watched::InitDone),
+            done: Seen::Quota(Watched::InitDone),
             say_missing: false,
         }),
         tx.clone(),
@@ -691,7 +687,7 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
         "quota requests",
         Some(Own {
             kind: "QuotaRequests",
-            done: || Seen::QuotaRequest(Watched::InitDone),
+            done: Seen::QuotaRequest(Watched::InitDone),
             say_missing: false,
         }),
         tx.clone(),
@@ -802,7 +798,7 @@ pub async fn external_metric(
 ) -> Result<Vec<f64>, String> {
     let url = format!(
         "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}?labelSelector={}",
-        form_urlencoded_value(selector)
+        form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>()
     );
     let req = http::Request::get(url)
         .body(Vec::new())
@@ -811,7 +807,7 @@ pub async fn external_metric(
         Ok(v) => v,
         Err(kube::Error::Api(s)) if s.code == 404 => {
             return Err(format!(
-                "the external metrics API does not serve {metric} (404): install a metrics adapter that serves it, as the HPA it replaces needed"
+                "the external metrics API does not serve {metric} (404): install a metrics adapter that serves it (such as prometheus-adapter, as an HPA on this metric needs too)"
             ))
         }
         Err(e) => return Err(e.to_string()),
@@ -839,18 +835,6 @@ fn metric_value(q: &str) -> Option<f64> {
         return k.parse::<f64>().ok().map(|v| v * 1000.0);
     }
     q.parse::<f64>().ok()
-}
-
-/// A label selector as a query value (`=` and `,` escaped).
-fn form_urlencoded_value(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn describe(w: &Write) -> String {
