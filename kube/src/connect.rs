@@ -144,6 +144,61 @@ pub async fn config(opts: &ConnectOptions) -> Result<(Config, String), KubeError
     Ok((cfg, context))
 }
 
+/// The client: kube-rs's stack (base URL, retries of 5xx/429, credentials, extra
+/// headers, timeouts), but offering HTTP/2 as client-go does. Where the server takes
+/// it, the watches and all writes share one TLS connection, many requests a write
+/// (kube-rs's own client speaks HTTP/1.1 only: one connection per request in flight,
+/// each request its own TLS record and system call). A server that answers only
+/// HTTP/1.1 gets HTTP/1.1 (ALPN decides). kube-rs's per-request tracing span is left
+/// out: maar writes one or two requests a pod bound.
+pub fn client_of(cfg: Config) -> Result<Client, kube::Error> {
+    use kube::client::ConfigExt;
+    use tower::ServiceBuilder;
+    if let Some(proxy) = &cfg.proxy_url {
+        // As kube-rs's client without its proxy features: refused, not bypassed.
+        return Err(kube::Error::ProxyProtocolDisabled {
+            proxy_url: Box::new(proxy.clone()),
+            protocol_feature: "kube/http-proxy",
+        });
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(cfg.rustls_client_config()?)
+        .https_or_http();
+    let builder = match &cfg.tls_server_name {
+        Some(name) => {
+            let name = rustls_pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| kube::Error::Service(format!("tls-server-name {name}: {e}").into()))?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    let https = builder.enable_http1().enable_http2().wrap_connector(http);
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(cfg.connect_timeout);
+    connector.set_read_timeout(cfg.read_timeout);
+    connector.set_write_timeout(cfg.write_timeout);
+    let hyper: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            // As client-go: a ping after 30 s without a frame, the connection given up
+            // 15 s later (its watches then list again).
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(Duration::from_secs(15))
+            .build(connector);
+    let service = ServiceBuilder::new()
+        .layer(cfg.base_uri_layer())
+        .option_layer(cfg.default_retry.then(|| {
+            tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry())
+        }))
+        .option_layer(cfg.auth_layer()?)
+        .layer(cfg.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(hyper);
+    Ok(Client::new(service, cfg.default_namespace))
+}
+
 /// Turns an API error into the one-line error for `what` maar was doing.
 pub fn api_error(context: &str, url: &str, what: &str, e: kube::Error) -> KubeError {
     match e {
@@ -186,7 +241,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 pub async fn connect(opts: &ConnectOptions) -> Result<Connected, KubeError> {
     let (cfg, context) = config(opts).await?;
     let url = cfg.cluster_url.to_string();
-    let client = Client::try_from(cfg).map_err(|e| KubeError::Config(e.to_string()))?;
+    let client = client_of(cfg).map_err(|e| KubeError::Config(e.to_string()))?;
     let version = probe(&client, &context, &url, opts).await?;
     Ok(Connected {
         client,
@@ -236,4 +291,25 @@ pub async fn probe(
             api_error(context, url, &what, e)
         })?;
     Ok(version.git_version)
+}
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_client_is_built_for_a_server_and_a_proxy_is_refused_not_bypassed() {
+        let url: http::Uri = "https://127.0.0.1:6443".parse().unwrap();
+        let mut cfg = Config::new(url.clone());
+        cfg.accept_invalid_certs = true;
+        let client = client_of(cfg.clone()).unwrap();
+        assert_eq!(client.default_namespace(), "default");
+        cfg.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
+        let e = client_of(cfg).err().expect("refused");
+        assert!(
+            matches!(e, kube::Error::ProxyProtocolDisabled { .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("proxy.example"), "{e}");
+    }
 }
