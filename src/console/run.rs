@@ -150,11 +150,18 @@ async fn event_loop(
         tracing::info!(target: "maar", "{n}");
         app.message = n;
     }
-    // Logs: tracing events go to tui-logger's buffer, shown on the Logs screen.
+    // Logs: tracing events go to tui-logger's buffer, shown on the Logs screen. Info
+    // and above only, filtered before an event is built: the HTTP/2 and Kubernetes
+    // clients trace every frame and request at debug and trace level, which the Logs
+    // screen never shows.
     {
         use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::Layer;
         let _ = tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(tui_logger::TuiTracingSubscriberLayer),
+            tracing_subscriber::registry().with(
+                tui_logger::TuiTracingSubscriberLayer
+                    .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+            ),
         );
         let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
         tracing::info!(target: "maar", "console started: {} nodes, speed {}x, acting as {}", app.snapshot.nodes.len(), app.speed, app.actor);
