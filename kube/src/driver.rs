@@ -536,6 +536,21 @@ impl KubeDriver {
                 };
                 Self::note(core, severity, "Lease", "cluster", msg, events);
             }
+            Seen::EventsDropped(n) => {
+                let msg = format!(
+                    "{n} bound pod(s) got no Scheduled event: more than {} waited behind binds (binds go first, as kube-scheduler's event queue drops past 1,000); the pods are bound: `kubectl get pods -o wide` shows their nodes, maar's events each bind",
+                    crate::world::MAX_QUEUED_EVENTS
+                );
+                tracing::info!(target: "maar::kube", "{msg}");
+                Self::note(
+                    core,
+                    Severity::Normal,
+                    "EventsNotWritten",
+                    "cluster",
+                    msg,
+                    events,
+                );
+            }
             Seen::Trouble(msg) => {
                 let now = core.now();
                 let last = self.troubles.get(&msg).copied();

@@ -114,6 +114,29 @@ pub async fn step(api: &Api<Lease>, ns: &str, me: &str, now: i64) -> Result<Step
     }
 }
 
+/// Gives the lease up on the way out (as client-go's `ReleaseOnCancel`): its holder
+/// emptied, against the version read, so that another maar takes it over at its next
+/// look instead of after [`DURATION_S`] seconds. Returns whether this maar held it.
+pub async fn release(api: &Api<Lease>, me: &str) -> Result<bool, String> {
+    let Some(mut l) = api.get_opt(NAME).await.map_err(|e| e.to_string())? else {
+        return Ok(false);
+    };
+    let Some(spec) = l.spec.as_mut() else {
+        return Ok(false);
+    };
+    if spec.holder_identity.as_deref() != Some(me) {
+        return Ok(false);
+    }
+    spec.holder_identity = None;
+    l.metadata.managed_fields = None;
+    match api.replace(NAME, &PostParams::default(), &l).await {
+        Ok(_) => Ok(true),
+        // Renewed or taken meanwhile: not ours to give up.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Keeps looking at the lease, setting `leader`; each change (and each failure, which
 /// steps down once the lease would have run out) is told through `tell`.
 pub async fn run(

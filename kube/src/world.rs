@@ -5,11 +5,15 @@
 //!   `watcher` (list, then watch; relisted after a dropped watch, with back-off). A
 //!   relist is told to the driver as `Init` .. `InitDone`, so objects deleted while the
 //!   watch was down are seen as gone.
-//! - Writes run concurrently (at most [`MAX_WRITES`] at once): a bind (the GPU indices
-//!   annotated on the pod first, then the Binding subresource), a pod that cannot be
+//! - Writes run concurrently (at most [`MAX_WRITES`] at once): a bind (the Binding
+//!   subresource, the GPU indices riding on it as an annotation), a pod that cannot be
 //!   placed (`PodScheduled=False`, reason `Unschedulable`, with maar's explanation, and
 //!   a `FailedScheduling` event), a preempted pod deleted. Their outcome comes back on
 //!   the same channel.
+//! - A bound pod's `Scheduled` event is written after the writes waiting then: binds
+//!   first. At most [`MAX_QUEUED_EVENTS`] wait; past that they are not written and
+//!   counted ([`Seen::EventsDropped`]), as client-go's event broadcaster (which
+//!   kube-scheduler uses) drops events when its queue of 1,000 is full.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -26,6 +30,9 @@ use crate::map::{self, Owner, PodState, ANNOTATION_GPUS};
 
 /// Writes in flight at most.
 pub const MAX_WRITES: usize = 64;
+/// `Scheduled` events waiting to be written at most (client-go's event broadcaster
+/// queues as many); more are not written.
+pub const MAX_QUEUED_EVENTS: usize = 1000;
 /// Longest event note the API server takes (events.k8s.io/v1 `note`).
 const MAX_NOTE: usize = 1024;
 
@@ -70,20 +77,28 @@ impl Events {
             regarding.name.as_deref().unwrap_or("maar"),
             now.timestamp_nanos_opt().unwrap_or_default()
         );
-        let ev = json!({
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": ns},
-            "eventTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            "type": match type_ { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "reason": reason,
-            "action": action,
-            "note": cut_note(note),
-            "regarding": regarding,
-            "reportingController": "maar",
-            "reportingInstance": self.instance,
-        });
-        // Posted as built, the answer not parsed: thousands of pods are told at once.
+        let note = cut_note(note);
+        let ev = EventBody {
+            api_version: "events.k8s.io/v1",
+            kind: "Event",
+            metadata: EventMeta {
+                name: &name,
+                namespace: ns,
+            },
+            event_time: now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            type_: match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            },
+            reason,
+            action,
+            note: &note,
+            regarding,
+            reporting_controller: "maar",
+            reporting_instance: &self.instance,
+        };
+        // Serialized as built (no JSON tree first) and posted; the answer is not
+        // parsed: thousands of pods are told at once.
         let body = serde_json::to_vec(&ev).map_err(kube::Error::SerdeError)?;
         let req =
             kube::core::Request::new(format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"))
@@ -91,6 +106,59 @@ impl Events {
                 .map_err(kube::Error::BuildRequest)?;
         self.client.request_text(req).await.map(|_| ())
     }
+}
+
+/// An events.k8s.io/v1 Event as maar posts it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventBody<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: EventMeta<'a>,
+    event_time: String,
+    #[serde(rename = "type")]
+    type_: &'static str,
+    reason: &'a str,
+    action: &'a str,
+    note: &'a str,
+    regarding: &'a ObjectReference,
+    reporting_controller: &'static str,
+    reporting_instance: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct EventMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+}
+
+/// A pod's Binding (the `binding` subresource), with the cards as an annotation (the
+/// API server merges the binding's annotations into the pod).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingBody<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: BindingMeta<'a>,
+    target: BindingTarget<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct BindingMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<BTreeMap<&'static str, String>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingTarget<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    name: &'a str,
 }
 
 /// A change the watch saw, in the order it saw them (per kind).
@@ -166,17 +234,122 @@ impl PodSeen {
     }
 }
 
-/// A pod as the watch reads it: its metadata without `managedFields` (the largest part
-/// of a pod object, which maar never reads; decoding it was a good part of the CPU a
-/// watched pod cost), its spec and status as they are.
+/// A pod as the watch reads it: only the fields maar reads (the `map` functions and
+/// the manifests' `Pod`). The rest (`managedFields` above all, volumes, env, probes,
+/// tolerations) is skipped unread: decoding whole pods was a good part of the CPU a
+/// watched pod cost. A test checks that a pod read so is seen as the whole pod is.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct SlimPod {
     #[serde(deserialize_with = "slim_meta", default)]
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    #[serde(default)]
+    #[serde(deserialize_with = "slim_spec", default)]
     pub spec: Option<k8s_openapi::api::core::v1::PodSpec>,
-    #[serde(default)]
+    #[serde(deserialize_with = "slim_status", default)]
     pub status: Option<k8s_openapi::api::core::v1::PodStatus>,
+}
+
+/// The spec fields maar reads: who schedules it, its node, its node selector and its
+/// containers' requests (and the first one's image and command).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecRead {
+    #[serde(default)]
+    scheduler_name: Option<String>,
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    node_selector: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    containers: Vec<ContainerRead>,
+}
+
+#[derive(serde::Deserialize)]
+struct ContainerRead {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    args: Option<Vec<String>>,
+    #[serde(default)]
+    resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
+/// The status fields maar reads: the phase, why it failed, the containers' (last)
+/// terminations (an OOMKilled one).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusRead {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    container_statuses: Option<Vec<ContainerStatusRead>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerStatusRead {
+    #[serde(default)]
+    state: Option<k8s_openapi::api::core::v1::ContainerState>,
+    #[serde(default)]
+    last_state: Option<k8s_openapi::api::core::v1::ContainerState>,
+}
+
+fn slim_spec<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<k8s_openapi::api::core::v1::PodSpec>, D::Error> {
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    let Some(s) = <Option<SpecRead> as serde::Deserialize>::deserialize(d)? else {
+        return Ok(None);
+    };
+    Ok(Some(PodSpec {
+        scheduler_name: s.scheduler_name,
+        node_name: s.node_name,
+        node_selector: s.node_selector,
+        containers: s
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                command: c.command,
+                args: c.args,
+                resources: c.resources,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }))
+}
+
+fn slim_status<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<k8s_openapi::api::core::v1::PodStatus>, D::Error> {
+    use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
+    let Some(s) = <Option<StatusRead> as serde::Deserialize>::deserialize(d)? else {
+        return Ok(None);
+    };
+    Ok(Some(PodStatus {
+        phase: s.phase,
+        message: s.message,
+        reason: s.reason,
+        container_statuses: s.container_statuses.map(|cs| {
+            cs.into_iter()
+                .map(|c| ContainerStatus {
+                    state: c.state,
+                    last_state: c.last_state,
+                    ..Default::default()
+                })
+                .collect()
+        }),
+        ..Default::default()
+    }))
 }
 
 impl SlimPod {
@@ -336,6 +509,9 @@ pub enum Seen {
     Trouble(String),
     /// Who schedules changed (the lease): what is true now.
     Lease(String),
+    /// This many bound pods' `Scheduled` events were not written: more than
+    /// [`MAX_QUEUED_EVENTS`] waited behind binds (told once the queue is empty).
+    EventsDropped(u64),
 }
 
 /// A write maar makes.
@@ -433,7 +609,9 @@ fn split(job: &str) -> (&str, &str) {
 
 /// The async side, running on its own runtime.
 pub struct World {
-    rt: tokio::runtime::Runtime,
+    /// Stops the runtime's thread (dropped: stops it too).
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
     writes: tokio::sync::mpsc::UnboundedSender<Write>,
     seen: mpsc::Receiver<Seen>,
     /// This maar holds the scheduling lease.
@@ -446,12 +624,11 @@ impl World {
     pub fn connect(
         opts: &crate::ConnectOptions,
     ) -> Result<(World, crate::Connected), crate::KubeError> {
-        // One worker: the watches and writes wait on the API server, not on CPU; a
-        // second worker cost about 15% more CPU per bound pod in hand-offs between the
-        // two (BENCHMARKS.md) for no more binds a second.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("maar-kube")
+        // One thread runs it all: the watches and writes wait on the API server, not on
+        // CPU. Two workers cost about 15% more CPU per bound pod in hand-offs between
+        // them, and one worker beside the thread that drives it still more than this
+        // (BENCHMARKS.md), for no more binds a second.
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
@@ -459,34 +636,68 @@ impl World {
         let (tx, seen) = mpsc::channel();
         let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
         let leader = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The lease lives in the one namespace watched, else in kube-system.
+        let lease_ns = conn
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "kube-system".to_string());
+        let me = format!(
+            "{}_{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
+            std::process::id()
+        );
         {
             let _guard = rt.enter();
             spawn_watchers(&conn.client, conn.namespace.clone(), tx.clone());
-            // The lease lives in the one namespace watched, else in kube-system.
-            let ns = conn
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "kube-system".to_string());
-            let me = format!(
-                "{}_{}",
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
-                std::process::id()
-            );
             let t = tx.clone();
             tokio::spawn(crate::lease::run(
                 conn.client.clone(),
-                ns,
-                me,
+                lease_ns.clone(),
+                me.clone(),
                 leader.clone(),
                 move |m| {
                     let _ = t.send(Seen::Lease(m));
                 },
             ));
-            tokio::spawn(writer(conn.client.clone(), wrx, tx));
+            tokio::spawn(writer(
+                conn.client.clone(),
+                wrx,
+                tx,
+                WriterLimits::default(),
+            ));
         }
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (client, held) = (conn.client.clone(), leader.clone());
+        let thread = std::thread::Builder::new()
+            .name("maar-kube".into())
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+                // On the way out the lease is given up, so that another maar schedules
+                // at once (not after the lease runs out).
+                if held.load(std::sync::atomic::Ordering::SeqCst) {
+                    let api = Api::namespaced(client, &lease_ns);
+                    let release = crate::lease::release(&api, &me);
+                    // The timer is made inside the runtime (it needs its clock).
+                    let within = async {
+                        tokio::time::timeout(std::time::Duration::from_secs(2), release).await
+                    };
+                    match rt.block_on(within) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(target: "maar::kube", "giving the lease up: {e}")
+                        }
+                        Err(_) => {
+                            tracing::warn!(target: "maar::kube", "giving the lease up: no answer within 2 s")
+                        }
+                    }
+                }
+                rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            })
+            .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
         Ok((
             World {
-                rt,
+                stop: Some(stop),
+                thread: Some(thread),
                 writes,
                 seen,
                 leader,
@@ -516,8 +727,17 @@ impl World {
     }
 
     /// Stops the watchers and drops writes not yet made.
-    pub fn shutdown(self) {
-        self.rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -735,44 +955,137 @@ fn unavailable(e: &watcher::Error) -> Option<&'static str> {
     }
 }
 
-/// Carries out writes, at most [`MAX_WRITES`] at once.
-async fn writer(
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// How many writes the writer keeps in flight, and how many `Scheduled` events wait.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterLimits {
+    pub in_flight: usize,
+    pub queued_events: usize,
+}
+
+impl Default for WriterLimits {
+    fn default() -> Self {
+        WriterLimits {
+            in_flight: MAX_WRITES,
+            queued_events: MAX_QUEUED_EVENTS,
+        }
+    }
+}
+
+/// Carries out writes, all in this one task (a task a write cost more in hand-offs
+/// than the write itself): the writes waiting first, then bound pods' `Scheduled`
+/// events (see the module's notes).
+pub async fn writer(
     client: Client,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Write>,
     tx: mpsc::Sender<Seen>,
+    limits: WriterLimits,
 ) {
+    type Running<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Option<Scheduled>> + Send + 'a>>;
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into());
-    let recorder = Arc::new(Events::new(client.clone(), &host));
-    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_WRITES));
-    while let Some(w) = rx.recv().await {
-        let Ok(permit) = limit.clone().acquire_owned().await else {
-            break;
-        };
-        let (client, tx, recorder) = (client.clone(), tx.clone(), recorder.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            if let Write::ReadLoad { job, selector } = &w {
-                let _ = tx.send(read_load(&client, job, selector).await);
-                return;
+    let recorder = Events::new(client.clone(), &host);
+    let (client, recorder, tx) = (&client, &recorder, &tx);
+    let mut running: futures::stream::FuturesUnordered<Running<'_>> =
+        futures::stream::FuturesUnordered::new();
+    let mut events: std::collections::VecDeque<Scheduled> = Default::default();
+    let mut dropped = 0u64;
+    let mut open = true;
+    loop {
+        // Writes first; an event only when no write waits.
+        while running.len() < limits.in_flight {
+            if open {
+                match rx.try_recv() {
+                    Ok(w) => {
+                        running.push(Box::pin(write_one(client, recorder, tx, w)));
+                        continue;
+                    }
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => open = false,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {}
+                }
             }
-            let out = carry_out(&client, &recorder, &w).await;
-            let msg = match (&w, out) {
-                (
-                    Write::Bind { job, .. }
-                    | Write::CreatePods {
-                        job, answer: true, ..
-                    },
-                    result,
-                ) => Seen::Bound {
-                    job: job.clone(),
-                    result,
-                },
-                (_, Ok(())) => return,
-                (w, Err(e)) => Seen::Trouble(format!("{}: {e}", describe(w))),
+            let Some(e) = events.pop_front() else {
+                break;
             };
-            let _ = tx.send(msg);
-        });
+            running.push(Box::pin(async move {
+                e.publish(recorder).await;
+                None
+            }));
+        }
+        if events.is_empty() && dropped > 0 {
+            let _ = tx.send(Seen::EventsDropped(dropped));
+            dropped = 0;
+        }
+        if !open && running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            w = rx.recv(), if open && running.len() < limits.in_flight => match w {
+                Some(w) => running.push(Box::pin(write_one(client, recorder, tx, w))),
+                None => open = false,
+            },
+            Some(done) = running.next(), if !running.is_empty() => {
+                if let Some(e) = done {
+                    if events.len() < limits.queued_events {
+                        events.push_back(e);
+                    } else {
+                        dropped += 1;
+                    }
+                }
+            }
+        }
     }
+}
+
+/// One write, its answer sent back when the driver waits for one. A bind done returns
+/// its `Scheduled` event, to be written later.
+async fn write_one(
+    client: &Client,
+    recorder: &Events,
+    tx: &mpsc::Sender<Seen>,
+    w: Write,
+) -> Option<Scheduled> {
+    if let Write::ReadLoad { job, selector } = &w {
+        let _ = tx.send(read_load(client, job, selector).await);
+        return None;
+    }
+    if let Write::Bind {
+        job,
+        uid,
+        node,
+        gpus,
+    } = w
+    {
+        let result = bind(client, &job, &uid, &node, &gpus).await;
+        let ok = result.is_ok();
+        let _ = tx.send(Seen::Bound {
+            job: job.clone(),
+            result,
+        });
+        return ok.then_some(Scheduled { job, uid, node });
+    }
+    // Boxed: thousands of binds in flight do not each carry the largest write's state.
+    let out = Box::pin(carry_out(client, recorder, &w)).await;
+    let msg = match (&w, out) {
+        (
+            Write::CreatePods {
+                job, answer: true, ..
+            },
+            result,
+        ) => Seen::Bound {
+            job: job.clone(),
+            result,
+        },
+        (_, Ok(())) => return None,
+        (w, Err(e)) => Seen::Trouble(format!("{}: {e}", describe(w))),
+    };
+    let _ = tx.send(msg);
+    None
 }
 
 /// Carries out a ReadLoad: the answer goes back as [`Seen::Load`].
@@ -898,6 +1211,69 @@ pub fn cut_note(s: &str) -> String {
     format!("{}...", &s[..end])
 }
 
+/// Binds pod `job` (`namespace/name`, `uid`) to `node` on cards `gpus`.
+async fn bind(
+    client: &Client,
+    job: &str,
+    uid: &str,
+    node: &str,
+    gpus: &[u32],
+) -> Result<(), String> {
+    let (ns, name) = split(job);
+    // One request: the API server sets the node and merges the binding's
+    // annotations (the cards) into the pod together; the uid makes sure the pod
+    // bound is the one maar saw, not another of the same name.
+    let binding = BindingBody {
+        api_version: "v1",
+        kind: "Binding",
+        metadata: BindingMeta {
+            name,
+            namespace: ns,
+            uid,
+            annotations: (!gpus.is_empty()).then(|| {
+                let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+                BTreeMap::from([(ANNOTATION_GPUS, list.join(","))])
+            }),
+        },
+        target: BindingTarget {
+            api_version: "v1",
+            kind: "Node",
+            name: node,
+        },
+    };
+    let body = serde_json::to_vec(&binding).map_err(|e| e.to_string())?;
+    let req = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods"))
+        .create_subresource("binding", name, &PostParams::default(), body)
+        .map_err(|e| e.to_string())?;
+    // The answer (a Status) is not parsed: an error is.
+    client.request_text(req).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// A bound pod's `Scheduled` event, to be written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scheduled {
+    pub job: String,
+    pub uid: String,
+    pub node: String,
+}
+
+impl Scheduled {
+    /// Writes it, as kube-scheduler says it (for `kubectl describe pod`); a failure is
+    /// logged only.
+    pub async fn publish(&self, recorder: &Events) {
+        let (ns, name) = split(&self.job);
+        let note = format!("Successfully assigned {ns}/{name} to {}", self.node);
+        let reference = pod_ref(ns, name, &self.uid);
+        if let Err(e) = recorder
+            .publish(EventType::Normal, "Scheduled", "Binding", &note, &reference)
+            .await
+        {
+            tracing::warn!(target: "maar::kube", "event for {}: {e}", self.job);
+        }
+    }
+}
+
 /// One write against the API server.
 pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<(), String> {
     match w {
@@ -907,42 +1283,14 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             node,
             gpus,
         } => {
-            let (ns, name) = split(job);
-            let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
-            // One request: the API server sets the node and merges the binding's
-            // annotations (the cards) into the pod together; the uid makes sure the pod
-            // bound is the one maar saw, not another of the same name.
-            let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-            let mut meta = json!({"name": name, "namespace": ns});
-            if !uid.is_empty() {
-                meta["uid"] = json!(uid);
+            bind(client, job, uid, node, gpus).await?;
+            Scheduled {
+                job: job.clone(),
+                uid: uid.clone(),
+                node: node.clone(),
             }
-            if !gpus.is_empty() {
-                meta["annotations"] = json!({ANNOTATION_GPUS: list.join(",")});
-            }
-            let binding = json!({
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": meta,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-            });
-            pods.create_subresource::<_, serde_json::Value>(
-                "binding",
-                name,
-                &PostParams::default(),
-                &binding,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            // As kube-scheduler says it, for `kubectl describe pod`.
-            let note = format!("Successfully assigned {ns}/{name} to {node}");
-            let reference = pod_ref(ns, name, uid);
-            if let Err(e) = recorder
-                .publish(EventType::Normal, "Scheduled", "Binding", &note, &reference)
-                .await
-            {
-                tracing::warn!(target: "maar::kube", "event for {job}: {e}");
-            }
+            .publish(recorder)
+            .await;
             Ok(())
         }
         Write::Unschedulable {

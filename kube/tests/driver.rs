@@ -1424,3 +1424,23 @@ fn a_replica_pod_gone_while_the_watch_was_down_is_made_again() {
         ("llm-1", &at)
     );
 }
+
+#[test]
+fn scheduled_events_not_written_are_told_to_the_operator_once_with_their_count() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (events, _) = d.step(&mut core, 1, vec![Seen::EventsDropped(3937)]);
+    let told: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason == "EventsNotWritten")
+        .collect();
+    assert_eq!(told.len(), 1, "{events:?}");
+    assert!(
+        told[0]
+            .message
+            .starts_with("3937 bound pod(s) got no Scheduled event"),
+        "{}",
+        told[0].message
+    );
+    assert!(told[0].message.contains("kubectl get pods -o wide"));
+}

@@ -8,7 +8,7 @@ use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use kube::Client;
 use maar_kube::map::Owner;
-use maar_kube::world::{carry_out, Events, NewPod, Write};
+use maar_kube::world::{carry_out, writer, Events, NewPod, Seen, Write, WriterLimits};
 use serde_json::{json, Value};
 use tower_test::mock;
 
@@ -81,6 +81,24 @@ async fn a_bind_posts_the_binding_with_the_gpus_and_says_scheduled() {
         send.send_response(ok(
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
         ));
+        // Then the Scheduled event, as kube-scheduler writes it.
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::POST);
+        assert!(
+            uri.starts_with("/apis/events.k8s.io/v1/namespaces/ml/events"),
+            "{uri}"
+        );
+        assert_eq!(body["reason"], "Scheduled");
+        assert_eq!(body["type"], "Normal");
+        assert_eq!(
+            body["note"],
+            "Successfully assigned ml/train-0 to gpu-node-1"
+        );
+        assert_eq!(body["regarding"]["name"], "train-0");
+        assert_eq!(body["regarding"]["uid"], "u-0");
+        assert_eq!(body["reportingController"], "maar");
+        assert!(body["eventTime"].as_str().unwrap().ends_with('Z'));
+        send.send_response(ok(body));
     });
     let w = Write::Bind {
         job: "ml/train-0".into(),
@@ -601,5 +619,207 @@ async fn a_services_scale_down_deletes_the_pods_named_and_a_new_replica_is_owned
         answer: true,
     };
     carry_out(&client, &recorder(&client), &w).await.unwrap();
+    server.await.unwrap();
+}
+
+fn binds(n: usize) -> Vec<Write> {
+    (0..n)
+        .map(|i| Write::Bind {
+            job: format!("ml/p-{i}"),
+            uid: format!("u-{i}"),
+            node: "gpu-node-1".into(),
+            gpus: vec![i as u32],
+        })
+        .collect()
+}
+
+/// Runs the writer on `writes` (queued before it starts) with `limits`, answering
+/// every request with success; returns the requests' paths (events as
+/// `event:<pod>`) in the order they came, and what the writer told the driver.
+async fn run_writer(writes: Vec<Write>, limits: WriterLimits) -> (Vec<String>, Vec<Seen>) {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let mut seen = Vec::new();
+        while let Some((req, send)) = h.next_request().await {
+            let uri = req.uri().path().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            if uri.contains("/events") {
+                seen.push(format!(
+                    "event:{}",
+                    body["regarding"]["name"].as_str().unwrap()
+                ));
+                send.send_response(ok(body));
+            } else {
+                seen.push(uri);
+                send.send_response(ok(
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+                ));
+            }
+        }
+        seen
+    });
+    let (wtx, wrx) = tokio::sync::mpsc::unbounded_channel();
+    for w in writes {
+        wtx.send(w).unwrap();
+    }
+    drop(wtx);
+    let (tx, rx) = std::sync::mpsc::channel();
+    writer(client, wrx, tx, limits).await;
+    let requests = server.await.unwrap();
+    (requests, rx.try_iter().collect())
+}
+
+#[tokio::test]
+async fn binds_go_before_scheduled_events_and_events_past_the_queue_are_counted_not_written() {
+    let limits = WriterLimits {
+        in_flight: 1,
+        queued_events: 2,
+    };
+    let (requests, told) = run_writer(binds(5), limits).await;
+    let binding = |i: usize| format!("/api/v1/namespaces/ml/pods/p-{i}/binding");
+    assert_eq!(
+        requests,
+        vec![
+            binding(0),
+            binding(1),
+            binding(2),
+            binding(3),
+            binding(4),
+            "event:p-0".into(),
+            "event:p-1".into(),
+        ]
+    );
+    // Every bind answered as it was made; the three events not written counted once.
+    let bound: Vec<&str> = told
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Bound {
+                job,
+                result: Ok(()),
+            } => Some(job.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound, ["ml/p-0", "ml/p-1", "ml/p-2", "ml/p-3", "ml/p-4"]);
+    let dropped: Vec<u64> = told
+        .iter()
+        .filter_map(|s| match s {
+            Seen::EventsDropped(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dropped, [3]);
+}
+
+#[tokio::test]
+async fn with_room_in_the_queue_every_bound_pod_gets_its_scheduled_event() {
+    let (requests, told) = run_writer(binds(20), WriterLimits::default()).await;
+    let events = requests.iter().filter(|r| r.starts_with("event:")).count();
+    assert_eq!(events, 20);
+    for i in 0..20 {
+        assert!(requests.contains(&format!("event:p-{i}")), "{requests:?}");
+    }
+    assert!(!told.iter().any(|s| matches!(s, Seen::EventsDropped(_))));
+    assert_eq!(
+        told.iter()
+            .filter(|s| matches!(s, Seen::Bound { result: Ok(()), .. }))
+            .count(),
+        20
+    );
+}
+
+#[tokio::test]
+async fn a_failed_bind_gets_no_scheduled_event() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let mut n = 0;
+        while let Some((_, send)) = h.next_request().await {
+            n += 1;
+            send.send_response(status(
+                409,
+                "Conflict",
+                "pod p-0 is already assigned to node \"other\"",
+            ));
+        }
+        n
+    });
+    let (wtx, wrx) = tokio::sync::mpsc::unbounded_channel();
+    wtx.send(binds(1).remove(0)).unwrap();
+    drop(wtx);
+    let (tx, rx) = std::sync::mpsc::channel();
+    writer(client, wrx, tx, WriterLimits::default()).await;
+    assert_eq!(server.await.unwrap(), 1, "the binding only");
+    match rx.try_recv().unwrap() {
+        Seen::Bound {
+            job,
+            result: Err(e),
+        } => {
+            assert_eq!(job, "ml/p-0");
+            assert!(e.contains("already assigned"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_maar_on_its_way_out_gives_its_lease_up_and_only_its_own() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use maar_kube::lease::release;
+    let now = 1_800_000_000;
+    // Held by this maar: written back without a holder, against the version read.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, _, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::GET);
+        send.send_response(ok(lease("me", now - 1, 2)));
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PUT);
+        assert!(uri.contains("/leases/maar-scheduler"), "{uri}");
+        assert!(body["spec"].get("holderIdentity").is_none(), "{body}");
+        assert_eq!(body["spec"]["leaseTransitions"], 2);
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        send.send_response(ok(body));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert!(release(&api, "me").await.unwrap());
+    server.await.unwrap();
+
+    // Held by another: nothing is written.
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        send.send_response(ok(lease("other", now - 1, 2)));
+        assert!(h.next_request().await.is_none(), "no write");
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert!(!release(&api, "me").await.unwrap());
+    drop(api);
+    server.await.unwrap();
+
+    // A lease with no holder is taken at the next look (not after 15 s).
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (_, _, _, send) = next(&mut h).await;
+        let mut l = lease("x", now - 1, 2);
+        l["spec"].as_object_mut().unwrap().remove("holderIdentity");
+        send.send_response(ok(l));
+        let (m, _, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PUT);
+        assert_eq!(body["spec"]["holderIdentity"], "me");
+        send.send_response(ok(body));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert_eq!(
+        maar_kube::lease::step(&api, "kube-system", "me", now)
+            .await
+            .unwrap(),
+        maar_kube::lease::Step::Held { took_from: None }
+    );
     server.await.unwrap();
 }

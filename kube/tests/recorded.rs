@@ -1,6 +1,8 @@
 //! The mapping on objects recorded from a real kube-apiserver (v1.26.2, docs/kube.md):
 //! a GPU node as `kubectl` created and patched it, a pod waiting for maar, a pod maar
-//! bound (nodeName and the GPU indices annotation), a pod maar marked unschedulable.
+//! bound (nodeName and the GPU indices annotation), a pod maar marked unschedulable, a
+//! pod whose container was OOMKilled (with the volumes, env, probes, init container and
+//! tolerations users' pods carry, and its managedFields as the API server sends them).
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
 use maar_kube::map::{self, PodState};
@@ -70,12 +72,13 @@ fn recorded_pods_become_jobs_and_states() {
 }
 
 #[test]
-fn a_pod_read_without_its_managed_fields_is_seen_as_the_whole_pod_is() {
+fn a_pod_read_slim_is_seen_as_the_whole_pod_is() {
     use maar_kube::world::{PodSeen, SlimPod};
     for f in [
         "pod-pending.json",
         "pod-bound-by-maar.json",
         "pod-unschedulable.json",
+        "pod-oomkilled.json",
     ] {
         // As the API server sends it: with managedFields (the recordings had them cut).
         let mut v: serde_json::Value = read(f);
@@ -99,4 +102,46 @@ fn a_pod_read_without_its_managed_fields_is_seen_as_the_whole_pod_is() {
             whole.metadata.resource_version
         );
     }
+}
+
+#[test]
+fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
+    use maar_kube::world::{PodSeen, SlimPod};
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/pod-oomkilled.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let whole: KPod = serde_json::from_str(&text).unwrap();
+    let slim: SlimPod = serde_json::from_str(&text).unwrap();
+    let slim = slim.into_pod();
+    // What maar does not read is not kept.
+    let spec = slim.spec.as_ref().unwrap();
+    assert!(whole.spec.as_ref().unwrap().volumes.is_some());
+    assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+    assert!(spec.containers.iter().all(|c| c.env.is_none()));
+    assert!(slim.metadata.managed_fields.is_none());
+    for p in [&whole, &slim] {
+        match map::pod_state(p) {
+            PodState::Failed { oom: true, message } => {
+                assert!(
+                    message.starts_with("OOMKilled (exit code 137)"),
+                    "{message}"
+                );
+                assert!(message.contains("memory limit 32Gi reached"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Both containers' requests; the node selector's model; its node.
+        let job = map::job_of(p).unwrap();
+        assert_eq!(job.gpu.count, 2);
+        assert_eq!(job.cpu_milli, 8_500);
+        assert_eq!(job.memory, (32u64 << 30) + (256 << 20));
+        assert_eq!(map::pod_node(p), Some("gpu-node-1"));
+        assert!(map::is_ours(p));
+    }
+    assert_eq!(
+        format!("{:?}", PodSeen::of(&whole)),
+        format!("{:?}", PodSeen::of(&slim))
+    );
 }
