@@ -370,15 +370,19 @@ pub fn open_kube(
         ..Default::default()
     };
     let mut core = Core::new(maar_scheduler::Cluster::new(config));
+    let mut first = Vec::new();
     if from > 0 {
-        core.apply(maar_scheduler::Input::Advance { to: from });
+        first = core
+            .apply(maar_scheduler::Input::Advance { to: from })
+            .events;
     }
     let mut driver = maar_kube::KubeDriver::new(world);
-    let (seen, complete) = driver.first_lists(&mut core, opts.timeout * 3);
+    let (seen, complete, listed) = driver.first_lists(&mut core, opts.timeout * 3);
+    first.extend(listed);
     let after_seq = rec.last_seq()?;
-    // What the first lists caused (nodes joined, pools and projects seen, troubles) is
-    // history too.
-    let first: Vec<_> = core.cluster().events.iter().cloned().collect();
+    // What the first lists caused (nodes joined, pools and projects seen, jobs found,
+    // troubles) is history too: every event, not only the core's newest (50,000 pods
+    // listed are 50,000 events).
     rec.append_events(&first)?;
     rec.checkpoint(after_seq, core.now(), &core.checkpoint_json(false), "null")?;
     let note = format!(

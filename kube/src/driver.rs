@@ -208,8 +208,13 @@ impl KubeDriver {
 
     /// Feeds what the watch saw until nodes, pods and namespaces are listed once (or
     /// `within` passes): the cluster as it is before the console opens. Returns how
-    /// many things were seen, and whether the lists completed.
-    pub fn first_lists(&mut self, core: &mut Core, within: std::time::Duration) -> (usize, bool) {
+    /// many things were seen, whether the lists completed, and the events they caused
+    /// (all of them, for the record: the core keeps only its newest few thousand).
+    pub fn first_lists(
+        &mut self,
+        core: &mut Core,
+        within: std::time::Duration,
+    ) -> (usize, bool, Vec<Event>) {
         let end = std::time::Instant::now() + within;
         let mut n = 0;
         let mut events = Vec::new();
@@ -226,7 +231,7 @@ impl KubeDriver {
             n += 1;
         }
         self.flush(writes);
-        (n, self.listed.iter().all(|l| *l))
+        (n, self.listed.iter().all(|l| *l), events)
     }
 
     /// Which first list a thing waits for (none for pools and namespaces).

@@ -646,11 +646,11 @@ impl World {
             std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
             std::process::id()
         );
-        {
+        let (lease, writes_task) = {
             let _guard = rt.enter();
             spawn_watchers(&conn.client, conn.namespace.clone(), tx.clone());
             let t = tx.clone();
-            tokio::spawn(crate::lease::run(
+            let lease = tokio::spawn(crate::lease::run(
                 conn.client.clone(),
                 lease_ns.clone(),
                 me.clone(),
@@ -659,21 +659,29 @@ impl World {
                     let _ = t.send(Seen::Lease(m));
                 },
             ));
-            tokio::spawn(writer(
+            let writes = tokio::spawn(writer(
                 conn.client.clone(),
                 wrx,
                 tx,
                 WriterLimits::default(),
             ));
-        }
+            (lease, writes)
+        };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (client, held) = (conn.client.clone(), leader.clone());
         let thread = std::thread::Builder::new()
             .name("maar-kube".into())
             .spawn(move || {
                 let _ = rt.block_on(stopped);
-                // On the way out the lease is given up, so that another maar schedules
-                // at once (not after the lease runs out).
+                // No more writes and no more renewals: then the lease is given up, so
+                // that another maar schedules at once (not after the lease runs out),
+                // and never while this one still writes.
+                rt.block_on(async {
+                    for task in [writes_task, lease] {
+                        task.abort();
+                        let _ = task.await;
+                    }
+                });
                 if held.load(std::sync::atomic::Ordering::SeqCst) {
                     let api = Api::namespaced(client, &lease_ns);
                     let release = crate::lease::release(&api, &me);
@@ -996,9 +1004,10 @@ pub async fn writer(
     let mut events: std::collections::VecDeque<Scheduled> = Default::default();
     let mut dropped = 0u64;
     let mut open = true;
+    let in_flight = limits.in_flight.max(1);
     loop {
         // Writes first; an event only when no write waits.
-        while running.len() < limits.in_flight {
+        while running.len() < in_flight {
             if open {
                 match rx.try_recv() {
                     Ok(w) => {
@@ -1025,7 +1034,7 @@ pub async fn writer(
             break;
         }
         tokio::select! {
-            w = rx.recv(), if open && running.len() < limits.in_flight => match w {
+            w = rx.recv(), if open && running.len() < in_flight => match w {
                 Some(w) => running.push(Box::pin(write_one(client, recorder, tx, w))),
                 None => open = false,
             },
@@ -1045,6 +1054,41 @@ pub async fn writer(
 /// One write, its answer sent back when the driver waits for one. A bind done returns
 /// its `Scheduled` event, to be written later.
 async fn write_one(
+    client: &Client,
+    recorder: &Events,
+    tx: &mpsc::Sender<Seen>,
+    w: Write,
+) -> Option<Scheduled> {
+    use futures::FutureExt;
+    // All writes share one task: one that panics is told (a bind as failed, so that
+    // the job goes back to the queue) and the others go on.
+    let (bind, what) = match &w {
+        Write::Bind { job, .. } => (Some(job.clone()), None),
+        w => (None, Some(describe(w))),
+    };
+    match std::panic::AssertUnwindSafe(write_inner(client, recorder, tx, w))
+        .catch_unwind()
+        .await
+    {
+        Ok(e) => e,
+        Err(_) => {
+            let what =
+                what.unwrap_or_else(|| format!("binding pod {}", bind.as_deref().unwrap_or("?")));
+            let why = format!("{what}: the write failed inside maar (a bug: please report it)");
+            tracing::error!(target: "maar::kube", "{why}");
+            let _ = tx.send(match bind {
+                Some(job) => Seen::Bound {
+                    job,
+                    result: Err(why),
+                },
+                None => Seen::Trouble(why),
+            });
+            None
+        }
+    }
+}
+
+async fn write_inner(
     client: &Client,
     recorder: &Events,
     tx: &mpsc::Sender<Seen>,

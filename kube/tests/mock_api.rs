@@ -823,3 +823,46 @@ async fn a_maar_on_its_way_out_gives_its_lease_up_and_only_its_own() {
     );
     server.await.unwrap();
 }
+
+#[tokio::test]
+async fn writes_that_come_while_the_writer_waits_are_carried_out_and_it_ends_when_told() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let mut paths = Vec::new();
+        while let Some((req, send)) = h.next_request().await {
+            let path = req.uri().path().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            paths.push(path);
+            send.send_response(ok(serde_json::from_slice(&bytes).unwrap()));
+        }
+        paths
+    });
+    let (wtx, wrx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A limit of 0 is taken as 1 (not a writer that never writes).
+    let limits = WriterLimits {
+        in_flight: 0,
+        queued_events: 10,
+    };
+    let w = tokio::spawn(writer(client, wrx, tx, limits));
+    for b in binds(3) {
+        // The writer is idle (waiting on the channel) when each comes.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        wtx.send(b).unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    drop(wtx);
+    tokio::time::timeout(std::time::Duration::from_secs(5), w)
+        .await
+        .expect("the writer ends once its channel closes and its work is done")
+        .unwrap();
+    let paths = server.await.unwrap();
+    assert_eq!(paths.iter().filter(|p| p.ends_with("/binding")).count(), 3);
+    assert_eq!(paths.iter().filter(|p| p.contains("/events")).count(), 3);
+    let bound = rx
+        .try_iter()
+        .filter(|s| matches!(s, Seen::Bound { result: Ok(()), .. }))
+        .count();
+    assert_eq!(bound, 3);
+}

@@ -2,7 +2,9 @@
 //! a GPU node as `kubectl` created and patched it, a pod waiting for maar, a pod maar
 //! bound (nodeName and the GPU indices annotation), a pod maar marked unschedulable, a
 //! pod whose container was OOMKilled (with the volumes, env, probes, init container and
-//! tolerations users' pods carry, and its managedFields as the API server sends them).
+//! tolerations users' pods carry, and its managedFields as the API server sends them;
+//! no kubelet runs there, so its status was set with `kubectl patch --subresource=status`
+//! as a kubelet reports an OOM kill).
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
 use maar_kube::map::{self, PodState};
