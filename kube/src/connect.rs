@@ -300,7 +300,7 @@ mod client_tests {
     #[tokio::test]
     async fn the_client_is_built_for_a_server_and_a_proxy_is_refused_not_bypassed() {
         let url: http::Uri = "https://127.0.0.1:6443".parse().unwrap();
-        let mut cfg = Config::new(url.clone());
+        let mut cfg = Config::new(url);
         cfg.accept_invalid_certs = true;
         let client = client_of(cfg.clone()).unwrap();
         assert_eq!(client.default_namespace(), "default");

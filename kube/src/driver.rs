@@ -543,7 +543,7 @@ impl KubeDriver {
             }
             Seen::EventsDropped(n) => {
                 let msg = format!(
-                    "{n} bound pod(s) got no Scheduled event: more than {} waited behind binds (binds go first, as kube-scheduler's event queue drops past 1,000); the pods are bound: `kubectl get pods -o wide` shows their nodes, maar's events each bind",
+                    "{n} bound pod(s) got no Scheduled event: more than {} events waited behind binds, and binds go first (kube-scheduler's event queue also drops past 1,000); the pods are bound all the same: `kubectl get pods -o wide` shows their nodes, and maar's own events have each bind",
                     crate::world::MAX_QUEUED_EVENTS
                 );
                 tracing::info!(target: "maar::kube", "{msg}");

@@ -250,54 +250,40 @@ pub struct SlimPod {
 
 /// The spec fields maar reads: who schedules it, its node, its node selector and its
 /// containers' requests (and the first one's image and command).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct SpecRead {
-    #[serde(default)]
     scheduler_name: Option<String>,
-    #[serde(default)]
     node_name: Option<String>,
-    #[serde(default)]
     node_selector: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     containers: Vec<ContainerRead>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
 struct ContainerRead {
-    #[serde(default)]
     name: String,
-    #[serde(default)]
     image: Option<String>,
-    #[serde(default)]
     command: Option<Vec<String>>,
-    #[serde(default)]
     args: Option<Vec<String>>,
-    #[serde(default)]
     resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
 }
 
 /// The status fields maar reads: the phase, why it failed, the containers' (last)
 /// terminations (an OOMKilled one).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct StatusRead {
-    #[serde(default)]
     phase: Option<String>,
-    #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
     reason: Option<String>,
-    #[serde(default)]
     container_statuses: Option<Vec<ContainerStatusRead>>,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct ContainerStatusRead {
-    #[serde(default)]
     state: Option<k8s_openapi::api::core::v1::ContainerState>,
-    #[serde(default)]
     last_state: Option<k8s_openapi::api::core::v1::ContainerState>,
 }
 
@@ -364,26 +350,17 @@ impl SlimPod {
 
 /// The metadata fields maar reads (the rest, `managedFields` above all, is skipped
 /// unread).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct MetaRead {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     uid: Option<String>,
-    #[serde(default)]
     resource_version: Option<String>,
-    #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
-    #[serde(default)]
     deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    #[serde(default)]
     creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
@@ -607,7 +584,7 @@ fn split(job: &str) -> (&str, &str) {
     job.split_once('/').unwrap_or(("default", job))
 }
 
-/// The async side, running on its own runtime.
+/// The async side, on a thread and a runtime of its own.
 pub struct World {
     /// Stops the runtime's thread (dropped: stops it too).
     stop: Option<tokio::sync::oneshot::Sender<()>>,

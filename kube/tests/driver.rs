@@ -1128,6 +1128,11 @@ fn mig_instances_and_time_sliced_replicas_are_cards_only_their_own_pods_take() {
     };
     assert_eq!(mem("nvidia.com/mig-1g.10gb"), 10 << 30);
     assert_eq!(mem("nvidia.com/mig-3g.40gb"), 40 << 30);
+    assert_eq!(
+        maar_kube::map::mig_profile_memory("nvidia.com/mig-1c.3g.20gb"),
+        Some(20 << 30),
+        "a compute-instance profile's memory"
+    );
     // T4s time-sliced 4 ways, renamed: 8 replicas of 2 cards, each a quarter of 16Gi.
     let shared = node(
         "t4-shared",
@@ -1237,6 +1242,32 @@ fn a_pod_asking_for_two_kinds_of_gpu_device_is_told_which() {
     assert!(e.message.contains("nvidia.com/mig-1g.10gb"), "{e:?}");
 }
 
+/// Service `ai/llm` (1 to 2 replicas) started on what `seen` lists: its first
+/// replica's pod made, bound and seen. Returns where it runs.
+fn llm_running(
+    core: &mut Core,
+    d: &mut KubeDriver,
+    mut seen: Vec<Seen>,
+) -> maar_scheduler::input::Binding {
+    seen.push(llm(1, 2));
+    let (_, writes) = d.step(core, 1, seen);
+    let at = made(&writes, "ai/llm")[0].0[0].at.clone();
+    d.step(
+        core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ai/llm".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(service_pod(
+                "ai", "llm", "llm-0", &at.node, &at.gpus,
+            ))),
+        ],
+    );
+    at
+}
+
 fn llm(min: u32, max: u32) -> Seen {
     Seen::Object(
         Owner::InferenceService,
@@ -1329,29 +1360,14 @@ fn a_trainjob_and_an_inference_service_of_one_name_the_later_is_refused() {
 fn a_replica_lost_from_a_cordoned_node_is_not_made_again_there() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();
-    let mut seen = lists(
+    let seen = lists(
         vec![
             node("gpu-a", 1, "a100", json!({})),
             node("gpu-b", 1, "a100", json!({})),
         ],
         vec![],
     );
-    seen.push(llm(1, 2));
-    let (_, writes) = d.step(&mut core, 1, seen);
-    let at = made(&writes, "ai/llm")[0].0[0].at.clone();
-    d.step(
-        &mut core,
-        2,
-        vec![
-            Seen::Bound {
-                job: "ai/llm".into(),
-                result: Ok(()),
-            },
-            Seen::Pod(Watched::Apply(service_pod(
-                "ai", "llm", "llm-0", &at.node, &at.gpus,
-            ))),
-        ],
-    );
+    let at = llm_running(&mut core, &mut d, seen);
     // kubectl drain: the node is cordoned and the pod evicted.
     let (_, writes) = d.step(
         &mut core,
@@ -1387,30 +1403,10 @@ fn a_replica_lost_from_a_cordoned_node_is_not_made_again_there() {
 
 #[test]
 fn a_replica_pod_gone_while_the_watch_was_down_is_made_again() {
-    assert_eq!(
-        maar_kube::map::mig_profile_memory("nvidia.com/mig-1c.3g.20gb"),
-        Some(20 << 30),
-        "a compute-instance profile's memory"
-    );
     let mut core = new_core();
     let mut d = KubeDriver::detached();
-    let mut seen = lists(vec![node("gpu-a", 2, "a100", json!({}))], vec![]);
-    seen.push(llm(1, 2));
-    let (_, writes) = d.step(&mut core, 1, seen);
-    let at = made(&writes, "ai/llm")[0].0[0].at.clone();
-    d.step(
-        &mut core,
-        2,
-        vec![
-            Seen::Bound {
-                job: "ai/llm".into(),
-                result: Ok(()),
-            },
-            Seen::Pod(Watched::Apply(service_pod(
-                "ai", "llm", "llm-0", &at.node, &at.gpus,
-            ))),
-        ],
-    );
+    let seen = lists(vec![node("gpu-a", 2, "a100", json!({}))], vec![]);
+    let at = llm_running(&mut core, &mut d, seen);
     // The watch drops; its relist no longer has llm-0.
     let (_, writes) = d.step(
         &mut core,
