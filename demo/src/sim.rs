@@ -635,6 +635,7 @@ impl Sim {
             image: "registry.example.com/ai/train:latest".into(),
             command: Vec::new(),
             node_selector: Default::default(),
+            rules: Default::default(),
         };
         match self.observe_submit(core, spec, log) {
             Ok(id) => {

@@ -89,6 +89,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             image: String::new(),
             command: Vec::new(),
             node_selector: Default::default(),
+            rules: Default::default(),
         };
         c.submit(spec).expect("unique names");
     }

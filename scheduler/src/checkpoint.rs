@@ -275,6 +275,9 @@ impl Cluster {
             if j.is_inference() {
                 c.services.insert(id);
             }
+            if !j.spec.rules.pod_anti_affinity.is_empty() {
+                c.anti.insert(id);
+            }
             if j.placements.iter().any(|p| !p.bound) {
                 c.assumed.insert(id);
             }

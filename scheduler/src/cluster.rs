@@ -172,6 +172,9 @@ pub struct Cluster {
     pub(crate) restarting: BTreeSet<JobId>,
     /// Inference services (they scale), by id.
     pub(crate) services: BTreeSet<JobId>,
+    /// Jobs with a required pod anti-affinity (a pod placed later must keep off
+    /// their domain), by id.
+    pub(crate) anti: BTreeSet<JobId>,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     pub(crate) next_request: u32,
@@ -290,6 +293,7 @@ impl Cluster {
             pending: BTreeMap::new(),
             restarting: BTreeSet::new(),
             services: BTreeSet::new(),
+            anti: BTreeSet::new(),
             running_by_prio: BTreeSet::new(),
             next_request: 1,
             pool_cap: Vec::new(),
@@ -697,6 +701,14 @@ impl Cluster {
         self.shape_add(id);
         if self.jobs[id as usize].is_inference() {
             self.services.insert(id);
+        }
+        if !self.jobs[id as usize]
+            .spec
+            .rules
+            .pod_anti_affinity
+            .is_empty()
+        {
+            self.anti.insert(id);
         }
         self.emit(Severity::Normal, "Submitted", self.job_ref(id), msg);
         Ok(id)

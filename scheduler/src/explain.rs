@@ -78,6 +78,7 @@ impl Cluster {
         mult: u32,
     ) -> Vec<(NodeId, Result<Placement, NodeReason>)> {
         let mut out = Vec::with_capacity(self.nodes.len());
+        let view = self.pod_rules_view(spec, &[]);
         for (p, _) in self.candidate_pools(pool) {
             for n in self.pool_nodes(p) {
                 let v = match self.short_of_cards(n, spec, mult) {
@@ -85,6 +86,7 @@ impl Cluster {
                     None => {
                         let node = &self.nodes[n as usize];
                         fit(node, n, self.overcommit_of(node), spec, mult)
+                            .and_then(|p| self.pod_rules(spec, view.as_ref(), n, &[]).map(|_| p))
                     }
                 };
                 out.push((n, v));
@@ -102,6 +104,14 @@ impl Cluster {
             return None;
         }
         let node = &self.nodes[n as usize];
+        // A rule `fit` checks before the cards (a taint, the selector, node affinity,
+        // the vendor) is the node's first reason: the full filter says it.
+        if crate::fit::node_rules(node, spec).is_err()
+            || spec.gpu.vendor.is_some()
+            || node.vendor_label().is_some_and(|v| v != "nvidia")
+        {
+            return None;
+        }
         // Cards of several device resources (MIG instances, time-sliced replicas): the
         // summary counts them all; `fit` tells them apart.
         if node.gpus.iter().any(|g| g.resource.is_some()) {
@@ -1087,6 +1097,10 @@ impl Cluster {
         {
             return false;
         }
+        // Its taints and the job's required node affinity hold whatever runs there.
+        if spec.rules.node_ok(&n.name, n.labels(), &n.taints).is_err() {
+            return false;
+        }
         if spec.gpu.count > 0 {
             let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
             if n.labels()
@@ -1584,6 +1598,50 @@ impl Cluster {
                         out.push(format!("uncordoning node {} would start it now", node.name));
                     }
                 }
+            }
+        }
+        // Taints the job does not tolerate: a toleration for the one that keeps it
+        // off, proven by resubmitting the job with it.
+        let mut taints: Vec<crate::rules::Taint> = Vec::new();
+        for (n, v) in verdicts {
+            if let Err(NodeReason::Taint { .. }) = v {
+                let node = &self.nodes[*n as usize];
+                if let Some(t) = crate::rules::untolerated(&node.taints, &spec.rules.tolerations) {
+                    if !taints.contains(t) {
+                        taints.push(t.clone());
+                    }
+                }
+            }
+        }
+        for t in taints.iter().take(3) {
+            let mut s = spec.clone();
+            s.rules.tolerations.push(crate::rules::Toleration {
+                key: Some(t.key.clone()),
+                operator: Some(
+                    if t.value.is_empty() {
+                        "Exists"
+                    } else {
+                        "Equal"
+                    }
+                    .into(),
+                ),
+                value: (!t.value.is_empty()).then(|| t.value.clone()),
+                effect: Some(t.effect),
+                toleration_seconds: None,
+            });
+            if self.resubmit_starts(j, &s, j.pool, replicas) {
+                out.push(format!(
+                    "a toleration for {} (tolerations: [{{key: {}, operator: {}{}, effect: {}}}]) would start it now",
+                    t.text(),
+                    t.key,
+                    if t.value.is_empty() { "Exists" } else { "Equal" },
+                    if t.value.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", value: {}", t.value)
+                    },
+                    t.effect.name()
+                ));
             }
         }
         // Preemption.

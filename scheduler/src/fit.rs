@@ -83,6 +83,37 @@ pub enum NodeReason {
     NoGpuResource {
         resource: String,
     },
+    /// A taint (NoSchedule, NoExecute) the job does not tolerate (TaintToleration).
+    Taint {
+        taint: String,
+    },
+    /// The job's required node affinity matches no term on the node (NodeAffinity).
+    NodeAffinity {
+        terms: String,
+    },
+    /// A host port the job asks for is held on the node (NodePorts).
+    HostPort {
+        port: u16,
+        protocol: String,
+    },
+    /// A pod the job's required pod affinity asks for is not in the node's domain
+    /// (or the node has no such domain).
+    PodAffinity {
+        term: String,
+    },
+    /// A pod in the node's domain matches the job's required anti-affinity, or the
+    /// job matches a placed pod's (InterPodAffinity).
+    PodAntiAffinity {
+        term: String,
+        /// The placed pod whose anti-affinity refuses the job, when it is that way.
+        of: Option<String>,
+    },
+    /// Placing it here would spread its pods more unevenly than `maxSkew` over the
+    /// topology key's domains, or the node lacks the key (PodTopologySpread).
+    TopologySpread {
+        key: String,
+        max_skew: u32,
+    },
 }
 
 impl NodeReason {
@@ -126,6 +157,21 @@ impl NodeReason {
             NodeReason::Selector { key, want } => format!("node selector {key}={want} unmatched"),
             NodeReason::Vendor { have, want } => format!("GPU vendor {have}, not {want}"),
             NodeReason::NoGpuResource { resource } => format!("no {resource} devices"),
+            NodeReason::Taint { taint } => format!("untolerated taint {taint}"),
+            NodeReason::NodeAffinity { .. } => "node affinity unmatched".into(),
+            NodeReason::HostPort { port, protocol } => {
+                format!("host port {port}/{protocol} in use")
+            }
+            NodeReason::PodAffinity { term } => format!("pod affinity unmet ({term})"),
+            NodeReason::PodAntiAffinity { term, of: None } => {
+                format!("pod anti-affinity ({term})")
+            }
+            NodeReason::PodAntiAffinity { term, of: Some(p) } => {
+                format!("{p}'s pod anti-affinity ({term})")
+            }
+            NodeReason::TopologySpread { key, max_skew } => {
+                format!("topology spread over {key} (maxSkew {max_skew})")
+            }
         }
     }
 
@@ -144,6 +190,13 @@ impl NodeReason {
             (Selector { key: a, want: x }, Selector { key: b, want: y }) => a == b && x == y,
             (Vendor { have: a, .. }, Vendor { have: b, .. }) => a == b,
             (NoGpuResource { resource: a }, NoGpuResource { resource: b }) => a == b,
+            (Taint { taint: a }, Taint { taint: b }) => a == b,
+            (HostPort { port: a, .. }, HostPort { port: b, .. }) => a == b,
+            (PodAffinity { term: a }, PodAffinity { term: b }) => a == b,
+            (PodAntiAffinity { term: a, of: x }, PodAntiAffinity { term: b, of: y }) => {
+                a == b && x == y
+            }
+            (TopologySpread { key: a, .. }, TopologySpread { key: b, .. }) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
@@ -180,6 +233,9 @@ impl NodeReason {
                 fmt_bytes(*free),
                 fmt_bytes(*want)
             ),
+            NodeReason::NodeAffinity { terms } => {
+                format!("labels matching its node affinity ({terms})")
+            }
             other => other.phrase(spec),
         }
     }
@@ -193,6 +249,13 @@ impl NodeReason {
     pub fn distance(&self) -> u64 {
         match self {
             NodeReason::ReservedForBackfill { .. } => 10,
+            // Pods placed there end (or move): like resources held.
+            NodeReason::HostPort { .. }
+            | NodeReason::PodAntiAffinity { .. }
+            | NodeReason::TopologySpread { .. } => 1_200,
+            NodeReason::PodAffinity { .. } => 1_300,
+            NodeReason::Taint { .. } => 1_550_000,
+            NodeReason::NodeAffinity { .. } => 1_600_000,
             NodeReason::SpreadConflict => 50,
             NodeReason::GpusCordoned { free_usable, want } => {
                 200 + (want - free_usable) as u64 * 10
@@ -317,19 +380,7 @@ pub fn fit_except(
     if let Condition::NotReady(why) = &node.condition {
         return Err(NodeReason::NotReady { why: why.clone() });
     }
-    if node.cordoned {
-        return Err(NodeReason::Cordoned);
-    }
-    if let Some((k, v)) = spec
-        .node_selector
-        .iter()
-        .find(|(k, v)| node.labels().get(*k) != Some(*v))
-    {
-        return Err(NodeReason::Selector {
-            key: k.clone(),
-            want: v.clone(),
-        });
-    }
+    node_rules(node, spec)?;
     let count = spec.gpu.count * mult;
     if count > 0 {
         // A request without a vendor asks for NVIDIA cards (`nvidia.com/gpu`); GPU
@@ -502,6 +553,40 @@ pub fn fit_except(
         on_loan: false,
         bound: false,
     })
+}
+
+/// The node-level rules, in kube-scheduler's order: NodeUnschedulable (a cordon; in
+/// maar absolute, even for a pod that tolerates `node.kubernetes.io/unschedulable`),
+/// TaintToleration, the node selector, then NodeAffinity's required terms.
+pub fn node_rules(node: &Node, spec: &JobSpec) -> Result<(), NodeReason> {
+    if node.cordoned {
+        return Err(NodeReason::Cordoned);
+    }
+    if let Some(t) = crate::rules::untolerated(&node.taints, &spec.rules.tolerations) {
+        return Err(NodeReason::Taint { taint: t.text() });
+    }
+    if let Some((k, v)) = spec
+        .node_selector
+        .iter()
+        .find(|(k, v)| node.labels().get(*k) != Some(*v))
+    {
+        return Err(NodeReason::Selector {
+            key: k.clone(),
+            want: v.clone(),
+        });
+    }
+    if let Some(terms) = &spec.rules.node_affinity {
+        if !terms.iter().any(|t| t.matches(&node.name, node.labels())) {
+            return Err(NodeReason::NodeAffinity {
+                terms: terms
+                    .iter()
+                    .map(crate::rules::NodeSelectorTerm::text)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Splits a merged placement of `mult` replicas into one placement per replica.

@@ -30,6 +30,7 @@ pub mod explain;
 pub mod fit;
 pub mod fxhash;
 pub mod input;
+pub mod interpod;
 pub mod jobs;
 pub mod limits;
 pub mod manifest;
@@ -38,6 +39,7 @@ pub mod model;
 pub mod placement;
 pub mod quantity;
 pub mod replay;
+pub mod rules;
 pub mod schedule;
 pub mod whatif;
 

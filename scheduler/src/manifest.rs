@@ -73,6 +73,9 @@ pub struct ManifestSpec {
     pub estimated_runtime: Option<Duration>,
     #[serde(default)]
     pub autoscale: Option<AutoscaleSpec>,
+    /// Taints its pods tolerate, as in a pod's `tolerations` (a team's reserved nodes).
+    #[serde(default)]
+    pub tolerations: Vec<crate::rules::Toleration>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -562,6 +565,11 @@ impl Manifest {
             image: s.image.clone(),
             command: s.command.iter().chain(s.args.iter()).cloned().collect(),
             node_selector: s.node_selector.clone(),
+            rules: crate::rules::PodRules {
+                tolerations: s.tolerations.clone(),
+                labels: self.metadata.labels.clone(),
+                ..Default::default()
+            },
         })
     }
 }
@@ -631,6 +639,82 @@ pub struct PodSpec {
     pub containers: Vec<Container>,
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
+    /// Run one after another before the containers: the pod needs the most any one
+    /// of them asks, if that is more than the containers' sum.
+    #[serde(default)]
+    pub init_containers: Vec<Container>,
+    /// What the pod's runtime class adds to its requests.
+    #[serde(default)]
+    pub overhead: BTreeMap<String, K8sQuantity>,
+    #[serde(default)]
+    pub tolerations: Vec<crate::rules::Toleration>,
+    #[serde(default)]
+    pub affinity: Option<K8sAffinity>,
+    #[serde(default)]
+    pub topology_spread_constraints: Vec<K8sSpread>,
+    /// The priority the API server's Priority admission set from the pod's
+    /// PriorityClass.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+}
+
+/// A pod's `affinity`: node affinity (required terms; preferred as a score), pod
+/// affinity and anti-affinity (required terms; preferred ones are not kept).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sAffinity {
+    #[serde(default)]
+    pub node_affinity: Option<K8sNodeAffinity>,
+    #[serde(default)]
+    pub pod_affinity: Option<K8sPodAffinity>,
+    #[serde(default)]
+    pub pod_anti_affinity: Option<K8sPodAffinity>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sNodeAffinity {
+    #[serde(default)]
+    pub required_during_scheduling_ignored_during_execution: Option<K8sNodeSelector>,
+    #[serde(default)]
+    pub preferred_during_scheduling_ignored_during_execution: Vec<crate::rules::PreferredTerm>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sNodeSelector {
+    #[serde(default)]
+    pub node_selector_terms: Vec<crate::rules::NodeSelectorTerm>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sPodAffinity {
+    #[serde(default)]
+    pub required_during_scheduling_ignored_during_execution: Vec<crate::rules::PodAffinityTerm>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sSpread {
+    pub max_skew: u32,
+    pub topology_key: String,
+    pub when_unsatisfiable: String,
+    #[serde(default)]
+    pub label_selector: Option<crate::rules::LabelSelector>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPort {
+    #[serde(default)]
+    pub host_port: Option<i64>,
+    #[serde(default)]
+    pub host_ip: Option<String>,
+    #[serde(default)]
+    pub protocol: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -645,6 +729,8 @@ pub struct Container {
     pub args: Vec<String>,
     #[serde(default)]
     pub resources: Option<ContainerResources>,
+    #[serde(default)]
+    pub ports: Vec<ContainerPort>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -672,95 +758,251 @@ pub struct PodRequests {
     pub command: Vec<String>,
 }
 
-impl PodSpec {
-    /// The containers' requests summed (a request, else its limit, as Kubernetes takes
-    /// it); `at` names the containers' field in errors.
-    pub fn requests(&self, at: &str) -> Result<PodRequests, SpecError> {
-        let (mut gpus, mut cpu, mut mem, mut disk) = (0u32, 0u64, 0u64, 0u64);
-        let mut vendor: Option<String> = None;
-        let mut device: Option<String> = None;
-        let (mut command, mut image) = (Vec::new(), String::new());
-        for (i, c) in self.containers.iter().enumerate() {
-            let field = |k: &str| format!("{at}[{i}].resources.{k}");
-            let r = c.resources.clone().unwrap_or_default();
-            // A request, else the limit (Kubernetes takes the limit as the request
-            // when only the limit is set).
-            let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
-            // GPUs under their vendors' resource names.
-            for k in r.requests.keys().chain(r.limits.keys()) {
-                match gpu_vendor(k) {
-                    Some(v) => {
-                        if vendor.as_deref().is_some_and(|x| x != v) {
-                            return Err(bad(&field(k), "one job asks for GPUs of one vendor"));
-                        }
-                        vendor = Some(v.to_string());
-                    }
-                    None if k.ends_with("/gpu") => {
-                        return Err(bad(
-                            &field(k),
-                            format!("`{k}` is not a GPU resource maar knows (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, ...)"),
-                        ))
-                    }
-                    None => {}
-                }
+/// One container's (or the overhead's) asks: GPUs and their device resource, CPU,
+/// memory, disk.
+#[derive(Clone, Copy, Default)]
+struct Asks {
+    gpus: u64,
+    cpu: u64,
+    mem: u64,
+    disk: u64,
+}
+
+impl Asks {
+    fn add(&mut self, o: &Asks) {
+        self.gpus += o.gpus;
+        self.cpu = self.cpu.saturating_add(o.cpu);
+        self.mem = self.mem.saturating_add(o.mem);
+        self.disk = self.disk.saturating_add(o.disk);
+    }
+    fn max(&mut self, o: &Asks) {
+        self.gpus = self.gpus.max(o.gpus);
+        self.cpu = self.cpu.max(o.cpu);
+        self.mem = self.mem.max(o.mem);
+        self.disk = self.disk.max(o.disk);
+    }
+}
+
+/// A GPU count as Kubernetes writes it: a whole number (`2`, or `1k` with a decimal
+/// suffix); one above the limit is told as such, not as a bad number.
+fn gpu_count(t: &str) -> Result<u64, String> {
+    let t = t.trim();
+    let n = match t.parse::<u128>() {
+        Ok(n) => n,
+        Err(_) => {
+            let whole = t
+                .find(|c: char| !c.is_ascii_digit())
+                .is_some_and(|i| i > 0 && matches!(&t[i..], "k" | "M" | "G" | "T" | "P"));
+            if !whole {
+                return Err(format!(
+                    "`{}` is not a whole number of GPUs",
+                    crate::limits::echo(t)
+                ));
             }
-            if let Some(k) = r
+            crate::quantity::parse_bytes(t).map_err(|e| e.to_string())? as u128
+        }
+    };
+    let max = crate::limits::MAX_GPUS_PER_NODE as u128;
+    if n > max {
+        return Err(format!(
+            "{n} GPUs is above the limit of {max} for one pod (no node holds more)"
+        ));
+    }
+    Ok(n as u64)
+}
+
+impl PodSpec {
+    /// What one container asks: a request, else its limit (Kubernetes takes the limit
+    /// as the request when only the limit is set). GPUs under their vendors' resource
+    /// names; `vendor` and `device` carry the kind the pod's containers agree on.
+    fn container_asks(
+        r: &ContainerResources,
+        field: &dyn Fn(&str) -> String,
+        vendor: &mut Option<String>,
+        device: &mut Option<String>,
+    ) -> Result<Asks, SpecError> {
+        let mut a = Asks::default();
+        let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
+        for k in r.requests.keys().chain(r.limits.keys()) {
+            match gpu_vendor(k) {
+                Some(v) => {
+                    if vendor.as_deref().is_some_and(|x| x != v) {
+                        return Err(bad(&field(k), "one job asks for GPUs of one vendor"));
+                    }
+                    *vendor = Some(v.to_string());
+                }
+                None if k.ends_with("/gpu") => {
+                    return Err(bad(
+                        &field(k),
+                        format!("`{k}` is not a GPU resource maar knows (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910, ...)"),
+                    ))
+                }
+                None => {}
+            }
+        }
+        if let Some(k) = r
+            .requests
+            .keys()
+            .chain(r.limits.keys())
+            .find(|k| gpu_vendor(k).is_some())
+            .cloned()
+        {
+            // One kind of device per pod: whole cards, one MIG profile, or
+            // time-sliced replicas.
+            if let Some(other) = r
                 .requests
                 .keys()
                 .chain(r.limits.keys())
-                .find(|k| gpu_vendor(k).is_some())
-                .cloned()
+                .chain(device.iter())
+                .find(|o| gpu_vendor(o).is_some() && **o != k)
             {
-                // One kind of device per pod: whole cards, one MIG profile, or
-                // time-sliced replicas.
-                if let Some(other) = r
-                    .requests
-                    .keys()
-                    .chain(r.limits.keys())
-                    .chain(device.iter())
-                    .find(|o| gpu_vendor(o).is_some() && **o != k)
-                {
-                    return Err(bad(
-                        &field(&k),
-                        format!("one kind of GPU device per pod: `{k}` and `{other}`"),
-                    ));
-                }
-                device = Some(k.clone());
-                let t = get(&k).map(|q| q.text()).unwrap_or_default();
-                let n: u32 = t
-                    .parse()
-                    .map_err(|_| bad(&field(&k), format!("`{t}` is not a whole number of GPUs")))?;
-                gpus += n;
+                return Err(bad(
+                    &field(&k),
+                    format!("one kind of GPU device per pod: `{k}` and `{other}`"),
+                ));
             }
-            if let Some(q) = get("cpu") {
-                cpu += crate::quantity::parse_cpu_milli(&q.text())
-                    .map_err(|e| bad(&field("cpu"), e.to_string()))?;
-            }
-            if let Some(q) = get("memory") {
-                mem += crate::quantity::parse_bytes(&q.text())
-                    .map_err(|e| bad(&field("memory"), e.to_string()))?;
-            }
-            if let Some(q) = get("ephemeral-storage") {
-                disk += crate::quantity::parse_bytes(&q.text())
-                    .map_err(|e| bad(&field("ephemeral-storage"), e.to_string()))?;
-            }
-            if i == 0 {
-                command = c.command.iter().chain(c.args.iter()).cloned().collect();
-                image = c.image.clone();
-            }
+            *device = Some(k.clone());
+            let t = get(&k).map(|q| q.text()).unwrap_or_default();
+            a.gpus = gpu_count(&t).map_err(|m| bad(&field(&k), m))?;
         }
-        crate::limits::at_most("nvidia.com/gpu", gpus, crate::limits::MAX_GPUS_PER_NODE)
-            .map_err(|m| bad(at, m))?;
+        if let Some(q) = get("cpu") {
+            a.cpu = crate::quantity::parse_cpu_milli(&q.text())
+                .map_err(|e| bad(&field("cpu"), e.to_string()))?;
+        }
+        if let Some(q) = get("memory") {
+            a.mem = crate::quantity::parse_bytes(&q.text())
+                .map_err(|e| bad(&field("memory"), e.to_string()))?;
+        }
+        if let Some(q) = get("ephemeral-storage") {
+            a.disk = crate::quantity::parse_bytes(&q.text())
+                .map_err(|e| bad(&field("ephemeral-storage"), e.to_string()))?;
+        }
+        Ok(a)
+    }
+
+    /// The pod's requests as kube-scheduler counts them: the containers' summed, or
+    /// the most any one init container asks where that is more, plus the runtime
+    /// class's overhead; `at` names the containers' field in errors.
+    pub fn requests(&self, at: &str) -> Result<PodRequests, SpecError> {
+        let mut vendor: Option<String> = None;
+        let mut device: Option<String> = None;
+        let mut sum = Asks::default();
+        for (i, c) in self.containers.iter().enumerate() {
+            let field = |k: &str| format!("{at}[{i}].resources.{k}");
+            let r = c.resources.clone().unwrap_or_default();
+            sum.add(&Self::container_asks(&r, &field, &mut vendor, &mut device)?);
+        }
+        let init_at = at.replace("containers", "initContainers");
+        for (i, c) in self.init_containers.iter().enumerate() {
+            let field = |k: &str| format!("{init_at}[{i}].resources.{k}");
+            let r = c.resources.clone().unwrap_or_default();
+            sum.max(&Self::container_asks(&r, &field, &mut vendor, &mut device)?);
+        }
+        if !self.overhead.is_empty() {
+            let at_overhead = at.replace("containers", "overhead");
+            let field = |k: &str| format!("{at_overhead}.{k}");
+            let r = ContainerResources {
+                requests: self.overhead.clone(),
+                limits: BTreeMap::new(),
+            };
+            sum.add(&Self::container_asks(&r, &field, &mut vendor, &mut device)?);
+        }
+        let gpus = crate::limits::at_most(
+            "nvidia.com/gpu",
+            sum.gpus,
+            crate::limits::MAX_GPUS_PER_NODE as u64,
+        )
+        .map_err(|m| bad(at, m))? as u32;
+        let (command, image) = self
+            .containers
+            .first()
+            .map(|c| {
+                (
+                    c.command.iter().chain(c.args.iter()).cloned().collect(),
+                    c.image.clone(),
+                )
+            })
+            .unwrap_or_default();
         Ok(PodRequests {
             gpus,
             resource: device.filter(|d| !is_whole_gpu_resource(d)),
             vendor: vendor.filter(|v| v != "nvidia"),
-            cpu_milli: cpu,
-            memory: mem,
-            disk,
+            cpu_milli: sum.cpu,
+            memory: sum.mem,
+            disk: sum.disk,
             image,
             command,
         })
+    }
+
+    /// The Kubernetes placement rules the pod carries (tolerations, node affinity,
+    /// pod affinity and anti-affinity, topology spread with DoNotSchedule, host
+    /// ports) and its labels; `at` names the spec in errors.
+    pub fn rules(
+        &self,
+        labels: &BTreeMap<String, String>,
+        at: &str,
+    ) -> Result<crate::rules::PodRules, SpecError> {
+        let mut r = crate::rules::PodRules {
+            tolerations: self.tolerations.clone(),
+            labels: labels.clone(),
+            ..Default::default()
+        };
+        if let Some(a) = &self.affinity {
+            if let Some(na) = &a.node_affinity {
+                r.node_affinity = na
+                    .required_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .map(|s| s.node_selector_terms.clone());
+                r.preferred = na
+                    .preferred_during_scheduling_ignored_during_execution
+                    .clone();
+            }
+            if let Some(pa) = &a.pod_affinity {
+                r.pod_affinity = pa
+                    .required_during_scheduling_ignored_during_execution
+                    .clone();
+            }
+            if let Some(pa) = &a.pod_anti_affinity {
+                r.pod_anti_affinity = pa
+                    .required_during_scheduling_ignored_during_execution
+                    .clone();
+            }
+        }
+        for (i, t) in self.topology_spread_constraints.iter().enumerate() {
+            if t.max_skew == 0 {
+                return Err(bad(
+                    &format!("{at}.topologySpreadConstraints[{i}].maxSkew"),
+                    "must be at least 1",
+                ));
+            }
+            if t.when_unsatisfiable == "DoNotSchedule" {
+                r.spread.push(crate::rules::SpreadConstraint {
+                    max_skew: t.max_skew,
+                    topology_key: t.topology_key.clone(),
+                    label_selector: t.label_selector.clone(),
+                });
+            }
+        }
+        for (i, c) in self.containers.iter().enumerate() {
+            for (j, p) in c.ports.iter().enumerate() {
+                let Some(port) = p.host_port.filter(|p| *p != 0) else {
+                    continue;
+                };
+                let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
+                    bad(
+                        &format!("{at}.containers[{i}].ports[{j}].hostPort"),
+                        format!("{port} is not a port (1-65535)"),
+                    )
+                })?;
+                r.host_ports.push(crate::rules::HostPort {
+                    port,
+                    protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                    ip: p.host_ip.clone().unwrap_or_default(),
+                });
+            }
+        }
+        Ok(r)
     }
 }
 
@@ -794,7 +1036,15 @@ impl Pod {
         }
         let r = self.spec.requests("spec.containers")?;
         let priority = match m.annotations.get(ANNOTATION_PRIORITY) {
-            None => PRIORITY_MEDIUM,
+            // A PriorityClass named: the priority the API server set from it (kept
+            // inside maar's limits; maar's foreign pods hold the top).
+            None => match (&self.spec.priority_class_name, self.spec.priority) {
+                (Some(c), Some(p)) if !c.is_empty() => p.clamp(
+                    -crate::limits::MAX_PRIORITY + 1,
+                    crate::limits::MAX_PRIORITY - 1,
+                ),
+                _ => PRIORITY_MEDIUM,
+            },
             Some(p) => {
                 let field = format!("metadata.annotations.{ANNOTATION_PRIORITY}");
                 serde_json::from_value::<Priority>(serde_json::Value::String(p.clone()))
@@ -849,6 +1099,7 @@ impl Pod {
                 .filter(|(k, _)| k.as_str() != ANNOTATION_POOL)
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            rules: self.spec.rules(&m.labels, "spec")?,
         })
     }
 }
@@ -1106,6 +1357,16 @@ impl Deployment {
                 .filter(|(k, _)| k.as_str() != "crater.ai/pool")
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            rules: self.spec.template.spec.rules(
+                &self
+                    .spec
+                    .template
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.labels.clone())
+                    .unwrap_or_default(),
+                "spec.template.spec",
+            )?,
         })
     }
 }

@@ -256,6 +256,10 @@ pub struct Node {
     /// What the host itself uses, as last measured (local mode); `None` when not
     /// measured (the simulation).
     pub host: Option<HostUsage>,
+    /// Kubernetes taints (`spec.taints`): pods that do not tolerate one with a
+    /// NoSchedule or NoExecute effect are kept off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<crate::rules::Taint>,
 }
 
 /// A host's measured use: CPU busy share, memory in use, load over a minute.
@@ -287,6 +291,8 @@ struct NodeData {
     jobs: Vec<JobId>,
     #[serde(default)]
     host: Option<HostUsage>,
+    #[serde(default)]
+    taints: Vec<crate::rules::Taint>,
 }
 
 impl From<NodeData> for Node {
@@ -309,6 +315,7 @@ impl From<NodeData> for Node {
             disk_external: d.disk_external,
             jobs: d.jobs,
             host: d.host,
+            taints: d.taints,
         };
         n.set_labels(d.labels);
         n
@@ -343,6 +350,7 @@ impl Node {
             disk_external: 0,
             jobs: Vec::new(),
             host: None,
+            taints: Vec::new(),
         };
         n.set_labels(labels);
         n
@@ -619,6 +627,10 @@ pub struct JobSpec {
     /// Labels a node must carry (`nodeSelector`), e.g. an SSD node.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Kubernetes placement rules (tolerations, node and pod affinity, topology
+    /// spread, host ports) and the pod's labels: `rules.rs`.
+    #[serde(default, skip_serializing_if = "crate::rules::PodRules::is_empty")]
+    pub rules: crate::rules::PodRules,
 }
 
 impl JobSpec {

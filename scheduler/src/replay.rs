@@ -368,6 +368,7 @@ impl Replayer {
             image: String::new(),
             command: Vec::new(),
             node_selector: Default::default(),
+            rules: Default::default(),
         };
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");

@@ -121,6 +121,12 @@ fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
     let s = &j.spec;
     let mut h = crate::fxhash::FxHasher::default();
     s.gpu.models.hash(&mut h);
+    // Everything else `fit` reads of the job: a job refused for its selector, vendor,
+    // device or Kubernetes rules says nothing of another that lacks them.
+    s.node_selector.hash(&mut h);
+    s.gpu.vendor.hash(&mut h);
+    s.gpu.resource.hash(&mut h);
+    s.rules.hash(&mut h);
     ShapeKey {
         pool: j.pool,
         count: s.gpu.count,
@@ -137,10 +143,42 @@ fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
     }
 }
 
-/// A per-cycle map by job shape: looking up costs no allocation, and jobs whose model
-/// lists merely hash alike are told apart.
+/// What a job asks of a node beyond its shape: compared in full where the shape key
+/// holds only a hash of it.
+#[derive(Clone, PartialEq)]
+struct Asks {
+    models: Vec<String>,
+    node_selector: BTreeMap<String, String>,
+    vendor: Option<String>,
+    resource: Option<String>,
+    rules: crate::rules::PodRules,
+}
+
+impl Asks {
+    fn of(s: &JobSpec) -> Asks {
+        Asks {
+            models: s.gpu.models.clone(),
+            node_selector: s.node_selector.clone(),
+            vendor: s.gpu.vendor.clone(),
+            resource: s.gpu.resource.clone(),
+            rules: s.rules.clone(),
+        }
+    }
+    fn same(&self, s: &JobSpec) -> bool {
+        self.models == s.gpu.models
+            && self.node_selector == s.node_selector
+            && self.vendor == s.gpu.vendor
+            && self.resource == s.gpu.resource
+            && self.rules == s.rules
+    }
+}
+
+/// A per-cycle map by job shape: looking up costs no allocation, and jobs whose asks
+/// merely hash alike are told apart. Jobs whose pod-level rules (pod affinity, spread,
+/// host ports) read what the cycle placed are never kept: their answer changes as
+/// others are placed.
 struct ShapeMap<V> {
-    map: FxHashMap<ShapeKey, Vec<(Vec<String>, V)>>,
+    map: FxHashMap<ShapeKey, Vec<(Asks, V)>>,
 }
 
 impl<V> ShapeMap<V> {
@@ -149,18 +187,24 @@ impl<V> ShapeMap<V> {
             map: FxHashMap::default(),
         }
     }
-    fn get(&self, k: &ShapeKey, models: &[String]) -> Option<&V> {
+    fn get(&self, k: &ShapeKey, spec: &JobSpec) -> Option<&V> {
+        if spec.rules.looks_at_pods() {
+            return None;
+        }
         self.map
             .get(k)?
             .iter()
-            .find(|(m, _)| m.as_slice() == models)
+            .find(|(a, _)| a.same(spec))
             .map(|(_, v)| v)
     }
-    fn insert(&mut self, k: ShapeKey, models: &[String], v: V) {
+    fn insert(&mut self, k: ShapeKey, spec: &JobSpec, v: V) {
+        if spec.rules.looks_at_pods() {
+            return;
+        }
         let bucket = self.map.entry(k).or_default();
-        match bucket.iter_mut().find(|(m, _)| m.as_slice() == models) {
+        match bucket.iter_mut().find(|(a, _)| a.same(spec)) {
             Some(e) => e.1 = v,
-            None => bucket.push((models.to_vec(), v)),
+            None => bucket.push((Asks::of(spec), v)),
         }
     }
     fn clear(&mut self) {
@@ -201,7 +245,7 @@ pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
 /// Whether a node could ever take the job, whatever runs on it: ready, uncordoned,
 /// GPUs labelled, an allowed model, cards large enough. Cheap: no allocation.
 fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
-    if !node.ready() || node.cordoned {
+    if !node.ready() || crate::fit::node_rules(node, spec).is_err() {
         return false;
     }
     if spec.gpu.count == 0 {
@@ -707,13 +751,47 @@ impl Cluster {
         avoid: &[NodeId],
         scored: bool,
     ) -> Option<Placement> {
+        // Preferred node affinity: the nodes that match the most weight are tried
+        // first, each level in turn.
+        if !spec.rules.preferred.is_empty() {
+            let mut levels: Vec<i64> = pools
+                .iter()
+                .flat_map(|&(p, _)| self.pool_nodes(p))
+                .map(|n| {
+                    let node = &self.nodes[n as usize];
+                    spec.rules.preference(&node.name, node.labels())
+                })
+                .collect();
+            levels.sort_unstable_by(|a, b| b.cmp(a));
+            levels.dedup();
+            let mut plain = spec.clone();
+            plain.rules.preferred.clear();
+            for level in levels {
+                let mut off: Vec<NodeId> = pools
+                    .iter()
+                    .flat_map(|&(p, _)| self.pool_nodes(p))
+                    .filter(|&n| {
+                        let node = &self.nodes[n as usize];
+                        spec.rules.preference(&node.name, node.labels()) != level
+                    })
+                    .collect();
+                off.extend_from_slice(exclude);
+                if let Some(p) = self.find_node_with(&plain, mult, pools, &off, avoid, scored) {
+                    return Some(p);
+                }
+            }
+            return None;
+        }
+        let view = self.pod_rules_view(spec, &[]);
         let skip = |n: NodeId| exclude.contains(&n) || avoid.contains(&n);
         let try_node = |n: NodeId| -> Option<Placement> {
             if skip(n) {
                 return None;
             }
             let node = &self.nodes[n as usize];
-            fit(node, n, self.overcommit_of(node), spec, mult).ok()
+            let p = fit(node, n, self.overcommit_of(node), spec, mult).ok()?;
+            self.pod_rules(spec, view.as_ref(), n, &[]).ok()?;
+            Some(p)
         };
         // maar's candidates: the first few fitting nodes of each model with at least
         // `need` free cards (fewest free cards first), as (free cards, node, placement).
@@ -984,6 +1062,10 @@ impl Cluster {
         } else {
             (replicas, 1)
         };
+        // The placed pods as the job's pod-level rules see them (victims still there:
+        // evicting a pod never lifts its anti-affinity here, which errs on refusing).
+        let view = self.pod_rules_view(spec, &[]);
+        let view = view.as_ref();
         // Nobody to evict: every running job outranks this one and no reclaim applies.
         let reclaim = within_reserved
             || j.pool
@@ -1021,6 +1103,7 @@ impl Cluster {
                 let node = &self.nodes[n as usize];
                 let ex = self.except_on(n, std::slice::from_ref(&v));
                 fit_except(node, n, self.overcommit_of(node), spec, mult, &ex).is_ok()
+                    && self.pod_rules(spec, view, n, &[v]).is_ok()
             };
             if compatible.len() * 4 < total {
                 let mut cands: Vec<(i32, Reverse<u64>, JobId, NodeId)> = Vec::new();
@@ -1082,7 +1165,9 @@ impl Cluster {
                         continue;
                     }
                     let oc = self.overcommit_of(base);
-                    match fit(base, n, oc, spec, mult) {
+                    match fit(base, n, oc, spec, mult)
+                        .and_then(|p| self.pod_rules(spec, view, n, &victims).map(|_| p))
+                    {
                         Ok(mut p) => {
                             p.on_loan = on_loan;
                             let key = (0, i32::MIN, Reverse(0));
@@ -1123,6 +1208,7 @@ impl Cluster {
                     });
                     let try_set = |set: &[JobId]| {
                         fit_except(base, n, oc, spec, mult, &self.except_on(n, set))
+                            .and_then(|p| self.pod_rules(spec, view, n, set).map(|_| p))
                     };
                     // One victim if one suffices, else greedily in preference order.
                     let mut set: Vec<JobId> = match cands.iter().find(|v| try_set(&[v.id]).is_ok())
@@ -1216,6 +1302,7 @@ impl Cluster {
             (replicas as usize, 1)
         };
         let mut found: Vec<(u64, NodeId)> = Vec::new();
+        let view = self.pod_rules_view(spec, &[]);
         for (pool, _) in self.candidate_pools(j.pool) {
             for n in self.pool_nodes(pool) {
                 let node = &self.nodes[n as usize];
@@ -1226,7 +1313,9 @@ impl Cluster {
                 let mut gone: Vec<JobId> = Vec::new();
                 for v in running {
                     gone.push(v.id);
-                    if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok() {
+                    if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok()
+                        && self.pod_rules(spec, view.as_ref(), n, &gone).is_ok()
+                    {
                         found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
                         break;
                     }
@@ -1328,7 +1417,7 @@ impl Cluster {
             };
             let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
             let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
-            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec.gpu.models) {
+            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec) {
                 if !scale_up {
                     let r = r.clone();
                     self.set_reason(id, &r);
@@ -1353,13 +1442,13 @@ impl Cluster {
                 // Evictions never give a job of this shape new victims in this cycle.
                 let prio = self.jobs[id as usize].spec.priority;
                 if no_victims
-                    .get(&key, &self.jobs[id as usize].spec.gpu.models)
+                    .get(&key, &self.jobs[id as usize].spec)
                     .is_some_and(|&p| p >= prio)
                 {
                     break;
                 }
                 let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
-                    no_victims.insert(key, &self.jobs[id as usize].spec.gpu.models, prio);
+                    no_victims.insert(key, &self.jobs[id as usize].spec, prio);
                     break;
                 };
                 self.evict_for(id, &victims, &mut report);
@@ -1433,7 +1522,7 @@ impl Cluster {
                 self.headline(id, if scale_up { 1 } else { replicas })
             };
             let reason: Reason = reason.into();
-            failed.insert(key, &self.jobs[id as usize].spec.gpu.models, reason.clone());
+            failed.insert(key, &self.jobs[id as usize].spec, reason.clone());
             if !scale_up {
                 self.jobs[id as usize].reason = reason;
                 if reservation.is_none() {

@@ -88,6 +88,7 @@ fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) ->
         image: String::new(),
         command: Vec::new(),
         node_selector: Default::default(),
+        rules: Default::default(),
     }
 }
 

@@ -74,6 +74,7 @@ fn job(name: &str, gpus: u32) -> JobSpec {
         image: String::new(),
         command: Vec::new(),
         node_selector: Default::default(),
+        rules: Default::default(),
     }
 }
 

@@ -284,6 +284,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 image: String::new(),
                 command: Vec::new(),
                 node_selector: Default::default(),
+                rules: Default::default(),
             };
             c.submit(spec).unwrap();
         }

@@ -1,0 +1,260 @@
+//! The rules that look at the pods already placed, as kube-scheduler's filter plugins
+//! define them: NodePorts (a host port held once per node), InterPodAffinity (the
+//! job's required affinity and anti-affinity, and placed pods' anti-affinity against
+//! it) and PodTopologySpread (`DoNotSchedule` constraints).
+//!
+//! A [`PodRulesView`] is what those rules need to know of the placed pods, counted
+//! once for a job (per placement question), so that judging a node is a few look-ups.
+//! Jobs without such rules, in a cluster where no placed job has anti-affinity, get
+//! no view and pay nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::cluster::Cluster;
+use crate::fit::NodeReason;
+use crate::model::*;
+use crate::rules::PodAffinityTerm;
+
+/// The placed pods as the pod-level rules of one job see them.
+#[derive(Clone, Debug, Default)]
+pub struct PodRulesView {
+    /// Placed pods whose anti-affinity keeps this job off a domain: (topology key,
+    /// value) -> (the term in words, the pod).
+    existing_anti: HashMap<(String, String), (String, String)>,
+    /// Per anti-affinity term of the job: the domains (values of its topology key)
+    /// holding a pod it selects.
+    own_anti: Vec<HashSet<String>>,
+    /// Per affinity term of the job: the domains holding a pod that matches all of
+    /// its affinity terms.
+    affinity: Vec<HashSet<String>>,
+    /// No placed pod matches all the job's affinity terms, and the job matches them
+    /// itself: the first of a series that go together may go anywhere with the keys.
+    affinity_first: bool,
+    /// Per spread constraint: pods it counts per domain (every domain of a node the
+    /// job could go to by its selector and node affinity), and whether the job counts
+    /// itself.
+    spread: Vec<(HashMap<String, u64>, u64, bool)>,
+}
+
+fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.labels().get(key).map(String::as_str)
+}
+
+impl Cluster {
+    /// What the job's pod-level rules need of the placed pods, jobs in `except` taken
+    /// as gone; `None` when no such rule applies to it.
+    pub fn pod_rules_view(&self, spec: &JobSpec, except: &[JobId]) -> Option<PodRulesView> {
+        let r = &spec.rules;
+        let anti_placed = self.anti.iter().any(|&id| {
+            self.jobs
+                .get(id)
+                .is_some_and(|j| !j.placements.is_empty() && !except.contains(&id))
+        });
+        if !r.looks_at_pods() && !anti_placed {
+            return None;
+        }
+        let ns = spec.project.as_str();
+        let me = (&spec.project, &spec.name);
+        let mut v = PodRulesView {
+            own_anti: vec![HashSet::new(); r.pod_anti_affinity.len()],
+            affinity: vec![HashSet::new(); r.pod_affinity.len()],
+            ..Default::default()
+        };
+        // Placed pods' anti-affinity against this job.
+        for &id in &self.anti {
+            let Some(j) = self.jobs.get(id) else { continue };
+            if j.placements.is_empty() || except.contains(&id) {
+                continue;
+            }
+            if (&j.spec.project, &j.spec.name) == me {
+                continue;
+            }
+            for t in &j.spec.rules.pod_anti_affinity {
+                if !t.selects(&j.spec.project, ns, &r.labels) {
+                    continue;
+                }
+                for p in &j.placements {
+                    if let Some(val) = domain(&self.nodes[p.node as usize], &t.topology_key) {
+                        v.existing_anti
+                            .entry((t.topology_key.clone(), val.to_string()))
+                            .or_insert_with(|| (t.text(), self.job_ref(id)));
+                    }
+                }
+            }
+        }
+        if r.pod_anti_affinity.is_empty() && r.pod_affinity.is_empty() && r.spread.is_empty() {
+            return Some(v);
+        }
+        let matches_all = |pns: &str, labels: &BTreeMap<String, String>| {
+            !r.pod_affinity.is_empty() && r.pod_affinity.iter().all(|t| t.selects(ns, pns, labels))
+        };
+        v.affinity_first = matches_all(ns, &r.labels);
+        let mut spread: Vec<(HashMap<String, u64>, u64, bool)> = r
+            .spread
+            .iter()
+            .map(|c| {
+                let own = c
+                    .label_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&r.labels));
+                (HashMap::new(), 0, own)
+            })
+            .collect();
+        for (ni, node) in self.nodes.iter().enumerate() {
+            // Spread counts over the nodes the job could go to by its selector and
+            // node affinity (kube-scheduler's nodeAffinityPolicy: Honor).
+            let eligible = !r.spread.is_empty()
+                && spec
+                    .node_selector
+                    .iter()
+                    .all(|(k, val)| node.labels().get(k) == Some(val))
+                && r.node_affinity
+                    .as_ref()
+                    .is_none_or(|ts| ts.iter().any(|t| t.matches(&node.name, node.labels())));
+            if eligible {
+                for (i, c) in r.spread.iter().enumerate() {
+                    if let Some(val) = domain(node, &c.topology_key) {
+                        spread[i].0.entry(val.to_string()).or_insert(0);
+                    }
+                }
+            }
+            for &id in &node.jobs {
+                if except.contains(&id) {
+                    continue;
+                }
+                let j = &self.jobs[id as usize];
+                if (&j.spec.project, &j.spec.name) == me {
+                    continue;
+                }
+                let (pns, labels) = (j.spec.project.as_str(), &j.spec.rules.labels);
+                // A job with several replicas here counts once per replica.
+                let here = j
+                    .placements
+                    .iter()
+                    .filter(|p| p.node as usize == ni)
+                    .count() as u64;
+                for (i, t) in r.pod_anti_affinity.iter().enumerate() {
+                    if t.selects(ns, pns, labels) {
+                        if let Some(val) = domain(node, &t.topology_key) {
+                            v.own_anti[i].insert(val.to_string());
+                        }
+                    }
+                }
+                if matches_all(pns, labels) {
+                    v.affinity_first = false;
+                    for (i, t) in r.pod_affinity.iter().enumerate() {
+                        if let Some(val) = domain(node, &t.topology_key) {
+                            v.affinity[i].insert(val.to_string());
+                        }
+                    }
+                }
+                if eligible {
+                    for (i, c) in r.spread.iter().enumerate() {
+                        let selected = pns == ns
+                            && c.label_selector.as_ref().is_some_and(|s| s.matches(labels));
+                        if let (true, Some(val)) = (selected, domain(node, &c.topology_key)) {
+                            *spread[i].0.entry(val.to_string()).or_insert(0) += here;
+                        }
+                    }
+                }
+            }
+        }
+        for s in &mut spread {
+            s.1 = s.0.values().copied().min().unwrap_or(0);
+        }
+        v.spread = spread;
+        Some(v)
+    }
+
+    /// Whether the pod-level rules let the job on node `n`; `Err` names the first that
+    /// does not (NodePorts, then InterPodAffinity, then PodTopologySpread).
+    pub fn pod_rules(
+        &self,
+        spec: &JobSpec,
+        view: Option<&PodRulesView>,
+        n: NodeId,
+        except: &[JobId],
+    ) -> Result<(), NodeReason> {
+        let Some(v) = view else {
+            return Ok(());
+        };
+        let node = &self.nodes[n as usize];
+        let r = &spec.rules;
+        if !r.host_ports.is_empty() {
+            for &id in &node.jobs {
+                if except.contains(&id) {
+                    continue;
+                }
+                let j = &self.jobs[id as usize];
+                if let Some(p) = r
+                    .host_ports
+                    .iter()
+                    .find(|p| j.spec.rules.host_ports.iter().any(|o| p.clashes(o)))
+                {
+                    return Err(NodeReason::HostPort {
+                        port: p.port,
+                        protocol: p.protocol.clone(),
+                    });
+                }
+            }
+        }
+        for ((key, val), (term, of)) in &v.existing_anti {
+            if domain(node, key) == Some(val.as_str()) {
+                return Err(NodeReason::PodAntiAffinity {
+                    term: term.clone(),
+                    of: Some(of.clone()),
+                });
+            }
+        }
+        for (i, t) in r.pod_anti_affinity.iter().enumerate() {
+            if domain(node, &t.topology_key).is_some_and(|val| v.own_anti[i].contains(val)) {
+                return Err(NodeReason::PodAntiAffinity {
+                    term: t.text(),
+                    of: None,
+                });
+            }
+        }
+        if let Some(t) = self.affinity_unmet(r.pod_affinity.as_slice(), v, node) {
+            return Err(NodeReason::PodAffinity { term: t.text() });
+        }
+        for (i, c) in r.spread.iter().enumerate() {
+            let Some(val) = domain(node, &c.topology_key) else {
+                return Err(NodeReason::TopologySpread {
+                    key: c.topology_key.clone(),
+                    max_skew: c.max_skew,
+                });
+            };
+            let (counts, min, own) = &v.spread[i];
+            let here = counts.get(val).copied().unwrap_or(0);
+            if here + u64::from(*own) > min + u64::from(c.max_skew) {
+                return Err(NodeReason::TopologySpread {
+                    key: c.topology_key.clone(),
+                    max_skew: c.max_skew,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn affinity_unmet<'a>(
+        &self,
+        terms: &'a [PodAffinityTerm],
+        v: &PodRulesView,
+        node: &Node,
+    ) -> Option<&'a PodAffinityTerm> {
+        // Every term's key must be on the node.
+        if let Some(t) = terms
+            .iter()
+            .find(|t| domain(node, &t.topology_key).is_none())
+        {
+            return Some(t);
+        }
+        if v.affinity_first {
+            return None;
+        }
+        terms.iter().enumerate().find_map(|(i, t)| {
+            let val = domain(node, &t.topology_key)?;
+            (!v.affinity[i].contains(val)).then_some(t)
+        })
+    }
+}

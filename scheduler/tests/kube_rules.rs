@@ -1,0 +1,487 @@
+//! The rules a scheduler in a shared Kubernetes cluster keeps, on pods written as
+//! Kubernetes holds them (read through the manifests' own `Pod`): taints and
+//! tolerations, node affinity, pod affinity and anti-affinity, topology spread, host
+//! ports, init containers and overhead, PriorityClass; and a pod that can run nowhere
+//! stops nobody behind it.
+
+use std::collections::BTreeMap;
+
+use maar_scheduler::manifest::Pod;
+use maar_scheduler::rules::{Taint, TaintEffect};
+use maar_scheduler::*;
+
+/// A node of pool `train` with `gpus` A100s, 32 CPUs, 256Gi, in `zone`.
+fn gpu_node(name: &str, zone: &str, gpus: u32) -> Node {
+    let labels: BTreeMap<String, String> = [
+        (LABEL_ROLE, "train"),
+        (LABEL_MODEL, "a100"),
+        ("topology.kubernetes.io/zone", zone),
+        ("kubernetes.io/hostname", name),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .chain(std::iter::once((LABEL_COUNT.to_string(), gpus.to_string())))
+    .collect();
+    let cards = (0..gpus)
+        .map(|i| Gpu::new(i, format!("{name}/{i}"), "a100", 80 << 30, false))
+        .collect();
+    Node::new(name, labels, 32_000, 256 << 30, 1 << 40, cards)
+}
+
+fn cluster_of(nodes: Vec<Node>) -> Cluster {
+    let mut c = Cluster::new(SchedConfig::default());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    for n in nodes {
+        c.add_node(n);
+    }
+    c.add_project(Project {
+        name: "ml".into(),
+        department: "d".into(),
+        quotas: [(0, Quota::default())].into(),
+    });
+    c
+}
+
+/// A pod of namespace `ml` asking `gpus` GPUs and 1 CPU, with `spec` merged into its
+/// spec and `labels` as its labels.
+fn pod(name: &str, gpus: u32, labels: serde_json::Value, spec: serde_json::Value) -> JobSpec {
+    let mut s = serde_json::json!({
+        "containers": [{
+            "name": "main",
+            "image": "img",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": gpus}},
+        }],
+    });
+    for (k, v) in spec.as_object().cloned().unwrap_or_default() {
+        s[k] = v;
+    }
+    let p: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "labels": labels,
+            "annotations": {"crater.ai/pool": "train"},
+        },
+        "spec": s,
+    }))
+    .expect("a pod");
+    p.to_job_spec().expect("a job")
+}
+
+fn plain(name: &str, gpus: u32) -> JobSpec {
+    pod(name, gpus, serde_json::json!({}), serde_json::json!({}))
+}
+
+fn job<'a>(c: &'a Cluster, name: &str) -> &'a Job {
+    &c.jobs[c.job_id(&format!("ml/{name}")).unwrap() as usize]
+}
+
+fn node_of(c: &Cluster, name: &str) -> String {
+    let j = job(c, name);
+    assert_eq!(j.phase, Phase::Running, "{name}: {}", j.reason);
+    c.nodes[j.placements[0].node as usize].name.clone()
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_at_the_head_of_a_busy_queue_stops_nobody() {
+    let mut c = cluster_of(vec![gpu_node("a", "z1", 4), gpu_node("b", "z1", 4)]);
+    // Submitted first (ahead in the queue): a selector no node matches, a node
+    // affinity no node matches, a taint's toleration missing does not matter here.
+    c.submit(pod(
+        "typo",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"nodeSelector": {"disk": "sdd"}}),
+    ))
+    .unwrap();
+    c.submit(pod(
+        "nowhere",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z9"]}]}]
+        }}}}),
+    ))
+    .unwrap();
+    c.set_time(1);
+    for i in 0..10 {
+        c.submit(plain(&format!("w{i}"), 1)).unwrap();
+    }
+    c.schedule();
+    let running = (0..10)
+        .filter(|i| job(&c, &format!("w{i}")).phase == Phase::Running)
+        .count();
+    assert_eq!(running, 8, "every free card is used by the pods behind");
+    let typo = job(&c, "typo");
+    assert_eq!(typo.phase, Phase::Pending);
+    assert!(
+        typo.reason.contains("node selector disk=sdd unmatched"),
+        "{}",
+        typo.reason
+    );
+    assert!(
+        job(&c, "nowhere")
+            .reason
+            .contains("node affinity unmatched"),
+        "{}",
+        job(&c, "nowhere").reason
+    );
+    // The two that wait are told their own reason, not the first pod's.
+    for i in 8..10 {
+        let w = job(&c, &format!("w{i}"));
+        assert_eq!(w.phase, Phase::Pending);
+        assert!(!w.reason.contains("selector"), "{}", w.reason);
+        assert!(w.reason.contains("insufficient free GPUs"), "{}", w.reason);
+    }
+}
+
+#[test]
+fn taints_keep_pods_off_unless_tolerated_and_explain_offers_the_toleration() {
+    let mut a = gpu_node("a", "z1", 4);
+    a.taints.push(Taint {
+        key: "dedicated".into(),
+        value: "team-a".into(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let mut b = gpu_node("b", "z1", 2);
+    b.taints.push(Taint {
+        key: "node.kubernetes.io/not-ready".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    });
+    let mut c = cluster_of(vec![a, b]);
+    c.submit(plain("plain", 1)).unwrap();
+    c.schedule();
+    let j = job(&c, "plain");
+    assert_eq!(j.phase, Phase::Pending);
+    assert!(
+        j.reason
+            .contains("1 untolerated taint dedicated=team-a:NoSchedule")
+            && j.reason
+                .contains("1 untolerated taint node.kubernetes.io/not-ready:NoSchedule"),
+        "{}",
+        j.reason
+    );
+    let ex = c.explain(j.id);
+    assert!(
+        ex.suggestions.iter().any(|s| s
+            .starts_with("a toleration for dedicated=team-a:NoSchedule")
+            && s.contains("would start it now")),
+        "{:?}",
+        ex.suggestions
+    );
+    // Waiting never helps, and it is not offered.
+    assert!(
+        !ex.suggestions.iter().any(|s| s.starts_with("wait")),
+        "{:?}",
+        ex.suggestions
+    );
+    c.submit(pod(
+        "tolerant",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "team-a", "effect": "NoSchedule"}]}),
+    ))
+    .unwrap();
+    c.submit(pod(
+        "tolerates-all",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"tolerations": [{"operator": "Exists"}]}),
+    ))
+    .unwrap();
+    c.schedule();
+    assert_eq!(node_of(&c, "tolerant"), "a");
+    node_of(&c, "tolerates-all");
+    // A cordon in maar is absolute: no new work, whatever the pod tolerates.
+    let mut c = cluster_of(vec![gpu_node("a", "z1", 4)]);
+    c.apply(Command::CordonNode { node: "a".into() }).unwrap();
+    c.submit(pod(
+        "ds",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}),
+    ))
+    .unwrap();
+    c.schedule();
+    let ds = job(&c, "ds");
+    assert_eq!(ds.phase, Phase::Pending);
+    assert!(ds.reason.contains("1 cordoned"), "{}", ds.reason);
+}
+
+#[test]
+fn node_affinity_required_and_preferred() {
+    let mut c = cluster_of(vec![
+        gpu_node("a", "z1", 4),
+        gpu_node("b", "z2", 4),
+        gpu_node("c", "z3", 4),
+    ]);
+    c.submit(pod(
+        "in-z2-or-z3",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["z1"]}]}
+            ]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z2"]}]}},
+                {"weight": 50, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z3"]}]}}
+            ]
+        }}}),
+    ))
+    .unwrap();
+    c.submit(pod(
+        "by-name",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}
+            ]}
+        }}}),
+    ))
+    .unwrap();
+    c.schedule();
+    assert_eq!(
+        node_of(&c, "in-z2-or-z3"),
+        "c",
+        "the heaviest preference wins"
+    );
+    assert_eq!(node_of(&c, "by-name"), "b");
+}
+
+#[test]
+fn pod_affinity_anti_affinity_and_the_placed_pods_anti_affinity() {
+    let mut c = cluster_of(vec![gpu_node("a", "z1", 8), gpu_node("b", "z1", 8)]);
+    let anti = serde_json::json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]}}});
+    for i in 0..3 {
+        c.submit(pod(
+            &format!("web{i}"),
+            1,
+            serde_json::json!({"app": "web"}),
+            anti.clone(),
+        ))
+        .unwrap();
+    }
+    c.schedule();
+    let (w0, w1) = (node_of(&c, "web0"), node_of(&c, "web1"));
+    assert_ne!(w0, w1, "one web pod per node");
+    let w2 = job(&c, "web2");
+    assert_eq!(w2.phase, Phase::Pending);
+    assert!(w2.reason.contains("pod anti-affinity"), "{}", w2.reason);
+    // A pod with the label but no rule of its own is kept off by the placed pods'.
+    c.submit(pod(
+        "web-plain",
+        1,
+        serde_json::json!({"app": "web"}),
+        serde_json::json!({}),
+    ))
+    .unwrap();
+    // A pod that wants to be with web0's node's cache.
+    c.submit(pod(
+        "cache",
+        1,
+        serde_json::json!({"app": "cache"}),
+        serde_json::json!({}),
+    ))
+    .unwrap();
+    c.schedule();
+    let wp = job(&c, "web-plain");
+    assert_eq!(wp.phase, Phase::Pending);
+    assert!(wp.reason.contains("'s pod anti-affinity"), "{}", wp.reason);
+    let cache_node = node_of(&c, "cache");
+    c.submit(pod(
+        "near-cache",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}}}),
+    ))
+    .unwrap();
+    c.submit(pod(
+        "near-nothing",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}}}),
+    ))
+    .unwrap();
+    // The first of a series that go together may start anywhere.
+    c.submit(pod(
+        "first-of-many",
+        1,
+        serde_json::json!({"app": "ring"}),
+        serde_json::json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "ring"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]}}}),
+    ))
+    .unwrap();
+    c.schedule();
+    assert_eq!(node_of(&c, "near-cache"), cache_node);
+    let nn = job(&c, "near-nothing");
+    assert_eq!(nn.phase, Phase::Pending);
+    assert!(
+        nn.reason
+            .contains("pod affinity unmet (app=db per kubernetes.io/hostname)"),
+        "{}",
+        nn.reason
+    );
+    node_of(&c, "first-of-many");
+}
+
+#[test]
+fn topology_spread_do_not_schedule_keeps_the_skew() {
+    let mut c = cluster_of(vec![
+        gpu_node("a", "z1", 8),
+        gpu_node("b", "z1", 8),
+        gpu_node("c", "z2", 8),
+    ]);
+    let spread = serde_json::json!({"topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "s"}}},
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"app": "s"}}}
+    ]});
+    for i in 0..4 {
+        c.submit(pod(
+            &format!("s{i}"),
+            1,
+            serde_json::json!({"app": "s"}),
+            spread.clone(),
+        ))
+        .unwrap();
+        c.schedule();
+    }
+    let mut per_zone = BTreeMap::new();
+    for i in 0..4 {
+        let n = node_of(&c, &format!("s{i}"));
+        let zone = if n == "c" { "z2" } else { "z1" };
+        *per_zone.entry(zone).or_insert(0) += 1;
+    }
+    assert_eq!(per_zone, BTreeMap::from([("z1", 2), ("z2", 2)]));
+    // z2 is full of other work: a fifth may go to z1 (skew 1), a sixth may not.
+    c.submit(pod(
+        "fill",
+        6,
+        serde_json::json!({}),
+        serde_json::json!({"nodeSelector": {"kubernetes.io/hostname": "c"}}),
+    ))
+    .unwrap();
+    c.schedule();
+    c.submit(pod(
+        "s4",
+        1,
+        serde_json::json!({"app": "s"}),
+        spread.clone(),
+    ))
+    .unwrap();
+    c.schedule();
+    assert_ne!(node_of(&c, "s4"), "c");
+    c.submit(pod(
+        "s5",
+        1,
+        serde_json::json!({"app": "s"}),
+        spread.clone(),
+    ))
+    .unwrap();
+    c.schedule();
+    let s5 = job(&c, "s5");
+    assert_eq!(s5.phase, Phase::Pending);
+    assert!(
+        s5.reason
+            .contains("topology spread over topology.kubernetes.io/zone (maxSkew 1)"),
+        "{}",
+        s5.reason
+    );
+}
+
+#[test]
+fn host_ports_init_containers_overhead_and_priority_class() {
+    let mut c = cluster_of(vec![gpu_node("a", "z1", 8)]);
+    let port = serde_json::json!({"containers": [{"name": "m", "image": "i",
+        "ports": [{"containerPort": 80, "hostPort": 8080}],
+        "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": 1}}}]});
+    c.submit(pod("p1", 1, serde_json::json!({}), port.clone()))
+        .unwrap();
+    c.submit(pod("p2", 1, serde_json::json!({}), port)).unwrap();
+    c.schedule();
+    node_of(&c, "p1");
+    let p2 = job(&c, "p2");
+    assert_eq!(p2.phase, Phase::Pending);
+    assert!(
+        p2.reason.contains("host port 8080/TCP in use"),
+        "{}",
+        p2.reason
+    );
+
+    // Requests: max(sum of containers, largest init container) + overhead.
+    let s = pod(
+        "init",
+        0,
+        serde_json::json!({}),
+        serde_json::json!({
+            "initContainers": [{"name": "warm", "image": "i", "resources": {"requests": {"cpu": "40", "memory": "2Gi"}}}],
+            "overhead": {"cpu": "250m", "memory": "120Mi"}
+        }),
+    );
+    assert_eq!(s.cpu_milli, 40_250);
+    assert_eq!(s.memory, (2 << 30) + (120 << 20));
+    c.submit(s).unwrap();
+    c.schedule();
+    let init = job(&c, "init");
+    assert_eq!(
+        init.phase,
+        Phase::Pending,
+        "40 CPUs of init on a 32-CPU node"
+    );
+    assert!(init.reason.contains("insufficient CPU"), "{}", init.reason);
+
+    // PriorityClass: the priority the API server set from it.
+    let hi = pod(
+        "hi",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"priorityClassName": "team-critical", "priority": 1000}),
+    );
+    assert_eq!(hi.priority, 1000);
+    let huge = pod(
+        "huge",
+        1,
+        serde_json::json!({}),
+        serde_json::json!({"priorityClassName": "system-node-critical", "priority": 2_000_001_000}),
+    );
+    assert!(huge.priority < maar_scheduler::limits::MAX_PRIORITY);
+    assert_eq!(plain("none", 1).priority, PRIORITY_MEDIUM);
+}
+
+#[test]
+fn gpu_counts_are_checked_with_honest_messages() {
+    let read = |q: serde_json::Value| {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "namespace": "ml"},
+            "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": q}}}]},
+        }))
+        .unwrap();
+        p.to_job_spec()
+            .map(|s| s.gpu.count)
+            .map_err(|e| e.to_string())
+    };
+    let e = read(serde_json::json!(1_000_000)).unwrap_err();
+    assert!(e.contains("1000000 GPUs is above the limit of 64"), "{e}");
+    let e = read(serde_json::json!("1M")).unwrap_err();
+    assert!(e.contains("above the limit"), "{e}");
+    let e = read(serde_json::json!("1.5")).unwrap_err();
+    assert!(e.contains("not a whole number"), "{e}");
+    assert_eq!(read(serde_json::json!("2")), Ok(2));
+}
