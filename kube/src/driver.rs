@@ -41,6 +41,8 @@ use crate::world::{NewPod, ObjectSeen, PodSeen, Seen, Watched, World, Write};
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 1800;
+/// Seconds before a reason or status that failed to be written is written again.
+pub const RETRY_TELL_S: u64 = 5;
 /// Seconds between cycles when nothing changed.
 pub const IDLE_CYCLE_S: u64 = 10;
 /// Waiting pods told why per step at most.
@@ -50,9 +52,23 @@ pub const LOAD_EVERY_S: u64 = 15;
 /// Things seen applied per step at most (the engine answers requests between steps).
 const MAX_SEEN_PER_STEP: usize = 20_000;
 
+/// What a node offers: allocatable CPU, memory and disk, its devices (count, memory,
+/// resource), its taints.
+type Offers = (
+    u64,
+    u64,
+    u64,
+    Vec<(u32, u64, Option<String>)>,
+    Vec<maar_scheduler::rules::Taint>,
+);
+
 /// What the driver last told the core of a node.
 #[derive(Clone, Debug, PartialEq)]
 struct NodeFacts {
+    /// What the node offers: allocatable CPU, memory and disk, its devices, its
+    /// taints (re-read on every update: a device plugin advertises GPUs after the
+    /// kubelet registered the node).
+    offers: Offers,
     labels: BTreeMap<String, String>,
     ready: (bool, String),
     cordoned: bool,
@@ -72,6 +88,10 @@ struct PodFacts {
     foreign: bool,
     /// The node Kubernetes has it on (`spec.nodeName`), and its cards as annotated.
     node: Option<(String, Vec<u32>)>,
+    /// Its job, while the node it is bound to is not in the cluster (deleted, or not
+    /// listed): it holds nothing in maar and is not scheduled again; taken in as
+    /// running when the node appears.
+    orphan: Option<Box<maar_scheduler::JobSpec>>,
 }
 
 /// What the driver knows of a TrainJob or an InferenceService.
@@ -138,6 +158,9 @@ pub struct KubeDriver {
     owned: HashMap<String, BTreeMap<String, OwnedPod>>,
     /// What each waiting pod was last told, and when.
     told: HashMap<String, (String, u64)>,
+    /// When telling a job failed (the API server refused or was away): told again
+    /// [`RETRY_TELL_S`] later, until what it shows is the current reason.
+    not_told: HashMap<String, u64>,
     /// The last time each trouble was noted.
     troubles: HashMap<String, u64>,
     /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
@@ -195,6 +218,7 @@ impl KubeDriver {
             objects: HashMap::new(),
             owned: HashMap::new(),
             told: HashMap::new(),
+            not_told: HashMap::new(),
             troubles: HashMap::new(),
             foreign_stopped: Vec::new(),
             reconcile: Vec::new(),
@@ -531,6 +555,13 @@ impl KubeDriver {
                 };
                 Self::observe(core, o, events);
             }
+            Seen::NotTold { job } => {
+                self.told.remove(&job);
+                if let Some(f) = self.objects.get_mut(&job) {
+                    f.status = None;
+                }
+                self.not_told.insert(job, core.now());
+            }
             Seen::Lease(msg) => {
                 tracing::info!(target: "maar::kube", "{msg}");
                 // Not being able to hold the lease at all is trouble; the rest is news.
@@ -577,7 +608,15 @@ impl KubeDriver {
 
     fn node_applied(&mut self, core: &mut Core, k: &KNode, events: &mut Vec<Event>) {
         let name = k.metadata.name.clone().unwrap_or_default();
+        let as_model = map::node_of(k);
         let facts = NodeFacts {
+            offers: (
+                as_model.cpu_milli,
+                as_model.memory,
+                as_model.disk,
+                map::node_devices(k),
+                as_model.taints.clone(),
+            ),
             labels: map::labels_of(k),
             ready: map::node_ready(k),
             cordoned: map::node_cordoned(k),
@@ -589,11 +628,10 @@ impl KubeDriver {
         let before = self.nodes.get(&name).cloned();
         match &before {
             None => {
-                let node = map::node_of(k);
                 Self::observe(
                     core,
                     Observation::NodeJoined {
-                        node: Box::new(node),
+                        node: Box::new(as_model),
                     },
                     events,
                 );
@@ -609,7 +647,16 @@ impl KubeDriver {
                 }
             }
             Some(b) => {
-                if b.labels != facts.labels {
+                if b.offers != facts.offers {
+                    // Capacity, devices or taints changed (labels with them).
+                    Self::observe(
+                        core,
+                        Observation::NodeUpdated {
+                            node: Box::new(as_model),
+                        },
+                        events,
+                    );
+                } else if b.labels != facts.labels {
                     Self::observe(
                         core,
                         Observation::NodeLabels {
@@ -668,7 +715,11 @@ impl KubeDriver {
                 }
             }
         }
-        self.nodes.insert(name, facts);
+        let joined = before.is_none();
+        self.nodes.insert(name.clone(), facts);
+        if joined {
+            self.adopt_orphans(core, &name, events);
+        }
     }
 
     fn node_gone(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
@@ -826,6 +877,7 @@ impl KubeDriver {
             ended: p.state != PodState::Live,
             foreign: !p.ours,
             node: p.node.clone().map(|n| (n, p.gpus.clone())),
+            orphan: None,
         };
         if facts.ended {
             // History is Kubernetes's: a pod that ended before maar saw it is not a job.
@@ -856,20 +908,31 @@ impl KubeDriver {
             spec.priority = maar_scheduler::limits::MAX_PRIORITY;
             spec.pool.clear();
         }
-        // A pod already bound (before this maar) is in its node's pool unless it names
-        // one.
-        if let Some(pool) = p
+        if let Some(node) = p
             .node
             .as_ref()
-            .filter(|_| spec.pool.is_empty())
-            .and_then(|n| core.cluster().node_id(n).ok())
-            .and_then(|n| core.cluster().nodes[n as usize].pool)
+            .filter(|n| core.cluster().node_id(n).is_err())
         {
-            spec.pool = core.cluster().pools[pool as usize].name.clone();
+            // Bound to a node maar does not know: not Pending (it is not maar's to
+            // place again) and holding nothing (no card is known to be its).
+            Self::note(
+                core,
+                Severity::Warning,
+                "PodOnUnknownNode",
+                format!("pod/{key}"),
+                format!(
+                    "pod {key} is bound to node {node}, which is not in the cluster: it holds nothing in maar until the node appears (`kubectl delete pod -n {ns} {}` if the node is gone for good)",
+                    key.split_once('/').map(|x| x.1).unwrap_or(&key)
+                ),
+                events,
+            );
+            facts.orphan = Some(Box::new(spec));
+            self.pods.insert(key, facts);
+            return;
         }
-        Self::fill_pool(core, &mut spec);
+        Self::place_on_node_pool(core, &mut spec, p.node.as_deref());
         let out = match &p.node {
-            Some(node) if core.cluster().node_id(node).is_ok() => Self::observe(
+            Some(node) => Self::observe(
                 core,
                 Observation::JobRunning {
                     spec: Box::new(spec),
@@ -880,7 +943,7 @@ impl KubeDriver {
                 },
                 events,
             ),
-            _ => Self::observe(
+            None => Self::observe(
                 core,
                 Observation::JobSubmitted {
                     spec: Box::new(spec),
@@ -899,6 +962,47 @@ impl KubeDriver {
             }),
         }
         self.pods.insert(key, facts);
+    }
+
+    /// A pod bound before this maar saw it is in its node's pool unless it names one.
+    fn place_on_node_pool(core: &Core, spec: &mut maar_scheduler::JobSpec, node: Option<&str>) {
+        if let Some(pool) = node
+            .filter(|_| spec.pool.is_empty())
+            .and_then(|n| core.cluster().node_id(n).ok())
+            .and_then(|n| core.cluster().nodes[n as usize].pool)
+        {
+            spec.pool = core.cluster().pools[pool as usize].name.clone();
+        }
+        Self::fill_pool(core, spec);
+    }
+
+    /// Pods bound to a node that was not in the cluster, now that it is: running there.
+    fn adopt_orphans(&mut self, core: &mut Core, node: &str, events: &mut Vec<Event>) {
+        for (key, f) in &mut self.pods {
+            let Some((n, gpus)) = f.node.clone().filter(|(n, _)| n == node) else {
+                continue;
+            };
+            if f.in_core || f.ended {
+                continue;
+            }
+            let Some(mut spec) = f.orphan.take() else {
+                continue;
+            };
+            Self::place_on_node_pool(core, &mut spec, Some(&n));
+            let out = Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec,
+                    replicas: vec![maar_scheduler::input::Binding { node: n, gpus }],
+                },
+                events,
+            );
+            if out.is_ok() {
+                f.in_core = true;
+            } else {
+                tracing::warn!(target: "maar::kube", "pod {key} on node {node}: {:?}", out.result);
+            }
+        }
     }
 
     fn pod_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
@@ -933,10 +1037,8 @@ impl KubeDriver {
     ) {
         match p {
             Ok(p) => {
+                // New, or changed (the core takes a changed one and re-homes nodes).
                 let c = core.cluster();
-                if c.pool_id(&p.name).is_some() {
-                    return;
-                }
                 let lend_to = p.lend_to.iter().filter_map(|n| c.pool_id(n)).collect();
                 Self::observe(
                     core,
@@ -1768,12 +1870,24 @@ impl KubeDriver {
                 None => true,
                 Some((r, t)) => r.as_str() != &*j.reason || now >= t + RETELL_S,
             };
-            if !stale {
+            if !stale
+                || self
+                    .not_told
+                    .get(&key)
+                    .is_some_and(|&t| now < t + RETRY_TELL_S)
+            {
                 continue;
             }
+            self.not_told.remove(&key);
             let mut message = j.reason.to_string();
             let ex = c.explain(j.id);
-            if let Some(fix) = ex.suggestions.first() {
+            // A proven fix first, else what explain says first.
+            let fix = ex
+                .suggestions
+                .iter()
+                .find(|s| s.contains("would start it now") || s.contains("then it starts now"))
+                .or(ex.suggestions.first());
+            if let Some(fix) = fix {
                 message.push_str("; ");
                 message.push_str(fix);
             }
@@ -1824,7 +1938,15 @@ impl KubeDriver {
                 _ => j.reason.to_string(),
             };
             let status = (j.phase.name().to_string(), message);
+            if self
+                .not_told
+                .get(key)
+                .is_some_and(|&t| now < t + RETRY_TELL_S)
+            {
+                continue;
+            }
             if f.status.as_ref() != Some(&status) {
+                self.not_told.remove(key);
                 f.status = Some(status.clone());
                 writes.push(Write::ObjectStatus {
                     owner: f.owner,

@@ -14,6 +14,8 @@ use serde_json::json;
 
 /// The Lease's name.
 pub const NAME: &str = "maar-scheduler";
+/// The Lease's namespace, whatever namespace a maar schedules.
+pub const NAMESPACE: &str = "kube-system";
 /// Seconds without a renewal after which the holder is taken for dead.
 pub const DURATION_S: i64 = 15;
 /// How often the lease is renewed (or its holder looked at).

@@ -241,6 +241,30 @@ pub fn node_devices(k: &KNode) -> Vec<(u32, u64, Option<String>)> {
     out
 }
 
+/// The node's taints (`spec.taints`) with an effect maar knows.
+pub fn node_taints(k: &KNode) -> Vec<maar_scheduler::rules::Taint> {
+    use maar_scheduler::rules::{Taint, TaintEffect};
+    k.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let effect = match t.effect.as_str() {
+                "NoSchedule" => TaintEffect::NoSchedule,
+                "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+                "NoExecute" => TaintEffect::NoExecute,
+                _ => return None,
+            };
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            })
+        })
+        .collect()
+}
+
 /// The node as maar's model (not yet in any pool: the cluster places it by its labels).
 pub fn node_of(k: &KNode) -> Node {
     let name = k.metadata.name.clone().unwrap_or_default();
@@ -267,6 +291,7 @@ pub fn node_of(k: &KNode) -> Node {
     }
     gpus.truncate(maar_scheduler::limits::MAX_GPUS_PER_NODE as usize);
     let mut n = Node::new(name, labels, cpu, memory, disk, gpus);
+    n.taints = node_taints(k);
     n.cordoned = node_cordoned(k);
     let (ready, why) = node_ready(k);
     if !ready {
@@ -556,6 +581,8 @@ pub fn owned_pod(
             "schedulerName": SCHEDULER_NAME,
             "nodeName": node,
             "restartPolicy": owner.restart_policy(),
+            // A NoExecute taint the job tolerates must not evict its pods.
+            "tolerations": spec.rules.tolerations,
             "containers": [{
                 "name": owner.container(),
                 "image": spec.image,

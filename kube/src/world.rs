@@ -197,14 +197,21 @@ pub struct PodSeen {
 impl PodSeen {
     /// The pod, with its job read (maar's pods, and other schedulers' once bound).
     pub fn of(p: &KPod) -> PodSeen {
-        Self::of_unless(p, &mut std::collections::HashSet::new())
+        Self::of_unless(p, &mut std::collections::HashSet::new(), None)
     }
 
     /// As [`PodSeen::of`], reading the job only for a pod whose uid is not in `read`
     /// yet (then added): the driver needs a pod's job once, and a pod changes several
-    /// times on its way (bound, started, ended).
-    pub fn of_unless(p: &KPod, read: &mut std::collections::HashSet<String>) -> PodSeen {
-        let ours = map::is_ours(p);
+    /// times on its way (bound, started, ended). With `scope` (a maar of one
+    /// namespace), maar's pods of other namespaces are another maar's: seen as other
+    /// schedulers' pods are (what they hold once bound counts).
+    pub fn of_unless(
+        p: &KPod,
+        read: &mut std::collections::HashSet<String>,
+        scope: Option<&str>,
+    ) -> PodSeen {
+        let ours = map::is_ours(p)
+            && scope.is_none_or(|ns| p.metadata.namespace.as_deref().unwrap_or("default") == ns);
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let wanted = ours || map::pod_node(p).is_some();
         let first = wanted && (uid.is_empty() || read.insert(uid));
@@ -257,6 +264,14 @@ struct SpecRead {
     node_name: Option<String>,
     node_selector: Option<BTreeMap<String, String>>,
     containers: Vec<ContainerRead>,
+    // The rules kube-scheduler's filters read (rules.rs) and what counts in requests.
+    init_containers: Option<Vec<ContainerRead>>,
+    overhead: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
+    affinity: Option<k8s_openapi::api::core::v1::Affinity>,
+    topology_spread_constraints: Option<Vec<k8s_openapi::api::core::v1::TopologySpreadConstraint>>,
+    priority: Option<i32>,
+    priority_class_name: Option<String>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -267,6 +282,21 @@ struct ContainerRead {
     command: Option<Vec<String>>,
     args: Option<Vec<String>>,
     resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+    ports: Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
+}
+
+impl ContainerRead {
+    fn container(self) -> k8s_openapi::api::core::v1::Container {
+        k8s_openapi::api::core::v1::Container {
+            name: self.name,
+            image: self.image,
+            command: self.command,
+            args: self.args,
+            resources: self.resources,
+            ports: self.ports,
+            ..Default::default()
+        }
+    }
 }
 
 /// The status fields maar reads: the phase, why it failed, the containers' (last)
@@ -290,7 +320,7 @@ struct ContainerStatusRead {
 fn slim_spec<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<k8s_openapi::api::core::v1::PodSpec>, D::Error> {
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::api::core::v1::PodSpec;
     let Some(s) = <Option<SpecRead> as serde::Deserialize>::deserialize(d)? else {
         return Ok(None);
     };
@@ -301,15 +331,17 @@ fn slim_spec<'de, D: serde::Deserializer<'de>>(
         containers: s
             .containers
             .into_iter()
-            .map(|c| Container {
-                name: c.name,
-                image: c.image,
-                command: c.command,
-                args: c.args,
-                resources: c.resources,
-                ..Default::default()
-            })
+            .map(ContainerRead::container)
             .collect(),
+        init_containers: s
+            .init_containers
+            .map(|cs| cs.into_iter().map(ContainerRead::container).collect()),
+        overhead: s.overhead,
+        tolerations: s.tolerations,
+        affinity: s.affinity,
+        topology_spread_constraints: s.topology_spread_constraints,
+        priority: s.priority,
+        priority_class_name: s.priority_class_name,
         ..Default::default()
     }))
 }
@@ -460,6 +492,11 @@ impl ObjectSeen {
 /// What the world tells the driver.
 #[derive(Debug)]
 pub enum Seen {
+    /// A waiting job's reason (its pod's condition and event) or an object's status
+    /// could not be written: to be written again.
+    NotTold {
+        job: String,
+    },
     Node(Watched<Box<KNode>>),
     Pod(Watched<Box<PodSeen>>),
     Namespace(Watched<String>),
@@ -613,11 +650,10 @@ impl World {
         let (tx, seen) = mpsc::channel();
         let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
         let leader = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // The lease lives in the one namespace watched, else in kube-system.
-        let lease_ns = conn
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "kube-system".to_string());
+        // One lease per scheduler name, whatever namespace a maar schedules: two
+        // maars of one name never both lead (kube-scheduler's lease is in kube-system
+        // too).
+        let lease_ns = crate::lease::NAMESPACE.to_string();
         let me = format!(
             "{}_{}",
             std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
@@ -813,10 +849,10 @@ fn unreadable(o: &DynamicObject, e: maar_scheduler::manifest::SpecError) -> (Str
 /// Watches nodes, pods, namespaces and maar's own resources; every event (and every
 /// watch error) is sent on.
 pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Sender<Seen>) {
-    let pods: Api<SlimPod> = match &namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    // Every pod that holds node resources counts, whatever namespace maar schedules:
+    // a maar of one namespace that saw only its own would book cards other pods hold.
+    let pods: Api<SlimPod> = Api::all(client.clone());
+    let scope = namespace.clone();
     spawn_watch(
         Api::<KNode>::all(client.clone()),
         "nodes",
@@ -832,10 +868,18 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
             let uid = p.metadata.uid.clone().unwrap_or_default();
             read.remove(&uid);
             let mut skip = std::collections::HashSet::from([uid]);
-            Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(&p, &mut skip))))
+            Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(
+                &p,
+                &mut skip,
+                scope.as_deref(),
+            ))))
         }
         ev => Seen::Pod(forward(ev, |p| {
-            Box::new(PodSeen::of_unless(&p.into_pod(), &mut read))
+            Box::new(PodSeen::of_unless(
+                &p.into_pod(),
+                &mut read,
+                scope.as_deref(),
+            ))
         })),
     });
     for owner in Owner::ALL {
@@ -1103,7 +1147,13 @@ async fn write_inner(
             result,
         },
         (_, Ok(())) => return None,
-        (w, Err(e)) => Seen::Trouble(format!("{}: {e}", describe(w))),
+        (w, Err(e)) => {
+            // A waiting pod's reason or an object's status not written: told again.
+            if let Write::Unschedulable { job, .. } | Write::ObjectStatus { job, .. } = w {
+                let _ = tx.send(Seen::NotTold { job: job.clone() });
+            }
+            Seen::Trouble(format!("{}: {e}", describe(w)))
+        }
     };
     let _ = tx.send(msg);
     None

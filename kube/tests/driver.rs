@@ -1440,3 +1440,277 @@ fn scheduled_events_not_written_are_told_to_the_operator_once_with_their_count()
     );
     assert!(told[0].message.contains("kubectl get pods -o wide"));
 }
+
+// ----- the cluster as it is now (issue: Kubernetes correctness) ---------------------
+
+fn bound_to<'a>(writes: &'a [Write], job: &str) -> Option<&'a str> {
+    writes.iter().find_map(|w| match w {
+        Write::Bind { job: j, node, .. } if j == job => Some(node.as_str()),
+        _ => None,
+    })
+}
+
+fn told<'a>(writes: &'a [Write], job: &str) -> Option<&'a str> {
+    writes.iter().find_map(|w| match w {
+        Write::Unschedulable {
+            job: j, message, ..
+        } if j == job => Some(message.as_str()),
+        _ => None,
+    })
+}
+
+/// Answers every bind in `writes` as done.
+fn bound_all(d: &mut KubeDriver, core: &mut Core, t: u64, writes: &[Write]) -> Vec<Write> {
+    let seen: Vec<Seen> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Bind { job, .. } => Some(Seen::Bound {
+                job: job.clone(),
+                result: Ok(()),
+            }),
+            _ => None,
+        })
+        .collect();
+    d.step(core, t, seen).1
+}
+
+#[test]
+fn a_node_whose_device_plugin_comes_later_gets_its_gpus_and_a_withdrawn_card_is_told() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // Registered by the kubelet: no nvidia.com/gpu yet.
+    let bare = node(
+        "gpu-a",
+        4,
+        "a100",
+        json!({"status": {"allocatable": {"nvidia.com/gpu": null}, "capacity": {"nvidia.com/gpu": null}}}),
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(vec![bare], vec![pod("ml", "p", 2, json!({}))]),
+    );
+    assert_eq!(bound_to(&writes, "ml/p"), None);
+    assert!(told(&writes, "ml/p").is_some());
+    // The device plugin advertises 4 cards: the pod is bound at once.
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            4,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(bound_to(&writes, "ml/p"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 3, &writes);
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    // A card withdrawn under it (4 -> 1): its job's fate is told.
+    d.step(
+        &mut core,
+        4,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            1,
+            "a100",
+            json!({}),
+        )))],
+    );
+    let c = core.cluster();
+    assert_eq!(c.nodes[c.node_id("gpu-a").unwrap() as usize].gpus.len(), 1);
+    assert_ne!(phase(&core, "ml/p"), Phase::Running);
+    assert!(
+        c.events
+            .iter()
+            .any(|e| e.reason == "GpuWithdrawn" && e.message.contains("no longer advertised")),
+        "{:?}",
+        c.events.iter().map(|e| &e.reason).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let taint = json!({"spec": {"taints": [
+        {"key": "dedicated", "value": "team-a", "effect": "NoSchedule"},
+        {"key": "soft", "effect": "PreferNoSchedule"}
+    ]}});
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", taint.clone())],
+            vec![
+                pod("ml", "plain", 1, json!({})),
+                pod(
+                    "ml",
+                    "team-a",
+                    1,
+                    json!({"spec": {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "team-a", "effect": "NoSchedule"}]}}),
+                ),
+            ],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/team-a"), Some("gpu-a"));
+    assert_eq!(bound_to(&writes, "ml/plain"), None);
+    let why = told(&writes, "ml/plain").expect("told why");
+    assert!(
+        why.contains("untolerated taint dedicated=team-a:NoSchedule")
+            && why.contains("a toleration for dedicated=team-a:NoSchedule"),
+        "{why}"
+    );
+    // `kubectl taint node gpu-a dedicated-`: the node is re-read, the pod bound.
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(bound_to(&writes, "ml/plain"), Some("gpu-a"));
+}
+
+#[test]
+fn a_pod_bound_to_a_node_maar_does_not_know_holds_nothing_until_the_node_appears() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 1, "a100", json!({}))],
+            vec![
+                pod("ml", "stray", 1, json!({"spec": {"nodeName": "gone-node"}})),
+                pod("ml", "next", 1, json!({})),
+            ],
+        ),
+    );
+    // No phantom: the stray pod is no job, and the one card goes to the next pod.
+    assert!(core.cluster().job_id("ml/stray").is_err());
+    assert_eq!(bound_to(&writes, "ml/next"), Some("gpu-a"));
+    assert!(core
+        .cluster()
+        .events
+        .iter()
+        .any(|e| e.reason == "PodOnUnknownNode" && e.message.contains("gone-node")));
+    // The node appears: the pod runs there, in maar's books too.
+    d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gone-node",
+            2,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(phase(&core, "ml/stray"), Phase::Running);
+}
+
+#[test]
+fn a_pool_object_applied_while_maar_runs_takes_the_nodes_of_its_role() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let gpu_role = json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}});
+    d.step(
+        &mut core,
+        1,
+        lists(vec![node("gpu-node-01", 8, "a100", gpu_role)], vec![]),
+    );
+    let c = core.cluster();
+    assert_eq!(c.pool_name(c.nodes[0].pool), "gpu");
+    // The README's order: nodes labelled first, the Pool applied after.
+    let pool = |sel: &str| {
+        Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
+            name: "training-gpu".into(),
+            kind: maar_scheduler::model::PoolKind::Training,
+            selector: [("crater.ai/node-role".to_string(), sel.to_string())].into(),
+            lend_to: vec![],
+            overcommit: Default::default(),
+        })))
+    };
+    d.step(&mut core, 2, vec![pool("gpu")]);
+    let c = core.cluster();
+    assert_eq!(c.pool_name(c.nodes[0].pool), "training-gpu");
+    // The Pool edited to select other nodes: this one goes back to its role's pool.
+    d.step(&mut core, 3, vec![pool("a100-only")]);
+    let c = core.cluster();
+    assert_eq!(c.pool_name(c.nodes[0].pool), "gpu");
+}
+
+#[test]
+fn a_maar_of_one_namespace_counts_the_pods_of_every_namespace() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let raw = |ns: &str, name: &str, extra: Value| {
+        let mut v = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+            "spec": {"schedulerName": "maar", "containers": [{"name": "m", "image": "i",
+                "resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+            "status": {"phase": "Pending"},
+        });
+        merge(&mut v, extra);
+        let p: KPod = serde_json::from_value(v).unwrap();
+        Box::new(PodSeen::of_unless(
+            &p,
+            &mut std::collections::HashSet::new(),
+            Some("ml"),
+        ))
+    };
+    // Another namespace's maar pod, bound (by a maar of that namespace): it holds its
+    // cards. One waiting there is not this maar's to bind.
+    let theirs = raw("other", "theirs", json!({"spec": {"nodeName": "gpu-a"}}));
+    assert!(!theirs.ours);
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![
+                theirs,
+                raw("other", "waits-there", json!({})),
+                raw("ml", "mine", json!({})),
+                raw("ml", "mine-too", json!({})),
+            ],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/mine"), Some("gpu-a"));
+    assert_eq!(bound_to(&writes, "other/waits-there"), None);
+    // 8 cards: 4 held by the other namespace's pod, 4 by the first of mine.
+    assert_eq!(bound_to(&writes, "ml/mine-too"), None);
+}
+
+#[test]
+fn a_reason_that_failed_to_be_written_is_written_again() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 1, "a100", json!({}))],
+            vec![pod("ml", "big", 4, json!({}))],
+        ),
+    );
+    assert!(told(&writes, "ml/big").is_some());
+    // Nothing new to tell while it is written.
+    let (_, writes) = d.step(&mut core, 2, vec![]);
+    assert!(told(&writes, "ml/big").is_none());
+    // The write failed (the API server was away): told again a few seconds later.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::NotTold {
+            job: "ml/big".into(),
+        }],
+    );
+    assert!(told(&writes, "ml/big").is_none());
+    let (_, writes) = d.step(&mut core, 3 + maar_kube::driver::RETRY_TELL_S, vec![]);
+    assert!(told(&writes, "ml/big").is_some());
+}

@@ -379,10 +379,18 @@ impl Cluster {
         }
     }
 
+    /// The pool a node with these labels is in: the first whose selector they match,
+    /// preferring a pool defined for itself over a node-role pool (one named as the
+    /// role, selecting `crater.ai/node-role` alone: what a Kubernetes cluster's roles
+    /// make before a Pool object names them).
     pub fn pool_for_labels(&self, labels: &BTreeMap<String, String>) -> Option<PoolId> {
+        let matching = |p: &&Pool| p.selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let role_pool =
+            |p: &Pool| p.selector.len() == 1 && p.selector.get(LABEL_ROLE) == Some(&p.name);
         self.pools
             .iter()
-            .position(|p| p.selector.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .position(|p| matching(&p) && !role_pool(p))
+            .or_else(|| self.pools.iter().position(|p| matching(&p)))
             .map(|i| i as PoolId)
     }
 

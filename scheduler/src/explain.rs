@@ -1173,6 +1173,31 @@ impl Cluster {
         {
             return None;
         }
+        // Every node keeps it off by a rule (a taint, the selector, node affinity),
+        // whatever their size: the rules are what must change.
+        let ruled: Vec<NodeReason> = nodes
+            .iter()
+            .filter_map(|&n| crate::fit::node_rules(&self.nodes[n as usize], spec).err())
+            .filter(|r| !matches!(r, NodeReason::Cordoned))
+            .collect();
+        if ruled.len() == nodes.len() {
+            let mut groups: Vec<(&NodeReason, u32)> = Vec::new();
+            for r in &ruled {
+                match groups.iter_mut().find(|g| g.0.same_phrase(r)) {
+                    Some(g) => g.1 += 1,
+                    None => groups.push((r, 1)),
+                }
+            }
+            return Some(format!(
+                "can never run as asked: every node of pool {} keeps it off ({})",
+                spec.pool,
+                groups
+                    .iter()
+                    .map(|(r, k)| format!("{k} {}", r.lack(spec)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         // Cards of the device the job asks for (whole cards, a MIG profile).
         let of_kind = |n: &Node| {
             n.gpus

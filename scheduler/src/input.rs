@@ -115,6 +115,11 @@ pub enum Observation {
         node: String,
         labels: BTreeMap<String, String>,
     },
+    /// A node's capacity, devices, labels or taints changed (a Kubernetes Node
+    /// updated: the device plugin advertised its GPUs a moment after the kubelet
+    /// registered it, or withdrew a card): the node takes them as given, keeping
+    /// what runs on the cards that stay; jobs on cards withdrawn are lost.
+    NodeUpdated { node: Box<Node> },
     /// A node became Ready (`ready`) or NotReady with a reason; jobs on a node that
     /// goes NotReady are lost.
     NodeCondition {
@@ -394,24 +399,39 @@ impl Core {
             }
             Observation::PoolSeen { pool } => {
                 let name = pool.name.clone();
-                if c.pool_id(&name).is_some() {
-                    return done(format!("pool {name} exists"));
+                if let Some(id) = c.pool_id(&name) {
+                    let was = &c.pools[id as usize];
+                    if (&was.selector, was.kind, &was.lend_to, was.overcommit)
+                        == (&pool.selector, pool.kind, &pool.lend_to, pool.overcommit)
+                    {
+                        return done(format!("pool {name} exists"));
+                    }
+                    // Changed (a Pool object edited): its nodes follow the new
+                    // selector; the rest keeps.
+                    let members: Vec<NodeId> = c.pool_members[id as usize].clone();
+                    for &n in &members {
+                        c.account_node(n, false);
+                    }
+                    c.pools[id as usize] = *pool;
+                    for &n in &members {
+                        c.account_node(n, true);
+                    }
+                    c.rehome_nodes();
+                    c.emit(
+                        Severity::Normal,
+                        "PoolChanged",
+                        format!("pool/{name}"),
+                        "pool changed: its nodes follow its selector".to_string(),
+                    );
+                    return done(format!("pool {name} changed"));
                 }
                 let id = c.add_pool(*pool);
                 for p in &mut c.projects {
                     p.quotas.insert(id, Quota::default());
                 }
-                // Nodes in no pool that the new selector matches join it.
-                let join: Vec<NodeId> = (0..c.nodes.len() as NodeId)
-                    .filter(|&n| {
-                        c.nodes[n as usize].pool.is_none()
-                            && c.pool_for_labels(c.nodes[n as usize].labels()) == Some(id)
-                    })
-                    .collect();
-                for n in join {
-                    let labels = c.nodes[n as usize].labels().clone();
-                    c.relabel_node(n, labels);
-                }
+                // Nodes its selector matches join it: those in no pool, and those of a
+                // node-role pool (see `pool_for_labels`).
+                c.rehome_nodes();
                 c.emit(
                     Severity::Normal,
                     "PoolAdded",
@@ -419,6 +439,12 @@ impl Core {
                     "pool seen: open to every project until quota is set".to_string(),
                 );
                 done(format!("pool {name} added"))
+            }
+            Observation::NodeUpdated { node } => {
+                let n = c.node_id(&node.name)?;
+                let name = node.name.clone();
+                c.update_node(n, *node);
+                done(format!("node {name} updated"))
             }
             Observation::NodeLabels { node, labels } => {
                 let n = c.node_id(&node)?;
@@ -910,6 +936,123 @@ impl Cluster {
             self.scale(id, eff, &why);
         }
         Ok(())
+    }
+
+    /// Takes a node's capacity, devices, labels and taints from `new` (the node as the
+    /// world has it now). Cards that stay keep their jobs, health and cordons; jobs on
+    /// cards withdrawn (fewer, or of another device resource) are lost.
+    pub fn update_node(&mut self, n: NodeId, new: Node) {
+        let old = &self.nodes[n as usize];
+        let name = old.name.clone();
+        let gone: Vec<u32> = old
+            .gpus
+            .iter()
+            .filter(|g| {
+                new.gpus
+                    .get(g.index as usize)
+                    .is_none_or(|x| x.resource != g.resource)
+            })
+            .map(|g| g.index)
+            .collect();
+        let mut said = Vec::new();
+        let (og, ng) = (old.gpus.len(), new.gpus.len());
+        if og != ng {
+            said.push(format!("GPUs {og} -> {ng}"));
+        }
+        if old.cpu_milli != new.cpu_milli || old.memory != new.memory || old.disk != new.disk {
+            said.push(format!(
+                "allocatable {} CPU, {} memory, {} disk",
+                crate::quantity::fmt_cpu(new.cpu_milli),
+                crate::quantity::fmt_bytes(new.memory),
+                crate::quantity::fmt_bytes(new.disk)
+            ));
+        }
+        if old.taints != new.taints {
+            said.push(if new.taints.is_empty() {
+                "no taints".to_string()
+            } else {
+                format!(
+                    "taints {}",
+                    new.taints
+                        .iter()
+                        .map(crate::rules::Taint::text)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            });
+        }
+        for &g in &gone {
+            for j in self.jobs_on(n, Some(g)) {
+                self.lose(
+                    j,
+                    n,
+                    Some(g),
+                    "GpuWithdrawn",
+                    format!("GPU {name}/{g} is no longer advertised by the node"),
+                );
+            }
+        }
+        let old_pool = self.nodes[n as usize].pool;
+        self.account_node(n, false);
+        {
+            let node = &mut self.nodes[n as usize];
+            node.cpu_milli = new.cpu_milli;
+            node.memory = new.memory;
+            node.disk = new.disk;
+            node.set_labels(new.labels().clone());
+            node.taints = new.taints;
+            let mut cards = new.gpus;
+            for g in &mut cards {
+                if let Some(was) = node.gpus.get(g.index as usize) {
+                    if was.resource == g.resource {
+                        g.allocs = was.allocs.clone();
+                        g.health = was.health.clone();
+                        g.cordoned = was.cordoned;
+                        g.util_pct = was.util_pct;
+                        g.mem_used = was.mem_used;
+                        g.temp_c = was.temp_c;
+                        g.power_w = was.power_w;
+                    }
+                }
+            }
+            node.gpus = cards;
+        }
+        let pool = self.pool_for_labels(self.nodes[n as usize].labels());
+        self.nodes[n as usize].pool = pool;
+        self.account_node(n, true);
+        self.reindex(n);
+        if pool != old_pool {
+            said.push(format!(
+                "pool {} -> {}",
+                self.pool_name(old_pool),
+                self.pool_name(pool)
+            ));
+        }
+        self.emit(
+            Severity::Normal,
+            "NodeUpdated",
+            format!("node/{name}"),
+            if said.is_empty() {
+                "node updated".to_string()
+            } else {
+                said.join("; ")
+            },
+        );
+    }
+
+    /// Nodes whose labels now point at another pool (a pool added or changed) move
+    /// there.
+    pub fn rehome_nodes(&mut self) {
+        let moved: Vec<NodeId> = (0..self.nodes.len() as NodeId)
+            .filter(|&n| {
+                let node = &self.nodes[n as usize];
+                node.pool != self.pool_for_labels(node.labels())
+            })
+            .collect();
+        for n in moved {
+            let labels = self.nodes[n as usize].labels().clone();
+            self.relabel_node(n, labels);
+        }
     }
 
     /// Sets a node's labels; it moves to the pool its new labels select.
