@@ -1123,6 +1123,9 @@ pub struct LocalArgs {
     /// No console: run until interrupted (commands reach it through --state).
     #[arg(long)]
     pub headless: bool,
+    /// With --headless: the log on stderr as plain lines or JSON objects.
+    #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
+    pub log_format: crate::logging::LogFormat,
     /// How a node is chosen among those that fit: maar (the default), or a published
     /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
     /// bestfit, fgd.
@@ -1167,6 +1170,9 @@ pub struct KubeArgs {
     /// --context).
     #[arg(long)]
     pub headless: bool,
+    /// With --headless: the log on stderr as plain lines or JSON objects.
+    #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
+    pub log_format: crate::logging::LogFormat,
     /// How a node is chosen among those that fit: maar (the default), or a published
     /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
     /// bestfit, fgd.
@@ -1210,6 +1216,7 @@ pub fn kube_state(context: &str) -> PathBuf {
 
 fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
     let theme = if a.headless {
+        crate::logging::to_stderr(a.log_format);
         None
     } else {
         Some(crate::console::theme::choose(a.theme.as_deref())?)
@@ -1354,6 +1361,7 @@ fn sysinfo_hostname() -> String {
 
 fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
     let theme = if a.headless {
+        crate::logging::to_stderr(a.log_format);
         None
     } else {
         Some(crate::console::theme::choose(a.theme.as_deref())?)

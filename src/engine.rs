@@ -807,7 +807,10 @@ impl Engine {
         }
         if let Some(r) = &mut self.record {
             match r.append_events(&self.unwritten) {
-                Ok(()) => self.unwritten.clear(),
+                Ok(()) => {
+                    self.unwritten.iter().for_each(crate::logging::event);
+                    self.unwritten.clear()
+                }
                 Err(e) => self.record_error = Some(e.to_string()),
             }
         }

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod fuzzing;
 pub mod load;
 pub mod local;
+pub mod logging;
 pub mod out;
 pub mod output;
 pub mod record;

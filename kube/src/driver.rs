@@ -119,6 +119,8 @@ struct ObjectFacts {
     /// Its job, when the core could not queue it yet (a pool not here): tried again
     /// when a pool appears.
     waiting: Option<maar_scheduler::JobSpec>,
+    /// Its spec as first read (an edit is told, not taken).
+    spec: Option<maar_scheduler::JobSpec>,
 }
 
 /// A pod maar made for one of its objects.
@@ -170,6 +172,9 @@ pub struct KubeDriver {
     reconcile: Vec<String>,
     /// Writes of commands made with no cluster attached.
     unsent: Vec<Write>,
+    /// maar's own events about objects (a bad Quota or Pool, an edited TrainJob,
+    /// trouble with the API server on its Lease), written with the next step's writes.
+    notes: Vec<Write>,
     /// Decisions held by the core, taken out before an input whose own decisions are
     /// dropped: carried out with the next cycle's.
     decided: Vec<Decision>,
@@ -223,6 +228,7 @@ impl KubeDriver {
             foreign_stopped: Vec::new(),
             reconcile: Vec::new(),
             unsent: Vec::new(),
+            notes: Vec::new(),
             decided: Vec::new(),
             dirty: false,
             last_cycle: None,
@@ -320,6 +326,31 @@ impl KubeDriver {
         );
     }
 
+    /// A Warning event of maar's own on a Kubernetes object: (apiVersion, kind,
+    /// namespace, name).
+    fn warn_on(&mut self, of: (&str, &str, &str, &str), reason: &str, message: &str) {
+        self.notes.push(Write::Note {
+            regarding: (
+                of.0.to_string(),
+                of.1.to_string(),
+                of.2.to_string(),
+                of.3.to_string(),
+                String::new(),
+            ),
+            warning: true,
+            reason: reason.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    /// maar's own Lease, which its troubles are told on.
+    const LEASE: (&'static str, &'static str, &'static str, &'static str) = (
+        "coordination.k8s.io/v1",
+        "Lease",
+        crate::lease::NAMESPACE,
+        crate::lease::NAME,
+    );
+
     fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
         let mut out = core.apply_held(Input::Command {
             actor: actor(),
@@ -393,7 +424,7 @@ impl KubeDriver {
         match s {
             Seen::Pool(w) => match w {
                 Watched::Apply(p) | Watched::InitApply(p) => {
-                    Self::pool_seen(core, p, events);
+                    self.pool_seen(core, p, events);
                     self.pool_appeared(core, events);
                 }
                 Watched::InitDone => self.listed_now(0, core, events, writes),
@@ -566,6 +597,7 @@ impl KubeDriver {
                 tracing::info!(target: "maar::kube", "{msg}");
                 // Not being able to hold the lease at all is trouble; the rest is news.
                 let severity = if msg.starts_with("cannot") {
+                    self.warn_on(Self::LEASE, "Lease", &msg);
                     Severity::Warning
                 } else {
                     Severity::Normal
@@ -578,6 +610,18 @@ impl KubeDriver {
                     crate::world::MAX_QUEUED_EVENTS
                 );
                 tracing::info!(target: "maar::kube", "{msg}");
+                self.notes.push(Write::Note {
+                    regarding: (
+                        Self::LEASE.0.into(),
+                        Self::LEASE.1.into(),
+                        Self::LEASE.2.into(),
+                        Self::LEASE.3.into(),
+                        String::new(),
+                    ),
+                    warning: false,
+                    reason: "EventsNotWritten".into(),
+                    message: msg.clone(),
+                });
                 Self::note(
                     core,
                     Severity::Normal,
@@ -593,6 +637,7 @@ impl KubeDriver {
                 if last.is_none_or(|t| now >= t + 60) {
                     self.troubles.insert(msg.clone(), now);
                     tracing::warn!(target: "maar::kube", "{msg}");
+                    self.warn_on(Self::LEASE, "KubernetesTrouble", &msg);
                     Self::note(
                         core,
                         Severity::Warning,
@@ -926,6 +971,19 @@ impl KubeDriver {
                 ),
                 events,
             );
+            let (pns, pname) = key.split_once('/').unwrap_or(("default", &key));
+            self.notes.push(Write::Note {
+                regarding: (
+                    "v1".into(),
+                    "Pod".into(),
+                    pns.into(),
+                    pname.into(),
+                    p.uid.clone(),
+                ),
+                warning: true,
+                reason: "PodOnUnknownNode".into(),
+                message: format!("bound to node {node}, which is not in the cluster: maar counts nothing for it until the node appears"),
+            });
             facts.orphan = Some(Box::new(spec));
             self.pods.insert(key, facts);
             return;
@@ -1031,6 +1089,7 @@ impl KubeDriver {
     }
 
     fn pool_seen(
+        &mut self,
         core: &mut Core,
         p: Result<PoolObject, (String, String)>,
         events: &mut Vec<Event>,
@@ -1055,6 +1114,11 @@ impl KubeDriver {
                 );
             }
             Err((name, why)) => {
+                self.warn_on(
+                    ("crater.ai/v1", "Pool", "", &name),
+                    "BadPool",
+                    &format!("Pool {name} is not used: {why}"),
+                );
                 Self::note(
                     core,
                     Severity::Warning,
@@ -1205,17 +1269,36 @@ impl KubeDriver {
         let q = match q {
             Ok(q) => q,
             Err((key, why)) => {
+                let msg = format!("Quota {key} is not used: {why}");
+                let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
+                self.warn_on(("crater.ai/v1", "Quota", ns, name), "BadQuota", &msg);
                 Self::note(
                     core,
                     Severity::Warning,
                     "BadQuota",
                     format!("quota/{key}"),
-                    format!("Quota {key} is not used: {why}"),
+                    msg,
                     events,
                 );
                 return;
             }
         };
+        if let Some(why) = &q.bad {
+            let msg = format!(
+                "Quota {} cannot be read ({why}): project {} may use nothing in pool {} until it is fixed",
+                q.key, q.project, q.pool
+            );
+            let (ns, name) = q.key.split_once('/').unwrap_or(("default", &q.key));
+            self.warn_on(("crater.ai/v1", "Quota", ns, name), "BadQuota", &msg);
+            Self::note(
+                core,
+                Severity::Warning,
+                "BadQuota",
+                format!("quota/{}", q.key),
+                msg,
+                events,
+            );
+        }
         if core.cluster().pool_id(&q.pool).is_none() {
             // Its pool is not here yet: set when it appears.
             self.quotas_waiting.insert(q.key.clone(), q);
@@ -1275,7 +1358,26 @@ impl KubeDriver {
                 return;
             }
             if f.uid == t.uid {
-                // Edits to a submitted object's spec are not taken (as a pod's).
+                // Edits to a submitted object's spec are not taken (as a pod's): said
+                // once per edit, on the object.
+                let now = t.spec.as_ref().ok().cloned();
+                if f.spec.is_some() && now.is_some() && f.spec != now {
+                    let kind = t.owner.kind();
+                    let msg = format!(
+                        "changes to a submitted {kind} are not applied (maar keeps the spec it queued); delete and re-apply it to run the new one"
+                    );
+                    let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
+                    self.objects.get_mut(&key).expect("known").spec = now;
+                    self.warn_on(("crater.ai/v1", kind, ns, name), "SpecNotApplied", &msg);
+                    Self::note(
+                        core,
+                        Severity::Warning,
+                        "SpecNotApplied",
+                        format!("job/{key}"),
+                        msg,
+                        events,
+                    );
+                }
                 return;
             }
             self.object_deleted(core, &key, events);
@@ -1306,6 +1408,7 @@ impl KubeDriver {
             current: BTreeSet::new(),
             status: None,
             waiting: None,
+            spec: t.spec.as_ref().ok().cloned(),
         };
         if t.ended {
             // Ended before this maar saw it: history is Kubernetes's.
@@ -2028,6 +2131,7 @@ impl KubeDriver {
             // nothing of what it would decide).
             core.take_held();
             self.decided.clear();
+            self.notes.clear();
             return (events, writes);
         }
         // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle over
@@ -2043,6 +2147,7 @@ impl KubeDriver {
         }
         self.answer_requests(core, &mut writes);
         self.ask_loads(core, &mut writes);
+        writes.append(&mut self.notes);
         (events, writes)
     }
 }

@@ -607,6 +607,10 @@ pub struct QuotaObject {
     pub project: String,
     pub pool: String,
     pub quota: maar_scheduler::model::Quota,
+    /// Why maar cannot read the quota itself (its pool it can): the project is then
+    /// closed in that pool (a limit of 0) until the object is fixed, never left
+    /// without a limit.
+    pub bad: Option<String>,
 }
 
 pub fn quota_of(o: &kube::core::DynamicObject) -> Result<QuotaObject, SpecError> {
@@ -628,14 +632,32 @@ pub fn quota_of(o: &kube::core::DynamicObject) -> Result<QuotaObject, SpecError>
     if let Some(m) = spec.as_object_mut() {
         m.remove("pool");
     }
-    let q: maar_scheduler::manifest::QuotaSpec =
-        serde_json::from_value(spec).map_err(|e| bad("spec", e.to_string()))?;
-    let quota = q.to_quota().map_err(|m| bad("spec", m))?;
+    let read = serde_json::from_value::<maar_scheduler::manifest::QuotaSpec>(spec)
+        .map_err(|e| e.to_string())
+        .and_then(|q| q.to_quota());
+    let (quota, bad) = match read {
+        Ok(q) => (q, None),
+        Err(why) => {
+            let zero = Some(0);
+            let closed = maar_scheduler::model::Quota {
+                reserved: Default::default(),
+                max: maar_scheduler::model::Limits {
+                    gpu_milli: zero,
+                    gpu_mem: zero,
+                    cpu_milli: zero,
+                    memory: zero,
+                    disk: zero,
+                },
+            };
+            (closed, Some(format!("spec: {why}")))
+        }
+    };
     Ok(QuotaObject {
         key: format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
         project: ns,
         pool,
         quota,
+        bad,
     })
 }
 

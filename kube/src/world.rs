@@ -607,6 +607,15 @@ pub enum Write {
     /// The node's cordoned GPUs, all of them (its `crater.ai/cordoned-gpus`
     /// annotation; removed when empty).
     GpuCordons { node: String, gpus: Vec<u32> },
+    /// An event of maar's own about an object (a Quota or Pool it cannot use, an
+    /// edited TrainJob, its Lease when it has trouble with the API server).
+    Note {
+        /// (apiVersion, kind, namespace, name, uid)
+        regarding: (String, String, String, String, String),
+        warning: bool,
+        reason: String,
+        message: String,
+    },
 }
 
 /// One pod to make: its name, its replica number and where it runs.
@@ -1241,6 +1250,9 @@ fn describe(w: &Write) -> String {
         Write::Cordon { node, on: true } => format!("cordoning node {node}"),
         Write::Cordon { node, on: false } => format!("uncordoning node {node}"),
         Write::GpuCordons { node, .. } => format!("writing the GPU cordons of node {node}"),
+        Write::Note {
+            regarding, reason, ..
+        } => format!("writing event {reason} on {} {}", regarding.1, regarding.3),
     }
 }
 
@@ -1254,7 +1266,8 @@ fn object_ref(api_version: &str, kind: &str, ns: &str, name: &str, uid: &str) ->
         api_version: Some(api_version.into()),
         kind: Some(kind.into()),
         name: Some(name.into()),
-        namespace: Some(ns.into()),
+        // Cluster-scoped objects (a Pool) have none (the event goes to `default`).
+        namespace: (!ns.is_empty()).then(|| ns.to_string()),
         uid: (!uid.is_empty()).then(|| uid.to_string()),
         ..Default::default()
     }
@@ -1348,6 +1361,25 @@ impl Scheduled {
 /// One write against the API server.
 pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<(), String> {
     match w {
+        Write::Note {
+            regarding: (api_version, kind, ns, name, uid),
+            warning,
+            reason,
+            message,
+        } => recorder
+            .publish(
+                if *warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason,
+                "Scheduling",
+                message,
+                &object_ref(api_version, kind, ns, name, uid),
+            )
+            .await
+            .map_err(|e| e.to_string()),
         Write::Bind {
             job,
             uid,

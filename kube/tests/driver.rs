@@ -634,8 +634,15 @@ fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
         "spec": {"pool": "training", "reserved": {"gpu": 4}, "max": {"gpu": 2}},
     }))
     .unwrap();
-    let e = maar_kube::map::quota_of(&bad).unwrap_err();
-    assert!(e.message.contains("reserved GPUs exceeds max 2"), "{e:?}");
+    let e = maar_kube::map::quota_of(&bad).unwrap();
+    assert!(
+        e.bad
+            .as_deref()
+            .is_some_and(|b| b.contains("reserved GPUs exceeds max 2")),
+        "{e:?}"
+    );
+    // Never left without a limit: closed until fixed.
+    assert_eq!(e.quota.max.gpu_milli, Some(0));
     // The Quota is deleted: the namespace is open again and the pod is bound.
     let (_, writes) = d.step(&mut core, 2, vec![Seen::Quota(Watched::Delete(Ok(quota)))]);
     assert!(
@@ -1713,4 +1720,89 @@ fn a_reason_that_failed_to_be_written_is_written_again() {
     assert!(told(&writes, "ml/big").is_none());
     let (_, writes) = d.step(&mut core, 3 + maar_kube::driver::RETRY_TELL_S, vec![]);
     assert!(told(&writes, "ml/big").is_some());
+}
+
+fn notes<'a>(writes: &'a [Write], reason: &str) -> Vec<(&'a str, &'a str)> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Note {
+                regarding,
+                reason: r,
+                message,
+                warning: true,
+            } if r == reason => Some((regarding.3.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_quota_maar_cannot_read_closes_its_namespace_and_is_told_on_the_object() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let bad: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "Quota",
+        "metadata": {"name": "typo", "namespace": "ml"},
+        "spec": {"pool": "training", "max": {"gpu": "lots"}},
+    }))
+    .unwrap();
+    let q = maar_kube::map::quota_of(&bad).unwrap();
+    let mut seen = vec![Seen::Quota(Watched::Apply(Ok(q)))];
+    seen.extend(lists(
+        vec![node("gpu-a", 8, "a100", json!({}))],
+        vec![pod("ml", "p", 1, json!({}))],
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert_eq!(bound_to(&writes, "ml/p"), None, "not unlimited: closed");
+    let n = notes(&writes, "BadQuota");
+    assert!(
+        n.iter()
+            .any(|(obj, m)| *obj == "typo" && m.contains("may use nothing in pool training")),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn an_edited_trainjob_is_told_that_its_changes_are_not_applied() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let spec = |gpus: u32| {
+        json!({"image": "i", "resources": {"pool": "training", "gpu": {"count": gpus},
+            "cpu": {"cores": 1}, "memory": {"capacity": "1Gi"}}})
+    };
+    let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob("ml", "tj", spec(1))),
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert!(notes(&writes, "SpecNotApplied").is_empty());
+    // Its status written by maar comes back unchanged: nothing said.
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Object(
+            Owner::TrainJob,
+            Watched::Apply(trainjob("ml", "tj", spec(1))),
+        )],
+    );
+    assert!(notes(&writes, "SpecNotApplied").is_empty());
+    // `kubectl edit`: 2 GPUs now. Told once, on the TrainJob.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Object(
+            Owner::TrainJob,
+            Watched::Apply(trainjob("ml", "tj", spec(2))),
+        )],
+    );
+    let n = notes(&writes, "SpecNotApplied");
+    assert_eq!(n.len(), 1, "{writes:?}");
+    assert!(n[0].1.contains("delete and re-apply"), "{}", n[0].1);
+    let c = core.cluster();
+    assert_eq!(
+        c.jobs[c.job_id("ml/tj").unwrap() as usize].spec.gpu.count,
+        1
+    );
 }

@@ -120,7 +120,9 @@ fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
     // What maar does not read is not kept.
     let spec = slim.spec.as_ref().unwrap();
     assert!(whole.spec.as_ref().unwrap().volumes.is_some());
-    assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+    assert!(spec.volumes.is_none());
+    // Tolerations are read (TaintToleration), as the whole pod has them.
+    assert_eq!(spec.tolerations, whole.spec.as_ref().unwrap().tolerations);
     assert!(spec.containers.iter().all(|c| c.env.is_none()));
     assert!(slim.metadata.managed_fields.is_none());
     for p in [&whole, &slim] {
