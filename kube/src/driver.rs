@@ -141,6 +141,10 @@ pub struct KubeDriver {
     /// Names seen during a relist, per kind (nodes, pods), while one is under way.
     relist_nodes: Option<HashSet<String>>,
     relist_pods: Option<HashSet<String>>,
+    /// The pods of a (re)list, applied when it is done, oldest first (as
+    /// kube-scheduler's queue takes pods of one priority), not in the list's name
+    /// order.
+    pod_batch: Vec<PodSeen>,
     relist_objects: HashMap<Owner, HashSet<String>>,
     /// The first lists done: pools, nodes (they join pools), pods (they name nodes and
     /// are admitted by quotas), TrainJobs (their pods say where they run), quotas
@@ -214,6 +218,7 @@ impl KubeDriver {
             pods: HashMap::new(),
             relist_nodes: None,
             relist_pods: None,
+            pod_batch: Vec::new(),
             relist_objects: HashMap::new(),
             listed: [false; 6],
             quotas: HashMap::new(),
@@ -794,12 +799,15 @@ impl KubeDriver {
         writes: &mut Vec<Write>,
     ) {
         match w {
-            Watched::Init => self.relist_pods = Some(HashSet::new()),
+            Watched::Init => {
+                self.relist_pods = Some(HashSet::new());
+                self.pod_batch.clear();
+            }
             Watched::InitApply(p) => {
                 if let Some(set) = &mut self.relist_pods {
                     set.insert(p.key.clone());
                 }
-                self.pod_applied(core, *p, events, writes);
+                self.pod_batch.push(*p);
             }
             Watched::Apply(p) => self.pod_applied(core, *p, events, writes),
             Watched::Delete(p) => match &p.owner {
@@ -814,6 +822,11 @@ impl KubeDriver {
                 None => self.pod_deleted(core, &p.key, events),
             },
             Watched::InitDone => {
+                let mut batch = std::mem::take(&mut self.pod_batch);
+                batch.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
+                for p in batch {
+                    self.pod_applied(core, p, events, writes);
+                }
                 if let Some(set) = self.relist_pods.take() {
                     let gone = not_in(&self.pods, &set);
                     for k in gone {

@@ -192,6 +192,9 @@ pub struct PodSeen {
     /// The TrainJob or InferenceService it runs a replica of (maar created it), by
     /// name.
     pub owner: Option<String>,
+    /// When it was created (`metadata.creationTimestamp`), in nanoseconds: pods found
+    /// at a list queue in this order, as kube-scheduler's queue takes them.
+    pub created: i128,
 }
 
 impl PodSeen {
@@ -226,6 +229,12 @@ impl PodSeen {
                 .and_then(map::pod_owner)
                 .map(|(_, name)| name),
             node: map::pod_node(p).map(str::to_string),
+            created: p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_nanosecond())
+                .unwrap_or_default(),
             state: map::pod_state(p),
             // maar's pods, and pods of other schedulers once bound (what they hold on
             // their node counts); once.
@@ -805,7 +814,7 @@ fn spawn_watch<K>(
 {
     tokio::spawn(async move {
         let mut s = watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(watch_backoff())
             .boxed();
         while let Some(ev) = s.next().await {
             let msg = match ev {
@@ -828,6 +837,23 @@ fn spawn_watch<K>(
             }
         }
     });
+}
+
+/// How a failed watch is retried: from 0.5 s, doubling up to 3 s, with jitter (so at
+/// most about 6 s apart), reset after two minutes without an error. kube-rs's default
+/// (client-go's reflector: up to 30 s) left maar up to a minute behind an API server
+/// that came back after 20 s; a scheduler must see the cluster again within seconds.
+fn watch_backoff() -> impl kube::runtime::utils::Backoff {
+    let b = backon::ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(500))
+        .with_max_delay(std::time::Duration::from_secs(3))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    kube::runtime::utils::ResetTimerBackoff::new(
+        kube::runtime::watcher::ExponentialBackoff::from(b),
+        std::time::Duration::from_secs(120),
+    )
 }
 
 /// One of maar's resources in the namespace watched, or in all.

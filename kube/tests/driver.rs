@@ -1806,3 +1806,24 @@ fn an_edited_trainjob_is_told_that_its_changes_are_not_applied() {
         1
     );
 }
+
+#[test]
+fn pods_found_at_start_queue_oldest_first_not_by_name() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 1, "a100", json!({}))],
+            vec![
+                pod("ml", "a-newest", 1, at("2026-12-02T05:00:03Z")),
+                pod("ml", "m-middle", 1, at("2026-12-02T05:00:02Z")),
+                pod("ml", "z-oldest", 1, at("2026-12-02T05:00:01Z")),
+            ],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/z-oldest"), Some("gpu-a"));
+    assert_eq!(bound_to(&writes, "ml/a-newest"), None);
+}

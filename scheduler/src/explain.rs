@@ -1205,15 +1205,32 @@ impl Cluster {
                 .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
                 .count()
         };
-        let biggest = nodes
+        // The largest node its rules let it on (a node its selector keeps it off
+        // says nothing of its size).
+        let allowed: Vec<NodeId> = nodes
+            .iter()
+            .copied()
+            .filter(|&n| {
+                !matches!(
+                    crate::fit::node_rules(&self.nodes[n as usize], spec),
+                    Err(r) if !matches!(r, NodeReason::Cordoned)
+                )
+            })
+            .collect();
+        let biggest = allowed
             .iter()
             .map(|&n| &self.nodes[n as usize])
             .max_by_key(|n| (of_kind(n), n.cpu_milli, n.memory))
             .expect("some node");
         Some(format!(
-            "can never run as asked: no node of pool {} could hold {} even empty; the largest, {}, has {} {} ({}), {} CPU, {} memory",
+            "can never run as asked: no node of pool {} could hold {} even empty; the largest{}, {}, has {} {} ({}), {} CPU, {} memory",
             spec.pool,
             spec.shape_with(mult),
+            if allowed.len() < nodes.len() {
+                " it may use"
+            } else {
+                ""
+            },
             biggest.name,
             of_kind(biggest),
             spec.gpu.resource.as_deref().unwrap_or("GPUs"),
@@ -1237,10 +1254,19 @@ impl Cluster {
     /// cards of the job's kind that jobs now hold (their end frees the room).
     fn wait_helps(&self, spec: &JobSpec, pool: Option<PoolId>, mult: u32) -> Option<String> {
         let pools = self.candidate_pools(pool);
+        // Jobs ending never bring the pods a required pod affinity asks for.
+        let view = (!spec.rules.pod_affinity.is_empty())
+            .then(|| self.pod_rules_view(spec, &[]))
+            .flatten();
         for (p, _) in &pools {
             for n in self.pool_nodes(*p) {
                 let node = &self.nodes[n as usize];
                 if node.cordoned || node.condition != Condition::Ready || node.jobs.is_empty() {
+                    continue;
+                }
+                if let Err(NodeReason::PodAffinity { .. }) =
+                    self.pod_rules(spec, view.as_ref(), n, &[])
+                {
                     continue;
                 }
                 let mut t = node.clone();

@@ -337,6 +337,13 @@ fn pod_affinity_anti_affinity_and_the_placed_pods_anti_affinity() {
         "{}",
         nn.reason
     );
+    // Waiting for jobs to end never brings an app=db pod: not offered.
+    let ex = c.explain(nn.id);
+    assert!(
+        !ex.suggestions.iter().any(|s| s.starts_with("wait")),
+        "{:?}",
+        ex.suggestions
+    );
     node_of(&c, "first-of-many");
 }
 
