@@ -384,6 +384,7 @@ pub fn open_kube(
     // troubles) is history too: every event, not only the core's newest (50,000 pods
     // listed are 50,000 events).
     rec.append_events(&first)?;
+    first.iter().for_each(crate::logging::event);
     rec.checkpoint(after_seq, core.now(), &core.checkpoint_json(false), "null")?;
     let note = format!(
         "Kubernetes {} ({}, {}): {} nodes, {} jobs{}",

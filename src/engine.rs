@@ -487,6 +487,12 @@ impl Engine {
                         break;
                     }
                 }
+                // A live world between whole seconds (new pods placed at once).
+                let ev = self.driver.poll(&mut self.core);
+                if !ev.is_empty() {
+                    self.unwritten.extend(ev);
+                    self.changed = true;
+                }
                 let took = now.elapsed().as_secs_f64().max(dt);
                 let rate = (self.core.now() - start_sim) as f64 / took.max(1e-3);
                 self.achieved = 0.8 * self.achieved + 0.2 * rate;

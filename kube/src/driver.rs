@@ -49,6 +49,9 @@ pub const IDLE_CYCLE_S: u64 = 10;
 pub const MAX_TOLD_PER_STEP: usize = 200;
 /// Seconds between reads of an InferenceService's load (an HPA's sync period).
 pub const LOAD_EVERY_S: u64 = 15;
+/// How often the world is looked at between whole seconds of the clock (what it saw
+/// is acted on at once: a pod is bound within this, not at the next second).
+pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// Things seen applied per step at most (the engine answers requests between steps).
 const MAX_SEEN_PER_STEP: usize = 20_000;
 
@@ -186,6 +189,8 @@ pub struct KubeDriver {
     dirty: bool,
     last_cycle: Option<u64>,
     last_told: Option<u64>,
+    /// When the world was last looked at between whole seconds.
+    last_poll: Option<std::time::Instant>,
 }
 
 /// What a relist no longer has: gone while the watch was down.
@@ -238,6 +243,7 @@ impl KubeDriver {
             dirty: false,
             last_cycle: None,
             last_told: None,
+            last_poll: None,
         }
     }
 
@@ -641,7 +647,7 @@ impl KubeDriver {
                 let last = self.troubles.get(&msg).copied();
                 if last.is_none_or(|t| now >= t + 60) {
                     self.troubles.insert(msg.clone(), now);
-                    tracing::warn!(target: "maar::kube", "{msg}");
+                    // Logged with the engine's Warning events (maar::event).
                     self.warn_on(Self::LEASE, "KubernetesTrouble", &msg);
                     Self::note(
                         core,
@@ -1742,7 +1748,7 @@ impl KubeDriver {
             // A pool the manifest names that is not here: the default (the explanation
             // would otherwise only say the pool is unknown).
             (spec.pool.is_empty())
-                .then(|| core.cluster().default_pool(spec).ok())
+                .then(|| core.cluster().pool_for_unnamed(spec).ok())
                 .flatten()
         }) {
             spec.pool = p;
@@ -2181,6 +2187,31 @@ impl Driver for KubeDriver {
             }
         }
         let (events, writes) = self.step(core, to, seen);
+        self.flush(writes);
+        events
+    }
+
+    fn poll(&mut self, core: &mut Core) -> Vec<Event> {
+        // At most every POLL_EVERY: a burst of thousands of pods is placed in a few
+        // cycles, not one per pod.
+        let now = std::time::Instant::now();
+        if self.last_poll.is_some_and(|t| now < t + POLL_EVERY) {
+            return Vec::new();
+        }
+        self.last_poll = Some(now);
+        let mut seen = Vec::new();
+        if let Some(w) = &self.world {
+            while seen.len() < MAX_SEEN_PER_STEP {
+                match w.try_next() {
+                    Some(s) => seen.push(s),
+                    None => break,
+                }
+            }
+        }
+        if seen.is_empty() {
+            return Vec::new();
+        }
+        let (events, writes) = self.step(core, core.now(), seen);
         self.flush(writes);
         events
     }

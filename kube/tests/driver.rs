@@ -1827,3 +1827,44 @@ fn pods_found_at_start_queue_oldest_first_not_by_name() {
     assert_eq!(bound_to(&writes, "ml/z-oldest"), Some("gpu-a"));
     assert_eq!(bound_to(&writes, "ml/a-newest"), None);
 }
+
+#[test]
+fn a_pod_that_names_no_pool_goes_to_a_pool_whose_nodes_its_rules_allow() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // A Pool object for the `gpu` role first (it is the project's first pool), and a
+    // node of role `training` the pod's selector names.
+    let mut seen = vec![Seen::Pool(Watched::InitApply(Ok(
+        maar_kube::map::PoolObject {
+            name: "training-gpu".into(),
+            kind: maar_scheduler::model::PoolKind::Training,
+            selector: [("crater.ai/node-role".to_string(), "gpu".to_string())].into(),
+            lend_to: vec![],
+            overcommit: Default::default(),
+        },
+    )))];
+    seen.extend(lists(
+        vec![
+            node(
+                "gpu-n3",
+                8,
+                "a100",
+                json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+            ),
+            node("gpu-n1", 8, "a100", json!({})),
+        ],
+        vec![pod(
+            "ml",
+            "on-n1",
+            1,
+            json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-n1"}}}),
+        )],
+    ));
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert_eq!(bound_to(&writes, "ml/on-n1"), Some("gpu-n1"));
+    let c = core.cluster();
+    assert_eq!(
+        c.jobs[c.job_id("ml/on-n1").unwrap() as usize].spec.pool,
+        "training"
+    );
+}

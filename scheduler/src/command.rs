@@ -225,6 +225,38 @@ impl Cluster {
             })
     }
 
+    /// The pool of a job that names none and whose selector names no role (a pod as
+    /// users write it): of the project's pools (those for its kind of work first),
+    /// the first where it fits now, else the first with a node its rules (selector,
+    /// taints, node affinity) let it on, else [`Cluster::default_pool`].
+    pub fn pool_for_unnamed(&self, spec: &JobSpec) -> Result<String, ClusterError> {
+        let Some(pid) = self.project_id(&spec.project) else {
+            return self.default_pool(spec);
+        };
+        let want = match spec.kind {
+            JobKind::Inference(_) => PoolKind::Inference,
+            JobKind::Train => PoolKind::Training,
+        };
+        let mut mine: Vec<PoolId> = (0..self.pools.len() as PoolId)
+            .filter(|p| self.projects[pid as usize].quotas.contains_key(p))
+            .collect();
+        mine.sort_by_key(|&p| self.pools[p as usize].kind != want);
+        let name = |p: PoolId| self.pools[p as usize].name.clone();
+        if let Some(&p) = mine
+            .iter()
+            .find(|&&p| self.find_node(spec, 1, &[(p, false)], &[], &[]).is_some())
+        {
+            return Ok(name(p));
+        }
+        if let Some(&p) = mine.iter().find(|&&p| {
+            self.pool_nodes(p)
+                .any(|n| crate::fit::node_rules(&self.nodes[n as usize], spec).is_ok())
+        }) {
+            return Ok(name(p));
+        }
+        self.default_pool(spec)
+    }
+
     /// Applies a command given by `actor` (named in events where it matters).
     pub fn apply_by(&mut self, cmd: Command, actor: &str) -> Result<String, ClusterError> {
         let msg = match cmd {

@@ -1246,8 +1246,12 @@ impl Cluster {
                 })
                 .unwrap_or_else(|| "none".into()),
             fmt_cpu(biggest.cpu_milli),
-            fmt_bytes(biggest.memory)
-        ))
+            fmt_bytes(biggest.memory),
+        ) + &if spec.disk > 0 {
+            format!(", {} disk", fmt_bytes(biggest.disk))
+        } else {
+            String::new()
+        })
     }
 
     /// A node where waiting helps: Ready, uncordoned, with enough healthy uncordoned

@@ -670,6 +670,13 @@ pub trait Driver: Send {
     /// A copy that reacts as this one would, for previews (`what_if`): it must not
     /// touch the world (a real backend's copy decides, binds nothing).
     fn fork(&self) -> Box<dyn Driver>;
+    /// Between whole seconds of the clock: what a live world has to say now, fed and
+    /// acted on without moving the clock (a new pod is placed at once, not at the next
+    /// second). Simulated worlds have nothing to say between seconds: nothing by
+    /// default.
+    fn poll(&mut self, _core: &mut Core) -> Vec<Event> {
+        Vec::new()
+    }
     /// maar is stopping: release what the driver holds in the world (local processes)
     /// and report it as observations; the events are recorded with the last
     /// checkpoint. Nothing by default.

@@ -1,0 +1,148 @@
+//! A live driver is looked at between whole seconds of the clock: what its world says
+//! is acted on at once (a pod created is bound within a fraction of a second), not at
+//! the next second. A simulation (no poll) is unchanged.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use maar::backend::Loaded;
+use maar::engine::{self, EngineOptions};
+use maar::record::Meta;
+use maar_scheduler::*;
+
+/// The bare driver, with a world that says "a job appeared" once when polled.
+struct Live {
+    polls: Arc<AtomicUsize>,
+    said: Arc<AtomicBool>,
+}
+
+impl Driver for Live {
+    fn kind(&self) -> &'static str {
+        "live"
+    }
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        input::Bare.advance(core, to)
+    }
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        input::Bare.command(core, actor, command)
+    }
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(input::Bare)
+    }
+    fn poll(&mut self, core: &mut Core) -> Vec<Event> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        if self.said.swap(true, Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let spec = JobSpec {
+            name: "new".into(),
+            project: "ml".into(),
+            pool: "train".into(),
+            kind: JobKind::Train,
+            priority: PRIORITY_MEDIUM,
+            replicas: 1,
+            gpu: GpuRequest {
+                count: 1,
+                memory_per_card: None,
+                models: vec![],
+                shared: false,
+                milli: None,
+                vendor: None,
+                resource: None,
+            },
+            cpu_milli: 1000,
+            memory: 1 << 30,
+            disk: 0,
+            affinity: Affinity::Any,
+            restart: RestartPolicy::Never,
+            est_runtime_s: None,
+            image: String::new(),
+            command: Vec::new(),
+            node_selector: Default::default(),
+            rules: Default::default(),
+        };
+        let mut events = core
+            .apply(Input::Observe(Observation::JobSubmitted {
+                spec: Box::new(spec),
+            }))
+            .events;
+        events.extend(input::Bare.advance(core, core.now()));
+        events
+    }
+}
+
+#[test]
+fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_once() {
+    let mut c = Cluster::new(SchedConfig::default());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    let labels = [
+        (LABEL_ROLE, "train"),
+        (LABEL_MODEL, "a100"),
+        (LABEL_COUNT, "2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    c.add_node(Node::new(
+        "n1",
+        labels,
+        8000,
+        64 << 30,
+        1 << 40,
+        (0..2)
+            .map(|i| Gpu::new(i, format!("n1/{i}"), "a100", 80 << 30, false))
+            .collect(),
+    ));
+    let mut core = Core::new(c);
+    core.apply(Input::Observe(Observation::ProjectSeen {
+        project: "ml".into(),
+    }));
+    let polls = Arc::new(AtomicUsize::new(0));
+    let loaded = Loaded {
+        core,
+        driver: Box::new(Live {
+            polls: polls.clone(),
+            said: Arc::new(AtomicBool::new(false)),
+        }),
+        meta: Meta {
+            backend: "live".into(),
+            cluster: "test".into(),
+            scenario: None,
+            seed: None,
+            created: String::new(),
+        },
+        after_seq: 0,
+        replayed: 0,
+        note: None,
+    };
+    let handle = engine::start(
+        loaded,
+        None,
+        EngineOptions {
+            speed: 1.0,
+            paused: false,
+            ..Default::default()
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let v = handle.sync().unwrap();
+    handle.shutdown();
+    assert!(polls.load(Ordering::SeqCst) >= 3, "polled between seconds");
+    assert_eq!(v.snapshot.time_s, 0, "no whole second has passed");
+    let job = v
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.name == "new")
+        .expect("seen at once");
+    assert_eq!(job.phase, "Running", "placed at once");
+}
