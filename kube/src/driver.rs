@@ -665,6 +665,20 @@ impl KubeDriver {
     fn node_applied(&mut self, core: &mut Core, k: &KNode, events: &mut Vec<Event>) {
         let name = k.metadata.name.clone().unwrap_or_default();
         let as_model = map::node_of(k);
+        let labels_before = self.nodes.get(&name).map(|f| f.labels.clone());
+        if labels_before.as_ref() != k.metadata.labels.as_ref() {
+            for msg in map::label_troubles(k) {
+                self.warn_on(("v1", "Node", "", &name), "BadLabel", &msg);
+                Self::note(
+                    core,
+                    Severity::Warning,
+                    "BadLabel",
+                    format!("node/{name}"),
+                    msg,
+                    events,
+                );
+            }
+        }
         let facts = NodeFacts {
             offers: (
                 as_model.cpu_milli,

@@ -241,6 +241,30 @@ pub fn node_devices(k: &KNode) -> Vec<(u32, u64, Option<String>)> {
     out
 }
 
+/// What is wrong with the node's `crater.ai/*` labels that maar reads as numbers
+/// (`crater.ai/gpu-memory: lots`): said, where the value would otherwise count as 0.
+pub fn label_troubles(k: &KNode) -> Vec<String> {
+    let labels = labels_of(k);
+    let name = k.metadata.name.as_deref().unwrap_or_default();
+    let mut out = Vec::new();
+    if let Some(m) = labels.get(LABEL_MEMORY) {
+        if let Err(e) = parse_bytes(m) {
+            out.push(format!(
+                "node {name}: label {LABEL_MEMORY}={m} is not a memory size ({e}); its cards count as of unknown memory (jobs asking for a card size do not go there): `kubectl label node {name} {LABEL_MEMORY}=80Gi --overwrite` with the cards' size"
+            ));
+        }
+    }
+    if let Some(c) = labels.get(maar_scheduler::model::LABEL_COUNT) {
+        if c.parse::<u32>().is_err() {
+            out.push(format!(
+                "node {name}: label {}={c} is not a number of GPUs; maar counts the GPUs the node advertises",
+                maar_scheduler::model::LABEL_COUNT
+            ));
+        }
+    }
+    out
+}
+
 /// The node's taints (`spec.taints`) with an effect maar knows.
 pub fn node_taints(k: &KNode) -> Vec<maar_scheduler::rules::Taint> {
     use maar_scheduler::rules::{Taint, TaintEffect};

@@ -843,7 +843,7 @@ fn spawn_watch<K>(
 /// most about 6 s apart), reset after two minutes without an error. kube-rs's default
 /// (client-go's reflector: up to 30 s) left maar up to a minute behind an API server
 /// that came back after 20 s; a scheduler must see the cluster again within seconds.
-fn watch_backoff() -> impl kube::runtime::utils::Backoff {
+pub fn watch_backoff() -> impl kube::runtime::utils::Backoff {
     let b = backon::ExponentialBuilder::default()
         .with_min_delay(std::time::Duration::from_millis(500))
         .with_max_delay(std::time::Duration::from_secs(3))

@@ -1868,3 +1868,56 @@ fn a_pod_that_names_no_pool_goes_to_a_pool_whose_nodes_its_rules_allow() {
         "training"
     );
 }
+
+#[test]
+fn a_gpu_memory_label_that_is_no_size_is_told_not_taken_as_zero_silently() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node(
+                "gpu-a",
+                8,
+                "a100",
+                json!({"metadata": {"labels": {"crater.ai/gpu-memory": "lots"}}}),
+            )],
+            vec![],
+        ),
+    );
+    let n = notes(&writes, "BadLabel");
+    assert_eq!(n.len(), 1, "{writes:?}");
+    assert!(
+        n[0].1
+            .contains("crater.ai/gpu-memory=lots is not a memory size"),
+        "{}",
+        n[0].1
+    );
+    // Unchanged labels are not told again.
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({"metadata": {"labels": {"crater.ai/gpu-memory": "lots"}}}),
+        )))],
+    );
+    assert!(notes(&writes, "BadLabel").is_empty());
+}
+
+#[test]
+fn a_failed_watch_is_retried_within_seconds_not_half_a_minute() {
+    let delays: Vec<std::time::Duration> = maar_kube::world::watch_backoff().take(20).collect();
+    assert_eq!(delays.len(), 20, "it never gives up");
+    // Jitter adds at most the delay again: never more than 6 s apart.
+    assert!(
+        delays
+            .iter()
+            .all(|d| *d <= std::time::Duration::from_secs(6)),
+        "{delays:?}"
+    );
+    assert!(delays[0] <= std::time::Duration::from_secs(1), "{delays:?}");
+}
