@@ -34,27 +34,21 @@ pub fn to_stderr(format: LogFormat) {
 /// An event of the core, logged by its severity (Normal ones at debug: a burst of
 /// binds would be thousands of lines).
 pub fn event(e: &Event) {
+    macro_rules! log {
+        ($level:expr) => {
+            tracing::event!(
+                target: "maar::event",
+                $level,
+                reason = %e.reason,
+                object = %e.object,
+                "{}",
+                e.message
+            )
+        };
+    }
     match e.severity {
-        Severity::Error => tracing::error!(
-            target: "maar::event",
-            reason = %e.reason,
-            object = %e.object,
-            "{}",
-            e.message
-        ),
-        Severity::Warning => tracing::warn!(
-            target: "maar::event",
-            reason = %e.reason,
-            object = %e.object,
-            "{}",
-            e.message
-        ),
-        Severity::Normal => tracing::debug!(
-            target: "maar::event",
-            reason = %e.reason,
-            object = %e.object,
-            "{}",
-            e.message
-        ),
+        Severity::Error => log!(tracing::Level::ERROR),
+        Severity::Warning => log!(tracing::Level::WARN),
+        Severity::Normal => log!(tracing::Level::DEBUG),
     }
 }

@@ -2122,6 +2122,20 @@ impl KubeDriver {
         }
     }
 
+    /// What the watch saw since the last look, at most [`MAX_SEEN_PER_STEP`].
+    fn take_seen(&self) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        if let Some(w) = &self.world {
+            while seen.len() < MAX_SEEN_PER_STEP {
+                match w.try_next() {
+                    Some(s) => seen.push(s),
+                    None => break,
+                }
+            }
+        }
+        seen
+    }
+
     /// This maar schedules: it holds the lease (or has no cluster attached).
     pub fn leading(&self) -> bool {
         self.world.as_ref().is_none_or(|w| w.is_leader())
@@ -2191,15 +2205,7 @@ impl Driver for KubeDriver {
     }
 
     fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
-        let mut seen = Vec::new();
-        if let Some(w) = &self.world {
-            while seen.len() < MAX_SEEN_PER_STEP {
-                match w.try_next() {
-                    Some(s) => seen.push(s),
-                    None => break,
-                }
-            }
-        }
+        let seen = self.take_seen();
         let (events, writes) = self.step(core, to, seen);
         self.flush(writes);
         events
@@ -2213,15 +2219,7 @@ impl Driver for KubeDriver {
             return Vec::new();
         }
         self.last_poll = Some(now);
-        let mut seen = Vec::new();
-        if let Some(w) = &self.world {
-            while seen.len() < MAX_SEEN_PER_STEP {
-                match w.try_next() {
-                    Some(s) => seen.push(s),
-                    None => break,
-                }
-            }
-        }
+        let seen = self.take_seen();
         if seen.is_empty() {
             return Vec::new();
         }
