@@ -47,6 +47,8 @@ pub const RETRY_TELL_S: u64 = 5;
 pub const IDLE_CYCLE_S: u64 = 10;
 /// Waiting pods told why per step at most.
 pub const MAX_TOLD_PER_STEP: usize = 200;
+/// Time a step spends explaining waiting pods at most (binds are written before).
+pub const TELL_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
 /// Seconds between reads of an InferenceService's load (an HPA's sync period).
 pub const LOAD_EVERY_S: u64 = 15;
 /// How often the world is looked at between whole seconds of the clock (what it saw
@@ -1985,8 +1987,13 @@ impl KubeDriver {
         let now = core.now();
         let c = core.cluster();
         let mut told = 0;
+        // Explaining is the dear part (proofs on copies): pods of one shape waiting for
+        // one reason share the proven fix, and a step spends at most TELL_BUDGET on it
+        // (the rest are told in the next steps).
+        let started = std::time::Instant::now();
+        let mut fixes: HashMap<String, Option<String>> = HashMap::new();
         for j in c.pending_jobs() {
-            if told >= MAX_TOLD_PER_STEP {
+            if told >= MAX_TOLD_PER_STEP || started.elapsed() > TELL_BUDGET {
                 break;
             }
             let key = format!("{}/{}", j.spec.project, j.spec.name);
@@ -2016,16 +2023,35 @@ impl KubeDriver {
             }
             self.not_told.remove(&key);
             let mut message = j.reason.to_string();
-            let ex = c.explain(j.id);
-            // A proven fix first, else what explain says first.
-            let fix = ex
-                .suggestions
-                .iter()
-                .find(|s| s.contains("would start it now") || s.contains("then it starts now"))
-                .or(ex.suggestions.first());
+            let shape = {
+                let mut s = j.spec.clone();
+                s.name.clear();
+                format!(
+                    "{}\u{0}{}",
+                    j.reason,
+                    serde_json::to_string(&s).unwrap_or_default()
+                )
+            };
+            let fix = match fixes.get(&shape) {
+                Some(f) => f.clone(),
+                None => {
+                    let ex = c.explain(j.id);
+                    // A proven fix first, else what explain says first.
+                    let proven = ex.suggestions.iter().find(|s| {
+                        s.contains("would start it now") || s.contains("then it starts now")
+                    });
+                    let fix = proven.or(ex.suggestions.first()).cloned();
+                    // Only a proven fix is the same for a twin (the first suggestion
+                    // may name the job's own queue position).
+                    if proven.is_some() {
+                        fixes.insert(shape, fix.clone());
+                    }
+                    fix
+                }
+            };
             if let Some(fix) = fix {
                 message.push_str("; ");
-                message.push_str(fix);
+                message.push_str(&fix);
             }
             if let Some(f) = self.objects.get_mut(&key) {
                 f.status = Some(("Pending".into(), message.clone()));
@@ -2187,6 +2213,11 @@ impl KubeDriver {
             self.dirty = false;
             self.last_cycle = Some(to);
             self.settle(core, &mut events, &mut writes);
+        }
+        // The binds go out before the waiting pods are explained (explaining can take
+        // a while: proofs on copies).
+        if self.world.is_some() {
+            self.flush(std::mem::take(&mut writes));
         }
         if self.last_told.is_none_or(|t| to > t) {
             self.last_told = Some(to);

@@ -174,11 +174,11 @@ impl Asks {
 }
 
 /// A per-cycle map by job shape: looking up costs no allocation, and jobs whose asks
-/// merely hash alike are told apart. Jobs whose pod-level rules (pod affinity, spread,
-/// host ports) read what the cycle placed are never kept: their answer changes as
-/// others are placed.
+/// merely hash alike are told apart. An answer for a job whose pod-level rules (pod
+/// affinity, spread, host ports) read what is placed holds only while nothing was
+/// placed or taken back since (`gen`: the cluster's usage generation).
 struct ShapeMap<V> {
-    map: FxHashMap<ShapeKey, Vec<(Asks, V)>>,
+    map: FxHashMap<ShapeKey, Vec<(Asks, u64, V)>>,
 }
 
 impl<V> ShapeMap<V> {
@@ -187,24 +187,22 @@ impl<V> ShapeMap<V> {
             map: FxHashMap::default(),
         }
     }
-    fn get(&self, k: &ShapeKey, spec: &JobSpec) -> Option<&V> {
-        if spec.rules.looks_at_pods() {
-            return None;
-        }
+    fn get(&self, k: &ShapeKey, spec: &JobSpec, gen: u64) -> Option<&V> {
+        let placed = spec.rules.looks_at_pods();
         self.map
             .get(k)?
             .iter()
-            .find(|(a, _)| a.same(spec))
-            .map(|(_, v)| v)
+            .find(|(a, g, _)| a.same(spec) && (!placed || *g == gen))
+            .map(|(_, _, v)| v)
     }
-    fn insert(&mut self, k: ShapeKey, spec: &JobSpec, v: V) {
-        if spec.rules.looks_at_pods() {
-            return;
-        }
+    fn insert(&mut self, k: ShapeKey, spec: &JobSpec, gen: u64, v: V) {
         let bucket = self.map.entry(k).or_default();
-        match bucket.iter_mut().find(|(a, _)| a.same(spec)) {
-            Some(e) => e.1 = v,
-            None => bucket.push((Asks::of(spec), v)),
+        match bucket.iter_mut().find(|(a, _, _)| a.same(spec)) {
+            Some(e) => {
+                e.1 = gen;
+                e.2 = v;
+            }
+            None => bucket.push((Asks::of(spec), gen, v)),
         }
     }
     fn clear(&mut self) {
@@ -1358,6 +1356,59 @@ impl Cluster {
         parts.join("; ")
     }
 
+    /// The nodes that waiting jobs with a node selector or a required node affinity
+    /// could use, where those are fewer than half of their pools' nodes: jobs that may
+    /// go anywhere keep off them while they fit elsewhere (kube-scheduler's spreading
+    /// leaves such nodes room by chance; maar's packing would fill them first).
+    fn constrained_nodes(&self) -> Vec<NodeId> {
+        type Key<'a> = (
+            &'a BTreeMap<String, String>,
+            &'a Option<Vec<crate::rules::NodeSelectorTerm>>,
+            Option<PoolId>,
+        );
+        let mut seen: Vec<Key> = Vec::new();
+        let mut out = Vec::new();
+        for &id in self.pending.keys() {
+            let j = &self.jobs[id as usize];
+            let s = &j.spec;
+            if s.node_selector.is_empty() && s.rules.node_affinity.is_none() {
+                continue;
+            }
+            let key = (&s.node_selector, &s.rules.node_affinity, j.pool);
+            if seen.contains(&key) {
+                continue;
+            }
+            if seen.len() >= 16 {
+                break;
+            }
+            seen.push(key);
+            let nodes: Vec<NodeId> = self
+                .candidate_pools(j.pool)
+                .iter()
+                .flat_map(|(p, _)| self.pool_nodes(*p))
+                .collect();
+            let fit: Vec<NodeId> = nodes
+                .iter()
+                .copied()
+                .filter(|&n| {
+                    let node = &self.nodes[n as usize];
+                    s.node_selector
+                        .iter()
+                        .all(|(k, v)| node.labels().get(k) == Some(v))
+                        && s.rules.node_affinity.as_ref().is_none_or(|ts| {
+                            ts.iter().any(|t| t.matches(&node.name, node.labels()))
+                        })
+                })
+                .collect();
+            if fit.len() * 2 < nodes.len() {
+                out.extend(fit);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Runs one scheduling cycle at the current time.
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
@@ -1368,6 +1419,7 @@ impl Cluster {
         let mut no_victims: ShapeMap<i32> = ShapeMap::new();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
+        let constrained = self.constrained_nodes();
 
         let mut last: Option<QueueItem> = None;
         loop {
@@ -1417,7 +1469,7 @@ impl Cluster {
             };
             let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
             let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
-            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec) {
+            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec, self.usage_gen) {
                 if !scale_up {
                     let r = r.clone();
                     self.set_reason(id, &r);
@@ -1434,7 +1486,21 @@ impl Cluster {
             };
             let before = self.jobs[id as usize].placements.len();
             let gang = !scale_up;
-            let mut placed = self.place_gang(id, replicas, &avoid, gang);
+            // A job that may go anywhere keeps off the nodes that waiting jobs with a
+            // node selector or node affinity need, while it fits elsewhere.
+            let loose = {
+                let s = &self.jobs[id as usize].spec;
+                s.node_selector.is_empty() && s.rules.node_affinity.is_none()
+            };
+            let mut placed = 0;
+            if loose && !constrained.is_empty() {
+                let mut soft = avoid.clone();
+                soft.extend_from_slice(&constrained);
+                placed = self.place_gang(id, replicas, &soft, gang);
+            }
+            if placed == 0 {
+                placed = self.place_gang(id, replicas, &avoid, gang);
+            }
             // Preempt (or reclaim) for what is still missing: the whole gang for a
             // start, replica by replica for a scale-up.
             while placed < replicas && self.config.preemption && (scale_up || placed == 0) {
@@ -1442,13 +1508,13 @@ impl Cluster {
                 // Evictions never give a job of this shape new victims in this cycle.
                 let prio = self.jobs[id as usize].spec.priority;
                 if no_victims
-                    .get(&key, &self.jobs[id as usize].spec)
+                    .get(&key, &self.jobs[id as usize].spec, self.usage_gen)
                     .is_some_and(|&p| p >= prio)
                 {
                     break;
                 }
                 let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
-                    no_victims.insert(key, &self.jobs[id as usize].spec, prio);
+                    no_victims.insert(key, &self.jobs[id as usize].spec, self.usage_gen, prio);
                     break;
                 };
                 self.evict_for(id, &victims, &mut report);
@@ -1522,7 +1588,12 @@ impl Cluster {
                 self.headline(id, if scale_up { 1 } else { replicas })
             };
             let reason: Reason = reason.into();
-            failed.insert(key, &self.jobs[id as usize].spec, reason.clone());
+            failed.insert(
+                key,
+                &self.jobs[id as usize].spec,
+                self.usage_gen,
+                reason.clone(),
+            );
             if !scale_up {
                 self.jobs[id as usize].reason = reason;
                 if reservation.is_none() {

@@ -492,3 +492,55 @@ fn gpu_counts_are_checked_with_honest_messages() {
     assert!(e.contains("not a whole number"), "{e}");
     assert_eq!(read(serde_json::json!("2")), Ok(2));
 }
+
+#[test]
+fn pods_that_may_go_anywhere_leave_room_for_those_a_node_affinity_binds() {
+    let mut c = cluster_of(vec![
+        gpu_node("a", "z1", 2),
+        gpu_node("b", "z1", 2),
+        gpu_node("c", "z2", 2),
+        gpu_node("d", "z2", 2),
+        gpu_node("e", "z2", 2),
+    ]);
+    let z1 = serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}]}]
+    }}}});
+    // The plain pods are ahead in the queue; the four that need z1 come after them.
+    for i in 0..6 {
+        c.submit(plain(&format!("plain{i}"), 1)).unwrap();
+    }
+    c.set_time(1);
+    for i in 0..4 {
+        c.submit(pod(
+            &format!("z1-{i}"),
+            1,
+            serde_json::json!({}),
+            z1.clone(),
+        ))
+        .unwrap();
+    }
+    c.schedule();
+    for i in 0..6 {
+        let n = node_of(&c, &format!("plain{i}"));
+        assert!(["c", "d", "e"].contains(&n.as_str()), "plain{i} on {n}");
+    }
+    for i in 0..4 {
+        let n = node_of(&c, &format!("z1-{i}"));
+        assert!(["a", "b"].contains(&n.as_str()), "z1-{i} on {n}");
+    }
+    // With z2 full, a plain pod still takes z1's room rather than wait.
+    let mut c = cluster_of(vec![
+        gpu_node("a", "z1", 2),
+        gpu_node("c", "z2", 1),
+        gpu_node("d", "z2", 1),
+    ]);
+    c.submit(plain("p0", 1)).unwrap();
+    c.submit(plain("p1", 1)).unwrap();
+    c.submit(plain("p2", 1)).unwrap();
+    c.set_time(1);
+    c.submit(pod("z1-0", 1, serde_json::json!({}), z1)).unwrap();
+    c.schedule();
+    for p in ["p0", "p1", "p2", "z1-0"] {
+        node_of(&c, p);
+    }
+}
