@@ -28,7 +28,11 @@ pub fn to_stderr(format: LogFormat) {
         LogFormat::Plain => plain.with_filter(filter).boxed(),
         LogFormat::Json => plain.json().with_filter(filter).boxed(),
     };
-    let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer));
+    // Also as a global filter: the HTTP/2 and Kubernetes clients' debug and trace
+    // callsites (every frame) are then off at the callsite, not built and dropped.
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(layer).with(filter),
+    );
 }
 
 /// An event of the core, logged by its severity (Normal ones at debug: a burst of

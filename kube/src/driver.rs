@@ -2254,7 +2254,21 @@ impl Driver for KubeDriver {
         if seen.is_empty() {
             return Vec::new();
         }
-        let (events, writes) = self.step(core, core.now(), seen);
+        let mut events = Vec::new();
+        let mut writes = Vec::new();
+        for s in seen {
+            self.see(core, s, &mut events, &mut writes);
+        }
+        // A cycle only when something waits to be placed (a new pod, a bind refused):
+        // the watch's echo of maar's own binds places nothing, and a cycle over
+        // thousands of running jobs every 100 ms would cost more than the binds. The
+        // rest (held decisions, scale-ups) goes with the next whole second.
+        let waits = core.cluster().pending_jobs().next().is_some();
+        if self.leading() && self.dirty && (waits || !self.decided.is_empty()) {
+            self.dirty = false;
+            self.last_cycle = Some(core.now());
+            self.settle(core, &mut events, &mut writes);
+        }
         self.flush(writes);
         events
     }

@@ -241,6 +241,10 @@ impl Cluster {
             .filter(|p| self.projects[pid as usize].quotas.contains_key(p))
             .collect();
         mine.sort_by_key(|&p| self.pools[p as usize].kind != want);
+        if mine.len() <= 1 {
+            // No choice to make (and no placement to try per pod).
+            return self.default_pool(spec);
+        }
         let name = |p: PoolId| self.pools[p as usize].name.clone();
         if let Some(&p) = mine
             .iter()
