@@ -1193,7 +1193,7 @@ impl Cluster {
                 spec.pool,
                 groups
                     .iter()
-                    .map(|(r, k)| format!("{k} {}", r.lack(spec)))
+                    .map(|(r, k)| format!("{k} {}", r.phrase(spec)))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));

@@ -236,6 +236,7 @@ impl NodeReason {
             NodeReason::NodeAffinity { terms } => {
                 format!("labels matching its node affinity ({terms})")
             }
+            NodeReason::Taint { taint } => format!("a toleration for its taint {taint}"),
             other => other.phrase(spec),
         }
     }
