@@ -4,7 +4,10 @@
 //! pod whose container was OOMKilled (with the volumes, env, probes, init container and
 //! tolerations users' pods carry, and its managedFields as the API server sends them;
 //! no kubelet runs there, so its status was set with `kubectl patch --subresource=status`
-//! as a kubelet reports an OOM kill).
+//! as a kubelet reports an OOM kill); a node tainted with `kubectl taint` and a pod
+//! carrying every rule maar keeps (tolerations, node affinity, anti-affinity, spread,
+//! a host port, an init container, a PriorityClass the API server turned into
+//! `spec.priority`).
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
 use maar_kube::map::{self, PodState};
@@ -148,4 +151,60 @@ fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
         format!("{:?}", PodSeen::of(&whole)),
         format!("{:?}", PodSeen::of(&slim))
     );
+}
+
+#[test]
+fn a_recorded_tainted_node_and_a_pod_with_rules_are_read_as_kube_scheduler_reads_them() {
+    use maar_kube::world::SlimPod;
+    use maar_scheduler::rules::TaintEffect;
+    let k: KNode = read("node-tainted.json");
+    let n = map::node_of(&k);
+    assert_eq!(n.taints.len(), 1, "{:?}", n.taints);
+    assert_eq!(n.taints[0].text(), "dedicated=team-a:NoSchedule");
+    assert_eq!(n.taints[0].effect, TaintEffect::NoSchedule);
+
+    let whole: KPod = read("pod-with-rules.json");
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/pod-with-rules.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let slim: SlimPod = serde_json::from_str(&text).unwrap();
+    let slim = slim.into_pod();
+    for p in [&whole, &slim] {
+        let spec = map::job_of(p).unwrap();
+        let r = &spec.rules;
+        // PriorityClass team-critical (value 1000), set by the API server's admission.
+        assert_eq!(spec.priority, 1000);
+        // Requests: the init container's 4 CPU over the container's 2; memory 8Gi.
+        assert_eq!(spec.cpu_milli, 4_000);
+        assert_eq!(spec.memory, 8 << 30);
+        assert_eq!(spec.gpu.count, 1);
+        // The API server adds its own tolerations (not-ready, unreachable for 300 s).
+        assert!(r.tolerations.len() >= 3, "{:?}", r.tolerations);
+        assert!(r.tolerations.iter().any(|t| t.tolerates(&n.taints[0])));
+        let terms = r.node_affinity.as_ref().expect("required node affinity");
+        assert!(terms[0].matches("rules-node-1", n.labels()));
+        assert_eq!(r.preferred.len(), 1);
+        assert_eq!(r.preferred[0].weight, 10);
+        assert_eq!(r.pod_anti_affinity.len(), 1);
+        assert_eq!(
+            r.pod_anti_affinity[0].topology_key,
+            "kubernetes.io/hostname"
+        );
+        assert_eq!(r.spread.len(), 1);
+        assert_eq!(r.spread[0].max_skew, 1);
+        assert_eq!(r.host_ports.len(), 1);
+        assert_eq!(r.host_ports[0].port, 8080);
+        assert_eq!(r.labels.get("app").map(String::as_str), Some("web"));
+        // The node takes it by every node-level rule.
+        assert!(maar_scheduler::fit::node_rules(&n, &spec).is_ok());
+    }
+    // A pod without the toleration is kept off by the taint.
+    let mut spec = map::job_of(&whole).unwrap();
+    spec.rules.tolerations.clear();
+    assert!(matches!(
+        maar_scheduler::fit::node_rules(&n, &spec),
+        Err(maar_scheduler::fit::NodeReason::Taint { .. })
+    ));
 }
