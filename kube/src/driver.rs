@@ -37,7 +37,8 @@ use maar_scheduler::{
 
 use crate::map::PoolObject;
 use crate::map::{self, Owner, PodState};
-use crate::world::{NewPod, ObjectSeen, PodSeen, Seen, Watched, World, Write};
+use crate::world::{object_ref, NewPod, ObjectSeen, PodSeen, Seen, Watched, World, Write};
+use k8s_openapi::api::core::v1::ObjectReference;
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 1800;
@@ -195,6 +196,12 @@ pub struct KubeDriver {
     last_poll: Option<std::time::Instant>,
 }
 
+/// Whether telling `key` failed less than [`RETRY_TELL_S`] ago (it is told again
+/// then, not at every step while the API server refuses).
+fn retry_later(not_told: &HashMap<String, u64>, key: &str, now: u64) -> bool {
+    not_told.get(key).is_some_and(|&t| now < t + RETRY_TELL_S)
+}
+
 /// What a relist no longer has: gone while the watch was down.
 fn not_in<V>(known: &HashMap<String, V>, relisted: &HashSet<String>) -> Vec<String> {
     known
@@ -339,30 +346,43 @@ impl KubeDriver {
         );
     }
 
-    /// A Warning event of maar's own on a Kubernetes object: (apiVersion, kind,
-    /// namespace, name).
-    fn warn_on(&mut self, of: (&str, &str, &str, &str), reason: &str, message: &str) {
+    /// A trouble of maar's own, in the same words as a Warning event on the
+    /// Kubernetes object it is about (`kubectl get events` shows it; written with the
+    /// next writes) and as an event of maar's record about `object`.
+    fn trouble(
+        &mut self,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        regarding: ObjectReference,
+        object: String,
+        reason: &str,
+        message: String,
+    ) {
         self.notes.push(Write::Note {
-            regarding: (
-                of.0.to_string(),
-                of.1.to_string(),
-                of.2.to_string(),
-                of.3.to_string(),
-                String::new(),
-            ),
+            regarding,
             warning: true,
-            reason: reason.to_string(),
-            message: message.to_string(),
+            reason: reason.into(),
+            message: message.clone(),
         });
+        Self::note(core, Severity::Warning, reason, object, message, events);
     }
 
-    /// maar's own Lease, which its troubles are told on.
-    const LEASE: (&'static str, &'static str, &'static str, &'static str) = (
-        "coordination.k8s.io/v1",
-        "Lease",
-        crate::lease::NAMESPACE,
-        crate::lease::NAME,
-    );
+    /// maar's own Lease, which its troubles with the API server are told on.
+    fn lease_ref() -> ObjectReference {
+        object_ref(
+            "coordination.k8s.io/v1",
+            "Lease",
+            crate::lease::NAMESPACE,
+            crate::lease::NAME,
+            "",
+        )
+    }
+
+    /// One of maar's objects by its `namespace/name` key.
+    fn crd_ref(kind: &str, key: &str) -> ObjectReference {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        object_ref("crater.ai/v1", kind, ns, name, "")
+    }
 
     fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
         let mut out = core.apply_held(Input::Command {
@@ -609,13 +629,18 @@ impl KubeDriver {
             Seen::Lease(msg) => {
                 tracing::info!(target: "maar::kube", "{msg}");
                 // Not being able to hold the lease at all is trouble; the rest is news.
-                let severity = if msg.starts_with("cannot") {
-                    self.warn_on(Self::LEASE, "Lease", &msg);
-                    Severity::Warning
+                if msg.starts_with("cannot") {
+                    self.trouble(
+                        core,
+                        events,
+                        Self::lease_ref(),
+                        "cluster".into(),
+                        "Lease",
+                        msg,
+                    );
                 } else {
-                    Severity::Normal
-                };
-                Self::note(core, severity, "Lease", "cluster", msg, events);
+                    Self::note(core, Severity::Normal, "Lease", "cluster", msg, events);
+                }
             }
             Seen::EventsDropped(n) => {
                 let msg = format!(
@@ -624,13 +649,7 @@ impl KubeDriver {
                 );
                 tracing::info!(target: "maar::kube", "{msg}");
                 self.notes.push(Write::Note {
-                    regarding: (
-                        Self::LEASE.0.into(),
-                        Self::LEASE.1.into(),
-                        Self::LEASE.2.into(),
-                        Self::LEASE.3.into(),
-                        String::new(),
-                    ),
+                    regarding: Self::lease_ref(),
                     warning: false,
                     reason: "EventsNotWritten".into(),
                     message: msg.clone(),
@@ -650,14 +669,13 @@ impl KubeDriver {
                 if last.is_none_or(|t| now >= t + 60) {
                     self.troubles.insert(msg.clone(), now);
                     // Logged with the engine's Warning events (maar::event).
-                    self.warn_on(Self::LEASE, "KubernetesTrouble", &msg);
-                    Self::note(
+                    self.trouble(
                         core,
-                        Severity::Warning,
-                        "KubernetesTrouble",
-                        "cluster",
-                        msg,
                         events,
+                        Self::lease_ref(),
+                        "cluster".into(),
+                        "KubernetesTrouble",
+                        msg,
                     );
                 }
             }
@@ -670,15 +688,8 @@ impl KubeDriver {
         let labels_before = self.nodes.get(&name).map(|f| f.labels.clone());
         if labels_before.as_ref() != k.metadata.labels.as_ref() {
             for msg in map::label_troubles(k) {
-                self.warn_on(("v1", "Node", "", &name), "BadLabel", &msg);
-                Self::note(
-                    core,
-                    Severity::Warning,
-                    "BadLabel",
-                    format!("node/{name}"),
-                    msg,
-                    events,
-                );
+                let node = object_ref("v1", "Node", "", &name, "");
+                self.trouble(core, events, node, format!("node/{name}"), "BadLabel", msg);
             }
         }
         let facts = NodeFacts {
@@ -995,30 +1006,19 @@ impl KubeDriver {
         {
             // Bound to a node maar does not know: not Pending (it is not maar's to
             // place again) and holding nothing (no card is known to be its).
-            Self::note(
-                core,
-                Severity::Warning,
-                "PodOnUnknownNode",
-                format!("pod/{key}"),
-                format!(
-                    "pod {key} is bound to node {node}, which is not in the cluster: it holds nothing in maar until the node appears (`kubectl delete pod -n {ns} {}` if the node is gone for good)",
-                    key.split_once('/').map(|x| x.1).unwrap_or(&key)
-                ),
-                events,
+            let name = key.split_once('/').map(|x| x.1).unwrap_or(&key);
+            let message = format!(
+                "pod {key} is bound to node {node}, which is not in the cluster: it holds nothing in maar until the node appears (`kubectl delete pod -n {ns} {name}` if the node is gone for good)"
             );
-            let (pns, pname) = key.split_once('/').unwrap_or(("default", &key));
-            self.notes.push(Write::Note {
-                regarding: (
-                    "v1".into(),
-                    "Pod".into(),
-                    pns.into(),
-                    pname.into(),
-                    p.uid.clone(),
-                ),
-                warning: true,
-                reason: "PodOnUnknownNode".into(),
-                message: format!("bound to node {node}, which is not in the cluster: maar counts nothing for it until the node appears"),
-            });
+            let pod = object_ref("v1", "Pod", ns, name, &p.uid);
+            self.trouble(
+                core,
+                events,
+                pod,
+                format!("pod/{key}"),
+                "PodOnUnknownNode",
+                message,
+            );
             facts.orphan = Some(Box::new(spec));
             self.pods.insert(key, facts);
             return;
@@ -1149,19 +1149,11 @@ impl KubeDriver {
                 );
             }
             Err((name, why)) => {
-                self.warn_on(
-                    ("crater.ai/v1", "Pool", "", &name),
-                    "BadPool",
-                    &format!("Pool {name} is not used: {why}"),
+                let pool = object_ref("crater.ai/v1", "Pool", "", &name, "");
+                let msg = format!(
+                    "Pool {name} is not used: {why}; fix it with `kubectl edit pools.crater.ai {name}`"
                 );
-                Self::note(
-                    core,
-                    Severity::Warning,
-                    "BadPool",
-                    format!("pool/{name}"),
-                    format!("Pool {name} is not used: {why}"),
-                    events,
-                );
+                self.trouble(core, events, pool, format!("pool/{name}"), "BadPool", msg);
             }
         }
     }
@@ -1304,35 +1296,23 @@ impl KubeDriver {
         let q = match q {
             Ok(q) => q,
             Err((key, why)) => {
-                let msg = format!("Quota {key} is not used: {why}");
-                let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
-                self.warn_on(("crater.ai/v1", "Quota", ns, name), "BadQuota", &msg);
-                Self::note(
-                    core,
-                    Severity::Warning,
-                    "BadQuota",
-                    format!("quota/{key}"),
-                    msg,
-                    events,
+                let msg = format!(
+                    "Quota {key} is not used: {why}; fix it with `kubectl edit quotas.crater.ai -n {}`",
+                    key.replace('/', " ")
                 );
+                let quota = Self::crd_ref("Quota", &key);
+                self.trouble(core, events, quota, format!("quota/{key}"), "BadQuota", msg);
                 return;
             }
         };
         if let Some(why) = &q.bad {
             let msg = format!(
-                "Quota {} cannot be read ({why}): project {} may use nothing in pool {} until it is fixed",
-                q.key, q.project, q.pool
+                "Quota {} cannot be read ({why}): project {} may use nothing in pool {} until it is fixed (`kubectl edit quotas.crater.ai -n {}`)",
+                q.key, q.project, q.pool, q.key.replace('/', " ")
             );
-            let (ns, name) = q.key.split_once('/').unwrap_or(("default", &q.key));
-            self.warn_on(("crater.ai/v1", "Quota", ns, name), "BadQuota", &msg);
-            Self::note(
-                core,
-                Severity::Warning,
-                "BadQuota",
-                format!("quota/{}", q.key),
-                msg,
-                events,
-            );
+            let quota = Self::crd_ref("Quota", &q.key);
+            let object = format!("quota/{}", q.key);
+            self.trouble(core, events, quota, object, "BadQuota", msg);
         }
         if core.cluster().pool_id(&q.pool).is_none() {
             // Its pool is not here yet: set when it appears.
@@ -1401,16 +1381,15 @@ impl KubeDriver {
                     let msg = format!(
                         "changes to a submitted {kind} are not applied (maar keeps the spec it queued); delete and re-apply it to run the new one"
                     );
-                    let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
                     self.objects.get_mut(&key).expect("known").spec = now;
-                    self.warn_on(("crater.ai/v1", kind, ns, name), "SpecNotApplied", &msg);
-                    Self::note(
+                    let object = Self::crd_ref(kind, &key);
+                    self.trouble(
                         core,
-                        Severity::Warning,
-                        "SpecNotApplied",
-                        format!("job/{key}"),
-                        msg,
                         events,
+                        object,
+                        format!("job/{key}"),
+                        "SpecNotApplied",
+                        msg,
                     );
                 }
                 return;
@@ -2013,12 +1992,7 @@ impl KubeDriver {
                 None => true,
                 Some((r, t)) => r.as_str() != &*j.reason || now >= t + RETELL_S,
             };
-            if !stale
-                || self
-                    .not_told
-                    .get(&key)
-                    .is_some_and(|&t| now < t + RETRY_TELL_S)
-            {
+            if !stale || retry_later(&self.not_told, &key, now) {
                 continue;
             }
             self.not_told.remove(&key);
@@ -2100,11 +2074,7 @@ impl KubeDriver {
                 _ => j.reason.to_string(),
             };
             let status = (j.phase.name().to_string(), message);
-            if self
-                .not_told
-                .get(key)
-                .is_some_and(|&t| now < t + RETRY_TELL_S)
-            {
+            if retry_later(&self.not_told, key, now) {
                 continue;
             }
             if f.status.as_ref() != Some(&status) {
@@ -2189,8 +2159,23 @@ impl KubeDriver {
     /// One step: what was seen, a cycle when something changed (or each second), the
     /// waiting pods told. Returns the writes (also sent to the world, when attached).
     pub fn step(&mut self, core: &mut Core, to: u64, seen: Vec<Seen>) -> (Vec<Event>, Vec<Write>) {
+        self.step_at(core, Some(to), seen)
+    }
+
+    /// A step at the clock's new second `to`, or between seconds (`None`: a poll,
+    /// where the clock stays, a cycle runs only when something waits to be placed and
+    /// waiting pods are told at the next second).
+    fn step_at(
+        &mut self,
+        core: &mut Core,
+        to: Option<u64>,
+        seen: Vec<Seen>,
+    ) -> (Vec<Event>, Vec<Write>) {
         // What the clock decides (a bind timed out) is carried out after the cycle.
-        let mut events = core.apply_held(Input::Advance { to }).events;
+        let mut events = match to {
+            Some(to) => core.apply_held(Input::Advance { to }).events,
+            None => Vec::new(),
+        };
         // The clock moved something (a restart due, a bind timed out).
         if !events.is_empty() {
             self.dirty = true;
@@ -2207,11 +2192,23 @@ impl KubeDriver {
             self.notes.clear();
             return (events, writes);
         }
-        // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle over
-        // thousands of waiting pods costs a fraction of a second).
-        if self.dirty || self.last_cycle.is_none_or(|t| to >= t + IDLE_CYCLE_S) {
+        let now = core.now();
+        let cycle = match to {
+            // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle
+            // over thousands of waiting pods costs a fraction of a second).
+            Some(to) => self.dirty || self.last_cycle.is_none_or(|t| to >= t + IDLE_CYCLE_S),
+            // Between seconds only when something waits to be placed (a new pod, a
+            // bind refused): the watch's echo of maar's own binds places nothing, and
+            // a cycle over thousands of running jobs every 100 ms would cost more than
+            // the binds. The rest (held decisions, scale-ups) goes with the next second.
+            None => {
+                self.dirty
+                    && (core.cluster().pending_jobs().next().is_some() || !self.decided.is_empty())
+            }
+        };
+        if cycle {
             self.dirty = false;
-            self.last_cycle = Some(to);
+            self.last_cycle = Some(now);
             self.settle(core, &mut events, &mut writes);
         }
         // The binds go out before the waiting pods are explained (explaining can take
@@ -2219,8 +2216,8 @@ impl KubeDriver {
         if self.world.is_some() {
             self.flush(std::mem::take(&mut writes));
         }
-        if self.last_told.is_none_or(|t| to > t) {
-            self.last_told = Some(to);
+        if to.is_some() && self.last_told.is_none_or(|t| now > t) {
+            self.last_told = Some(now);
             self.tell_waiting(core, &mut writes);
         }
         self.answer_requests(core, &mut writes);
@@ -2254,21 +2251,7 @@ impl Driver for KubeDriver {
         if seen.is_empty() {
             return Vec::new();
         }
-        let mut events = Vec::new();
-        let mut writes = Vec::new();
-        for s in seen {
-            self.see(core, s, &mut events, &mut writes);
-        }
-        // A cycle only when something waits to be placed (a new pod, a bind refused):
-        // the watch's echo of maar's own binds places nothing, and a cycle over
-        // thousands of running jobs every 100 ms would cost more than the binds. The
-        // rest (held decisions, scale-ups) goes with the next whole second.
-        let waits = core.cluster().pending_jobs().next().is_some();
-        if self.leading() && self.dirty && (waits || !self.decided.is_empty()) {
-            self.dirty = false;
-            self.last_cycle = Some(core.now());
-            self.settle(core, &mut events, &mut writes);
-        }
+        let (events, writes) = self.step_at(core, None, seen);
         self.flush(writes);
         events
     }

@@ -619,8 +619,7 @@ pub enum Write {
     /// An event of maar's own about an object (a Quota or Pool it cannot use, an
     /// edited TrainJob, its Lease when it has trouble with the API server).
     Note {
-        /// (apiVersion, kind, namespace, name, uid)
-        regarding: (String, String, String, String, String),
+        regarding: ObjectReference,
         warning: bool,
         reason: String,
         message: String,
@@ -1278,7 +1277,11 @@ fn describe(w: &Write) -> String {
         Write::GpuCordons { node, .. } => format!("writing the GPU cordons of node {node}"),
         Write::Note {
             regarding, reason, ..
-        } => format!("writing event {reason} on {} {}", regarding.1, regarding.3),
+        } => format!(
+            "writing event {reason} on {} {}",
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default()
+        ),
     }
 }
 
@@ -1287,7 +1290,15 @@ fn pod_ref(ns: &str, name: &str, uid: &str) -> ObjectReference {
     object_ref("v1", "Pod", ns, name, uid)
 }
 
-fn object_ref(api_version: &str, kind: &str, ns: &str, name: &str, uid: &str) -> ObjectReference {
+/// The reference to an object that events name (`ns` empty for a cluster-scoped
+/// object, `uid` empty when not known).
+pub fn object_ref(
+    api_version: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    uid: &str,
+) -> ObjectReference {
     ObjectReference {
         api_version: Some(api_version.into()),
         kind: Some(kind.into()),
@@ -1388,7 +1399,7 @@ impl Scheduled {
 pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<(), String> {
     match w {
         Write::Note {
-            regarding: (api_version, kind, ns, name, uid),
+            regarding,
             warning,
             reason,
             message,
@@ -1402,7 +1413,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 reason,
                 "Scheduling",
                 message,
-                &object_ref(api_version, kind, ns, name, uid),
+                regarding,
             )
             .await
             .map_err(|e| e.to_string()),

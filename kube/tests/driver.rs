@@ -1731,7 +1731,10 @@ fn notes<'a>(writes: &'a [Write], reason: &str) -> Vec<(&'a str, &'a str)> {
                 reason: r,
                 message,
                 warning: true,
-            } if r == reason => Some((regarding.3.as_str(), message.as_str())),
+            } if r == reason => Some((
+                regarding.name.as_deref().unwrap_or_default(),
+                message.as_str(),
+            )),
             _ => None,
         })
         .collect()

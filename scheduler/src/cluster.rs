@@ -908,6 +908,7 @@ impl Cluster {
             self.job_by_name
                 .remove(&(j.spec.project.clone(), j.spec.name.clone()));
             self.services.remove(&old);
+            self.anti.remove(&old);
         }
     }
 

@@ -254,7 +254,7 @@ impl Cluster {
         }
         if let Some(&p) = mine.iter().find(|&&p| {
             self.pool_nodes(p)
-                .any(|n| crate::fit::node_rules(&self.nodes[n as usize], spec).is_ok())
+                .any(|n| crate::fit::node_constraints(&self.nodes[n as usize], spec).is_ok())
         }) {
             return Ok(name(p));
         }

@@ -1090,15 +1090,8 @@ impl Cluster {
     /// Whether `mult` replicas of `spec` could ever go on node `n`: its whole
     /// capacity (every card healthy and free, nothing placed), not what is free now.
     fn could_ever_fit(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
-        if spec
-            .node_selector
-            .iter()
-            .any(|(k, v)| n.labels().get(k) != Some(v))
-        {
-            return false;
-        }
-        // Its taints and the job's required node affinity hold whatever runs there.
-        if spec.rules.node_ok(&n.name, n.labels(), &n.taints).is_err() {
+        // The selector, taints and node affinity hold whatever runs there.
+        if crate::fit::node_constraints(n, spec).is_err() {
             return false;
         }
         if spec.gpu.count > 0 {
@@ -1175,14 +1168,14 @@ impl Cluster {
         }
         // Every node keeps it off by a rule (a taint, the selector, node affinity),
         // whatever their size: the rules are what must change.
-        let ruled: Vec<NodeReason> = nodes
+        // Per node, the rule that keeps it off (a cordon is lifted: not a rule).
+        let ruled: Vec<Option<NodeReason>> = nodes
             .iter()
-            .filter_map(|&n| crate::fit::node_rules(&self.nodes[n as usize], spec).err())
-            .filter(|r| !matches!(r, NodeReason::Cordoned))
+            .map(|&n| crate::fit::node_constraints(&self.nodes[n as usize], spec).err())
             .collect();
-        if ruled.len() == nodes.len() {
+        if ruled.iter().all(Option::is_some) {
             let mut groups: Vec<(&NodeReason, u32)> = Vec::new();
-            for r in &ruled {
+            for r in ruled.iter().flatten() {
                 match groups.iter_mut().find(|g| g.0.same_phrase(r)) {
                     Some(g) => g.1 += 1,
                     None => groups.push((r, 1)),
@@ -1209,13 +1202,9 @@ impl Cluster {
         // says nothing of its size).
         let allowed: Vec<NodeId> = nodes
             .iter()
-            .copied()
-            .filter(|&n| {
-                !matches!(
-                    crate::fit::node_rules(&self.nodes[n as usize], spec),
-                    Err(r) if !matches!(r, NodeReason::Cordoned)
-                )
-            })
+            .zip(&ruled)
+            .filter(|(_, r)| r.is_none())
+            .map(|(&n, _)| n)
             .collect();
         let biggest = allowed
             .iter()
@@ -1669,32 +1658,24 @@ impl Cluster {
             }
         }
         for t in taints.iter().take(3) {
+            let (operator, value) = if t.value.is_empty() {
+                ("Exists", String::new())
+            } else {
+                ("Equal", format!(", value: {}", t.value))
+            };
             let mut s = spec.clone();
             s.rules.tolerations.push(crate::rules::Toleration {
                 key: Some(t.key.clone()),
-                operator: Some(
-                    if t.value.is_empty() {
-                        "Exists"
-                    } else {
-                        "Equal"
-                    }
-                    .into(),
-                ),
+                operator: Some(operator.into()),
                 value: (!t.value.is_empty()).then(|| t.value.clone()),
                 effect: Some(t.effect),
                 toleration_seconds: None,
             });
             if self.resubmit_starts(j, &s, j.pool, replicas) {
                 out.push(format!(
-                    "a toleration for {} (tolerations: [{{key: {}, operator: {}{}, effect: {}}}]) would start it now",
+                    "a toleration for {} (tolerations: [{{key: {}, operator: {operator}{value}, effect: {}}}]) would start it now",
                     t.text(),
                     t.key,
-                    if t.value.is_empty() { "Exists" } else { "Equal" },
-                    if t.value.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", value: {}", t.value)
-                    },
                     t.effect.name()
                 ));
             }

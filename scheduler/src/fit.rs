@@ -563,21 +563,24 @@ pub fn node_rules(node: &Node, spec: &JobSpec) -> Result<(), NodeReason> {
     if node.cordoned {
         return Err(NodeReason::Cordoned);
     }
+    node_constraints(node, spec)
+}
+
+/// The node-level rules that hold whatever runs on the node and whoever cordons it:
+/// its taints, the job's node selector and required node affinity. Only a change to
+/// the job (or to the node's labels and taints) lifts them.
+pub fn node_constraints(node: &Node, spec: &JobSpec) -> Result<(), NodeReason> {
     if let Some(t) = crate::rules::untolerated(&node.taints, &spec.rules.tolerations) {
         return Err(NodeReason::Taint { taint: t.text() });
     }
-    if let Some((k, v)) = spec
-        .node_selector
-        .iter()
-        .find(|(k, v)| node.labels().get(*k) != Some(*v))
-    {
+    if let Some((k, v)) = unmatched_selector(node, spec) {
         return Err(NodeReason::Selector {
             key: k.clone(),
             want: v.clone(),
         });
     }
     if let Some(terms) = &spec.rules.node_affinity {
-        if !terms.iter().any(|t| t.matches(&node.name, node.labels())) {
+        if !affinity_matches(node, terms) {
             return Err(NodeReason::NodeAffinity {
                 terms: terms
                     .iter()
@@ -588,6 +591,27 @@ pub fn node_rules(node: &Node, spec: &JobSpec) -> Result<(), NodeReason> {
         }
     }
     Ok(())
+}
+
+fn unmatched_selector<'a>(node: &Node, spec: &'a JobSpec) -> Option<(&'a String, &'a String)> {
+    spec.node_selector
+        .iter()
+        .find(|(k, v)| node.labels().get(*k) != Some(*v))
+}
+
+fn affinity_matches(node: &Node, terms: &[crate::rules::NodeSelectorTerm]) -> bool {
+    terms.iter().any(|t| t.matches(&node.name, node.labels()))
+}
+
+/// Whether the node is one the job selects: its node selector and required node
+/// affinity (kube-scheduler's NodeAffinity plugin; taints and cordons aside).
+pub fn node_selected(node: &Node, spec: &JobSpec) -> bool {
+    unmatched_selector(node, spec).is_none()
+        && spec
+            .rules
+            .node_affinity
+            .as_deref()
+            .is_none_or(|ts| affinity_matches(node, ts))
 }
 
 /// Splits a merged placement of `mult` replicas into one placement per replica.

@@ -103,14 +103,7 @@ impl Cluster {
         for (ni, node) in self.nodes.iter().enumerate() {
             // Spread counts over the nodes the job could go to by its selector and
             // node affinity (kube-scheduler's nodeAffinityPolicy: Honor).
-            let eligible = !r.spread.is_empty()
-                && spec
-                    .node_selector
-                    .iter()
-                    .all(|(k, val)| node.labels().get(k) == Some(val))
-                && r.node_affinity
-                    .as_ref()
-                    .is_none_or(|ts| ts.iter().any(|t| t.matches(&node.name, node.labels())));
+            let eligible = !r.spread.is_empty() && crate::fit::node_selected(node, spec);
             if eligible {
                 for (i, c) in r.spread.iter().enumerate() {
                     if let Some(val) = domain(node, &c.topology_key) {

@@ -761,21 +761,21 @@ pub struct PodRequests {
 /// One container's (or the overhead's) asks: GPUs and their device resource, CPU,
 /// memory, disk.
 #[derive(Clone, Copy, Default)]
-struct Asks {
+struct ContainerAsks {
     gpus: u64,
     cpu: u64,
     mem: u64,
     disk: u64,
 }
 
-impl Asks {
-    fn add(&mut self, o: &Asks) {
+impl ContainerAsks {
+    fn add(&mut self, o: &ContainerAsks) {
         self.gpus += o.gpus;
         self.cpu = self.cpu.saturating_add(o.cpu);
         self.mem = self.mem.saturating_add(o.mem);
         self.disk = self.disk.saturating_add(o.disk);
     }
-    fn max(&mut self, o: &Asks) {
+    fn max(&mut self, o: &ContainerAsks) {
         self.gpus = self.gpus.max(o.gpus);
         self.cpu = self.cpu.max(o.cpu);
         self.mem = self.mem.max(o.mem);
@@ -820,8 +820,8 @@ impl PodSpec {
         field: &dyn Fn(&str) -> String,
         vendor: &mut Option<String>,
         device: &mut Option<String>,
-    ) -> Result<Asks, SpecError> {
-        let mut a = Asks::default();
+    ) -> Result<ContainerAsks, SpecError> {
+        let mut a = ContainerAsks::default();
         let get = |k: &str| r.requests.get(k).or_else(|| r.limits.get(k));
         for k in r.requests.keys().chain(r.limits.keys()) {
             match gpu_vendor(k) {
@@ -886,7 +886,7 @@ impl PodSpec {
     pub fn requests(&self, at: &str) -> Result<PodRequests, SpecError> {
         let mut vendor: Option<String> = None;
         let mut device: Option<String> = None;
-        let mut sum = Asks::default();
+        let mut sum = ContainerAsks::default();
         for (i, c) in self.containers.iter().enumerate() {
             let field = |k: &str| format!("{at}[{i}].resources.{k}");
             let r = c.resources.clone().unwrap_or_default();

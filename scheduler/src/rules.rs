@@ -6,7 +6,7 @@
 //!
 //! The types read the Kubernetes objects' own shape (camelCase), so a pod's
 //! `tolerations`, `affinity` and `topologySpreadConstraints` are taken as written.
-//! Node-level rules ([`node_rules`]) need only the node; pod-level ones
+//! Node-level rules (`fit::node_rules`) need only the node; pod-level ones
 //! (`Cluster::pod_rules` in `cluster.rs`) look at the pods already placed.
 
 use std::collections::BTreeMap;
@@ -337,31 +337,6 @@ impl PodRules {
             || !self.spread.is_empty()
     }
 
-    /// Whether the node-level rules (taints, required node affinity) hold: `Err` with
-    /// the rule that fails.
-    pub fn node_ok(
-        &self,
-        name: &str,
-        labels: &BTreeMap<String, String>,
-        taints: &[Taint],
-    ) -> Result<(), NodeRule> {
-        if let Some(t) = untolerated(taints, &self.tolerations) {
-            return Err(NodeRule::Taint(t.clone()));
-        }
-        if let Some(terms) = &self.node_affinity {
-            if !terms.iter().any(|t| t.matches(name, labels)) {
-                return Err(NodeRule::Affinity(
-                    terms
-                        .iter()
-                        .map(NodeSelectorTerm::text)
-                        .collect::<Vec<_>>()
-                        .join(" or "),
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// The preferred node affinity's score on a node: the weights of the terms it
     /// matches.
     pub fn preference(&self, name: &str, labels: &BTreeMap<String, String>) -> i64 {
@@ -371,14 +346,6 @@ impl PodRules {
             .map(|p| p.weight as i64)
             .sum()
     }
-}
-
-/// Why the node-level rules refuse a node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeRule {
-    Taint(Taint),
-    /// The required node affinity's terms, in words.
-    Affinity(String),
 }
 
 #[cfg(test)]

@@ -1390,15 +1390,7 @@ impl Cluster {
             let fit: Vec<NodeId> = nodes
                 .iter()
                 .copied()
-                .filter(|&n| {
-                    let node = &self.nodes[n as usize];
-                    s.node_selector
-                        .iter()
-                        .all(|(k, v)| node.labels().get(k) == Some(v))
-                        && s.rules.node_affinity.as_ref().is_none_or(|ts| {
-                            ts.iter().any(|t| t.matches(&node.name, node.labels()))
-                        })
-                })
+                .filter(|&n| crate::fit::node_selected(&self.nodes[n as usize], s))
                 .collect();
             if fit.len() * 2 < nodes.len() {
                 out.extend(fit);
