@@ -9,7 +9,7 @@ use std::path::Path;
 use maar_demo::{Scenario, Sim};
 use maar_scheduler::{ClusterState, Core, Driver};
 
-use crate::record::{Meta, Record, RecordError};
+use crate::record::{History, Meta, Record, RecordError};
 
 /// A cluster ready for an engine: the core, its driver, and where the record stands.
 pub struct Loaded {
@@ -156,14 +156,14 @@ pub fn fresh_demo(
 
 /// Brings a recorded cluster back: the newest checkpoint and the commands after it;
 /// with `from_scratch`, every command from the start instead.
-pub fn restore(record: &Record, from_scratch: bool) -> Result<Loaded, LoadError> {
+pub fn restore(record: &dyn History, from_scratch: bool) -> Result<Loaded, LoadError> {
     restore_until(record, from_scratch, None)
 }
 
 /// The recorded cluster as it was at cluster time `t` (time travel): the newest
 /// checkpoint at or before `t`, the commands given up to `t`, and the simulation run on
 /// to `t`. A time after the newest the record knows is refused.
-pub fn restore_at(record: &Record, t: u64) -> Result<Loaded, LoadError> {
+pub fn restore_at(record: &dyn History, t: u64) -> Result<Loaded, LoadError> {
     let newest = record.latest_time()?;
     if t > newest {
         return Err(content(
@@ -179,7 +179,7 @@ pub fn restore_at(record: &Record, t: u64) -> Result<Loaded, LoadError> {
 }
 
 fn restore_until(
-    record: &Record,
+    record: &dyn History,
     from_scratch: bool,
     until: Option<u64>,
 ) -> Result<Loaded, LoadError> {
@@ -240,7 +240,7 @@ fn restore_until(
 
 /// The core of a checkpoint, its event window filled from the record when the
 /// checkpoint was written without it.
-fn core_at(record: &Record, cp: &crate::record::CheckpointRow) -> Result<Core, LoadError> {
+fn core_at(record: &dyn History, cp: &crate::record::CheckpointRow) -> Result<Core, LoadError> {
     let path = record.path();
     let bad = |e: String| content(path, format!("checkpoint {}: {e}", cp.id));
     let mut st: ClusterState = serde_json::from_str(&cp.core).map_err(|e| bad(e.to_string()))?;
@@ -255,7 +255,7 @@ fn core_at(record: &Record, cp: &crate::record::CheckpointRow) -> Result<Core, L
 /// path), a command accepted when recorded but refused now is an error naming it.
 /// Returns the last sequence number read and how many were applied.
 fn replay_after(
-    record: &Record,
+    record: &dyn History,
     core: &mut Core,
     after_seq: i64,
     until: Option<u64>,
@@ -299,7 +299,7 @@ fn replay_after(
 /// `until`) and the commands after it, applied with no world attached (`driver`
 /// schedules and starts nothing). `maar local` / `maar kube` attach the world again.
 fn restore_offline<D: Driver + Clone + 'static>(
-    record: &Record,
+    record: &dyn History,
     meta: Meta,
     until: Option<u64>,
     driver: &mut D,
@@ -529,7 +529,7 @@ pub fn fingerprint(l: &Loaded) -> serde_json::Value {
 
 /// Checks a record: the state restored from its newest checkpoint must equal a clean
 /// rebuild from every command. Returns the time both reached, or the first difference.
-pub fn verify(record: &Record) -> Result<Result<u64, String>, LoadError> {
+pub fn verify(record: &dyn History) -> Result<Result<u64, String>, LoadError> {
     let restored = restore(record, false)?;
     let mut rebuilt = restore(record, true)?;
     let at = restored.core.now();

@@ -667,26 +667,76 @@ fn state_path(a: &StateArg) -> PathBuf {
     a.state_file().unwrap_or_else(default_state)
 }
 
-/// Opens a recorded cluster for reading (restored from its newest checkpoint; a
-/// running maar is asked for a fresh one first, so the reader sees the cluster as it
-/// is now, not up to a few seconds ago).
-fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
-    let mut rec = Record::open(path)?;
-    if rec.holder()?.is_some() {
-        let before = rec.checkpoint_id()?;
-        rec.want_checkpoint()?;
-        let end = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < end && rec.checkpoint_id()? == before {
-            std::thread::sleep(Duration::from_millis(20));
+/// A running maar could not be reached, as the command line says it.
+fn api_failure(e: crate::api::ClientError) -> Failure {
+    Failure::No(e.to_string())
+}
+
+/// Where a reader reads a recorded cluster: through the maar that runs it (its
+/// socket; no access to the file needed), or, when none runs, the file itself (read
+/// only, unless this user owns it).
+enum Reader {
+    File(Record),
+    Remote(crate::api::Remote),
+}
+
+impl Reader {
+    fn open(path: &Path) -> Result<Reader, Failure> {
+        if let Some(r) = crate::api::Remote::connect(path).map_err(api_failure)? {
+            return Ok(Reader::Remote(r));
+        }
+        let mine = crate::roles::owner(path) == Some(nix::unistd::getuid().as_raw());
+        Ok(Reader::File(if mine {
+            Record::open(path)?
+        } else {
+            Record::open_read_only(path)?
+        }))
+    }
+
+    fn history(&self) -> &dyn record::History {
+        match self {
+            Reader::File(r) => r,
+            Reader::Remote(r) => r,
         }
     }
-    Ok(backend::restore(&rec, false)?)
+
+    fn audit(&self, f: &AuditFilter) -> Result<Vec<record::CommandRow>, Failure> {
+        Ok(match self {
+            Reader::File(r) => r.audit(f)?,
+            Reader::Remote(r) => r.audit(f)?,
+        })
+    }
+
+    fn command_count(&self) -> Result<i64, Failure> {
+        Ok(match self {
+            Reader::File(r) => r.command_count()?,
+            Reader::Remote(r) => r.command_count()?,
+        })
+    }
+
+    fn holder(&self) -> Result<Option<record::Holder>, Failure> {
+        Ok(match self {
+            Reader::File(r) => r.holder()?,
+            Reader::Remote(r) => r.holder()?,
+        })
+    }
+}
+
+/// Opens a recorded cluster for reading (restored from its newest checkpoint; a
+/// running maar writes a fresh one first, so the reader sees the cluster as it is
+/// now, not up to a few seconds ago).
+fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
+    let reader = Reader::open(path)?;
+    if let Reader::Remote(r) = &reader {
+        r.fresh().map_err(api_failure)?;
+    }
+    Ok(backend::restore(reader.history(), false)?)
 }
 
 /// A recorded cluster as it was at cluster time `t` (its history).
 fn recorded_at(path: &Path, t: u64) -> Result<backend::Loaded, Failure> {
-    let rec = Record::open(path)?;
-    Ok(backend::restore_at(&rec, t)?)
+    let reader = Reader::open(path)?;
+    Ok(backend::restore_at(reader.history(), t)?)
 }
 
 /// What a reading command looks at.
@@ -793,6 +843,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     speed,
                     paused,
                     roles,
+                    serve: true,
                     ..Default::default()
                 },
             );
@@ -802,12 +853,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 handle.clone()
             };
             let r = match theme {
-                Some(theme) => crate::console::run::run(face, mouse, theme, note)
-                    .map_err(|e| Failure::Usage(format!("console: {e}")))
-                    .map(|ended| match ended {
-                        crate::console::run::Ended::Quit => 0,
-                        crate::console::run::Ended::Signal(n) => 128 + n,
-                    }),
+                Some(theme) => console_exit(crate::console::run::run(face, mouse, theme, note)),
                 None => {
                     let v = handle.view();
                     let at = v
@@ -824,8 +870,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         std::process::id()
                     ));
                     o.flush();
-                    let sig = crate::console::run::wait_for_signal();
-                    Ok(128 + sig)
+                    headless_exit(&handle)
                 }
             };
             handle.shutdown();
@@ -1025,7 +1070,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             output,
             state,
         } => {
-            let rec = Record::open(&state_path(&state))?;
+            let rec = Reader::open(&state_path(&state))?;
             let rows = rec.audit(&AuditFilter {
                 actor,
                 action,
@@ -1043,15 +1088,26 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::State(StateCmd::Verify(state)) => {
             let path = state_path(&state);
-            let rec = Record::open(&path)?;
             let started = Instant::now();
-            rec.check()?;
-            match backend::verify(&rec)? {
+            // One snapshot of the record: what a running maar writes meanwhile is not
+            // half seen.
+            let (result, commands) = match Reader::open(&path)? {
+                Reader::File(mut rec) => {
+                    rec.check()?;
+                    rec.snapshot(|r| Ok((backend::verify(r)?, r.command_count()?)))?
+                }
+                Reader::Remote(r) => match r.ask(&crate::api::Request::Verify) {
+                    Ok(crate::api::Reply::Verified { result, commands }) => (result, commands),
+                    Ok(other) => return Err(Failure::No(format!("unexpected answer {other:?}"))),
+                    Err(e) => return Err(api_failure(e)),
+                },
+            };
+            match result {
                 Ok(at) => {
                     o.put(&format!(
                         "{}: ok: the state restored from the newest checkpoint equals a clean rebuild from all {} command(s), at {} ({} ms)\n",
                         path.display(),
-                        rec.command_count()?,
+                        commands,
                         fmt_duration(at),
                         started.elapsed().as_millis()
                     ));
@@ -1065,9 +1121,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::State(StateCmd::Show(state)) => {
             let path = state_path(&state);
-            let rec = Record::open(&path)?;
-            let meta = rec.meta()?;
-            let cp = rec.latest_checkpoint()?;
+            let rec = Reader::open(&path)?;
+            let meta = rec.history().meta()?;
+            let cp = rec.history().checkpoint_before(None)?;
             o.put(&format!("state file  {}\n", path.display()));
             o.put(&format!(
                 "cluster     {} ({})\n",
@@ -1089,10 +1145,19 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             }
             match rec.holder()? {
                 Some(h) => o.put(&format!(
-                    "running     maar pid {} on {} since {}\n",
-                    h.pid, h.host, h.since
+                    "running     maar pid {} on {} since {}{}\n",
+                    h.pid,
+                    h.host,
+                    h.since,
+                    if h.kind == "cli" { " (a command)" } else { "" }
                 )),
                 None => o.put("running     no\n"),
+            }
+            if let Reader::Remote(_) = rec {
+                o.put(&format!(
+                    "socket      {}\n",
+                    crate::api::socket_path(&path).display()
+                ));
             }
             Ok(0)
         }
@@ -1311,6 +1376,7 @@ fn serve(
             } else {
                 EngineOptions::default().publish_every
             },
+            serve: true,
         },
     );
     let face = if read_only {
@@ -1319,20 +1385,34 @@ fn serve(
         handle.clone()
     };
     let r = match theme {
-        Some(theme) => crate::console::run::run(face, mouse, theme, note)
-            .map_err(|e| Failure::Usage(format!("console: {e}")))
-            .map(|ended| match ended {
-                crate::console::run::Ended::Quit => 0,
-                crate::console::run::Ended::Signal(n) => 128 + n,
-            }),
+        Some(theme) => console_exit(crate::console::run::run(face, mouse, theme, note)),
         None => {
             o.put(line);
             o.flush();
-            Ok(128 + crate::console::run::wait_for_signal())
+            headless_exit(&handle)
         }
     };
     handle.shutdown();
     r
+}
+
+/// How a console session ends, as an exit code: 0 on quit, 128 + a signal, 1 with the
+/// reason when its engine lost the state file.
+fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, Failure> {
+    use crate::console::run::Ended;
+    match r.map_err(|e| Failure::Usage(format!("console: {e}")))? {
+        Ended::Quit => Ok(0),
+        Ended::Signal(n) => Ok(128 + n),
+        Ended::Lost(why) => Err(Failure::No(why)),
+    }
+}
+
+/// A headless run until a stop signal (128 + it), or until its engine loses the state
+/// file (exit 1 with the reason).
+fn headless_exit(handle: &engine::EngineHandle) -> Result<i32, Failure> {
+    crate::console::run::wait_headless(handle)
+        .map(|sig| 128 + sig)
+        .map_err(Failure::No)
 }
 
 fn label_arg(s: &str) -> Result<(String, String), String> {
@@ -1437,7 +1517,20 @@ fn open_demo(
             }
             r => r?,
         };
-        rec.acquire()?;
+        // A command applied with no maar running holds the file for a moment: wait
+        // for it, rather than refuse.
+        let until = Instant::now() + INBOX_WAIT;
+        loop {
+            match rec.acquire() {
+                Ok(()) => break,
+                Err(RecordError::InUse { .. })
+                    if Instant::now() < until && rec.holder()?.is_some_and(|h| h.kind == "cli") =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let loaded = backend::restore(&rec, false);
         let loaded = match loaded {
             Ok(l) => l,
@@ -1470,7 +1563,10 @@ const INBOX_WAIT: Duration = Duration::from_secs(20);
 struct Answer {
     result: Result<String, String>,
     seq: Option<i64>,
-    request: Option<i64>,
+    /// The key it was sent with (recorded with it: `maar audit` finds it).
+    key: Option<String>,
+    /// `socket` (through the running maar) or `file` (applied with none running).
+    via: &'static str,
 }
 
 /// Applies an operator command to a recorded cluster: through the running maar that
@@ -1486,7 +1582,8 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
                 "result": if answer.result.is_ok() { "ok" } else { "refused" },
                 "message": match &answer.result { Ok(m) | Err(m) => m },
                 "seq": answer.seq,
-                "request": answer.request,
+                "key": answer.key,
+                "via": answer.via,
             })));
             Ok(if answer.result.is_ok() { 0 } else { 1 })
         }
@@ -1501,50 +1598,82 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
     }
 }
 
-/// Gets a command applied and recorded; waits for its answer.
+/// Gets a command applied and recorded; waits for its answer. A running maar is
+/// reached through its socket (it knows who asks from the kernel, and records the
+/// command at most once under this call's key, asked again after a lost answer);
+/// with none running, only the state file's owner may apply it, taking the file for
+/// the moment.
 fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
-    let actor = crate::actor::current();
-    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let mut rec = Record::open(path)?;
+    use crate::api::{ClientError, Remote, Reply, Request};
+    let key = crate::api::new_key();
+    let ssh = crate::actor::ssh_client(std::env::var("SSH_CONNECTION").ok().as_deref());
     let deadline = Instant::now() + INBOX_WAIT;
-    let mut request = None;
+    let me = nix::unistd::getuid().as_raw();
     loop {
-        if rec.holder()?.is_some() {
-            // A running maar holds the cluster: hand the command to it.
-            let id = match request {
-                Some(id) => id,
-                None => {
-                    let id = rec.inbox_push(&actor, &command)?;
-                    request = Some(id);
-                    id
-                }
-            };
-            while Instant::now() < deadline {
-                if let Some(a) = rec.inbox_answer(id)? {
+        let remote = Remote::connect(path).map_err(api_failure)?.filter(|_| {
+            // A maar stopped past its lease (paused, or killed leaving its socket) is
+            // not asked: the owner takes the file over, and the stopped one, if it
+            // continues, finds its lease gone and acknowledges nothing.
+            crate::roles::owner(path) != Some(me)
+                || Record::open_read_only(path)
+                    .and_then(|r| r.holder())
+                    .map_or(true, |h| h.is_some())
+        });
+        if let Some(r) = remote {
+            let asked = r.ask(&Request::Apply {
+                command: command.clone(),
+                key: key.clone(),
+                ssh: ssh.clone(),
+            });
+            match asked {
+                Ok(Reply::Applied { result, seq }) => {
                     return Ok(Answer {
-                        result: a.result,
-                        seq: a.seq,
-                        request,
-                    });
+                        result,
+                        seq,
+                        key: Some(key),
+                        via: "socket",
+                    })
                 }
-                if rec.holder()?.is_none() {
-                    break;
+                Ok(other) => return Err(Failure::No(format!("unexpected answer {other:?}"))),
+                Err(ClientError::Answer(e)) => {
+                    return Err(Failure::No(format!("{}: {e}", path.display())))
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                // The connection broke (the maar stopped?): ask again with the same
+                // key, through whoever holds the file next.
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                Err(e) => return Err(api_failure(e)),
             }
-            if Instant::now() >= deadline {
+        }
+        // No maar serves the file: only its owner may change it without one (anyone
+        // else could only claim to be someone).
+        match crate::roles::owner(path) {
+            None => {
+                return Err(Record::open(path)
+                    .err()
+                    .map(Into::into)
+                    .unwrap_or_else(|| Failure::No(format!("{}: cannot be read", path.display()))))
+            }
+            Some(o) if o != me => {
+                let name = crate::actor::user_name(o);
                 return Err(Failure::No(format!(
-                    "{}: the running maar did not answer within {}s; the command waits in its inbox (request {id})",
-                    path.display(),
-                    INBOX_WAIT.as_secs()
+                    "{}: no maar is running on it, and only its owner ({name}) may change it without one; ask {name} to start it (`maar demo --resume`, `maar kube`, `maar local`), then act through it",
+                    path.display()
                 )));
             }
-            continue;
+            Some(_) => {}
         }
-        // Nobody runs it: take it, apply, record, let go.
-        match rec.acquire() {
+        let mut rec = Record::open(path)?;
+        match rec.acquire_as(record::LeaseKind::Cli) {
             Ok(()) => {}
-            Err(RecordError::InUse { .. }) if Instant::now() < deadline => continue,
+            Err(RecordError::InUse { .. }) if Instant::now() < deadline => {
+                // A maar is starting (its socket comes next) or another command holds
+                // the file for a moment.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
             Err(e) => return Err(e.into()),
         }
         let loaded = match backend::restore(&rec, false) {
@@ -1561,50 +1690,25 @@ fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
             EngineOptions {
                 speed: 1.0,
                 paused: true,
-                roles: roles.clone(),
+                roles: std::sync::Arc::new(crate::roles::Roles::load()?),
                 ..Default::default()
             },
         );
-        let answer = match request {
-            // Our own request is already in the inbox: the engine answers it.
-            Some(id) => {
-                let reader = Record::open(path)?;
-                let mut answer = None;
-                while Instant::now() < deadline + INBOX_WAIT {
-                    let _ = handle.sync();
-                    if let Some(a) = reader.inbox_answer(id)? {
-                        answer = Some(a);
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                answer
-                    .map(|a| Answer {
-                        result: a.result,
-                        seq: a.seq,
-                        request,
-                    })
-                    .ok_or_else(|| {
-                        Failure::No(format!(
-                            "{}: the command was not answered within {}s after taking over the state file; it waits in the inbox (request {id}) for the next maar that opens it",
-                            path.display(),
-                            INBOX_WAIT.as_secs()
-                        ))
-                    })
-            }
-            None => match handle.apply(actor.clone(), command.clone()) {
-                Ok(ack) => Ok(Answer {
-                    result: Ok(ack.message),
-                    seq: ack.seq,
-                    request: None,
-                }),
-                Err(Refusal::Refused { why, seq }) => Ok(Answer {
-                    result: Err(why),
-                    seq,
-                    request: None,
-                }),
-                Err(e) => Err(Failure::No(e.to_string())),
-            },
+        let answer = match handle.apply_keyed(crate::actor::current(), command.clone(), key.clone())
+        {
+            Ok(ack) => Ok(Answer {
+                result: Ok(ack.message),
+                seq: ack.seq,
+                key: Some(key),
+                via: "file",
+            }),
+            Err(Refusal::Refused { why, seq }) => Ok(Answer {
+                result: Err(why),
+                seq,
+                key: Some(key),
+                via: "file",
+            }),
+            Err(e) => Err(Failure::No(e.to_string())),
         };
         handle.shutdown();
         return answer;
@@ -1620,16 +1724,30 @@ fn preview(
 ) -> Result<i32, Failure> {
     let actor = crate::actor::current();
     // The same role check the engine makes: a preview of a command one may not give
-    // says so.
-    let roles = crate::roles::Roles::load()?;
-    let owner = match &source.state_file() {
-        Some(p) => crate::roles::owner(p),
+    // says so. A running maar judges (its roles); else this user's own.
+    let state = match &source.state_file() {
+        Some(p) => Some(p.clone()),
         None if source.scenario.scenario.is_none() && source.scenario.seed.is_none() => {
-            crate::roles::owner(&default_state())
+            Some(default_state()).filter(|p| p.exists())
         }
         None => None,
     };
-    let grant = roles.grant(&actor, owner, None);
+    let remote = match &state {
+        Some(p) => crate::api::Remote::connect(p).map_err(api_failure)?,
+        None => None,
+    };
+    let grant = match remote {
+        Some(r) => match r.ask(&crate::api::Request::Grant) {
+            Ok(crate::api::Reply::Grant { role, why, .. }) => crate::roles::Grant { role, why },
+            Ok(other) => return Err(Failure::No(format!("unexpected answer {other:?}"))),
+            Err(e) => return Err(api_failure(e)),
+        },
+        None => crate::roles::Roles::load()?.grant(
+            &actor,
+            state.as_deref().and_then(crate::roles::owner),
+            None,
+        ),
+    };
     let need = command.required_role();
     let (core, driver) = Source::open(source)?.into_parts();
     let mut p = maar_scheduler::whatif::what_if(&core, driver.as_ref(), actor.clone(), command);
@@ -1772,6 +1890,7 @@ fn audit_json(r: &record::CommandRow) -> serde_json::Value {
         "command": r.command,
         "result": if r.result.is_ok() { "ok" } else { "refused" },
         "message": match &r.result { Ok(m) | Err(m) => m },
+        "key": r.key,
     })
 }
 

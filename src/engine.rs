@@ -5,7 +5,7 @@
 //!  console ─┐                      ┌──────────── engine thread ─────────────┐
 //!  CLI ─────┼─ EngineHandle ──────>│ requests: command, explain, pause, ... │
 //!  other    │  (channel)           │ driver.advance(core, t) in steps        │──> record (SQLite):
-//!  process ─┴─ record inbox ──────>│ core.apply(input) -> events, decisions  │    commands, events,
+//!  process ─┴─ socket (api.rs) ───>│ core.apply(input) -> events, decisions  │    commands, events,
 //!                                  └──────┬─────────────────────────────────┘    checkpoints, lease
 //!                                         └── View (snapshot + status) ──> watch ──> faces
 //! ```
@@ -37,9 +37,8 @@ pub const MAX_STEP_S: u64 = 60;
 const STEP_BUDGET: Duration = Duration::from_millis(40);
 /// The engine never runs more than this much real time behind the speed asked.
 const MAX_LAG: f64 = 0.5;
-/// How often the engine looks at the record's inbox (commands of other processes).
-const INBOX_EVERY: Duration = Duration::from_millis(200);
-/// How often the lease is renewed.
+/// How often the lease is renewed (and the state file looked at: deleted or replaced
+/// under the engine, it stops).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// How often events are written while running.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
@@ -68,6 +67,9 @@ pub struct EngineOptions {
     /// headless runs (no face draws) publish seldom, since a view of a large cluster
     /// costs milliseconds to build.
     pub publish_every: Duration,
+    /// Serve the state file's socket (`api.rs`) so other processes reach this engine:
+    /// a console or a headless maar does; a command's own short-lived engine does not.
+    pub serve: bool,
 }
 
 impl Default for EngineOptions {
@@ -77,6 +79,7 @@ impl Default for EngineOptions {
             paused: false,
             roles: Arc::new(Roles::default()),
             publish_every: PUBLISH_EVERY,
+            serve: false,
         }
     }
 }
@@ -96,6 +99,9 @@ pub struct Status {
     pub recorded: i64,
     /// The last problem with the record, if writing it failed.
     pub record_error: Option<String>,
+    /// Why this engine stopped for good (it lost the state file: taken over, deleted or
+    /// replaced); the face says so and exits non-zero.
+    pub fatal: Option<String>,
 }
 
 /// What faces draw: a snapshot of the cluster and the engine's status.
@@ -152,7 +158,12 @@ enum Request {
         cap: Option<Role>,
         /// Apply only if the command would still do what this preview said.
         expect: Option<Box<Preview>>,
+        /// The sender's key: a command is applied and recorded at most once per key.
+        key: Option<String>,
         reply: Sender<Result<Ack, Refusal>>,
+    },
+    Checkpoint {
+        reply: Sender<Result<(), String>>,
     },
     Grant {
         actor: Actor,
@@ -192,6 +203,8 @@ pub struct EngineHandle {
     tx: Sender<Request>,
     views: watch::Receiver<Arc<View>>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+    /// The socket served for other processes (stopped at shutdown).
+    server: Arc<std::sync::Mutex<Option<crate::api::Server>>>,
 }
 
 impl EngineHandle {
@@ -214,9 +227,38 @@ impl EngineHandle {
             command,
             cap,
             expect: None,
+            key: None,
             reply,
         })
         .map_err(Refusal::NoAnswer)?
+    }
+
+    /// Applies a command sent with a key: asked again with the same key (its sender
+    /// lost the answer), the engine answers with what it recorded, applying nothing.
+    pub fn apply_keyed(&self, actor: Actor, command: Command, key: String) -> Result<Ack, Refusal> {
+        let cap = self.cap;
+        self.ask(|reply| Request::Command {
+            actor,
+            command,
+            cap,
+            expect: None,
+            key: Some(key),
+            reply,
+        })
+        .map_err(Refusal::NoAnswer)?
+    }
+
+    /// Writes a checkpoint now (a reader wants the cluster as it is).
+    pub fn checkpoint_now(&self) -> Result<(), String> {
+        self.ask(|reply| Request::Checkpoint { reply })?
+    }
+
+    /// The socket this engine serves, if any.
+    pub fn socket(&self) -> Option<PathBuf> {
+        self.server
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|s| s.path().to_path_buf()))
     }
 
     /// Applies a command only if it would still do what `preview` says (evict and
@@ -234,6 +276,7 @@ impl EngineHandle {
             command,
             cap,
             expect: Some(Box::new(preview)),
+            key: None,
             reply,
         })
         .map_err(Refusal::NoAnswer)?
@@ -305,6 +348,9 @@ impl EngineHandle {
 
     /// Stops the engine (a last checkpoint is written) and waits for it.
     pub fn shutdown(&self) {
+        if let Some(mut s) = self.server.lock().ok().and_then(|mut s| s.take()) {
+            s.stop();
+        }
         let _ = self.tx.send(Request::Stop);
         if let Some(t) = self.thread.lock().expect("join handle").take() {
             let _ = t.join();
@@ -336,10 +382,9 @@ struct Engine {
     checkpointed: (u64, i64),
     /// How long the last checkpoint took.
     checkpoint_cost: Duration,
-    /// Set when another process took the state file: commands are refused.
+    /// Set when this engine lost the state file (taken over, deleted, replaced):
+    /// commands are refused and the engine stops.
     lost: Option<String>,
-    /// The newest checkpoint request of a reader already served (unix ms).
-    served_checkpoint: i64,
     roles: Arc<Roles>,
     publish_every: Duration,
     /// The owner of the state file (None without one).
@@ -348,6 +393,10 @@ struct Engine {
 
 /// Starts an engine on a loaded cluster.
 pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
+    let serve_on = record
+        .as_ref()
+        .filter(|_| opts.serve)
+        .map(|r| r.path().to_path_buf());
     let owner = record.as_ref().and_then(|r| crate::roles::owner(r.path()));
     let recorded = record
         .as_ref()
@@ -375,6 +424,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
                 state: None,
                 recorded: 0,
                 record_error: None,
+                fatal: None,
             },
             version: 0,
         }))
@@ -387,7 +437,6 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         checkpointed: (u64::MAX, -1),
         checkpoint_cost: Duration::ZERO,
         lost: None,
-        served_checkpoint: 0,
         owner,
         roles: opts.roles.clone(),
         publish_every: opts.publish_every,
@@ -399,12 +448,22 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         .name("maar-engine".into())
         .spawn(move || e.run(rx))
         .expect("start the engine thread");
-    EngineHandle {
+    let handle = EngineHandle {
         cap: None,
         tx,
         views,
         thread: Arc::new(std::sync::Mutex::new(Some(t))),
+        server: Arc::new(std::sync::Mutex::new(None)),
+    };
+    if let Some(path) = serve_on {
+        match crate::api::Server::start(&path, handle.clone(), opts.roles.socket_access()) {
+            Ok(s) => *handle.server.lock().expect("server slot") = Some(s),
+            Err(e) => {
+                tracing::error!(target: "maar", "{e}; other processes cannot reach this maar")
+            }
+        }
     }
+    handle
 }
 
 impl Engine {
@@ -417,7 +476,18 @@ impl Engine {
             state: self.record.as_ref().map(|r| r.path().to_path_buf()),
             recorded: self.recorded,
             record_error: self.record_error.clone(),
+            fatal: self.lost.clone(),
         }
+    }
+
+    /// This engine lost its state file: it says why, refuses everything after, and
+    /// stops (faces exit non-zero).
+    fn lose(&mut self, why: String) {
+        tracing::error!(target: "maar", "{why}");
+        self.record_error = Some(why.clone());
+        self.lost = Some(why);
+        self.record = None;
+        self.changed = true;
     }
 
     fn publish(&mut self) {
@@ -434,7 +504,6 @@ impl Engine {
     fn run(mut self, rx: Receiver<Request>) {
         let mut last = Instant::now();
         let mut debt = 0.0f64;
-        let mut last_inbox = Instant::now() - INBOX_EVERY;
         let mut last_beat = Instant::now();
         let mut last_flush = Instant::now();
         let mut last_publish = Instant::now();
@@ -499,31 +568,32 @@ impl Engine {
             } else {
                 debt = 0.0;
             }
+            if self.lost.is_some() {
+                break 'run;
+            }
             if self.record.is_some() {
-                if last_inbox.elapsed() >= INBOX_EVERY {
-                    last_inbox = Instant::now();
-                    self.inbox();
-                }
                 if last_beat.elapsed() >= HEARTBEAT_EVERY {
                     last_beat = Instant::now();
-                    if let Some(r) = &mut self.record {
-                        match r.heartbeat() {
-                            Ok(true) => {}
-                            Ok(false) => {
+                    let beat = self.record.as_mut().map(|r| {
+                        r.still_there().map_err(|e| e.to_string()).and_then(|()| {
+                            match r.heartbeat() {
+                                Ok(true) => Ok(()),
                                 // Another maar took the state file (this one was
                                 // stopped too long): stop writing to it.
-                                let why = format!(
-                                    "{}: taken over by another maar; this one no longer records, so it refuses commands",
+                                Ok(false) => Err(format!(
+                                    "{}: taken over by another maar; this one no longer records, so it acknowledges nothing and stops",
                                     r.path().display()
-                                );
-                                tracing::error!(target: "maar", "{why}");
-                                self.record_error = Some(why.clone());
-                                self.lost = Some(why);
-                                self.record = None;
-                                self.changed = true;
+                                )),
+                                Err(e) => {
+                                    self.record_error = Some(e.to_string());
+                                    Ok(())
+                                }
                             }
-                            Err(e) => self.record_error = Some(e.to_string()),
-                        }
+                        })
+                    });
+                    if let Some(Err(why)) = beat {
+                        self.lose(why);
+                        break 'run;
                     }
                 }
                 if last_flush.elapsed() >= FLUSH_EVERY {
@@ -563,6 +633,10 @@ impl Engine {
         if let Some(r) = &mut self.record {
             let _ = r.release();
         }
+        if self.lost.is_some() {
+            // The faces learn why from the last view.
+            self.publish();
+        }
     }
 
     /// Handles one request; false to stop.
@@ -573,6 +647,7 @@ impl Engine {
                 command,
                 cap,
                 expect,
+                key,
                 reply,
             } => {
                 if let Some(want) = expect {
@@ -591,11 +666,18 @@ impl Engine {
                         return true;
                     }
                 }
-                let res = self.command(actor, command, None, cap);
+                let res = self.command(actor, command, key, cap);
                 let _ = reply.send(res);
             }
+            Request::Checkpoint { reply } => {
+                self.checkpoint();
+                let _ = reply.send(match &self.lost {
+                    Some(why) => Err(why.clone()),
+                    None => Ok(()),
+                });
+            }
             Request::Grant { actor, cap, reply } => {
-                let _ = reply.send(self.grant(&actor, None, cap));
+                let _ = reply.send(self.grant(&actor, false, cap));
             }
             Request::Explain { job, reply } => {
                 let c = self.core.cluster();
@@ -644,10 +726,10 @@ impl Engine {
         true
     }
 
-    /// The role of an actor: maar's own actors in this process (no uid, not from the
-    /// inbox) act as admin; people by the roles file.
-    fn grant(&self, actor: &Actor, request: Option<i64>, cap: Option<Role>) -> Grant {
-        if actor.uid.is_none() && request.is_none() && cap.is_none() {
+    /// The role of an actor: maar's own actors in this process (no uid, not sent by
+    /// another process) act as admin; people by the roles file.
+    fn grant(&self, actor: &Actor, sent: bool, cap: Option<Role>) -> Grant {
+        if actor.uid.is_none() && !sent && cap.is_none() {
             return Grant {
                 role: Role::Admin,
                 why: format!("{actor} is part of maar"),
@@ -662,11 +744,30 @@ impl Engine {
         &mut self,
         actor: Actor,
         command: Command,
-        request: Option<i64>,
+        key: Option<String>,
         cap: Option<Role>,
     ) -> Result<Ack, Refusal> {
         if let Some(why) = &self.lost {
             return Err(Refusal::Record(why.clone()));
+        }
+        // Asked again (its sender lost the answer): the first answer, nothing applied.
+        if let (Some(k), Some(r)) = (&key, &self.record) {
+            match r.answered(k) {
+                Ok(Some(row)) => {
+                    return match row.result {
+                        Ok(message) => Ok(Ack {
+                            message,
+                            seq: Some(row.seq),
+                        }),
+                        Err(why) => Err(Refusal::Refused {
+                            why,
+                            seq: Some(row.seq),
+                        }),
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(Refusal::Record(e.to_string())),
+            }
         }
         let at = self.core.now();
         let what = command.describe();
@@ -683,7 +784,7 @@ impl Engine {
             _ => None,
         };
         let need = command.required_role();
-        let grant = self.grant(&actor, request, cap);
+        let grant = self.grant(&actor, key.is_some(), cap);
         let result = if grant.role < need {
             Err(format!(
                 "{what} needs the {need} role; {} is {} ({})",
@@ -698,12 +799,13 @@ impl Engine {
         };
         let mut seq = None;
         if let Some(r) = &mut self.record {
-            match r.append_command(
+            match r.append_keyed(
                 at,
                 &actor,
                 &command,
                 &result,
-                request,
+                None,
+                key.as_deref(),
                 &self.unwritten,
                 object.as_deref(),
             ) {
@@ -720,6 +822,16 @@ impl Engine {
                 Err(e) => {
                     let why = e.to_string();
                     self.record_error = Some(why.clone());
+                    if matches!(
+                        e,
+                        crate::record::RecordError::LeaseLost { .. }
+                            | crate::record::RecordError::Gone { .. }
+                    ) {
+                        // Fenced: another maar holds the file; nothing of this one
+                        // is in force, and it stops.
+                        self.lose(why.clone());
+                        return Err(Refusal::Record(why));
+                    }
                     if result.is_ok() {
                         self.undo();
                     }
@@ -785,25 +897,14 @@ impl Engine {
         }
     }
 
-    /// Applies commands handed in by other processes, and writes a checkpoint when a
-    /// reader asked for one.
-    fn inbox(&mut self) {
-        if let Some(Ok(Some(t))) = self.record.as_ref().map(|r| r.checkpoint_wanted()) {
-            if t > self.served_checkpoint {
-                self.served_checkpoint = t;
-                self.checkpoint();
-            }
-        }
-        let rows = match self.record.as_ref().map(|r| r.inbox_new()) {
-            Some(Ok(rows)) => rows,
-            Some(Err(e)) => {
-                self.record_error = Some(e.to_string());
-                return;
-            }
-            None => return,
-        };
-        for row in rows {
-            let _ = self.command(row.actor, row.command, Some(row.id), None);
+    /// A write that failed: a fenced one (the lease is another's) loses the file;
+    /// anything else is shown and tried again later.
+    fn record_failed(&mut self, e: crate::record::RecordError) {
+        use crate::record::RecordError::{Gone, LeaseLost};
+        if matches!(e, LeaseLost { .. } | Gone { .. }) {
+            self.lose(e.to_string());
+        } else {
+            self.record_error = Some(e.to_string());
         }
     }
 
@@ -817,7 +918,7 @@ impl Engine {
                     self.unwritten.iter().for_each(crate::logging::event);
                     self.unwritten.clear()
                 }
-                Err(e) => self.record_error = Some(e.to_string()),
+                Err(e) => self.record_failed(e),
             }
         }
     }
@@ -834,7 +935,7 @@ impl Engine {
         let core = self.core.checkpoint_json(false);
         let driver = self.driver.save().to_string();
         if let Err(e) = r.checkpoint(self.seq, self.core.now(), &core, &driver) {
-            self.record_error = Some(e.to_string());
+            self.record_failed(e);
         }
         self.checkpoint_cost = started.elapsed();
     }

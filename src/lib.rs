@@ -7,6 +7,7 @@
 
 pub mod actor;
 pub mod agent_cli;
+pub mod api;
 pub mod backend;
 pub mod cli;
 pub mod console;

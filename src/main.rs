@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             if !e.quiet() {
-                eprintln!("maar: error: {e}");
+                eprintln!("maar: error: {}", maar::out::clean(&e.to_string()));
             }
             ExitCode::from(e.exit_code())
         }

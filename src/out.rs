@@ -24,6 +24,24 @@ impl WriteFailure {
     }
 }
 
+/// Text safe for a terminal: control characters (C0 but newline and tab, DEL, C1) are
+/// shown as `\x1b`-style escapes.
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A writer that remembers its first failure and stops writing after it.
 pub struct Out<'a> {
     w: &'a mut dyn Write,
@@ -35,9 +53,11 @@ impl<'a> Out<'a> {
         Out { w, failed: None }
     }
 
+    /// Writes text; control characters other than newline and tab (stored text may
+    /// hold any, e.g. an escape sequence in a name) are written visibly, never raw.
     pub fn put(&mut self, s: &str) {
         if self.failed.is_none() {
-            if let Err(e) = self.w.write_all(s.as_bytes()) {
+            if let Err(e) = self.w.write_all(clean(s).as_bytes()) {
                 self.failed = Some(e);
             }
         }
@@ -58,5 +78,14 @@ impl<'a> Out<'a> {
             return Err(WriteFailure::from_io(e));
         }
         self.w.flush().map_err(WriteFailure::from_io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(super::clean("a\tb\n"), "a\tb\n");
+        assert_eq!(super::clean("\u{1b}[2Jx\u{9b}"), "\\x1b[2Jx\\x9b");
     }
 }

@@ -4,8 +4,14 @@
 //! It holds every operator command with its actor, origin, time and result (written
 //! before the command is acknowledged), checkpoints of the cluster (so a restart never
 //! replays from the beginning), the whole event history (memory keeps only a window),
-//! an inbox through which a second process hands commands to a live engine, and the
-//! lease that says which process runs the engine. docs/state.md documents the schema.
+//! the lease that says which process runs the engine (with a fencing token: every
+//! write of an engine checks it, so one that lost the lease writes nothing), and the
+//! inbox of older maars (no longer read: other processes reach a running engine through
+//! its socket, `api.rs`). docs/state.md documents the schema.
+//!
+//! The file is created private to its owner (0600). A reader that may read it but not
+//! write it opens it read-only (`Record::open_read_only`); the engine leaves it in
+//! rollback-journal mode when it closes, so such a reader needs no write access.
 //!
 //! A file that is not SQLite, not maar's, or written by a newer maar is refused with a
 //! message naming it, and never written to.
@@ -20,10 +26,15 @@ use maar_scheduler::{Actor, Command, Event, Severity};
 /// `PRAGMA application_id` of maar state files ("maar").
 pub const APPLICATION_ID: i32 = 0x6d61_6172;
 /// Schema version written by this maar (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 /// Besides the newest checkpoints, the first of every this many simulated seconds is
-/// kept, so the past can be restored quickly (time travel).
+/// kept for the last [`HOURLY_FOR_S`], so the recent past is restored quickly (time
+/// travel); before that, the first of every simulated day ([`DAILY_EVERY_S`]).
 pub const HISTORY_EVERY_S: u64 = 3600;
+/// How far back checkpoints are kept hourly.
+pub const HOURLY_FOR_S: u64 = 2 * 86_400;
+/// Older checkpoints: the first of each simulated day.
+pub const DAILY_EVERY_S: u64 = 86_400;
 
 /// Events the state file keeps (the newest); older ones are dropped at checkpoints so
 /// a demo left at top speed for hours does not fill the disk.
@@ -49,6 +60,16 @@ pub enum RecordError {
     },
     #[error("{path}: no recorded cluster here; start one with `maar demo`, or name another state file with --state")]
     Missing { path: String },
+    #[error("{path}: this maar lost the state file to another ({why}); nothing more is written or acknowledged")]
+    LeaseLost { path: String, why: String },
+    #[error("{path}: {why}; this maar stops acknowledging commands")]
+    Gone { path: String, why: String },
+    #[error("{path}: {what}: {why}")]
+    Os {
+        path: String,
+        what: &'static str,
+        why: String,
+    },
     #[error("{path}: {what}: {source}")]
     Sql {
         path: String,
@@ -59,7 +80,7 @@ pub enum RecordError {
 }
 
 /// What the record is of.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     /// `demo`, `local` or `kube`.
     pub backend: String,
@@ -72,7 +93,7 @@ pub struct Meta {
 }
 
 /// One recorded operator command.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CommandRow {
     pub seq: i64,
     /// Cluster time when it was applied, seconds.
@@ -87,10 +108,12 @@ pub struct CommandRow {
     pub result: Result<String, String>,
     /// The inbox request it answered, when it came from another process.
     pub request: Option<i64>,
+    /// The key its sender gave it (a command is recorded at most once per key).
+    pub key: Option<String>,
 }
 
 /// A checkpoint: the core's and the driver's state after command `after_seq`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointRow {
     pub id: i64,
     pub after_seq: i64,
@@ -116,15 +139,34 @@ pub struct InboxAnswer {
 }
 
 /// Who holds the lease.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
     pub pid: i64,
     pub host: String,
     pub since: String,
+    /// `engine` (a console or a headless maar) or `cli` (a command applied with no
+    /// maar running: held for a moment).
+    pub kind: String,
+}
+
+/// What kind of process takes the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseKind {
+    Engine,
+    Cli,
+}
+
+impl LeaseKind {
+    fn name(self) -> &'static str {
+        match self {
+            LeaseKind::Engine => "engine",
+            LeaseKind::Cli => "cli",
+        }
+    }
 }
 
 /// Filters for `maar audit`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct AuditFilter {
     pub actor: Option<String>,
     pub action: Option<String>,
@@ -202,12 +244,90 @@ CREATE TABLE lease (
 );
 ";
 
+/// From schema 2 to 3: request keys (a command recorded at most once), the lease's
+/// fencing token and kind.
+const MIGRATE_2_3: &str = "
+ALTER TABLE commands ADD COLUMN request_key TEXT;
+CREATE UNIQUE INDEX commands_request_key ON commands(request_key);
+ALTER TABLE lease ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE lease ADD COLUMN kind TEXT NOT NULL DEFAULT 'engine';
+";
+
 /// An inbox row's answer columns: state, seq, result, message.
 type AnswerRow = (String, Option<i64>, Option<String>, Option<String>);
+
+/// What restoring a cluster reads from its record: the file itself ([`Record`]) or a
+/// running maar's socket (`api::Remote`), for a reader who may not open the file.
+pub trait History {
+    fn path(&self) -> &Path;
+    fn meta(&self) -> Result<Meta, RecordError>;
+    fn checkpoint_before(&self, t: Option<u64>) -> Result<Option<CheckpointRow>, RecordError>;
+    fn events_before(&self, before: u64, limit: usize) -> Result<Vec<Event>, RecordError>;
+    fn commands_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError>;
+    fn latest_time(&self) -> Result<u64, RecordError>;
+}
+
+impl History for Record {
+    fn path(&self) -> &Path {
+        Record::path(self)
+    }
+    fn meta(&self) -> Result<Meta, RecordError> {
+        Record::meta(self)
+    }
+    fn checkpoint_before(&self, t: Option<u64>) -> Result<Option<CheckpointRow>, RecordError> {
+        Record::checkpoint_before(self, t)
+    }
+    fn events_before(&self, before: u64, limit: usize) -> Result<Vec<Event>, RecordError> {
+        Record::events_before(self, before, limit)
+    }
+    fn commands_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError> {
+        Record::commands_after(self, seq)
+    }
+    fn latest_time(&self) -> Result<u64, RecordError> {
+        Record::latest_time(self)
+    }
+}
 
 pub struct Record {
     conn: Connection,
     path: PathBuf,
+    /// The fencing token of the lease this process holds (None: it holds none).
+    token: Option<i64>,
+    /// The file opened (device, inode): a file deleted or replaced under the engine is
+    /// noticed.
+    identity: Option<(u64, u64)>,
+}
+
+/// The device and inode of a file.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Compresses a checkpoint's text (deflate): a large cluster's core is mostly repeated
+/// keys.
+fn pack(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(text.as_bytes()).expect("writing to memory");
+    e.finish().expect("writing to memory")
+}
+
+/// A checkpoint column: compressed (schema 3) or text (older files).
+fn unpack(v: rusqlite::types::Value) -> Result<String, String> {
+    use std::io::Read;
+    match v {
+        rusqlite::types::Value::Text(t) => Ok(t),
+        rusqlite::types::Value::Blob(b) => {
+            let mut out = String::new();
+            flate2::read::DeflateDecoder::new(&b[..])
+                .take(1 << 32)
+                .read_to_string(&mut out)
+                .map_err(|e| format!("a checkpoint cannot be unpacked: {e}"))?;
+            Ok(out)
+        }
+        _ => Err("a checkpoint column is neither text nor packed".into()),
+    }
 }
 
 fn action_of(c: &Command) -> (String, String) {
@@ -261,10 +381,13 @@ impl Record {
         }
         // Claim the name first: of two processes creating the same record, one wins
         // and the other is told a file is there.
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
+        // Private to its owner: others reach it through the engine's socket (or read
+        // it where its owner grants them read permission).
+        match std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            0o600,
+        )
+        .open(path)
         {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -290,6 +413,8 @@ impl Record {
         let mut r = Record {
             conn,
             path: path.to_path_buf(),
+            token: None,
+            identity: identity(path),
         };
         r.pragmas()?;
         let tx = r
@@ -298,6 +423,7 @@ impl Record {
             .map_err(|e| classify(path, "create", e))?;
         tx.execute_batch(SCHEMA_V1)
             .and_then(|_| tx.execute_batch(MIGRATE_1_2))
+            .and_then(|_| tx.execute_batch(MIGRATE_2_3))
             .and_then(|_| tx.pragma_update(None, "application_id", APPLICATION_ID))
             .and_then(|_| tx.pragma_update(None, "user_version", SCHEMA_VERSION))
             .map_err(|e| classify(path, "create", e))?;
@@ -329,6 +455,17 @@ impl Record {
     /// Opens an existing record, checking that it is maar's and migrating an older
     /// schema.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
+        Record::open_as(path, false)
+    }
+
+    /// Opens an existing record to read only: nothing is written (not even the journal
+    /// mode), so read permission is enough. An older schema is read as it is where it
+    /// can be; a file that needs its owner first (a newer maar's) is refused.
+    pub fn open_read_only(path: &Path) -> Result<Record, RecordError> {
+        Record::open_as(path, true)
+    }
+
+    fn open_as(path: &Path, read_only: bool) -> Result<Record, RecordError> {
         let p = path.display().to_string();
         match std::fs::metadata(path) {
             Err(_) => return Err(RecordError::Missing { path: p }),
@@ -340,14 +477,18 @@ impl Record {
             }
             Ok(_) => {}
         }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| classify(path, "open", e))?;
+        let flags = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let conn =
+            Connection::open_with_flags(path, flags).map_err(|e| classify(path, "open", e))?;
         let mut r = Record {
             conn,
             path: path.to_path_buf(),
+            token: None,
+            identity: identity(path),
         };
         // Identify before anything writes (the journal mode is a write).
         let app: i32 = r
@@ -390,6 +531,21 @@ impl Record {
                 path: p,
                 why: "its meta table does not name maar".into(),
             });
+        }
+        if read_only {
+            r.conn
+                .busy_timeout(Duration::from_secs(5))
+                .map_err(r.sql("configure"))?;
+            if version < SCHEMA_VERSION {
+                return Err(RecordError::Os {
+                    path: p,
+                    what: "read",
+                    why: format!(
+                        "written by an older maar (schema {version}); its owner opens it once with this maar first"
+                    ),
+                });
+            }
+            return Ok(r);
         }
         r.pragmas()?;
         if version < SCHEMA_VERSION {
@@ -442,6 +598,10 @@ impl Record {
             tx.execute_batch(MIGRATE_1_2)
                 .map_err(|e| classify(&path, "migrate", e))?;
         }
+        if from < 3 {
+            tx.execute_batch(MIGRATE_2_3)
+                .map_err(|e| classify(&path, "migrate", e))?;
+        }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(|e| classify(&path, "migrate", e))?;
         tx.commit().map_err(|e| classify(&path, "migrate", e))?;
@@ -484,6 +644,24 @@ impl Record {
         events: &[Event],
         object: Option<&str>,
     ) -> Result<i64, RecordError> {
+        self.append_keyed(at_s, actor, command, result, request, None, events, object)
+    }
+
+    /// [`Record::append_command`] with the key its sender gave it: a second command
+    /// with the same key is refused by the file itself (the engine answers it with the
+    /// first one's answer, [`Record::answered`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_keyed(
+        &mut self,
+        at_s: u64,
+        actor: &Actor,
+        command: &Command,
+        result: &Result<String, String>,
+        request: Option<i64>,
+        key: Option<&str>,
+        events: &[Event],
+        object: Option<&str>,
+    ) -> Result<i64, RecordError> {
         let path = self.path.clone();
         let e = |what| {
             let path = path.clone();
@@ -501,10 +679,11 @@ impl Record {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(e("write command"))?;
+        fenced(&tx, &self.path, self.token)?;
         insert_events(&tx, events).map_err(e("write events"))?;
         tx.execute(
-            "INSERT INTO commands(at_s, wall, actor, uid, origin, action, object, command, result, message, request)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO commands(at_s, wall, actor, uid, origin, action, object, command, result, message, request, request_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 at_s as i64,
                 now_rfc3339(),
@@ -516,7 +695,8 @@ impl Record {
                 json,
                 res,
                 msg,
-                request
+                request,
+                key
             ],
         )
         .map_err(e("write command"))?;
@@ -542,6 +722,7 @@ impl Record {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|x| classify(&path, "write events", x))?;
+        fenced(&tx, &self.path, self.token)?;
         insert_events(&tx, events).map_err(|x| classify(&path, "write events", x))?;
         tx.commit().map_err(|x| classify(&path, "write events", x))
     }
@@ -554,8 +735,10 @@ impl Record {
             .map_err(self.sql("rewind events"))
     }
 
-    /// Writes a checkpoint, keeping the newest few and, for looking back in time, the
-    /// first of every simulated hour ([`HISTORY_EVERY_S`]).
+    /// Writes a checkpoint (packed), keeping the newest few and, for looking back in
+    /// time, the first of every simulated hour ([`HISTORY_EVERY_S`]) of the last
+    /// [`HOURLY_FOR_S`] and the first of every simulated day before: the file stays
+    /// bounded however long the cluster runs (docs/state.md).
     pub fn checkpoint(
         &mut self,
         after_seq: i64,
@@ -569,15 +752,22 @@ impl Record {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(e)?;
+        fenced(&tx, &self.path, self.token)?;
         tx.execute(
             "INSERT INTO checkpoints(after_seq, at_s, wall, core, driver) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![after_seq, at_s as i64, now_rfc3339(), core, driver],
+            params![after_seq, at_s as i64, now_rfc3339(), pack(core), pack(driver)],
         )
         .map_err(e)?;
         tx.execute(
             "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)
-               AND id NOT IN (SELECT MIN(id) FROM checkpoints GROUP BY at_s / ?1)",
-            [HISTORY_EVERY_S as i64],
+               AND id NOT IN (SELECT MIN(id) FROM checkpoints WHERE at_s >= ?1 - ?2 GROUP BY at_s / ?3)
+               AND id NOT IN (SELECT MIN(id) FROM checkpoints GROUP BY at_s / ?4)",
+            params![
+                at_s as i64,
+                HOURLY_FOR_S as i64,
+                HISTORY_EVERY_S as i64,
+                DAILY_EVERY_S as i64
+            ],
         )
         .map_err(e)?;
         tx.execute(
@@ -601,18 +791,48 @@ impl Record {
                  WHERE at_s <= ?1 ORDER BY id DESC LIMIT 1",
                 [t.map(|t| t as i64).unwrap_or(i64::MAX)],
                 |x| {
-                    Ok(CheckpointRow {
-                        id: x.get(0)?,
-                        after_seq: x.get(1)?,
-                        at_s: x.get::<_, i64>(2)? as u64,
-                        wall: x.get(3)?,
-                        core: x.get(4)?,
-                        driver: x.get(5)?,
-                    })
+                    Ok((
+                        x.get::<_, i64>(0)?,
+                        x.get::<_, i64>(1)?,
+                        x.get::<_, i64>(2)?,
+                        x.get::<_, String>(3)?,
+                        x.get::<_, rusqlite::types::Value>(4)?,
+                        x.get::<_, rusqlite::types::Value>(5)?,
+                    ))
                 },
             )
             .optional()
-            .map_err(self.sql("read checkpoint"))
+            .map_err(self.sql("read checkpoint"))?
+            .map(|(id, after_seq, at, wall, core, driver)| {
+                let bad = |why| RecordError::Corrupt {
+                    path: self.path.display().to_string(),
+                    why: format!("checkpoint {id}: {why}"),
+                };
+                Ok(CheckpointRow {
+                    id,
+                    after_seq,
+                    at_s: at.max(0) as u64,
+                    wall,
+                    core: unpack(core).map_err(bad)?,
+                    driver: unpack(driver).map_err(bad)?,
+                })
+            })
+            .transpose()
+    }
+
+    /// Cluster times of the checkpoints kept, oldest first (what time travel can
+    /// start from).
+    pub fn checkpoint_times(&self) -> Result<Vec<u64>, RecordError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT at_s FROM checkpoints ORDER BY id")
+            .map_err(self.sql("read checkpoints"))?;
+        let v = st
+            .query_map([], |x| x.get::<_, i64>(0))
+            .map_err(self.sql("read checkpoints"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql("read checkpoints"))?;
+        Ok(v.into_iter().map(|t| t.max(0) as u64).collect())
     }
 
     /// The newest cluster time the record knows (its newest checkpoint, command or
@@ -661,12 +881,13 @@ impl Record {
                     x.get::<_, String>(9)?,
                     x.get::<_, String>(10)?,
                     x.get::<_, Option<i64>>(11)?,
+                    x.get::<_, Option<String>>(12)?,
                 ))
             })
             .map_err(self.sql("read commands"))?;
         let mut out = Vec::new();
         for r in it {
-            let (seq, at, wall, user, uid, from, action, object, cmd, res, msg, request) =
+            let (seq, at, wall, user, uid, from, action, object, cmd, res, msg, request, key) =
                 r.map_err(self.sql("read commands"))?;
             let command: Command =
                 serde_json::from_str(&cmd).map_err(|e| RecordError::Corrupt {
@@ -683,13 +904,65 @@ impl Record {
                 command,
                 result: if res == "ok" { Ok(msg) } else { Err(msg) },
                 request,
+                key,
             });
         }
         Ok(out)
     }
 
     const COLUMNS: &'static str =
-        "seq, at_s, wall, actor, uid, origin, action, object, command, result, message, request";
+        "seq, at_s, wall, actor, uid, origin, action, object, command, result, message, request, request_key";
+
+    /// The command recorded under `key`, if one was (its sender asks again after a lost
+    /// answer: the first answer, never a second application).
+    pub fn answered(&self, key: &str) -> Result<Option<CommandRow>, RecordError> {
+        Ok(self
+            .rows(
+                &format!(
+                    "SELECT {} FROM commands WHERE request_key = ?1",
+                    Self::COLUMNS
+                ),
+                &[&key],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// Runs `f` on one snapshot of the file (one read transaction): what it reads is
+    /// the file at one moment, whatever a running maar writes meanwhile.
+    pub fn snapshot<T>(
+        &mut self,
+        f: impl FnOnce(&Record) -> Result<T, crate::backend::LoadError>,
+    ) -> Result<T, crate::backend::LoadError> {
+        self.conn
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(self.sql("begin a read"))?;
+        // The snapshot starts at the first read.
+        let started = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM meta", [], |x| x.get::<_, i64>(0))
+            .map_err(self.sql("begin a read"));
+        let out = started.map_err(Into::into).and_then(|_| f(self));
+        let _ = self.conn.execute_batch("COMMIT");
+        out
+    }
+
+    /// Whether the file this record opened is still the one at its path: a state file
+    /// deleted or replaced under a running maar is noticed (its commands would be
+    /// acknowledged and lost).
+    pub fn still_there(&self) -> Result<(), RecordError> {
+        let why = match (identity(&self.path), self.identity) {
+            (None, _) => "the state file was deleted under this maar",
+            (Some(now), Some(was)) if now != was => {
+                "the state file was replaced under this maar (another file is at its path)"
+            }
+            _ => return Ok(()),
+        };
+        Err(RecordError::Gone {
+            path: self.path.display().to_string(),
+            why: why.into(),
+        })
+    }
 
     /// Commands after `seq`, in order.
     pub fn commands_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError> {
@@ -769,24 +1042,35 @@ impl Record {
     /// The live holder of the lease, if any (a stale lease or a dead pid on this host
     /// does not count).
     pub fn holder(&self) -> Result<Option<Holder>, RecordError> {
-        let row: Option<(i64, String, String, i64)> = self
+        let row: Option<(i64, String, String, i64, String)> = self
             .conn
             .query_row(
-                "SELECT pid, host, since, heartbeat_ms FROM lease WHERE id = 1",
+                "SELECT pid, host, since, heartbeat_ms, kind FROM lease WHERE id = 1",
                 [],
-                |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)),
+                |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?, x.get(4)?)),
             )
             .optional()
             .map_err(self.sql("read lease"))?;
-        let Some((pid, host, since, beat)) = row else {
+        let Some((pid, host, since, beat, kind)) = row else {
             return Ok(None);
         };
-        Ok(lease_live(pid, &host, beat).then_some(Holder { pid, host, since }))
+        Ok(lease_live(pid, &host, beat).then_some(Holder {
+            pid,
+            host,
+            since,
+            kind,
+        }))
+    }
+
+    /// Takes the lease for this process as an engine.
+    pub fn acquire(&mut self) -> Result<(), RecordError> {
+        self.acquire_as(LeaseKind::Engine)
     }
 
     /// Takes the lease for this process, unless a live process holds it. The check
-    /// and the take are one write transaction, so of two processes only one wins.
-    pub fn acquire(&mut self) -> Result<(), RecordError> {
+    /// and the take are one write transaction, so of two processes only one wins. The
+    /// lease gets the next fencing token: every later write of this process checks it.
+    pub fn acquire_as(&mut self, kind: LeaseKind) -> Result<(), RecordError> {
         self.check()?;
         let path = self.path.clone();
         let e = |x| classify(&path, "take the lease", x);
@@ -813,12 +1097,30 @@ impl Record {
                 });
             }
         }
+        // Tokens only grow, across releases too (kept in meta).
+        let last: i64 = tx
+            .query_row(
+                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fence'",
+                [],
+                |x| x.get(0),
+            )
+            .optional()
+            .map_err(e)?
+            .unwrap_or(0);
+        let token = last + 1;
         tx.execute(
-            "INSERT OR REPLACE INTO lease(id, pid, host, since, heartbeat_ms) VALUES (1, ?1, ?2, ?3, ?4)",
-            params![std::process::id() as i64, hostname(), now_rfc3339(), now_ms()],
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('fence', ?1)",
+            [token.to_string()],
         )
         .map_err(e)?;
-        tx.commit().map_err(e)
+        tx.execute(
+            "INSERT OR REPLACE INTO lease(id, pid, host, since, heartbeat_ms, token, kind) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+            params![std::process::id() as i64, hostname(), now_rfc3339(), now_ms(), token, kind.name()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)?;
+        self.token = Some(token);
+        Ok(())
     }
 
     /// Renews this process's lease; false when another process has taken it (this
@@ -826,21 +1128,35 @@ impl Record {
     pub fn heartbeat(&mut self) -> Result<bool, RecordError> {
         self.conn
             .execute(
-                "UPDATE lease SET heartbeat_ms = ?1 WHERE id = 1 AND pid = ?2 AND host = ?3",
-                params![now_ms(), std::process::id() as i64, hostname()],
+                "UPDATE lease SET heartbeat_ms = ?1 WHERE id = 1 AND pid = ?2 AND host = ?3 AND token = ?4",
+                params![
+                    now_ms(),
+                    std::process::id() as i64,
+                    hostname(),
+                    self.token.unwrap_or(-1)
+                ],
             )
             .map(|n| n == 1)
             .map_err(self.sql("renew the lease"))
     }
 
+    /// Lets the lease go, and leaves the file in rollback-journal mode so that a reader
+    /// with only read permission can open it while no maar runs.
     pub fn release(&mut self) -> Result<(), RecordError> {
+        let mine = self.token.take().unwrap_or(-1);
         self.conn
             .execute(
-                "DELETE FROM lease WHERE id = 1 AND pid = ?1",
-                [std::process::id() as i64],
+                "DELETE FROM lease WHERE id = 1 AND pid = ?1 AND token = ?2",
+                params![std::process::id() as i64, mine],
             )
             .map(|_| ())
-            .map_err(self.sql("release the lease"))
+            .map_err(self.sql("release the lease"))?;
+        // Fails harmlessly while another connection reads; WAL comes back at the next
+        // open.
+        let _ = self
+            .conn
+            .pragma_update_and_check(None, "journal_mode", "DELETE", |x| x.get::<_, String>(0));
+        Ok(())
     }
 
     // ----- fresh checkpoints on request ---------------------------------------------
@@ -969,6 +1285,30 @@ impl Record {
     }
 }
 
+/// The fencing check of a write transaction: this process still holds the lease it
+/// took (its token is the lease's). A process that holds none (`token` None: a reader,
+/// a test) is not fenced.
+fn fenced(tx: &rusqlite::Transaction, path: &Path, token: Option<i64>) -> Result<(), RecordError> {
+    let Some(mine) = token else { return Ok(()) };
+    let now: Option<(i64, i64, String)> = tx
+        .query_row("SELECT token, pid, host FROM lease WHERE id = 1", [], |x| {
+            Ok((x.get(0)?, x.get(1)?, x.get(2)?))
+        })
+        .optional()
+        .map_err(|e| classify(path, "check the lease", e))?;
+    match now {
+        Some((t, _, _)) if t == mine => Ok(()),
+        Some((_, pid, host)) => Err(RecordError::LeaseLost {
+            path: path.display().to_string(),
+            why: format!("pid {pid} on {host} holds it now"),
+        }),
+        None => Err(RecordError::LeaseLost {
+            path: path.display().to_string(),
+            why: "its lease was let go".into(),
+        }),
+    }
+}
+
 fn insert_events(tx: &rusqlite::Transaction, events: &[Event]) -> rusqlite::Result<()> {
     let mut st = tx.prepare_cached(
         "INSERT OR REPLACE INTO events(seq, at_s, severity, reason, object, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -999,12 +1339,44 @@ fn classify(path: &Path, what: &'static str, e: rusqlite::Error) -> RecordError 
             path: p,
             why: e.to_string(),
         },
+        // SQLite says "disk I/O error" or "database or disk is full": name the cause
+        // when it is the filesystem's free space.
+        Some(ErrorCode::DiskFull) | Some(ErrorCode::SystemIoFailure)
+            if free_bytes(path).is_some_and(|b| b < 1 << 20) =>
+        {
+            RecordError::Os {
+                path: p,
+                what,
+                why: format!(
+                    "No space left on device ({} bytes free on its filesystem)",
+                    free_bytes(path).unwrap_or(0)
+                ),
+            }
+        }
+        Some(ErrorCode::ReadOnly) => RecordError::Os {
+            path: p,
+            what,
+            why: "this maar may only read the state file (its owner or a running maar writes it)"
+                .into(),
+        },
         _ => RecordError::Sql {
             path: p,
             what,
             source: e,
         },
     }
+}
+
+/// Bytes free for unprivileged writes on the filesystem of `path` (its folder when it
+/// does not exist yet).
+fn free_bytes(path: &Path) -> Option<u64> {
+    let at = if path.exists() {
+        path.to_path_buf()
+    } else {
+        path.parent()?.to_path_buf()
+    };
+    let v = nix::sys::statvfs::statvfs(&at).ok()?;
+    Some(v.blocks_available() as u64 * v.fragment_size() as u64)
 }
 
 pub fn hostname() -> String {

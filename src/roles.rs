@@ -1,6 +1,11 @@
 //! Who may do what: roles from a file mapping Unix users and groups to roles.
 //!
-//! The file is `$MAAR_ROLES` when set, else `/etc/maar/roles.yaml`:
+//! Roles are read by the process that runs the engine (a console, a headless maar, or
+//! a command applied by the state file's owner while none runs), never by a caller
+//! that reaches a running maar through its socket: callers are known by the kernel's
+//! peer credentials and judged by the engine's roles. The file is the engine owner's
+//! `$MAAR_ROLES` when set, else `/etc/maar/roles.yaml`, else the owner's
+//! `$XDG_CONFIG_HOME/maar/roles.yaml` (`~/.config/maar/roles.yaml`):
 //!
 //! ```yaml
 //! users:            # Unix user names
@@ -9,6 +14,8 @@
 //! groups:           # Unix groups (a user gets the highest role of all its groups)
 //!   gpu-ops: operator
 //! default: viewer   # optional: anyone not named above
+//! socket:           # optional: who may connect to a running maar (the owner alone
+//!   group: gpu-ops  #   when absent); `everyone: true` lets every local user in
 //! ```
 //!
 //! A user named nowhere (and no `default`) is a viewer on a shared state file and an
@@ -37,6 +44,8 @@ struct File {
     groups: BTreeMap<String, Role>,
     #[serde(default)]
     default: Option<Role>,
+    #[serde(default)]
+    socket: crate::api::SocketAccess,
 }
 
 /// The roles in force, and where they came from.
@@ -61,8 +70,19 @@ impl Roles {
     pub fn load() -> Result<Roles, InputError> {
         match std::env::var_os("MAAR_ROLES") {
             Some(p) if !p.is_empty() => Roles::from_path(Path::new(&p), true),
-            _ => Roles::from_path(Path::new(DEFAULT_PATH), false),
+            _ if Path::new(DEFAULT_PATH).exists() => {
+                Roles::from_path(Path::new(DEFAULT_PATH), false)
+            }
+            _ => match owner_config() {
+                Some(p) => Roles::from_path(&p, false),
+                None => Ok(Roles::default()),
+            },
         }
+    }
+
+    /// Who may connect to the engine's socket.
+    pub fn socket_access(&self) -> crate::api::SocketAccess {
+        self.file.socket.clone()
     }
 
     /// Reads a roles file; a missing one is an error only when `required`.
@@ -173,6 +193,16 @@ impl Roles {
             },
         }
     }
+}
+
+/// The engine owner's own roles file: `$XDG_CONFIG_HOME/maar/roles.yaml`, else
+/// `~/.config/maar/roles.yaml`.
+fn owner_config() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("maar").join("roles.yaml"))
 }
 
 /// The Unix groups a user belongs to (by name), from the system's user database.

@@ -76,7 +76,7 @@ impl Drop for Engine {
 struct Acked {
     result: String,
     seq: Option<i64>,
-    request: Option<i64>,
+    key: Option<String>,
 }
 
 fn random_command(rng: &mut impl Rng) -> Vec<String> {
@@ -158,7 +158,7 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
                                 acked.lock().unwrap().push(Acked {
                                     result: v["result"].as_str().unwrap().to_string(),
                                     seq: v["seq"].as_i64(),
-                                    request: v["request"].as_i64(),
+                                    key: v["key"].as_str().map(str::to_string),
                                 });
                             }
                             other => panic!(
@@ -203,10 +203,10 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
     let rows = rec.commands_after(0).unwrap();
     let by_seq: BTreeMap<i64, &maar::record::CommandRow> =
         rows.iter().map(|r| (r.seq, r)).collect();
-    let mut per_request: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut per_request: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &rows {
-        if let Some(q) = r.request {
-            *per_request.entry(q).or_default() += 1;
+        if let Some(q) = &r.key {
+            *per_request.entry(q.as_str()).or_default() += 1;
         }
     }
     assert!(
@@ -226,7 +226,8 @@ fn killed_at_random_the_record_keeps_every_acknowledged_command_once() {
         let row = by_seq
             .get(&seq)
             .unwrap_or_else(|| panic!("acknowledged command missing: {a:?}"));
-        assert_eq!(row.request, a.request, "{a:?}");
+        assert_eq!(row.key, a.key, "{a:?}");
+        assert!(a.key.is_some(), "{a:?}");
         assert_eq!(row.result.is_ok(), a.result == "ok", "{a:?}");
     }
     let o = maar(&home).args(["state", "verify"]).output().unwrap();

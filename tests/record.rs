@@ -93,7 +93,7 @@ fn foreign_damaged_and_newer_files_are_refused_and_left_untouched() {
         ),
         (
             &newer,
-            "written by a newer maar (schema 99; this maar reads up to 2)",
+            "written by a newer maar (schema 99; this maar reads up to 3)",
         ),
         (&cut, "the state file is damaged"),
     ] {
@@ -160,7 +160,7 @@ fn an_older_schema_is_migrated() {
         .unwrap()
         .pragma_query_value(None, "user_version", |x| x.get(0))
         .unwrap();
-    assert_eq!(v, 2);
+    assert_eq!(v, maar::record::SCHEMA_VERSION);
     let rows = r.commands_after(0).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].actor.user, "bob");

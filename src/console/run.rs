@@ -26,10 +26,12 @@ use crate::engine::EngineHandle;
 pub const STOP_SIGNALS: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
 
 /// How the console ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ended {
     Quit,
     Signal(i32),
+    /// The engine lost its state file (taken over, deleted, replaced): why.
+    Lost(String),
 }
 
 /// The console needs a terminal on both sides.
@@ -43,6 +45,29 @@ pub fn check_terminal() -> std::io::Result<()> {
 }
 
 /// Blocks until one of the stop signals arrives; returns it.
+/// Waits, headless, for a stop signal (its number) or for the engine to lose its
+/// state file (why).
+pub fn wait_headless(engine: &EngineHandle) -> Result<i32, String> {
+    let mut signals = match signal_hook::iterator::Signals::new(STOP_SIGNALS) {
+        Ok(s) => s,
+        Err(_) => loop {
+            if let Some(why) = engine.view().status.fatal.clone() {
+                return Err(why);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        },
+    };
+    loop {
+        if let Some(sig) = signals.pending().next() {
+            return Ok(sig);
+        }
+        if let Some(why) = engine.view().status.fatal.clone() {
+            return Err(why);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn wait_for_signal() -> i32 {
     match signal_hook::iterator::Signals::new(STOP_SIGNALS) {
         Ok(mut s) => s.forever().next().unwrap_or(SIGTERM),
@@ -189,6 +214,9 @@ async fn event_loop(
                 None => break Ok(Ended::Quit),
             },
             changed = views.changed() => {
+                if let Some(why) = engine.view().status.fatal.clone() {
+                    break Ok(Ended::Lost(why));
+                }
                 if changed.is_err() {
                     break Ok(Ended::Quit);
                 }

@@ -1,0 +1,533 @@
+//! The engine's door: a Unix socket beside the state file (`<state>.sock`) through
+//! which other processes on the host (`maar cordon ...`, `maar get ...`, `maar audit`)
+//! reach a running maar.
+//!
+//! - **Who is asking** comes from the socket's peer credentials (`SO_PEERCRED`: the
+//!   caller's uid, its name and groups from the system's user database), never from
+//!   anything the caller says; a uid with no passwd entry is `uid<N>`. The SSH address
+//!   a caller reports is kept only when it is an IP address, and recorded as "reported
+//!   by the client".
+//! - **Who may connect**: the socket is the owner's alone (0600) unless the roles file
+//!   names a `socket:` group (0660) or `everyone: true` (0666); the engine's roles
+//!   decide what each may do (`roles.rs`).
+//! - **Requests** are one JSON line each way, one per connection, at most
+//!   [`MAX_REQUEST`] bytes, read within [`IO_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are
+//!   served at once. A command carries a key chosen by its sender: asked again after a
+//!   lost answer, the engine answers with what it recorded the first time.
+//! - **Reads** (the state as it is now, the audit, the history for `--at`) are served
+//!   from the record by the engine's process, so a reader needs no access to the file.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use maar_scheduler::{Actor, Command, Event};
+
+use crate::engine::{EngineHandle, Refusal};
+use crate::record::{
+    AuditFilter, CheckpointRow, CommandRow, History, Holder, Meta, Record, RecordError,
+};
+
+/// The longest request or answer line, bytes.
+pub const MAX_REQUEST: u64 = 8 << 20;
+/// How long a connection may take to send its request (a slow client holds nothing
+/// longer).
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more are told to come back.
+pub const MAX_CONNECTIONS: usize = 32;
+/// How long a client waits for an answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// The socket of the maar running on `state`.
+pub fn socket_path(state: &Path) -> PathBuf {
+    let mut s = state.as_os_str().to_owned();
+    s.push(".sock");
+    PathBuf::from(s)
+}
+
+/// Who may connect to the socket (the roles file's `socket:`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SocketAccess {
+    /// Members of this Unix group may connect (mode 0660).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Every local user may connect (mode 0666); users not named are viewers.
+    #[serde(default)]
+    pub everyone: bool,
+}
+
+/// A request, as a client sends it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Apply a command (recorded before it is answered; once per key).
+    Apply {
+        command: Command,
+        key: String,
+        /// The SSH client address the caller reports (kept only if it is one).
+        #[serde(default)]
+        ssh: Option<String>,
+    },
+    /// The caller's role and why.
+    Grant,
+    /// A checkpoint of the cluster as it is now, written before the answer.
+    Fresh,
+    Meta,
+    CheckpointBefore {
+        t: Option<u64>,
+    },
+    CommandsAfter {
+        seq: i64,
+    },
+    EventsBefore {
+        before: u64,
+        limit: usize,
+    },
+    LatestTime,
+    Audit {
+        filter: AuditFilter,
+    },
+    CommandCount,
+    Holder,
+    /// `maar state verify`, on one snapshot of the record.
+    Verify,
+}
+
+/// An answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Applied {
+        result: Result<String, String>,
+        seq: Option<i64>,
+    },
+    Grant {
+        user: String,
+        role: maar_scheduler::Role,
+        why: String,
+    },
+    Done,
+    Meta(Meta),
+    Checkpoint(Option<CheckpointRow>),
+    Commands(Vec<CommandRow>),
+    Events(Vec<Event>),
+    Time(u64),
+    Count(i64),
+    Holder(Option<Holder>),
+    Verified {
+        result: Result<u64, String>,
+        commands: i64,
+    },
+    /// The request could not be served.
+    Error(String),
+}
+
+/// The actor behind a connection: its uid from the kernel, its name from the user
+/// database.
+pub fn peer_actor(stream: &UnixStream, ssh: Option<&str>) -> std::io::Result<Actor> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(std::io::Error::from)?;
+    let uid = cred.uid();
+    Ok(Actor {
+        user: crate::actor::user_name(uid),
+        uid: Some(uid),
+        from: crate::actor::reported_address(ssh),
+    })
+}
+
+/// The socket served while the engine runs; dropped (or [`Server::stop`]) removes it.
+pub struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `handle` on the socket of the state file `state`. A socket left by a
+    /// maar that is gone is replaced; the caller holds the state file's lease, so no
+    /// live maar serves it.
+    pub fn start(
+        state: &Path,
+        handle: EngineHandle,
+        access: SocketAccess,
+    ) -> std::io::Result<Server> {
+        let path = socket_path(state);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("{}: cannot serve: {e}", path.display()))
+        })?;
+        set_access(&path, &access)?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicUsize::new(0));
+        let state = state.to_path_buf();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("maar-api".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                                let _ = reply(
+                                    &stream,
+                                    &Reply::Error(
+                                        "maar is serving too many requests; try again".into(),
+                                    ),
+                                );
+                                continue;
+                            }
+                            served.fetch_add(1, Ordering::Relaxed);
+                            let (h, st, n) = (handle.clone(), state.clone(), served.clone());
+                            let _ = std::thread::Builder::new()
+                                .name("maar-api-conn".into())
+                                .spawn(move || {
+                                    serve_one(stream, &h, &st);
+                                    n.fetch_sub(1, Ordering::Relaxed);
+                                });
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                }
+            })?;
+        Ok(Server {
+            path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn set_access(path: &Path, access: &SocketAccess) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if access.everyone {
+        0o666
+    } else if let Some(g) = &access.group {
+        let group = nix::unistd::Group::from_name(g)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("socket group {g}: no such group"),
+                )
+            })?;
+        nix::unistd::chown(path, None, Some(group.gid)).map_err(std::io::Error::from)?;
+        0o660
+    } else {
+        0o600
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+fn reply(mut stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    stream.flush()
+}
+
+/// Reads one line of at most [`MAX_REQUEST`] bytes.
+fn read_line(stream: &UnixStream) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    BufReader::new(stream.take(MAX_REQUEST + 1)).read_until(b'\n', &mut buf)?;
+    if buf.len() as u64 > MAX_REQUEST {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {} MiB", MAX_REQUEST >> 20),
+        ));
+    }
+    Ok(buf)
+}
+
+fn serve_one(stream: UnixStream, handle: &EngineHandle, state: &Path) {
+    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
+    let answer = match read_line(&stream) {
+        Err(e) => Reply::Error(format!("request not read: {e}")),
+        Ok(line) => match serde_json::from_slice::<Request>(&line) {
+            Err(e) => Reply::Error(format!("request not understood: {e}")),
+            Ok(req) => answer(req, &stream, handle, state),
+        },
+    };
+    let _ = reply(&stream, &answer);
+}
+
+fn answer(req: Request, stream: &UnixStream, handle: &EngineHandle, state: &Path) -> Reply {
+    let who = |ssh: Option<&str>| peer_actor(stream, ssh).map_err(|e| e.to_string());
+    let read = |f: &dyn Fn(&Record) -> Result<Reply, RecordError>| -> Reply {
+        match Record::open_read_only(state) {
+            Ok(r) => f(&r).unwrap_or_else(|e| Reply::Error(e.to_string())),
+            Err(e) => Reply::Error(e.to_string()),
+        }
+    };
+    match req {
+        Request::Apply { command, key, ssh } => match who(ssh.as_deref()) {
+            Err(e) => Reply::Error(format!("who is asking cannot be told: {e}")),
+            Ok(actor) => match handle.apply_keyed(actor, command, key) {
+                Ok(ack) => Reply::Applied {
+                    result: Ok(ack.message),
+                    seq: ack.seq,
+                },
+                Err(Refusal::Refused { why, seq }) => Reply::Applied {
+                    result: Err(why),
+                    seq,
+                },
+                Err(e) => Reply::Error(e.to_string()),
+            },
+        },
+        Request::Grant => match who(None).and_then(|a| handle.grant(&a).map(|g| (a, g))) {
+            Ok((a, g)) => Reply::Grant {
+                user: a.user,
+                role: g.role,
+                why: g.why,
+            },
+            Err(e) => Reply::Error(e),
+        },
+        Request::Fresh => match handle.checkpoint_now() {
+            Ok(()) => Reply::Done,
+            Err(e) => Reply::Error(e),
+        },
+        Request::Meta => read(&|r| r.meta().map(Reply::Meta)),
+        Request::CheckpointBefore { t } => read(&|r| r.checkpoint_before(t).map(Reply::Checkpoint)),
+        Request::CommandsAfter { seq } => read(&|r| r.commands_after(seq).map(Reply::Commands)),
+        Request::EventsBefore { before, limit } => {
+            read(&|r| r.events_before(before, limit).map(Reply::Events))
+        }
+        Request::LatestTime => read(&|r| r.latest_time().map(Reply::Time)),
+        Request::Audit { filter } => read(&|r| r.audit(&filter).map(Reply::Commands)),
+        Request::CommandCount => read(&|r| r.command_count().map(Reply::Count)),
+        Request::Holder => read(&|r| r.holder().map(Reply::Holder)),
+        Request::Verify => match Record::open_read_only(state) {
+            Err(e) => Reply::Error(e.to_string()),
+            Ok(mut r) => match r.snapshot(|r| Ok((crate::backend::verify(r)?, r.command_count()?)))
+            {
+                Ok((result, commands)) => Reply::Verified { result, commands },
+                Err(e) => Reply::Error(e.to_string()),
+            },
+        },
+    }
+}
+
+/// Why a running maar could not be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket admits only others (its mode or group); the message says whom.
+    #[error("{path}: the running maar does not let this user in ({why}); its owner may add you with `socket: {{group: ...}}` in the roles file (docs/roles.md)")]
+    Denied { path: String, why: String },
+    #[error("{path}: {why}")]
+    Failed { path: String, why: String },
+    /// The maar answered with an error.
+    #[error("{0}")]
+    Answer(String),
+}
+
+/// A client of a running maar.
+pub struct Remote {
+    socket: PathBuf,
+    state: PathBuf,
+}
+
+impl Remote {
+    /// A client of the maar running on `state`, if one serves its socket (none: no
+    /// socket, or one left by a maar that is gone).
+    pub fn connect(state: &Path) -> Result<Option<Remote>, ClientError> {
+        let socket = socket_path(state);
+        let r = Remote {
+            socket,
+            state: state.to_path_buf(),
+        };
+        match r.stream() {
+            Ok(_) => Ok(Some(r)),
+            Err(ClientError::Failed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn stream(&self) -> Result<UnixStream, ClientError> {
+        match UnixStream::connect(&self.socket) {
+            Ok(s) => Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(ClientError::Denied {
+                    path: self.socket.display().to_string(),
+                    why: describe_access(&self.socket),
+                })
+            }
+            Err(e) => Err(ClientError::Failed {
+                path: self.socket.display().to_string(),
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn ask(&self, req: &Request) -> Result<Reply, ClientError> {
+        let failed = |why: String| ClientError::Failed {
+            path: self.socket.display().to_string(),
+            why,
+        };
+        let mut s = self.stream()?;
+        s.set_read_timeout(Some(ANSWER_TIMEOUT))
+            .map_err(|e| failed(e.to_string()))?;
+        let mut line = serde_json::to_vec(req).map_err(|e| failed(e.to_string()))?;
+        line.push(b'\n');
+        s.write_all(&line).map_err(|e| failed(e.to_string()))?;
+        let got = read_line(&s).map_err(|e| failed(format!("no answer: {e}")))?;
+        if got.is_empty() {
+            return Err(failed("the running maar closed the connection".into()));
+        }
+        match serde_json::from_slice::<Reply>(&got) {
+            Ok(Reply::Error(e)) => Err(ClientError::Answer(e)),
+            Ok(r) => Ok(r),
+            Err(e) => Err(failed(format!("answer not understood: {e}"))),
+        }
+    }
+
+    fn unexpected<T>(&self, r: Reply) -> Result<T, RecordError> {
+        Err(RecordError::Os {
+            path: self.socket.display().to_string(),
+            what: "read",
+            why: format!("unexpected answer {r:?}"),
+        })
+    }
+
+    fn read(&self, req: Request) -> Result<Reply, RecordError> {
+        self.ask(&req).map_err(|e| RecordError::Os {
+            path: self.state.display().to_string(),
+            what: "read through the running maar",
+            why: e.to_string(),
+        })
+    }
+
+    /// Asks the running maar to write a checkpoint now (a reader then sees the
+    /// cluster as it is, not as of the last periodic one).
+    pub fn fresh(&self) -> Result<(), ClientError> {
+        self.ask(&Request::Fresh).map(|_| ())
+    }
+
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<CommandRow>, RecordError> {
+        match self.read(Request::Audit {
+            filter: filter.clone(),
+        })? {
+            Reply::Commands(v) => Ok(v),
+            r => self.unexpected(r),
+        }
+    }
+
+    pub fn command_count(&self) -> Result<i64, RecordError> {
+        match self.read(Request::CommandCount)? {
+            Reply::Count(n) => Ok(n),
+            r => self.unexpected(r),
+        }
+    }
+
+    pub fn holder(&self) -> Result<Option<Holder>, RecordError> {
+        match self.read(Request::Holder)? {
+            Reply::Holder(h) => Ok(h),
+            r => self.unexpected(r),
+        }
+    }
+}
+
+impl History for Remote {
+    fn path(&self) -> &Path {
+        &self.state
+    }
+
+    fn meta(&self) -> Result<Meta, RecordError> {
+        match self.read(Request::Meta)? {
+            Reply::Meta(m) => Ok(m),
+            r => self.unexpected(r),
+        }
+    }
+
+    fn checkpoint_before(&self, t: Option<u64>) -> Result<Option<CheckpointRow>, RecordError> {
+        match self.read(Request::CheckpointBefore { t })? {
+            Reply::Checkpoint(c) => Ok(c),
+            r => self.unexpected(r),
+        }
+    }
+
+    fn events_before(&self, before: u64, limit: usize) -> Result<Vec<Event>, RecordError> {
+        match self.read(Request::EventsBefore { before, limit })? {
+            Reply::Events(v) => Ok(v),
+            r => self.unexpected(r),
+        }
+    }
+
+    fn commands_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError> {
+        match self.read(Request::CommandsAfter { seq })? {
+            Reply::Commands(v) => Ok(v),
+            r => self.unexpected(r),
+        }
+    }
+
+    fn latest_time(&self) -> Result<u64, RecordError> {
+        match self.read(Request::LatestTime)? {
+            Reply::Time(t) => Ok(t),
+            r => self.unexpected(r),
+        }
+    }
+}
+
+/// Who the socket admits, in words (for a refused connection).
+fn describe_access(socket: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(socket) else {
+        return "it cannot be read".into();
+    };
+    let owner = crate::actor::user_name(m.uid());
+    let mode = m.mode() & 0o777;
+    if mode & 0o060 == 0o060 {
+        let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(m.gid()))
+            .ok()
+            .flatten()
+            .map(|g| g.name)
+            .unwrap_or_else(|| format!("gid {}", m.gid()));
+        format!("it admits {owner} and group {group}")
+    } else {
+        format!("it admits only {owner}")
+    }
+}
+
+/// A fresh key for a command (its sender's: kept across a retry).
+pub fn new_key() -> String {
+    let mut b = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if random.is_err() {
+        // No /dev/urandom: the time and the pid are unique enough for one host.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b.copy_from_slice(&(t ^ (u128::from(std::process::id()) << 96)).to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

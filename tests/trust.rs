@@ -1,0 +1,467 @@
+//! Trust (issue 22): the engine is the one door to the state file. Its file and socket
+//! are its owner's; callers are known by the kernel (peer credentials), judged by the
+//! engine's roles, and a command is recorded at most once per key; an engine that lost
+//! its lease (paused past it) or its file (deleted) acknowledges nothing and stops; the
+//! file stays bounded (checkpoints thinned with age).
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use maar::api::{Remote, Reply, Request};
+use maar::record::{LeaseKind, Record, RecordError};
+use maar_scheduler::Command as Cmd;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("maar-trust-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn maar(d: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_maar"));
+    c.env("XDG_STATE_HOME", d)
+        .env("XDG_CONFIG_HOME", d.join("config"))
+        .env_remove("MAAR_ROLES")
+        .env_remove("SSH_CONNECTION");
+    c
+}
+
+fn state(d: &Path) -> PathBuf {
+    d.join("maar").join("lab.db")
+}
+
+/// A running `maar demo --headless`, killed if the test fails.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Running {
+    fn signal(&self, sig: &str) {
+        assert!(Command::new("kill")
+            .args([sig, &self.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    /// Waits for it to end by itself; its exit code and stderr.
+    fn ended_within(&mut self, t: Duration) -> (Option<i32>, String) {
+        let end = Instant::now() + t;
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.0.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (st.code(), err);
+            }
+            assert!(Instant::now() < end, "it did not stop within {t:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Starts the demo headless in `d` (with `roles` as the engine owner's roles file) and
+/// waits until it serves its socket.
+fn engine(d: &Path, roles: Option<&Path>) -> Running {
+    let mut c = maar(d);
+    c.args(["demo", "--headless", "--speed", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(r) = roles {
+        c.env("MAAR_ROLES", r);
+    }
+    let child = Running(c.spawn().unwrap());
+    let end = Instant::now() + Duration::from_secs(30);
+    while !matches!(Remote::connect(&state(d)), Ok(Some(_))) {
+        assert!(Instant::now() < end, "the engine never served its socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// `maar ARGS` run as another uid (and gid), with `$USER` claiming root.
+fn as_uid(d: &Path, uid: u32, args: &[&str]) -> Output {
+    maar(d)
+        .args(args)
+        .env("USER", "root")
+        .env("HOME", "/nonexistent")
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_stranger_reads_through_the_socket_and_cannot_act_by_any_route() {
+    if !is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    let d = dir("stranger");
+    // The binary must be reachable by the second user.
+    let roles = d.join("roles.yaml");
+    std::fs::write(
+        &roles,
+        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
+    )
+    .unwrap();
+    let mut running = engine(&d, Some(&roles));
+    let st = state(&d);
+    let s = st.to_str().unwrap();
+    // The file is its owner's; the socket admits everyone (the roles decide).
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&st), 0o600);
+    assert_eq!(mode(&maar::api::socket_path(&st)), 0o666);
+    // nobody (a viewer) reads through the running maar, without access to the file.
+    let o = as_uid(&d, 65534, &["get", "nodes", "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("a100-01"));
+    let o = as_uid(&d, 65534, &["audit", "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // ... and cannot act: not with its own roles file, nor as "root" by $USER.
+    let own = d.join("mine.yaml");
+    std::fs::write(&own, "default: admin\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = maar(&d)
+        .args(["cordon", "a100-01", "--state", s])
+        .env("MAAR_ROLES", &own)
+        .env("USER", "root")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("needs the operator role") && err.contains("user nobody is viewer"),
+        "{err}"
+    );
+    // A uid with no passwd entry is named by its number, not by $USER=root.
+    let o = as_uid(&d, 4_000_123, &["cordon", "a100-01", "--state", s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("uid4000123 is viewer"),
+        "{}",
+        text(&o.stderr)
+    );
+    // The file itself: not writable, not even readable, by the stranger.
+    let o = Command::new("sh")
+        .args(["-c", &format!("cat {s} > /dev/null || echo denied")])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(text(&o.stdout).contains("denied"));
+    // The old inbox is not a door: a row claiming to be root is never applied.
+    {
+        let mut rec = Record::open(&st).unwrap();
+        let fake = maar_scheduler::Actor {
+            user: "root".into(),
+            uid: Some(0),
+            from: None,
+        };
+        rec.inbox_push(
+            &fake,
+            &Cmd::DrainNode {
+                node: "t4-01".into(),
+            },
+        )
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    // The audit: the refusals, by uid, and no drain.
+    let o = maar(&d)
+        .args(["audit", "-o", "json", "--state", s])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r["actor"] == "nobody" && r["uid"] == 65534 && r["result"] == "refused"));
+    assert!(rows.iter().any(|r| r["actor"] == "uid4000123"));
+    assert!(
+        !rows.iter().any(|r| r["action"] == "drain_node"),
+        "{rows:?}"
+    );
+    running.signal("-TERM");
+    running.ended_within(Duration::from_secs(20));
+    // With no maar running: readers need read permission, commands the owner.
+    let o = as_uid(&d, 65534, &["get", "nodes", "--state", s]);
+    assert_ne!(o.status.code(), Some(0), "the file is private");
+    std::fs::set_permissions(&st, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = as_uid(&d, 65534, &["get", "nodes", "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = as_uid(&d, 65534, &["cordon", "a100-01", "--state", s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("only its owner (root) may change it"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(Record::open(&st)
+        .unwrap()
+        .audit(&Default::default())
+        .unwrap()
+        .iter()
+        .all(|r| r.result.is_err()));
+}
+
+#[test]
+fn a_command_is_recorded_at_most_once_per_key() {
+    let d = dir("key");
+    let _running = engine(&d, None);
+    let r = Remote::connect(&state(&d)).unwrap().unwrap();
+    let ask = || {
+        r.ask(&Request::Apply {
+            command: Cmd::CordonNode {
+                node: "t4-02".into(),
+            },
+            key: "k-1".into(),
+            ssh: Some("\u{1b}[2J198.51.100.9".into()),
+        })
+        .unwrap()
+    };
+    let (Reply::Applied { result: a, seq: s1 }, Reply::Applied { result: b, seq: s2 }) =
+        (ask(), ask())
+    else {
+        panic!("not applied")
+    };
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+    assert_eq!(s1, s2, "the second ask is the first answer");
+    let rows = r.audit(&Default::default()).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].key.as_deref(), Some("k-1"));
+    // The actor is who the kernel says; an address that is not one is not kept.
+    assert_eq!(rows[0].actor.uid, Some(nix::unistd::getuid().as_raw()));
+    assert_eq!(rows[0].actor.from, None);
+}
+
+#[test]
+fn a_paused_engine_that_lost_its_lease_acknowledges_nothing_and_stops() {
+    let d = dir("paused");
+    let mut running = engine(&d, None);
+    let st = state(&d);
+    // Stopped (Ctrl-Z, SIGSTOP, a VM pause) with a request waiting in its socket.
+    running.signal("-STOP");
+    let path = st.clone();
+    let asked = std::thread::spawn(move || {
+        let r = Remote::connect(&path).unwrap().unwrap();
+        r.ask(&Request::Apply {
+            command: Cmd::CordonNode {
+                node: "a100-02".into(),
+            },
+            key: "while-paused".into(),
+            ssh: None,
+        })
+    });
+    std::thread::sleep(maar::record::LEASE_STALE + Duration::from_millis(500));
+    // The owner's command takes the file over (the stopped maar is not asked).
+    let mut took = None;
+    for _ in 0..5 {
+        let o = maar(&d)
+            .args(["cordon", "t4-01", "-o", "json"])
+            .output()
+            .unwrap();
+        if o.status.code() == Some(0) {
+            took = Some(o);
+            break;
+        }
+        // Stopped in the middle of a write (SQLite's lock): let it finish one.
+        assert!(text(&o.stderr).contains("locked"), "{}", text(&o.stderr));
+        running.signal("-CONT");
+        std::thread::sleep(Duration::from_millis(200));
+        running.signal("-STOP");
+        std::thread::sleep(maar::record::LEASE_STALE + Duration::from_millis(500));
+    }
+    let o = took.expect("taken over within five tries");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["via"], "file", "{v}");
+    // Continued: it finds its lease gone, answers nothing as done, and exits 1.
+    running.signal("-CONT");
+    let answer = asked.join().unwrap();
+    assert!(
+        !matches!(answer, Ok(Reply::Applied { result: Ok(_), .. })),
+        "acknowledged on a lost lease: {answer:?}"
+    );
+    let (code, err) = running.ended_within(Duration::from_secs(10));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("taken over") || err.contains("lost the state file"),
+        "{err}"
+    );
+    let rows = Record::open(&st)
+        .unwrap()
+        .audit(&Default::default())
+        .unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r.key.as_deref() != Some("while-paused")),
+        "{rows:?}"
+    );
+    assert_eq!(rows.iter().filter(|r| r.object == "node/t4-01").count(), 1);
+    let o = maar(&d).args(["state", "verify"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_state_file_deleted_under_a_running_maar_stops_it() {
+    let d = dir("deleted");
+    let mut running = engine(&d, None);
+    let st = state(&d);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", st.display()));
+    }
+    let t = Instant::now();
+    let (code, err) = running.ended_within(Duration::from_secs(5));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("deleted"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Nothing is acknowledged after: there is no maar and no cluster.
+    let o = maar(&d).args(["cordon", "t4-01"]).output().unwrap();
+    assert_ne!(o.status.code(), Some(0));
+}
+
+#[test]
+fn resume_waits_for_a_command_holding_the_file() {
+    let d = dir("resume");
+    let st = state(&d);
+    std::fs::create_dir_all(st.parent().unwrap()).unwrap();
+    drop(
+        maar::backend::fresh_demo(
+            Some(&st),
+            maar::load::BUILTIN_LAB,
+            maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap(),
+            None,
+        )
+        .unwrap()
+        .1,
+    );
+    let mut held = Record::open(&st).unwrap();
+    held.acquire_as(LeaseKind::Cli).unwrap();
+    let mut running = Running(
+        maar(&d)
+            .args(["demo", "--headless", "--resume"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        running.0.try_wait().unwrap().is_none(),
+        "refused, not waiting"
+    );
+    held.release().unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !matches!(Remote::connect(&st), Ok(Some(_))) {
+        assert!(Instant::now() < end, "it never took the file");
+        assert!(running.0.try_wait().unwrap().is_none());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.signal("-TERM");
+    running.ended_within(Duration::from_secs(20));
+}
+
+#[test]
+fn a_writer_that_lost_the_lease_writes_nothing() {
+    let d = dir("fence");
+    let p = d.join("x.db");
+    drop(
+        Record::create(
+            &p,
+            &maar::record::Meta {
+                backend: "demo".into(),
+                cluster: "lab".into(),
+                scenario: None,
+                seed: None,
+                created: "2026-12-02T00:00:00Z".into(),
+            },
+        )
+        .unwrap(),
+    );
+    let mut a = Record::open(&p).unwrap();
+    a.acquire().unwrap();
+    // Another process takes the lease (a's lapsed): the same pid here, a new token.
+    let mut b = Record::open(&p).unwrap();
+    b.acquire().unwrap();
+    let actor = maar_scheduler::Actor::system("t");
+    let cmd = Cmd::CordonNode { node: "n".into() };
+    let e = a
+        .append_command(0, &actor, &cmd, &Ok("ok".into()), None, &[], None)
+        .unwrap_err();
+    assert!(matches!(e, RecordError::LeaseLost { .. }), "{e}");
+    assert!(matches!(
+        a.checkpoint(0, 0, "{}", "{}"),
+        Err(RecordError::LeaseLost { .. })
+    ));
+    assert!(!a.heartbeat().unwrap());
+    assert_eq!(b.command_count().unwrap(), 0);
+    b.append_command(0, &actor, &cmd, &Ok("ok".into()), None, &[], None)
+        .unwrap();
+    assert_eq!(b.command_count().unwrap(), 1);
+}
+
+#[test]
+fn checkpoints_thin_with_age_hourly_for_two_days_then_daily() {
+    let d = dir("thin");
+    let p = d.join("x.db");
+    let mut r = Record::create(
+        &p,
+        &maar::record::Meta {
+            backend: "demo".into(),
+            cluster: "lab".into(),
+            scenario: None,
+            seed: None,
+            created: "2026-12-02T00:00:00Z".into(),
+        },
+    )
+    .unwrap();
+    let core = "x".repeat(200_000);
+    let days = 30u64;
+    // One checkpoint every 20 simulated minutes for 30 days.
+    for i in 0..=(days * 72) {
+        r.checkpoint(0, i * 1200, &core, "{}").unwrap();
+    }
+    let times = r.checkpoint_times().unwrap();
+    let newest = days * 86_400;
+    let recent: Vec<_> = times
+        .iter()
+        .filter(|&&t| t + 2 * 86_400 >= newest)
+        .collect();
+    let older: Vec<_> = times.iter().filter(|&&t| t + 2 * 86_400 < newest).collect();
+    // Hourly for the last two days (plus the newest three), one a day before.
+    assert!((48..=52).contains(&recent.len()), "{recent:?}");
+    assert!((28..=29).contains(&older.len()), "{older:?}");
+    assert_eq!(times[0], 0, "the first is kept");
+    assert!(older.windows(2).all(|w| w[1] - w[0] == 86_400), "{older:?}");
+    // Packed: 2,161 checkpoints of 200 kB each, kept in well under a megabyte.
+    drop(r);
+    let size = std::fs::metadata(&p).unwrap().len()
+        + std::fs::metadata(format!("{}-wal", p.display()))
+            .map(|m| m.len())
+            .unwrap_or(0);
+    assert!(size < 4 << 20, "{size} bytes");
+    let r = Record::open(&p).unwrap();
+    assert_eq!(r.latest_checkpoint().unwrap().unwrap().core, core);
+}
