@@ -79,6 +79,82 @@ pub fn yaml_error(file: &str, text: &str, e: serde_saphyr::Error) -> InputError 
     }
 }
 
+/// How deep YAML structure may nest (block mappings and sequences): Kubernetes
+/// objects go about 15 deep. Deeper input is refused before the parser sees it (a 40 MB
+/// file of nested `- - - ...` took the parser to 24 GB).
+pub const MAX_YAML_DEPTH: usize = 100;
+
+/// Reads YAML into `T`, refusing structure nested deeper than [`MAX_YAML_DEPTH`] first.
+pub fn yaml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, InputError> {
+    yaml_depth(file, text)?;
+    serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))
+}
+
+/// A cheap pass over YAML text that bounds its block nesting: the indentation levels
+/// open at a line plus the `- `/`? ` entries that start it (compact nesting). Block
+/// scalars' text (after `|` or `>`) is skipped; flow collections are left to the parser
+/// (it has its own limit). The line where the limit is passed is named.
+pub fn yaml_depth(file: &str, text: &str) -> Result<(), InputError> {
+    let mut levels: Vec<usize> = Vec::new();
+    let mut scalar_above: Option<usize> = None;
+    for (n, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches(' ');
+        let indent = line.len() - body.len();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        if let Some(i) = scalar_above {
+            if indent > i {
+                continue;
+            }
+            scalar_above = None;
+        }
+        if body.starts_with("---") || body.starts_with("...") {
+            levels.clear();
+            continue;
+        }
+        while levels.last().is_some_and(|&l| l >= indent) {
+            levels.pop();
+        }
+        levels.push(indent);
+        let mut rest = body;
+        let mut entries = 0;
+        while let Some(r) = rest
+            .strip_prefix("- ")
+            .or_else(|| rest.strip_prefix("? "))
+            .or_else(|| (rest == "-").then_some(""))
+        {
+            entries += 1;
+            rest = r.trim_start_matches(' ');
+            if levels.len() + entries > MAX_YAML_DEPTH {
+                break;
+            }
+        }
+        if levels.len() + entries > MAX_YAML_DEPTH {
+            return Err(InputError {
+                file: file.to_string(),
+                line: Some(n as u64 + 1),
+                column: Some(indent as u64 + 1),
+                field: None,
+                message: format!(
+                    "nested more than {MAX_YAML_DEPTH} levels deep; maar reads YAML up to that depth"
+                ),
+            });
+        }
+        let t = rest.trim_end();
+        let t = t.split(" #").next().unwrap_or(t).trim_end();
+        let last = t.rsplit(' ').next().unwrap_or(t);
+        if (last.starts_with('|') || last.starts_with('>'))
+            && last[1..]
+                .chars()
+                .all(|c| c == '-' || c == '+' || c.is_ascii_digit())
+        {
+            scalar_above = Some(indent);
+        }
+    }
+    Ok(())
+}
+
 /// The parser's message in plain words, with long values cut.
 fn plain_message(raw: &str) -> String {
     let first = raw
@@ -511,7 +587,7 @@ fn read_pipe(path: &Path, fail: &dyn Fn(String) -> InputError) -> Result<String,
 
 /// Parses a scenario from text and checks its limits and references.
 pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, InputError> {
-    let sc: Scenario = serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))?;
+    let sc: Scenario = yaml(file, text)?;
     // Build once to check limits and references (pools, nodes, projects).
     sc.build()
         .map_err(|e| field_error(file, text, e.field, e.message))?;
@@ -580,7 +656,7 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<JobSpec, InputError> {
     if docs.iter().any(|d| kind_of(d) == Some("Deployment")) {
         return parse_deployment(file, text, &docs);
     }
-    let m: Manifest = serde_saphyr::from_str(text).map_err(|e| yaml_error(file, text, e))?;
+    let m: Manifest = yaml(file, text)?;
     m.to_job_spec()
         .map_err(|e| field_error(file, text, e.field, e.message))
 }
@@ -592,10 +668,10 @@ fn parse_deployment(file: &str, text: &str, docs: &[String]) -> Result<JobSpec, 
     for d in docs {
         match kind_of(d) {
             Some("Deployment") if dep.is_none() => {
-                dep = Some(serde_saphyr::from_str(d).map_err(|e| yaml_error(file, d, e))?)
+                dep = Some(yaml(file, d)?)
             }
             Some("HorizontalPodAutoscaler") if hpa.is_none() => {
-                hpa = Some(serde_saphyr::from_str(d).map_err(|e| yaml_error(file, d, e))?)
+                hpa = Some(yaml(file, d)?)
             }
             Some(k) => {
                 return Err(field_error(

@@ -100,7 +100,7 @@ impl Roles {
         let file: File = if text.trim().is_empty() {
             File::default()
         } else {
-            serde_saphyr::from_str(text).map_err(|e| crate::load::yaml_error(&name, text, e))?
+            crate::load::yaml(&name, text)?
         };
         Ok(Roles {
             file,

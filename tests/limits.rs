@@ -247,3 +247,39 @@ fn endless_or_huge_inputs_are_refused_at_the_size_limit() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("it is a directory"));
 }
+
+#[test]
+fn deeply_nested_yaml_is_refused_before_the_parser_sees_it() {
+    // 30 MB of `- - - ...` (the parser alone took 24 GB on such a file) and a
+    // block-nested mapping (9 GB): refused at the line where the limit is passed.
+    let dashes = file("dashes.yaml", &format!("{}x\n", "- ".repeat(15_000_000)));
+    refused(
+        &["submit", "--dry-run", "-f", &dashes],
+        &dashes,
+        1,
+        "nested more than 100 levels deep",
+    );
+    let mut stairs = String::new();
+    for i in 0..3000 {
+        stairs.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+    }
+    let stairs = file("stairs.yaml", &stairs);
+    refused(
+        &["submit", "--dry-run", "-f", &stairs],
+        &stairs,
+        101,
+        "nested more than 100 levels deep",
+    );
+    // A block scalar's text may be indented as deep as it likes.
+    let script: String = (0..150)
+        .map(|i| format!("        {}echo {i}\n", " ".repeat(i)))
+        .collect();
+    let ok = file(
+        "script.yaml",
+        &format!(
+            "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {{name: deep-script, namespace: ml-prod}}\nspec:\n  command:\n    - sh\n    - -c\n    - |\n{script}  resources: {{pool: training-gpu, gpu: {{count: 1}}, cpu: {{cores: 1}}, memory: {{capacity: 1Gi}}}}\n"
+        ),
+    );
+    let o = maar(&["submit", "--dry-run", "-f", &ok]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

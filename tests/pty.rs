@@ -256,3 +256,72 @@ fn the_real_console_previews_actions_travels_in_time_and_works_alerts() {
     assert!(st.success(), "{st:?}");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// The process state letter of `pid` (`T`: stopped), from /proc.
+fn proc_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .and_then(|r| r.trim_start().chars().next())
+        .unwrap_or('?')
+}
+
+#[test]
+fn suspend_restores_the_terminal_and_continue_takes_it_back() {
+    let (mut child, mut w, mut s) = spawn();
+    s.wait_for("latest events", 20);
+    let pid = child.process_id().expect("a pid");
+    let wait_state = |want: char| {
+        let end = Instant::now() + Duration::from_secs(5);
+        while proc_state(pid) != want {
+            assert!(Instant::now() < end, "state {} not {want}", proc_state(pid));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let kill = |sig: &str| {
+        assert!(std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success())
+    };
+    // SIGUSR1 changes nothing (its default would end maar with the terminal raw).
+    kill("-USR1");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "SIGUSR1 ended it");
+    // SIGTSTP (kill -TSTP, or a job-control stop): the terminal is given back first.
+    for how in ["signal", "ctrl-z"] {
+        s.raw.clear();
+        match how {
+            "signal" => kill("-TSTP"),
+            _ => w.write_all(b"\x1a").unwrap(),
+        }
+        wait_state('T');
+        while let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(300)) {
+            s.parser.process(&bytes);
+            s.raw.extend_from_slice(&bytes);
+        }
+        let raw = String::from_utf8_lossy(&s.raw).into_owned();
+        assert!(
+            raw.contains("\x1b[?1049l"),
+            "{how}: left the alternate screen"
+        );
+        kill("-CONT");
+        // Continued: the console is back on its screen and takes keys.
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(bytes) = s.rx.recv_timeout(Duration::from_millis(200)) {
+                s.parser.process(&bytes);
+                s.raw.extend_from_slice(&bytes);
+            }
+            let raw = String::from_utf8_lossy(&s.raw);
+            if raw.rfind("\x1b[?1049h") > raw.rfind("\x1b[?1049l") {
+                break;
+            }
+            assert!(Instant::now() < end, "{how}: never took the screen back");
+        }
+        s.wait_for("latest events", 10);
+    }
+    w.write_all(b"q").unwrap();
+    assert_eq!(wait_exit(&mut child).exit_code(), 0);
+}

@@ -6,7 +6,10 @@
 //! The terminal is restored on every way out: `q`, a panic, and SIGINT, SIGTERM,
 //! SIGHUP or SIGQUIT. Signals are taken by a thread of their own: it asks the loop to
 //! stop and, if the loop does not within a second (it is stuck), restores the terminal
-//! itself and ends the process.
+//! itself and ends the process. SIGTSTP (and Ctrl-Z, which a raw terminal delivers as
+//! a key) suspends as a shell user expects: the terminal is restored, the process
+//! stops, and on SIGCONT the console takes the terminal back and redraws. SIGUSR1 is
+//! ignored (its default would end the process with the terminal left raw).
 
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
@@ -16,7 +19,7 @@ use std::time::Duration;
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP, SIGUSR1};
 
 use super::app::App;
 use super::view;
@@ -146,14 +149,55 @@ pub fn run(
                 }
             })?
     };
+    // Suspend (SIGTSTP) and SIGUSR1: handled, never the default action.
+    let mut pauses = signal_hook::iterator::Signals::new([SIGTSTP, SIGUSR1])?;
+    let pauses_handle = pauses.handle();
+    let (tstp_tx, tstp_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let pauser = std::thread::Builder::new()
+        .name("maar-suspend".into())
+        .spawn(move || {
+            for sig in pauses.forever() {
+                if sig == SIGTSTP {
+                    let _ = tstp_tx.send(());
+                }
+            }
+        })?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let r = rt.block_on(event_loop(engine, mouse, theme, note, sig_rx));
+    let r = rt.block_on(event_loop(engine, mouse, theme, note, sig_rx, tstp_rx));
     finished.store(true, Ordering::SeqCst);
     signal_handle.close();
+    pauses_handle.close();
     let _ = watcher.join();
+    let _ = pauser.join();
     r
+}
+
+/// Suspends the console like any terminal program: the terminal as it was, the
+/// process stopped (SIGSTOP: SIGTSTP is handled here), and on SIGCONT the console's
+/// terminal again, redrawn whole.
+fn suspend(terminal: &mut ratatui::DefaultTerminal, mouse: bool) -> std::io::Result<()> {
+    if mouse {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+    }
+    ratatui::restore();
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    // Continued.
+    crossterm::terminal::enable_raw_mode()?;
+    crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
+    if mouse {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
+    }
+    // The whole screen again: cleared here, and both buffers emptied so the next frame
+    // draws every cell (`Terminal::clear` would ask the terminal for the cursor, whose
+    // answer the event stream reads first).
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+    )?;
+    terminal.swap_buffers();
+    Ok(())
 }
 
 /// A hidden command for tests: with `MAAR_DEBUG_STALL=1`, `:debug-stall N` blocks the
@@ -168,6 +212,7 @@ async fn event_loop(
     theme: super::theme::Theme,
     note: Option<String>,
     mut signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
+    mut suspends: tokio::sync::mpsc::UnboundedReceiver<()>,
 ) -> std::io::Result<Ended> {
     let mut app = App::new(engine.clone());
     app.theme = theme;
@@ -205,7 +250,20 @@ async fn event_loop(
     let result = loop {
         tokio::select! {
             sig = signals.recv() => break Ok(Ended::Signal(sig.unwrap_or(SIGTERM))),
+            Some(()) = suspends.recv() => {
+                suspend(&mut terminal, mouse)?;
+                app.dirty = true;
+            }
             ev = events.next() => match ev {
+                // Ctrl-Z: a raw terminal sends it as a key, not as SIGTSTP.
+                Some(Ok(Event::Key(k)))
+                    if k.kind == KeyEventKind::Press
+                        && k.code == crossterm::event::KeyCode::Char('z')
+                        && k.modifiers.contains(crossterm::event::KeyModifiers::CONTROL) =>
+                {
+                    suspend(&mut terminal, mouse)?;
+                    app.dirty = true;
+                }
                 Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
                 Some(Ok(Event::Resize(..))) => app.dirty = true,
                 Some(Ok(Event::Mouse(m))) => app.mouse(m.kind),

@@ -130,8 +130,7 @@ impl From<ThemeFile> for Theme {
 }
 
 fn parse(file: &str, text: &str) -> Result<Theme, InputError> {
-    let t: ThemeFile =
-        serde_saphyr::from_str(text).map_err(|e| crate::load::yaml_error(file, text, e))?;
+    let t: ThemeFile = crate::load::yaml(file, text)?;
     Ok(t.into())
 }
 
@@ -202,8 +201,7 @@ pub fn choose_with(
     if let Some(p) = config.filter(|p| p.exists()) {
         let file = p.display().to_string();
         let text = crate::load::read(p)?;
-        let c: Config =
-            serde_saphyr::from_str(&text).map_err(|e| crate::load::yaml_error(&file, &text, e))?;
+        let c: Config = crate::load::yaml(&file, &text)?;
         if let Some(t) = c.theme {
             return load(&t);
         }
