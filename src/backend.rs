@@ -414,9 +414,10 @@ pub fn open_kube(
 }
 
 /// Opens this machine's cluster for `maar local`: the record at `path` when it exists
-/// (the cluster as it was; jobs whose processes ended with the last maar are recorded
-/// as failed), else a new cluster from the agents' first samples. The driver is the
-/// live one (`local::LocalDriver`).
+/// (the cluster as it was; jobs whose processes still run are adopted, those that
+/// ended while no maar ran are recorded as they ended: `LocalDriver::adopt`), else a
+/// new cluster from the agents' first samples. The driver is the live one
+/// (`local::LocalDriver`).
 pub fn open_local(
     path: &Path,
     opts: &crate::local::LocalOptions,
@@ -442,31 +443,23 @@ pub fn open_local(
         };
         rec.drop_events_from(restored.core.cluster().next_event_seq())?;
         let mut core = restored.core;
-        // Processes do not outlive the maar that started them.
-        let lost: Vec<String> = core
-            .cluster()
-            .jobs
-            .iter()
-            .filter(|j| j.phase == maar_scheduler::Phase::Running)
-            .map(|j| format!("{}/{}", j.spec.project, j.spec.name))
-            .collect();
-        for job in lost {
-            core.apply(maar_scheduler::Input::Observe(
-                maar_scheduler::Observation::JobEnded {
-                    job,
-                    outcome: maar_scheduler::JobOutcome::Failed {
-                        message: "its process ended when the last maar stopped".into(),
-                    },
-                },
-            ));
-        }
         // Agents not answering now: their nodes (from the record, or new) follow when
         // they do.
         let names: Vec<String> = feeds
             .iter_mut()
             .map(|f| f.sample().map(|s| s.hostname).unwrap_or_default())
             .collect();
-        let driver = crate::local::LocalDriver::new(feeds, names, opts);
+        let mut driver = crate::local::LocalDriver::new(feeds, names, opts);
+        // Jobs whose processes still run are adopted; the others end as they ended
+        // while no maar was running (the driver's state of the newest checkpoint names
+        // the processes).
+        let saved = rec
+            .checkpoint_before(None)?
+            .and_then(|cp| serde_json::from_str(&cp.driver).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let events = driver.adopt(&mut core, &saved);
+        rec.append_events(&events)?;
+        events.iter().for_each(crate::logging::event);
         return Ok((
             Loaded {
                 core,

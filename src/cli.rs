@@ -1460,13 +1460,16 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
             workdir.display()
         )));
     }
+    let path = a.state.unwrap_or_else(local_state);
     let opts = crate::local::LocalOptions {
         agents: a.agents,
         labels: a.labels.into_iter().collect(),
         every_s: a.interval.max(1),
         workdir,
+        logs: crate::local::logs_folder(&path),
+        shim: std::env::current_exe()
+            .map_err(|e| Failure::Usage(format!("cannot find maar's own program: {e}")))?,
     };
-    let path = a.state.unwrap_or_else(local_state);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;

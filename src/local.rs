@@ -10,12 +10,18 @@
 //!   GPU health from critical XID errors, and node conditions (an agent that stops
 //!   answering is NotReady).
 //! - A process that ends is recorded: exit 0 succeeded; killed while the kernel's OOM
-//!   counter (`/proc/vmstat` `oom_kill`) moved is an OOM kill; anything else failed.
+//!   counter (`/proc/vmstat` `oom_kill`) moved is an OOM kill; anything else failed; a
+//!   command that cannot start fails the job once (its restart policy decides the
+//!   rest).
+//! - How processes are run, logged, stopped and adopted after a restart:
+//!   [`supervise`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::BufRead;
-use std::path::PathBuf;
-use std::process::{Child, Command as Proc, Stdio};
+use std::path::{Path, PathBuf};
+
+pub mod supervise;
+
+use supervise::{Launch, Replica};
 
 use maar_agent::{labels as hw, now_ms, Agent, NodeSample};
 use maar_scheduler::input::{GpuReading, NodeReading};
@@ -54,28 +60,36 @@ pub struct LocalOptions {
     pub every_s: u64,
     /// Where jobs run (their working folder; its filesystem is the node's disk).
     pub workdir: PathBuf,
+    /// Where jobs' output goes: `<logs>/<project>_<job>/replica-N.log` (rotated), and
+    /// how each replica ended (`replica-N.exit`).
+    pub logs: PathBuf,
+    /// The program that runs each replica (`maar __local-shim`): this maar's own
+    /// binary when empty.
+    pub shim: PathBuf,
 }
 
 struct Running {
-    children: Vec<Child>,
+    replicas: Vec<Replica>,
+    /// The kernel's OOM-kill counter when it started.
+    oom_kills: u64,
 }
 
-/// Stops a job's processes: each replica's whole process group, TERM then KILL.
-fn stop_children(children: &mut [Child]) {
-    use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
-    for c in children.iter() {
-        let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
-    }
-    let end = std::time::Instant::now() + std::time::Duration::from_millis(500);
-    for c in children.iter_mut() {
-        while std::time::Instant::now() < end && matches!(c.try_wait(), Ok(None)) {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+/// A replica as the driver's saved state keeps it (in every checkpoint): enough for a
+/// restarted maar to find the process again, and to know it is the same one.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    job: String,
+    replica: usize,
+    pid: i32,
+    /// `/proc/PID/stat` start time (clock ticks after boot).
+    start: u64,
+    token: String,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct SavedState {
+    #[serde(default)]
+    replicas: Vec<Saved>,
 }
 
 /// The driver of local mode.
@@ -86,8 +100,9 @@ pub struct LocalDriver {
     every: u64,
     last: Option<u64>,
     workdir: PathBuf,
+    logs: PathBuf,
+    shim: PathBuf,
     jobs: BTreeMap<String, Running>,
-    oom_kills: u64,
     /// Filesystems (node, mount) already warned about as over 90%.
     full: BTreeSet<(String, String)>,
     /// Feeds whose agent did not answer last time.
@@ -266,14 +281,20 @@ pub fn build(feeds: &mut [Feed], opts: &LocalOptions) -> Result<(Cluster, Vec<St
 
 impl LocalDriver {
     pub fn new(feeds: Vec<Feed>, names: Vec<String>, opts: &LocalOptions) -> LocalDriver {
+        supervise::become_subreaper();
         LocalDriver {
             feeds,
             names,
             every: opts.every_s.max(1),
             last: None,
             workdir: opts.workdir.clone(),
+            logs: opts.logs.clone(),
+            shim: if opts.shim.as_os_str().is_empty() {
+                std::env::current_exe().unwrap_or_else(|_| PathBuf::from("maar"))
+            } else {
+                opts.shim.clone()
+            },
             jobs: BTreeMap::new(),
-            oom_kills: vmstat_oom_kills(),
             full: BTreeSet::new(),
             down: BTreeSet::new(),
             xid_seen: BTreeMap::new(),
@@ -440,10 +461,16 @@ impl LocalDriver {
             let mut used: BTreeMap<&str, u64> = BTreeMap::new();
             for g in &s.gpus {
                 for p in &g.processes {
+                    // Whose it is: the token in its environment (any process the
+                    // job started, not only the first).
+                    let env = supervise::environ(p.pid as i32);
+                    let Some(token) = supervise::env_value(&env, "MAAR_JOB_TOKEN") else {
+                        continue;
+                    };
                     if let Some(job) = self
                         .jobs
                         .iter()
-                        .find(|(_, r)| r.children.iter().any(|c| c.id() == p.pid))
+                        .find(|(_, r)| r.replicas.iter().any(|x| x.token == token))
                         .map(|(j, _)| j.as_str())
                     {
                         *used.entry(job).or_default() += p.used_bytes.unwrap_or(0);
@@ -498,62 +525,63 @@ impl LocalDriver {
         }
     }
 
-    /// Records the end of every process that ended.
+    /// Records the end of every job whose processes ended (and reaps the orphans
+    /// that came to maar).
     fn reap(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        supervise::reap_orphans();
+        let oom_now = vmstat_oom_kills();
         let mut ended = Vec::new();
         for (job, r) in self.jobs.iter_mut() {
             let mut outcome = None;
-            for c in r.children.iter_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    use std::os::unix::process::ExitStatusExt;
-                    let o = match (st.code(), st.signal()) {
-                        (Some(0), _) => JobOutcome::Succeeded,
-                        (Some(code), _) => JobOutcome::Failed {
-                            message: format!("exited with code {code}"),
-                        },
-                        (None, Some(9)) if vmstat_oom_kills() > self.oom_kills => {
-                            JobOutcome::OomKilled {
-                                message: "killed by the kernel's OOM killer".into(),
-                            }
-                        }
-                        (None, Some(sig)) => JobOutcome::Failed {
-                            message: format!("killed by signal {sig}"),
-                        },
-                        (None, None) => JobOutcome::Failed {
-                            message: "ended".into(),
-                        },
-                    };
-                    // The job ends with its first replica to fail, or when all
-                    // succeeded.
-                    match (&outcome, &o) {
-                        (None, _) | (Some(JobOutcome::Succeeded), _) => outcome = Some(o),
-                        _ => {}
-                    }
+            let mut all_done = true;
+            for rep in r.replicas.iter_mut() {
+                if !rep.ended() {
+                    all_done = false;
+                    continue;
+                }
+                let o = rep.outcome(oom_now > r.oom_kills);
+                // The job ends with its first replica to fail, or when all succeeded.
+                if matches!(outcome, None | Some(JobOutcome::Succeeded)) {
+                    outcome = Some(o);
                 }
             }
-            let all_done = r
-                .children
-                .iter_mut()
-                .all(|c| matches!(c.try_wait(), Ok(Some(_))));
+            let away = !r.replicas.is_empty() && r.replicas.iter().all(|x| x.away);
             match outcome {
                 Some(JobOutcome::Succeeded) if !all_done => {}
-                Some(o) => ended.push((job.clone(), o)),
+                Some(o) => ended.push((job.clone(), o, away)),
                 None => {}
             }
         }
-        for (job, outcome) in ended {
+        for (job, outcome, away) in ended {
             if let Some(mut r) = self.jobs.remove(&job) {
-                stop_children(&mut r.children);
+                // Whatever the job left behind goes with it.
+                supervise::stop(&mut r.replicas);
             }
-            self.oom_kills = vmstat_oom_kills();
             let how = match &outcome {
                 JobOutcome::Succeeded => "succeeded".to_string(),
                 JobOutcome::Failed { message } => format!("failed: {message}"),
                 JobOutcome::OomKilled { message } => format!("OOM-killed: {message}"),
             };
             tracing::info!(target: "maar::job", "{job}: ended, {how}");
+            if away && outcome == JobOutcome::Succeeded {
+                Self::observe(
+                    core,
+                    Observation::Note {
+                        severity: Severity::Normal,
+                        reason: "EndedWhileAway".into(),
+                        object: format!("job/{job}"),
+                        message: "ended while maar was not running: exited with code 0".into(),
+                    },
+                    events,
+                );
+            }
             Self::observe(core, Observation::JobEnded { job, outcome }, events);
         }
+    }
+
+    /// The log folder of a job: `<logs>/<project>_<name>`.
+    pub fn job_folder(&self, job: &str) -> PathBuf {
+        self.logs.join(folder_name(job))
     }
 
     /// Runs the job's replicas placed on this machine.
@@ -565,68 +593,58 @@ impl LocalDriver {
     ) -> Result<(), String> {
         let c = core.cluster();
         let id = c.job_id(job).map_err(|e| e.to_string())?;
-        let spec = &c.jobs[id as usize].spec;
-        let argv: Vec<String> = spec.command.clone();
-        let Some((prog, rest)) = argv.split_first() else {
+        let argv: Vec<String> = c.jobs[id as usize].spec.command.clone();
+        if argv.is_empty() {
             return Err("the job has no command to run".into());
-        };
+        }
         let here = self.names.first().cloned().unwrap_or_default();
-        let mut children = Vec::new();
-        for b in bindings {
-            if b.node != here {
-                return Err(format!(
-                    "node {} is watched, not run on: local mode runs jobs on {here} only",
-                    b.node
-                ));
-            }
+        if let Some(b) = bindings.iter().find(|b| b.node != here) {
+            return Err(format!(
+                "node {} is watched, not run on: local mode runs jobs on {here} only",
+                b.node
+            ));
+        }
+        let folder = self.job_folder(job);
+        let first = self
+            .jobs
+            .get(job)
+            .and_then(|r| r.replicas.iter().map(|x| x.index + 1).max())
+            .unwrap_or(0);
+        let mut started = Vec::new();
+        for (i, b) in bindings.iter().enumerate() {
             let gpus: Vec<String> = b.gpus.iter().map(|g| g.to_string()).collect();
-            let mut cmd = Proc::new(prog);
-            // Its own process group: stopping the job stops everything it started, and
-            // a Ctrl-C in maar's terminal does not reach it.
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-            cmd.args(rest)
-                .current_dir(&self.workdir)
-                .env("CUDA_VISIBLE_DEVICES", gpus.join(","))
-                .env("MAAR_JOB", job)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("cannot start `{prog}`: {e}"))?;
-            for (pipe, stream) in [
-                (
-                    child
-                        .stdout
-                        .take()
-                        .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-                    "out",
-                ),
-                (
-                    child
-                        .stderr
-                        .take()
-                        .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-                    "err",
-                ),
-            ] {
-                if let Some(p) = pipe {
-                    let job = job.to_string();
-                    std::thread::spawn(move || {
-                        for line in std::io::BufReader::new(p).lines().map_while(Result::ok) {
-                            if stream == "err" {
-                                tracing::warn!(target: "maar::job", "{job}: {line}");
-                            } else {
-                                tracing::info!(target: "maar::job", "{job}: {line}");
-                            }
-                        }
-                    });
+            let gpus = gpus.join(",");
+            let launch = Launch {
+                shim: &self.shim,
+                job,
+                index: first + i,
+                argv: &argv,
+                workdir: &self.workdir,
+                folder: &folder,
+                logs: &self.logs,
+                gpus: &gpus,
+            };
+            match Replica::spawn(&launch) {
+                Ok(mut r) => {
+                    r.gpus = b.gpus.clone();
+                    tracing::info!(target: "maar::job", "{job}: started replica {} (pid {}) with CUDA_VISIBLE_DEVICES={gpus}; output in {}", r.index, r.pid, r.log.display());
+                    started.push(r);
+                }
+                Err(why) => {
+                    supervise::stop(&mut started);
+                    return Err(why);
                 }
             }
-            tracing::info!(target: "maar::job", "{job}: started pid {} with CUDA_VISIBLE_DEVICES={}", child.id(), gpus.join(","));
-            children.push(child);
         }
-        self.jobs.insert(job.to_string(), Running { children });
+        let oom_kills = vmstat_oom_kills();
+        self.jobs
+            .entry(job.to_string())
+            .or_insert_with(|| Running {
+                replicas: Vec::new(),
+                oom_kills,
+            })
+            .replicas
+            .extend(started);
         Ok(())
     }
 
@@ -649,21 +667,52 @@ impl LocalDriver {
     fn carry_out(&mut self, core: &mut Core, decisions: &[Decision], events: &mut Vec<Event>) {
         for d in decisions {
             match d {
-                Decision::Bind { job, replicas, .. } => {
-                    let o = match self.start(core, job, replicas) {
-                        Ok(()) => Observation::Bound { job: job.clone() },
-                        Err(reason) => Observation::BindFailed {
+                Decision::Bind {
+                    job,
+                    replicas,
+                    start,
+                    ..
+                } => match self.start(core, job, replicas) {
+                    Ok(()) => Self::observe(core, Observation::Bound { job: job.clone() }, events),
+                    // A job that cannot start fails, once, as its restart policy says
+                    // (a back-off before the next try): not a bind retried at once.
+                    Err(why) if *start => {
+                        tracing::warn!(target: "maar::job", "{job}: {why}");
+                        Self::observe(core, Observation::Bound { job: job.clone() }, events);
+                        Self::observe(
+                            core,
+                            Observation::JobEnded {
+                                job: job.clone(),
+                                outcome: JobOutcome::Failed { message: why },
+                            },
+                            events,
+                        );
+                    }
+                    Err(reason) => Self::observe(
+                        core,
+                        Observation::BindFailed {
                             job: job.clone(),
                             reason,
                         },
+                        events,
+                    ),
+                },
+                Decision::Stop { job, replicas, .. } => {
+                    let Some(r) = self.jobs.get_mut(job) else {
+                        continue;
                     };
-                    Self::observe(core, o, events);
-                }
-                Decision::Stop { job, .. } => {
-                    if let Some(mut r) = self.jobs.remove(job) {
-                        stop_children(&mut r.children);
-                        tracing::info!(target: "maar::job", "{job}: stopped");
+                    // The replicas named (by their cards); all of them when they are.
+                    let mut gone = Vec::new();
+                    for b in replicas {
+                        if let Some(i) = r.replicas.iter().position(|x| x.gpus == b.gpus) {
+                            gone.push(r.replicas.remove(i));
+                        }
                     }
+                    if r.replicas.is_empty() {
+                        self.jobs.remove(job);
+                    }
+                    supervise::stop(&mut gone);
+                    tracing::info!(target: "maar::job", "{job}: stopped {} replica(s)", gone.len());
                 }
             }
         }
@@ -672,9 +721,176 @@ impl LocalDriver {
     /// Stops every process (maar is quitting).
     pub fn stop_all(&mut self) {
         for (_, mut r) in std::mem::take(&mut self.jobs) {
-            stop_children(&mut r.children);
+            supervise::stop(&mut r.replicas);
         }
     }
+
+    /// Forgets every process without stopping it: what a maar that is killed leaves
+    /// behind (for tests of adoption; `save` first to keep what names them).
+    pub fn detach(&mut self) {
+        for (_, r) in std::mem::take(&mut self.jobs) {
+            r.replicas.into_iter().for_each(Replica::detach);
+        }
+    }
+
+    /// The processes of the jobs running now: (job, replica, pid of its shim).
+    pub fn processes(&self) -> Vec<(String, usize, i32)> {
+        self.jobs
+            .iter()
+            .flat_map(|(j, r)| r.replicas.iter().map(move |x| (j.clone(), x.index, x.pid)))
+            .collect()
+    }
+
+    /// A restarted maar takes back what the last one left (`saved`: the driver state of
+    /// the newest checkpoint). A Running job whose recorded processes still run (the
+    /// same pid and start time) is adopted: it stays Running on its GPUs and is watched
+    /// until it ends. One whose processes are gone ends as they ended, said to have
+    /// ended while maar was not running. Processes of this log folder that no job
+    /// owns now are stopped.
+    pub fn adopt(&mut self, core: &mut Core, saved: &serde_json::Value) -> Vec<Event> {
+        let mut events = Vec::new();
+        let state: SavedState = serde_json::from_value(saved.clone()).unwrap_or_default();
+        let running: Vec<String> = core
+            .cluster()
+            .jobs
+            .iter()
+            .filter(|j| j.phase == maar_scheduler::Phase::Running)
+            .map(|j| format!("{}/{}", j.spec.project, j.spec.name))
+            .collect();
+        for job in running {
+            let folder = self.job_folder(&job);
+            let mut replicas: Vec<Replica> = state
+                .replicas
+                .iter()
+                .filter(|s| s.job == job)
+                .map(|s| Replica::adopted(s.replica, s.pid, s.start, s.token.clone(), &folder))
+                .collect();
+            if replicas.is_empty() {
+                // Started after the newest checkpoint: its shims say who they are.
+                replicas = self.find_shims(&job, &folder);
+            }
+            if replicas.is_empty() {
+                Self::observe(
+                    core,
+                    Observation::JobEnded {
+                        job,
+                        outcome: JobOutcome::Failed {
+                            message: "ended while maar was not running: no process of it was recorded or found".into(),
+                        },
+                    },
+                    &mut events,
+                );
+                continue;
+            }
+            let live = replicas.iter().filter(|r| !r.away).count();
+            tracing::info!(target: "maar::job", "{job}: {live} of {} replica(s) still running, adopted", replicas.len());
+            let placements = {
+                let c = core.cluster();
+                c.job_id(&job)
+                    .map(|id| c.jobs[id as usize].placements.clone())
+                    .unwrap_or_default()
+            };
+            for (r, p) in replicas.iter_mut().zip(&placements) {
+                r.gpus = p.gpus.iter().map(|g| g.gpu).collect();
+            }
+            self.jobs.insert(
+                job,
+                Running {
+                    replicas,
+                    oom_kills: vmstat_oom_kills(),
+                },
+            );
+        }
+        // Processes of jobs that do not run now (ended or cancelled while maar was not
+        // running, or never recorded): stopped.
+        let mine: BTreeSet<String> = self
+            .jobs
+            .values()
+            .flat_map(|r| r.replicas.iter().map(|x| x.token.clone()))
+            .collect();
+        let logs = self.logs.display().to_string();
+        let strays: Vec<i32> = supervise::carrying("MAAR_LOGS", &logs)
+            .into_iter()
+            .filter(|&p| {
+                supervise::env_value(&supervise::environ(p), "MAAR_JOB_TOKEN")
+                    .is_none_or(|t| !mine.contains(t))
+            })
+            .collect();
+        if !strays.is_empty() {
+            supervise::stop_pids(&strays);
+            Self::observe(
+                core,
+                Observation::Note {
+                    severity: Severity::Warning,
+                    reason: "StrayProcesses".into(),
+                    object: "cluster".into(),
+                    message: format!(
+                        "stopped {} process(es) left by jobs that no longer run here",
+                        strays.len()
+                    ),
+                },
+                &mut events,
+            );
+        }
+        self.reap(core, &mut events);
+        events
+    }
+
+    /// The shims of `job` still running from a maar before this one (found by the
+    /// marks in their environment).
+    fn find_shims(&self, job: &str, folder: &Path) -> Vec<Replica> {
+        let logs = self.logs.display().to_string();
+        let mut v: Vec<Replica> = supervise::carrying("MAAR_LOGS", &logs)
+            .into_iter()
+            .filter_map(|p| {
+                let st = supervise::stat(p).filter(|s| s.pgrp == p)?;
+                let argv = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+                if argv.split(|&b| b == 0).nth(1) != Some(supervise::SHIM_ARG.as_bytes()) {
+                    return None;
+                }
+                let env = supervise::environ(p);
+                if supervise::env_value(&env, "MAAR_JOB") != Some(job) {
+                    return None;
+                }
+                let index = supervise::env_value(&env, "MAAR_REPLICA")?.parse().ok()?;
+                let token = supervise::env_value(&env, "MAAR_JOB_TOKEN")?.to_string();
+                Some(Replica::adopted(index, p, st.start, token, folder))
+            })
+            .collect();
+        v.sort_by_key(|r| r.index);
+        v
+    }
+}
+
+/// Where the jobs of the cluster recorded at `state` keep their output:
+/// `<state's folder>/<state's stem>.logs`.
+pub fn logs_folder(state: &Path) -> PathBuf {
+    let stem = state
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "local".into());
+    let mut p = state.with_file_name(format!("{stem}.logs"));
+    if p.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            p = cwd.join(p);
+        }
+    }
+    p
+}
+
+/// A job's log folder's name: `<project>_<name>`, other characters than letters,
+/// digits, `.`, `-` and `_` as `_`.
+pub fn folder_name(job: &str) -> String {
+    job.replacen('/', "_", 1)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// A command as local mode takes it: manifests written for a cluster name its pool
@@ -751,15 +967,30 @@ impl Driver for LocalDriver {
         out
     }
 
+    /// The running replicas (job, index, pid, start time, token): what a restarted
+    /// maar adopts.
     fn save(&self) -> serde_json::Value {
-        serde_json::Value::Null
+        let replicas = self
+            .jobs
+            .iter()
+            .flat_map(|(job, r)| {
+                r.replicas.iter().map(move |x| Saved {
+                    job: job.clone(),
+                    replica: x.index,
+                    pid: x.pid,
+                    start: x.start,
+                    token: x.token.clone(),
+                })
+            })
+            .collect();
+        serde_json::to_value(SavedState { replicas }).unwrap_or(serde_json::Value::Null)
     }
 
     /// maar is stopping: every job's processes are stopped, and recorded as ended by it.
     fn stop(&mut self, core: &mut Core) -> Vec<Event> {
         let mut events = Vec::new();
         for (job, mut r) in std::mem::take(&mut self.jobs) {
-            stop_children(&mut r.children);
+            supervise::stop(&mut r.replicas);
             Self::observe(
                 core,
                 Observation::JobEnded {

@@ -8,6 +8,15 @@ use clap::Parser;
 use maar::cli::{run, Cli, Cmd, ScenarioArgs, SimOutput};
 
 fn main() -> ExitCode {
+    // `maar __local-shim ...`: the process that runs one replica of a local job.
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|a| a == maar::local::supervise::SHIM_ARG)
+    {
+        let code = maar::local::supervise::shim_main(args.collect());
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     // Without a subcommand: the console on the built-in demo cluster; when stdout is not
     // a terminal, an hour of the demo headless instead.
