@@ -149,7 +149,7 @@ pub fn run(a: AgentArgs, o: &mut Out) -> Result<i32, Failure> {
     o.flush();
     let app = maar_agent::serve::router(shared);
     rt.spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        maar_agent::serve::serve(listener, app, maar_agent::serve::Limits::default()).await;
     });
     let sig = crate::console::run::wait_for_signal();
     rt.shutdown_timeout(Duration::from_millis(200));

@@ -1,5 +1,10 @@
 //! The agent over HTTP (axum): `GET /metrics` (Prometheus text), `GET /healthz`,
 //! `GET /sample` (the newest sample as JSON, what `maar local --agent` reads).
+//!
+//! Served by [`serve`] with bounds a network-facing process needs: a client must send
+//! its request headers within [`Limits::header_read`], a connection lives at most
+//! [`Limits::connection`], and at most [`Limits::connections`] are open at once (more
+//! wait in the kernel's queue until one ends).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -80,4 +85,53 @@ pub fn start_sampler(mut agent: Agent, every: Duration) -> Shared {
         })
         .expect("start the sampler thread");
     shared
+}
+
+/// How the agent's server bounds its clients.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Time to send the request headers (a slow-header client is dropped).
+    pub header_read: Duration,
+    /// Longest life of one connection.
+    pub connection: Duration,
+    /// Connections served at once.
+    pub connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read: Duration::from_secs(5),
+            connection: Duration::from_secs(60),
+            connections: 64,
+        }
+    }
+}
+
+/// Serves `app` on `listener` within `limits` until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.connections.max(1)));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(_) => {
+                // Out of descriptors or the like: breathe, then go on.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(limits.connection, conn).await;
+            drop(permit);
+        });
+    }
 }

@@ -187,7 +187,11 @@ fn the_endpoints_serve_metrics_health_and_the_sample() {
     let port = listener.local_addr().unwrap().port();
     let app = maar_agent::serve::router(shared);
     std::thread::spawn(move || {
-        rt.block_on(async move { axum::serve(listener, app).await.unwrap() });
+        rt.block_on(maar_agent::serve::serve(
+            listener,
+            app,
+            maar_agent::serve::Limits::default(),
+        ));
     });
     let (head, body) = get(port, "/metrics");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -205,4 +209,60 @@ fn the_endpoints_serve_metrics_health_and_the_sample() {
     let s: NodeSample = serde_json::from_str(&body).unwrap();
     assert_eq!(s.gpus.len(), 8);
     assert!(s.host.cpus > 0);
+}
+
+#[test]
+fn slow_header_clients_are_dropped_and_connections_are_capped() {
+    use std::time::{Duration, Instant};
+    let agent = Agent {
+        host: Box::new(SysinfoHost::new()),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let shared = maar_agent::serve::start_sampler(agent, Duration::from_millis(200));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let limits = maar_agent::serve::Limits {
+        header_read: Duration::from_millis(600),
+        connection: Duration::from_secs(10),
+        connections: 2,
+    };
+    std::thread::spawn(move || {
+        rt.block_on(maar_agent::serve::serve(
+            listener,
+            maar_agent::serve::router(shared),
+            limits,
+        ));
+    });
+    // Two clients that send half a header and stop take both places...
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // ... so a third waits, and is served once the header timeout drops them.
+    let t = Instant::now();
+    let (head, _) = get(port, "/healthz");
+    let waited = t.elapsed();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "served after {waited:?}"
+    );
+    // The slow clients were closed by the server.
+    for mut c in slow {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = Vec::new();
+        let _ = c.read_to_end(&mut buf);
+        let text = String::from_utf8_lossy(&buf);
+        assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
+    }
 }
