@@ -316,13 +316,26 @@ fn restore_offline<D: Driver + Clone + 'static>(
     })?;
     let mut core = core_at(record, &cp)?;
     let (last, replayed) = replay_after(record, &mut core, cp.after_seq, until, None, driver)?;
+    // A live cluster's world cannot be rerun: its past is the newest checkpoint kept at
+    // or before the moment (hourly for two days, daily before), said when it is older.
+    let note = until
+        .filter(|&t| t > cp.at_s + 60)
+        .map(|t| {
+            format!(
+                "a {} cluster's past is what its checkpoints kept: the state at {} (the newest kept at or before {}), with the operators' commands up to {}",
+                meta.backend,
+                maar_scheduler::quantity::fmt_duration(cp.at_s),
+                maar_scheduler::quantity::fmt_duration(t),
+                maar_scheduler::quantity::fmt_duration(t)
+            )
+        });
     Ok(Loaded {
         core,
         driver: Box::new(driver.clone()),
         meta,
         after_seq: last,
         replayed,
-        note: None,
+        note,
     })
 }
 

@@ -736,7 +736,11 @@ fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
 /// A recorded cluster as it was at cluster time `t` (its history).
 fn recorded_at(path: &Path, t: u64) -> Result<backend::Loaded, Failure> {
     let reader = Reader::open(path)?;
-    Ok(backend::restore_at(reader.history(), t)?)
+    let l = backend::restore_at(reader.history(), t)?;
+    if let Some(n) = &l.note {
+        eprintln!("maar: note: {}", crate::out::clean(n));
+    }
+    Ok(l)
 }
 
 /// What a reading command looks at.

@@ -123,6 +123,9 @@ pub struct Past {
     pub snapshot: Arc<Snapshot>,
     /// The restored core, to explain jobs as they were.
     pub core: Core,
+    /// What the past shown is, when it is not the moment exactly (a live cluster's
+    /// past is its newest checkpoint kept).
+    pub note: Option<String>,
 }
 
 /// Why a command was not acknowledged.
@@ -876,6 +879,7 @@ impl Engine {
             at: l.core.now(),
             now,
             snapshot: Arc::new(l.core.cluster().snapshot()),
+            note: l.note.clone(),
             core: l.core,
         })
     }

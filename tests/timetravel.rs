@@ -215,3 +215,39 @@ fn the_console_steps_back_shows_a_banner_refuses_actions_and_returns() {
     assert_eq!(app.message, "already at the present");
     h.shutdown();
 }
+
+#[test]
+fn a_live_clusters_past_says_it_is_the_newest_checkpoint_kept() {
+    // A live cluster (local, kube) cannot rerun its world: a moment between
+    // checkpoints is the checkpoint before it, and it says so.
+    let d = dir("live-past");
+    let p = d.join("local.db");
+    let mut rec = Record::create(
+        &p,
+        &maar::record::Meta {
+            backend: "local".into(),
+            cluster: "local-x".into(),
+            scenario: None,
+            seed: None,
+            created: "2026-12-02T00:00:00Z".into(),
+        },
+    )
+    .unwrap();
+    let mut demo = Demo::new(lab(), None).unwrap();
+    demo.run_until(3600);
+    let core = demo.core.checkpoint_json(false);
+    rec.checkpoint(0, 3600, &core, "{}").unwrap();
+    // The record knows later moments (a newer checkpoint, written two days on).
+    let mut later_demo = Demo::new(lab(), None).unwrap();
+    later_demo.run_until(2 * 86_400);
+    rec.checkpoint(0, 2 * 86_400, &later_demo.core.checkpoint_json(false), "{}")
+        .unwrap();
+    let exact = maar::backend::restore_at(&rec, 3600).unwrap();
+    assert_eq!(exact.note, None);
+    let later = maar::backend::restore_at(&rec, 3 * 3600).unwrap();
+    let note = later.note.expect("a note");
+    assert!(
+        note.contains("the state at 1h00m") && note.contains("newest kept at or before 3h00m"),
+        "{note}"
+    );
+}

@@ -557,11 +557,14 @@ impl App {
         let keep = self.selected_key();
         match self.engine.at(t) {
             Ok(p) => {
-                self.message = format!(
-                    "the cluster at {} ({} ago): [ ] step 5m, {{ }} 1h, :at T jumps, :now returns; actions are off",
-                    fmt_duration(p.at),
-                    fmt_duration(p.now.saturating_sub(p.at))
-                );
+                self.message = match &p.note {
+                    Some(n) => format!("{n}; :now returns; actions are off"),
+                    None => format!(
+                        "the cluster at {} ({} ago): [ ] step 5m, {{ }} 1h, :at T jumps, :now returns; actions are off",
+                        fmt_duration(p.at),
+                        fmt_duration(p.now.saturating_sub(p.at))
+                    ),
+                };
                 self.snapshot = p.snapshot.clone();
                 self.past = Some(p);
                 self.recompute();
