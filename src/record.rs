@@ -29,12 +29,17 @@ pub const APPLICATION_ID: i32 = 0x6d61_6172;
 pub const SCHEMA_VERSION: i32 = 3;
 /// Besides the newest checkpoints, the first of every this many simulated seconds is
 /// kept for the last [`HOURLY_FOR_S`], so the recent past is restored quickly (time
-/// travel); before that, the first of every simulated day ([`DAILY_EVERY_S`]).
+/// travel); before that, the first of every simulated day ([`DAILY_EVERY_S`]) for
+/// [`DAILY_FOR_S`], and the first of every week before that.
 pub const HISTORY_EVERY_S: u64 = 3600;
 /// How far back checkpoints are kept hourly.
 pub const HOURLY_FOR_S: u64 = 2 * 86_400;
-/// Older checkpoints: the first of each simulated day.
+/// Older checkpoints: the first of each simulated day, for this long.
 pub const DAILY_EVERY_S: u64 = 86_400;
+pub const DAILY_FOR_S: u64 = 60 * 86_400;
+/// Oldest checkpoints: the first of each simulated week (about 52 a year, ~130 kB each
+/// packed for the demo).
+pub const WEEKLY_EVERY_S: u64 = 7 * 86_400;
 
 /// Events the state file keeps (the newest); older ones are dropped at checkpoints so
 /// a demo left at top speed for hours does not fill the disk.
@@ -585,6 +590,10 @@ impl Record {
         self.conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(self.sql("configure"))?;
+        // The write-ahead log is cut back to this after each checkpoint of it.
+        self.conn
+            .pragma_update(None, "journal_size_limit", 8i64 << 20)
+            .map_err(self.sql("configure"))?;
         Ok(())
     }
 
@@ -737,8 +746,9 @@ impl Record {
 
     /// Writes a checkpoint (packed), keeping the newest few and, for looking back in
     /// time, the first of every simulated hour ([`HISTORY_EVERY_S`]) of the last
-    /// [`HOURLY_FOR_S`] and the first of every simulated day before: the file stays
-    /// bounded however long the cluster runs (docs/state.md).
+    /// [`HOURLY_FOR_S`], the first of every simulated day for [`DAILY_FOR_S`] before,
+    /// and the first of every week before that: the file stays bounded however long the
+    /// cluster runs (docs/state.md).
     pub fn checkpoint(
         &mut self,
         after_seq: i64,
@@ -761,12 +771,15 @@ impl Record {
         tx.execute(
             "DELETE FROM checkpoints WHERE id NOT IN (SELECT id FROM checkpoints ORDER BY id DESC LIMIT 3)
                AND id NOT IN (SELECT MIN(id) FROM checkpoints WHERE at_s >= ?1 - ?2 GROUP BY at_s / ?3)
-               AND id NOT IN (SELECT MIN(id) FROM checkpoints GROUP BY at_s / ?4)",
+               AND id NOT IN (SELECT MIN(id) FROM checkpoints WHERE at_s >= ?1 - ?5 GROUP BY at_s / ?4)
+               AND id NOT IN (SELECT MIN(id) FROM checkpoints GROUP BY at_s / ?6)",
             params![
                 at_s as i64,
                 HOURLY_FOR_S as i64,
                 HISTORY_EVERY_S as i64,
-                DAILY_EVERY_S as i64
+                DAILY_EVERY_S as i64,
+                DAILY_FOR_S as i64,
+                WEEKLY_EVERY_S as i64
             ],
         )
         .map_err(e)?;

@@ -423,7 +423,7 @@ fn a_writer_that_lost_the_lease_writes_nothing() {
 }
 
 #[test]
-fn checkpoints_thin_with_age_hourly_for_two_days_then_daily() {
+fn checkpoints_thin_with_age_hourly_then_daily_then_weekly() {
     let d = dir("thin");
     let p = d.join("x.db");
     let mut r = Record::create(
@@ -438,30 +438,34 @@ fn checkpoints_thin_with_age_hourly_for_two_days_then_daily() {
     )
     .unwrap();
     let core = "x".repeat(200_000);
-    let days = 30u64;
-    // One checkpoint every 20 simulated minutes for 30 days.
-    for i in 0..=(days * 72) {
-        r.checkpoint(0, i * 1200, &core, "{}").unwrap();
+    let days = 120u64;
+    // One checkpoint every simulated hour for 120 days.
+    for i in 0..=(days * 24) {
+        r.checkpoint(0, i * 3600, &core, "{}").unwrap();
     }
     let times = r.checkpoint_times().unwrap();
     let newest = days * 86_400;
-    let recent: Vec<_> = times
+    let age = |t: u64| newest - t;
+    let hourly: Vec<_> = times.iter().filter(|&&t| age(t) <= 2 * 86_400).collect();
+    let daily: Vec<_> = times
         .iter()
-        .filter(|&&t| t + 2 * 86_400 >= newest)
+        .filter(|&&t| age(t) > 2 * 86_400 && age(t) <= 60 * 86_400)
         .collect();
-    let older: Vec<_> = times.iter().filter(|&&t| t + 2 * 86_400 < newest).collect();
-    // Hourly for the last two days (plus the newest three), one a day before.
-    assert!((48..=52).contains(&recent.len()), "{recent:?}");
-    assert!((28..=29).contains(&older.len()), "{older:?}");
+    let weekly: Vec<_> = times.iter().filter(|&&t| age(t) > 60 * 86_400).collect();
+    // Hourly for the last two days, daily for 60 days before, weekly before that.
+    assert!((48..=50).contains(&hourly.len()), "{hourly:?}");
+    assert!((57..=59).contains(&daily.len()), "{daily:?}");
+    assert!((8..=10).contains(&weekly.len()), "{weekly:?}");
     assert_eq!(times[0], 0, "the first is kept");
-    assert!(older.windows(2).all(|w| w[1] - w[0] == 86_400), "{older:?}");
-    // Packed: 2,161 checkpoints of 200 kB each, kept in well under a megabyte.
+    assert!(daily.windows(2).all(|w| w[1] - w[0] == 86_400), "{daily:?}");
+    assert!(weekly.windows(2).all(|w| w[1] - w[0] == 7 * 86_400), "{weekly:?}");
+    // Packed: 2,881 checkpoints of 200 kB each, kept in a few megabytes.
     drop(r);
     let size = std::fs::metadata(&p).unwrap().len()
         + std::fs::metadata(format!("{}-wal", p.display()))
             .map(|m| m.len())
             .unwrap_or(0);
-    assert!(size < 4 << 20, "{size} bytes");
+    assert!(size < 12 << 20, "{size} bytes");
     let r = Record::open(&p).unwrap();
     assert_eq!(r.latest_checkpoint().unwrap().unwrap().core, core);
 }
