@@ -274,14 +274,31 @@ fn serve_one(stream: UnixStream, handle: &EngineHandle, state: &Path) {
         Err(e) => Reply::Error(format!("request not read: {e}")),
         Ok(line) => match serde_json::from_slice::<Request>(&line) {
             Err(e) => Reply::Error(format!("request not understood: {e}")),
-            Ok(req) => answer(req, &stream, handle, state),
+            Ok(req) => answer(req, &Caller::Peer(&stream), handle, state),
         },
     };
     let _ = reply(&stream, &answer);
 }
 
-fn answer(req: Request, stream: &UnixStream, handle: &EngineHandle, state: &Path) -> Reply {
-    let who = |ssh: Option<&str>| peer_actor(stream, ssh).map_err(|e| e.to_string());
+/// Who sent a request, and who judges their role.
+pub enum Caller<'a> {
+    /// A process on this host: the kernel names it (`SO_PEERCRED`); the engine's roles
+    /// judge it.
+    Peer(&'a UnixStream),
+    /// A Kubernetes user through the API server (`kube_api.rs`): the API server named
+    /// it and its RBAC decided its role for this request.
+    Judged {
+        actor: Actor,
+        judged: crate::roles::Judged,
+    },
+}
+
+/// The answer to one request: the same for every door (the socket, the API server).
+pub fn answer(req: Request, caller: &Caller, handle: &EngineHandle, state: &Path) -> Reply {
+    let who = |ssh: Option<&str>| match caller {
+        Caller::Peer(stream) => peer_actor(stream, ssh).map_err(|e| e.to_string()),
+        Caller::Judged { actor, .. } => Ok(actor.clone()),
+    };
     let read = |f: &dyn Fn(&Record) -> Result<Reply, RecordError>| -> Reply {
         match Record::open_read_only(state) {
             Ok(r) => f(&r).unwrap_or_else(|e| Reply::Error(e.to_string())),
@@ -291,7 +308,12 @@ fn answer(req: Request, stream: &UnixStream, handle: &EngineHandle, state: &Path
     match req {
         Request::Apply { command, key, ssh } => match who(ssh.as_deref()) {
             Err(e) => Reply::Error(format!("who is asking cannot be told: {e}")),
-            Ok(actor) => match handle.apply_keyed(actor, command, key) {
+            Ok(actor) => match match caller {
+                Caller::Peer(_) => handle.apply_keyed(actor, command, key),
+                Caller::Judged { judged, .. } => {
+                    handle.apply_judged(actor, command, key, judged.clone())
+                }
+            } {
                 Ok(ack) => Reply::Applied {
                     result: Ok(ack.message),
                     seq: ack.seq,
@@ -303,13 +325,23 @@ fn answer(req: Request, stream: &UnixStream, handle: &EngineHandle, state: &Path
                 Err(e) => Reply::Error(e.to_string()),
             },
         },
-        Request::Grant => match who(None).and_then(|a| handle.grant(&a).map(|g| (a, g))) {
-            Ok((a, g)) => Reply::Grant {
-                user: a.user,
-                role: g.role,
-                why: g.why,
+        Request::Grant => match caller {
+            Caller::Judged { actor, judged } => match judged.role {
+                Some(role) => Reply::Grant {
+                    user: actor.user.clone(),
+                    role,
+                    why: judged.why.clone(),
+                },
+                None => Reply::Error(format!("{} has no maar role ({})", actor.user, judged.why)),
             },
-            Err(e) => Reply::Error(e),
+            Caller::Peer(_) => match who(None).and_then(|a| handle.grant(&a).map(|g| (a, g))) {
+                Ok((a, g)) => Reply::Grant {
+                    user: a.user,
+                    role: g.role,
+                    why: g.why,
+                },
+                Err(e) => Reply::Error(e),
+            },
         },
         Request::Fresh => match handle.checkpoint_now() {
             Ok(()) => Reply::Done,
@@ -351,8 +383,11 @@ pub enum ClientError {
 
 /// A client of a running maar.
 pub struct Remote {
+    /// Its socket, or what names the maar behind the API server in messages.
     socket: PathBuf,
     state: PathBuf,
+    /// Through the Kubernetes API server instead of the socket.
+    kube: Option<maar_kube::ops::OpsClient>,
 }
 
 impl Remote {
@@ -363,12 +398,29 @@ impl Remote {
         let r = Remote {
             socket,
             state: state.to_path_buf(),
+            kube: None,
         };
         match r.stream() {
             Ok(_) => Ok(Some(r)),
             Err(ClientError::Failed { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// A client of the maar serving its API behind a Kubernetes API server (the
+    /// operator's kubeconfig context): it knows the caller from the API server.
+    pub fn through_kube(ops: maar_kube::ops::OpsClient) -> Remote {
+        let name = PathBuf::from(format!("context {} ({})", ops.context, ops.url));
+        Remote {
+            socket: name.clone(),
+            state: name,
+            kube: Some(ops),
+        }
+    }
+
+    /// Whether requests go through the Kubernetes API server.
+    pub fn is_kube(&self) -> bool {
+        self.kube.is_some()
     }
 
     fn stream(&self) -> Result<UnixStream, ClientError> {
@@ -393,6 +445,18 @@ impl Remote {
             path: self.socket.display().to_string(),
             why,
         };
+        if let Some(k) = &self.kube {
+            let body = serde_json::to_vec(req).map_err(|e| failed(e.to_string()))?;
+            // A kube error names the context already.
+            let got = k
+                .ask(body, ANSWER_TIMEOUT)
+                .map_err(|e| ClientError::Answer(e.to_string()))?;
+            return match serde_json::from_slice::<Reply>(&got) {
+                Ok(Reply::Error(e)) => Err(ClientError::Answer(e)),
+                Ok(r) => Ok(r),
+                Err(e) => Err(failed(format!("answer not understood: {e}"))),
+            };
+        }
         let mut s = self.stream()?;
         s.set_read_timeout(Some(ANSWER_TIMEOUT))
             .map_err(|e| failed(e.to_string()))?;

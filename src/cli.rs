@@ -680,9 +680,48 @@ enum Reader {
     Remote(crate::api::Remote),
 }
 
+/// The maar serving its API behind the API server of the kubeconfig context
+/// `context` (`maar kube --api-listen`): reached with the operator's own Kubernetes
+/// identity. When the API server serves no maar API (or this kubeconfig has no such
+/// context) and the local state file `path` exists, None, saying so on stderr: the
+/// caller uses that file (a `maar kube --context` run on this machine).
+fn through_kube(context: &str, path: &Path) -> Result<Option<crate::api::Remote>, Failure> {
+    use maar_kube::ops::{OpsClient, OpsError};
+    let opts = maar_kube::ConnectOptions {
+        context: Some(context.to_string()),
+        ..Default::default()
+    };
+    match OpsClient::connect(&opts) {
+        Ok(c) => Ok(Some(crate::api::Remote::through_kube(c))),
+        Err(e @ (OpsError::NoApi { .. } | OpsError::Kube(maar_kube::KubeError::Config(_))))
+            if path.exists() =>
+        {
+            eprintln!(
+                "maar: {}; using the local state file {}",
+                crate::out::clean(&e.to_string()),
+                path.display()
+            );
+            Ok(None)
+        }
+        Err(OpsError::Kube(k)) => Err(kube_failure(k)),
+        Err(e) => Err(Failure::No(e.to_string())),
+    }
+}
+
+/// The running maar a command line reaches: behind the API server with --context
+/// (see [`through_kube`]), else through the socket of `path`.
+fn running(path: &Path, context: Option<&str>) -> Result<Option<crate::api::Remote>, Failure> {
+    if let Some(c) = context {
+        if let Some(r) = through_kube(c, path)? {
+            return Ok(Some(r));
+        }
+    }
+    crate::api::Remote::connect(path).map_err(api_failure)
+}
+
 impl Reader {
-    fn open(path: &Path) -> Result<Reader, Failure> {
-        if let Some(r) = crate::api::Remote::connect(path).map_err(api_failure)? {
+    fn open(path: &Path, context: Option<&str>) -> Result<Reader, Failure> {
+        if let Some(r) = running(path, context)? {
             return Ok(Reader::Remote(r));
         }
         let mine = crate::roles::owner(path) == Some(nix::unistd::getuid().as_raw());
@@ -725,8 +764,8 @@ impl Reader {
 /// Opens a recorded cluster for reading (restored from its newest checkpoint; a
 /// running maar writes a fresh one first, so the reader sees the cluster as it is
 /// now, not up to a few seconds ago).
-fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
-    let reader = Reader::open(path)?;
+fn recorded(path: &Path, context: Option<&str>) -> Result<backend::Loaded, Failure> {
+    let reader = Reader::open(path, context)?;
     if let Reader::Remote(r) = &reader {
         r.fresh().map_err(api_failure)?;
     }
@@ -734,8 +773,8 @@ fn recorded(path: &Path) -> Result<backend::Loaded, Failure> {
 }
 
 /// A recorded cluster as it was at cluster time `t` (its history).
-fn recorded_at(path: &Path, t: u64) -> Result<backend::Loaded, Failure> {
-    let reader = Reader::open(path)?;
+fn recorded_at(path: &Path, context: Option<&str>, t: u64) -> Result<backend::Loaded, Failure> {
+    let reader = Reader::open(path, context)?;
     let l = backend::restore_at(reader.history(), t)?;
     if let Some(n) = &l.note {
         eprintln!("maar: note: {}", crate::out::clean(n));
@@ -752,9 +791,10 @@ enum Source {
 impl Source {
     fn open(s: &SourceArgs) -> Result<Source, Failure> {
         let scenario_asked = s.scenario.scenario.is_some() || s.scenario.seed.is_some();
+        let context = s.context.as_deref();
         let recorded = |p: &Path| match s.at {
-            Some(t) => recorded_at(p, t),
-            None => recorded(p),
+            Some(t) => recorded_at(p, context, t),
+            None => recorded(p, context),
         };
         match &s.state_file() {
             Some(p) => Ok(Source::Recorded(Box::new(recorded(p)?))),
@@ -1074,7 +1114,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             output,
             state,
         } => {
-            let rec = Reader::open(&state_path(&state))?;
+            let rec = Reader::open(&state_path(&state), state.context.as_deref())?;
             let rows = rec.audit(&AuditFilter {
                 actor,
                 action,
@@ -1095,7 +1135,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let started = Instant::now();
             // One snapshot of the record: what a running maar writes meanwhile is not
             // half seen.
-            let (result, commands) = match Reader::open(&path)? {
+            let (result, commands) = match Reader::open(&path, state.context.as_deref())? {
                 Reader::File(mut rec) => {
                     rec.check()?;
                     rec.snapshot(|r| Ok((backend::verify(r)?, r.command_count()?)))?
@@ -1125,7 +1165,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::State(StateCmd::Show(state)) => {
             let path = state_path(&state);
-            let rec = Reader::open(&path)?;
+            let rec = Reader::open(&path, state.context.as_deref())?;
             let meta = rec.history().meta()?;
             let cp = rec.history().checkpoint_before(None)?;
             o.put(&format!("state file  {}\n", path.display()));
@@ -1239,6 +1279,17 @@ pub struct KubeArgs {
     /// --context).
     #[arg(long)]
     pub headless: bool,
+    /// Serve maar's API behind the API server (APIService v1alpha1.ops.maar.crater.ai,
+    /// deploy/api.yaml) on this address, e.g. 0.0.0.0:8443: operators then act with
+    /// their Kubernetes identity (`maar cordon --context NAME`), judged by RBAC.
+    #[arg(long, value_name = "ADDR")]
+    pub api_listen: Option<std::net::SocketAddr>,
+    /// With --api-listen: the server's certificate (PEM); self-signed when absent.
+    #[arg(long, value_name = "PATH", requires_all = ["api_listen", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// With --api-listen: the server's key (PEM).
+    #[arg(long, value_name = "PATH", requires_all = ["api_listen", "tls_cert"])]
+    pub tls_key: Option<PathBuf>,
     /// With --headless: the log on stderr as plain lines or JSON objects.
     #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
     pub log_format: crate::logging::LogFormat,
@@ -1327,14 +1378,48 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
         std::process::id(),
         note.clone().unwrap_or_default()
     );
+    let api = a.api_listen.map(|listen| KubeApiStart {
+        connect: opts.clone(),
+        opts: crate::kube_api::ApiOptions {
+            listen,
+            cert: a.tls_cert.clone(),
+            key: a.tls_key.clone(),
+        },
+    });
     let live = Live {
         roles,
         read_only: a.read_only,
         mouse: a.mouse,
         theme,
         placement: a.placement,
+        api,
     };
     serve(loaded, rec, live, note, &line, o)
+}
+
+/// maar's API behind the API server (`--api-listen`), and the connection it asks the
+/// API server with (maar's own credentials: TokenReview, SubjectAccessReview).
+struct KubeApiStart {
+    connect: maar_kube::ConnectOptions,
+    opts: crate::kube_api::ApiOptions,
+}
+
+impl KubeApiStart {
+    fn start(
+        &self,
+        handle: &engine::EngineHandle,
+        state: &Path,
+    ) -> Result<crate::kube_api::KubeApi, Failure> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::No(e.to_string()))?;
+        let (cfg, _) = rt
+            .block_on(maar_kube::connect::config(&self.connect))
+            .map_err(kube_failure)?;
+        drop(rt);
+        crate::kube_api::KubeApi::start(handle.clone(), state, cfg, &self.opts).map_err(Failure::No)
+    }
 }
 
 /// How a live cluster (this machine, a Kubernetes cluster) is served.
@@ -1346,6 +1431,8 @@ struct Live {
     theme: Option<crate::console::theme::Theme>,
     /// How nodes are chosen (`--placement`).
     placement: maar_scheduler::placement::Policy,
+    /// maar's API behind the Kubernetes API server (`maar kube --api-listen`).
+    api: Option<KubeApiStart>,
 }
 
 /// A live cluster's engine started in real time and served: the console (as a viewer
@@ -1366,7 +1453,9 @@ fn serve(
         mouse,
         theme,
         placement,
+        api,
     } = live;
+    let state = rec.path().to_path_buf();
     loaded.core.set_placement(placement);
     let handle = engine::start(
         loaded,
@@ -1383,6 +1472,13 @@ fn serve(
             serve: true,
         },
     );
+    let _api = match api.map(|a| a.start(&handle, &state)).transpose() {
+        Ok(a) => a,
+        Err(e) => {
+            handle.shutdown();
+            return Err(e);
+        }
+    };
     let face = if read_only {
         handle.capped(maar_scheduler::Role::Viewer)
     } else {
@@ -1492,6 +1588,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
         mouse: a.mouse,
         theme,
         placement: a.placement,
+        api: None,
     };
     serve(loaded, rec, live, note, &line, o)
 }
@@ -1572,7 +1669,8 @@ struct Answer {
     seq: Option<i64>,
     /// The key it was sent with (recorded with it: `maar audit` finds it).
     key: Option<String>,
-    /// `socket` (through the running maar) or `file` (applied with none running).
+    /// `socket` (through the running maar), `kubernetes` (through the API server to
+    /// the maar behind it) or `file` (applied with none running).
     via: &'static str,
 }
 
@@ -1582,7 +1680,7 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
     if a.what_if {
         return preview(&a.source(), command, a.output, o);
     }
-    let answer = deliver(&state_path(&a.target), command)?;
+    let answer = deliver(&state_path(&a.target), a.target.context.as_deref(), command)?;
     match a.output {
         TextOrJson::Json => {
             o.put(&json(&serde_json::json!({
@@ -1610,10 +1708,33 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
 /// command at most once under this call's key, asked again after a lost answer);
 /// with none running, only the state file's owner may apply it, taking the file for
 /// the moment.
-fn deliver(path: &Path, command: Command) -> Result<Answer, Failure> {
+fn deliver(path: &Path, context: Option<&str>, command: Command) -> Result<Answer, Failure> {
     use crate::api::{ClientError, Remote, Reply, Request};
     let key = crate::api::new_key();
     let ssh = crate::actor::ssh_client(std::env::var("SSH_CONNECTION").ok().as_deref());
+    // Behind the API server: the API server names the caller; one try (a retry with
+    // the same key would be answered from the record all the same).
+    if let Some(r) = context
+        .map(|c| through_kube(c, path))
+        .transpose()?
+        .flatten()
+    {
+        let req = Request::Apply {
+            command,
+            key: key.clone(),
+            ssh: None,
+        };
+        return match r.ask(&req) {
+            Ok(Reply::Applied { result, seq }) => Ok(Answer {
+                result,
+                seq,
+                key: Some(key),
+                via: "kubernetes",
+            }),
+            Ok(other) => Err(Failure::No(format!("unexpected answer {other:?}"))),
+            Err(e) => Err(api_failure(e)),
+        };
+    }
     let deadline = Instant::now() + INBOX_WAIT;
     let me = nix::unistd::getuid().as_raw();
     loop {
@@ -1740,7 +1861,7 @@ fn preview(
         None => None,
     };
     let remote = match &state {
-        Some(p) => crate::api::Remote::connect(p).map_err(api_failure)?,
+        Some(p) => running(p, source.context.as_deref())?,
         None => None,
     };
     let grant = match remote {

@@ -27,7 +27,7 @@ use maar_scheduler::{Actor, Command, Core, Driver, Event, Explanation};
 
 use crate::backend::Loaded;
 use crate::record::{Record, HISTORY_EVERY_S};
-use crate::roles::{Grant, Roles};
+use crate::roles::{Grant, Judged, Roles};
 use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::Role;
 
@@ -163,6 +163,8 @@ enum Request {
         expect: Option<Box<Preview>>,
         /// The sender's key: a command is applied and recorded at most once per key.
         key: Option<String>,
+        /// The role decided outside the roles file (the Kubernetes API server's RBAC).
+        judged: Option<Judged>,
         reply: Sender<Result<Ack, Refusal>>,
     },
     Checkpoint {
@@ -231,6 +233,7 @@ impl EngineHandle {
             cap,
             expect: None,
             key: None,
+            judged: None,
             reply,
         })
         .map_err(Refusal::NoAnswer)?
@@ -246,6 +249,31 @@ impl EngineHandle {
             cap,
             expect: None,
             key: Some(key),
+            judged: None,
+            reply,
+        })
+        .map_err(Refusal::NoAnswer)?
+    }
+
+    /// Applies a command sent with a key by a person whose role was decided outside
+    /// the roles file (the Kubernetes API server's RBAC, `kube_api.rs`): `judged` is
+    /// their role for this request and why; the command is checked against it and
+    /// recorded, done or refused, as any other.
+    pub fn apply_judged(
+        &self,
+        actor: Actor,
+        command: Command,
+        key: String,
+        judged: Judged,
+    ) -> Result<Ack, Refusal> {
+        let cap = self.cap;
+        self.ask(|reply| Request::Command {
+            actor,
+            command,
+            cap,
+            expect: None,
+            key: Some(key),
+            judged: Some(judged),
             reply,
         })
         .map_err(Refusal::NoAnswer)?
@@ -280,6 +308,7 @@ impl EngineHandle {
             cap,
             expect: Some(Box::new(preview)),
             key: None,
+            judged: None,
             reply,
         })
         .map_err(Refusal::NoAnswer)?
@@ -651,6 +680,7 @@ impl Engine {
                 cap,
                 expect,
                 key,
+                judged,
                 reply,
             } => {
                 if let Some(want) = expect {
@@ -669,7 +699,7 @@ impl Engine {
                         return true;
                     }
                 }
-                let res = self.command(actor, command, key, cap);
+                let res = self.command(actor, command, key, cap, judged);
                 let _ = reply.send(res);
             }
             Request::Checkpoint { reply } => {
@@ -749,6 +779,7 @@ impl Engine {
         command: Command,
         key: Option<String>,
         cap: Option<Role>,
+        judged: Option<Judged>,
     ) -> Result<Ack, Refusal> {
         if let Some(why) = &self.lost {
             return Err(Refusal::Record(why.clone()));
@@ -787,11 +818,24 @@ impl Engine {
             _ => None,
         };
         let need = command.required_role();
-        let grant = self.grant(&actor, key.is_some(), cap);
-        let result = if grant.role < need {
+        let (role, why) = match judged {
+            Some(j) => {
+                let j = j.capped(cap);
+                (j.role, j.why)
+            }
+            None => {
+                let g = self.grant(&actor, key.is_some(), cap);
+                (Some(g.role), g.why)
+            }
+        };
+        let result = if role.is_none_or(|r| r < need) {
+            let is = match role {
+                Some(r) => format!("is {r}"),
+                None => "has no maar role".to_string(),
+            };
             Err(format!(
-                "{what} needs the {need} role; {} is {} ({})",
-                actor.user, grant.role, grant.why
+                "{what} needs the {need} role; {} {is} ({why})",
+                actor.user
             ))
         } else {
             let out = self

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod console;
 pub mod engine;
 pub mod fuzzing;
+pub mod kube_api;
 pub mod load;
 pub mod local;
 pub mod logging;

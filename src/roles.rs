@@ -63,6 +63,27 @@ pub struct Grant {
     pub why: String,
 }
 
+/// A role decided outside the roles file, for one request: a Kubernetes user's, by
+/// the API server's RBAC (`kube_api.rs`). None: not even a viewer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judged {
+    pub role: Option<Role>,
+    pub why: String,
+}
+
+impl Judged {
+    /// The role, capped at `cap` (a read-only handle).
+    pub fn capped(&self, cap: Option<Role>) -> Judged {
+        Judged {
+            role: match (self.role, cap) {
+                (Some(r), Some(c)) => Some(r.min(c)),
+                (r, _) => r,
+            },
+            why: self.why.clone(),
+        }
+    }
+}
+
 impl Roles {
     /// The roles file in force: `$MAAR_ROLES`, else [`DEFAULT_PATH`]; none there is
     /// fine (the defaults apply), a file that does not parse is an input error naming

@@ -18,6 +18,7 @@ pub mod connect;
 pub mod driver;
 pub mod lease;
 pub mod map;
+pub mod ops;
 pub mod world;
 
 pub use connect::{connect, ConnectOptions, Connected, KubeError};
