@@ -458,7 +458,10 @@ fn checkpoints_thin_with_age_hourly_then_daily_then_weekly() {
     assert!((8..=10).contains(&weekly.len()), "{weekly:?}");
     assert_eq!(times[0], 0, "the first is kept");
     assert!(daily.windows(2).all(|w| w[1] - w[0] == 86_400), "{daily:?}");
-    assert!(weekly.windows(2).all(|w| w[1] - w[0] == 7 * 86_400), "{weekly:?}");
+    assert!(
+        weekly.windows(2).all(|w| w[1] - w[0] == 7 * 86_400),
+        "{weekly:?}"
+    );
     // Packed: 2,881 checkpoints of 200 kB each, kept in a few megabytes.
     drop(r);
     let size = std::fs::metadata(&p).unwrap().len()
