@@ -758,3 +758,40 @@ fn a_100_mb_output_line_goes_to_rotated_log_files_and_only_a_cut_tail_to_maar() 
     let all: usize = lines.iter().map(|l| l.len()).sum();
     assert!(all < 64 << 10, "maar kept {all} bytes of its output");
 }
+
+#[test]
+fn with_cgroup_v2_a_process_that_clears_its_environment_stops_too() {
+    if maar::local::supervise::cgroup_base().is_none() {
+        eprintln!(
+            "skipped: no writable cgroup v2 here (the token and the subreaper are the fence; see a_jobs_setsid_...)"
+        );
+        return;
+    }
+    let work = dir("cgroup");
+    let (mut core, mut d) = machine(&work, BTreeMap::new());
+    // `env -i` drops MAAR_JOB_TOKEN: only the cgroup still holds it.
+    submit(
+        &mut core,
+        &mut d,
+        "hides",
+        1,
+        "env -i setsid sh -c \"echo \\$\\$ > hidden; exec sleep 304\" & exec sleep 305",
+    );
+    wait_for("the hidden pid written", || {
+        !read_trim(&work.join("hidden")).is_empty()
+    });
+    let hidden: i32 = read_trim(&work.join("hidden")).parse().unwrap();
+    let out = d.command(
+        &mut core,
+        Actor::system("test"),
+        Command::Cancel {
+            job: "default/hides".into(),
+        },
+    );
+    assert!(out.is_ok());
+    wait_for("the hidden process gone", || {
+        let t = core.now() + 1;
+        d.advance(&mut core, t);
+        !std::path::Path::new(&format!("/proc/{hidden}")).exists()
+    });
+}

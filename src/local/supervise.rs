@@ -14,8 +14,13 @@
 //!   the token (found in `/proc/*/environ`), so a `setsid` or double-forked descendant
 //!   stops too: TERM, a grace period, then KILL. maar is a child subreaper, so such
 //!   descendants become its children when their parents end, and it reaps them.
-//!   (A process that clears its own environment escapes the token; cgroups are not
-//!   used.)
+//!   Where cgroup v2 is mounted and maar's own cgroup may be written (a delegated
+//!   subtree, as systemd gives a user service), each start also runs in a cgroup of its
+//!   own (`maar-<token>` under maar's), and a stop kills the whole cgroup
+//!   (`cgroup.kill`, or each process in `cgroup.procs` on kernels without it): nothing
+//!   escapes, not even a process that cleared its environment. Elsewhere (cgroup v1,
+//!   as on this project's CI machines) the token and the subreaper are the fence, and
+//!   a process that clears its own environment escapes it.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -138,6 +143,51 @@ pub fn reap_orphans() {
     }
 }
 
+/// The cgroup v2 folder maar's starts go under: maar's own cgroup, when cgroup v2 is
+/// mounted at /sys/fs/cgroup and a folder can be made there (checked once).
+pub fn cgroup_base() -> Option<&'static Path> {
+    static BASE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let root = Path::new("/sys/fs/cgroup");
+        if !root.join("cgroup.controllers").exists() {
+            return None;
+        }
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+        let base = root.join(rel.trim_start_matches('/'));
+        let probe = base.join(format!("maar-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe).ok()?;
+        let _ = std::fs::remove_dir(&probe);
+        Some(base)
+    })
+    .as_deref()
+}
+
+/// The cgroup of the start with `token`, if cgroups are used.
+pub fn cgroup_of(token: &str) -> Option<PathBuf> {
+    cgroup_base().map(|b| b.join(format!("maar-{token}")))
+}
+
+/// Kills everything in a start's cgroup and removes it (when it is empty).
+fn kill_cgroup(dir: &Path) {
+    if !dir.exists() {
+        return;
+    }
+    if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for p in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
+        }
+    }
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A token no other start shares.
 pub fn new_token() -> String {
     let mut b = [0u8; 12];
@@ -214,6 +264,27 @@ impl Replica {
         let token = new_token();
         let mut cmd = Proc::new(l.shim);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // Its own cgroup where cgroup v2 allows: the child joins it before it runs.
+        if let Some(dir) = cgroup_of(&token) {
+            if std::fs::create_dir(&dir).is_ok() {
+                if let Ok(procs) =
+                    std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+                {
+                    // SAFETY: between fork and exec only async-signal-safe calls
+                    // (open, write, close) on memory prepared before the fork.
+                    unsafe {
+                        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                            let fd = nix::libc::open(procs.as_ptr(), nix::libc::O_WRONLY);
+                            if fd >= 0 {
+                                nix::libc::write(fd, b"0".as_ptr().cast(), 1);
+                                nix::libc::close(fd);
+                            }
+                            Ok(())
+                        });
+                    }
+                }
+            }
+        }
         cmd.arg(SHIM_ARG)
             .arg(&log)
             .arg(&exit)
@@ -367,7 +438,8 @@ pub fn stop(replicas: &mut [Replica]) {
         }
         any
     };
-    if signal(replicas, Signal::SIGTERM) {
+    let any = signal(replicas, Signal::SIGTERM);
+    if any {
         let end = Instant::now() + GRACE;
         while Instant::now() < end {
             let left = replicas
@@ -384,6 +456,12 @@ pub fn stop(replicas: &mut [Replica]) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Whatever is left in a start's cgroup (a process that cleared its environment).
+    for r in replicas.iter() {
+        if let Some(dir) = cgroup_of(&r.token) {
+            kill_cgroup(&dir);
         }
     }
     for r in replicas.iter_mut() {
