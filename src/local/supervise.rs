@@ -148,7 +148,12 @@ pub fn reap_orphans() {
 pub fn cgroup_base() -> Option<&'static Path> {
     static BASE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
-        let root = Path::new("/sys/fs/cgroup");
+        // Where cgroup v2 is mounted: /sys/fs/cgroup, or `$MAAR_CGROUP2_ROOT` (a
+        // cgroup2 mount elsewhere, e.g. on a host whose /sys/fs/cgroup is v1).
+        let root = std::env::var_os("MAAR_CGROUP2_ROOT")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
         if !root.join("cgroup.controllers").exists() {
             return None;
         }
@@ -361,6 +366,13 @@ impl Replica {
                     }
                 }
             }
+            // An empty cgroup of an ended start goes (one still holding processes
+            // stays for the stop that follows).
+            if self.ended.is_some() {
+                if let Some(dir) = cgroup_of(&self.token) {
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
         }
         self.ended.is_some()
     }
@@ -484,6 +496,11 @@ pub fn stop_pids(pids: &[i32]) {
         .iter()
         .filter_map(|&p| Some((p, stat(p)?.start)))
         .collect();
+    // Their starts' cgroups, to kill and remove with them.
+    let cgroups: BTreeSet<PathBuf> = pids
+        .iter()
+        .filter_map(|&p| env_value(&environ(p), "MAAR_JOB_TOKEN").and_then(cgroup_of))
+        .collect();
     let signal = |sig: Signal| {
         let mut any = false;
         for &(p, start) in &named {
@@ -501,6 +518,9 @@ pub fn stop_pids(pids: &[i32]) {
             std::thread::sleep(Duration::from_millis(10));
         }
         signal(Signal::SIGKILL);
+    }
+    for dir in &cgroups {
+        kill_cgroup(dir);
     }
     reap_orphans();
 }
