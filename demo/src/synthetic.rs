@@ -115,6 +115,13 @@ pub fn lab_at_scale(nodes: u32) -> String {
     let mut counts: Vec<u64> = groups.iter().map(|&c| scale(c)).collect();
     let short = nodes - counts.iter().sum::<u64>();
     counts[0] += short;
+    // Node names take three digits from 100 nodes in a group on (the first group is
+    // the a100s the scripted fault names).
+    let a100_03 = if counts[0] >= 100 {
+        "a100-003"
+    } else {
+        "a100-03"
+    };
     let mut counts = counts.into_iter();
     let every = (7 * 60 * LAB_NODES / nodes).max(1);
     let mut out = String::new();
@@ -156,8 +163,7 @@ pub fn lab_at_scale(nodes: u32) -> String {
         if l.trim_start().starts_with("every: ") {
             l = format!("  every: {every}s");
         }
-        // Node names take three digits from 100 nodes in a group on.
-        l = l.replace("node: a100-03,", "node: a100-003,");
+        l = l.replace("node: a100-03,", &format!("node: {a100_03},"));
         if l.starts_with("name: lab") {
             l = format!("name: lab-{nodes}");
         }
