@@ -145,12 +145,38 @@ fn explain_path_proven(c: &mut Criterion) {
     });
 }
 
+/// Ten simulated minutes of the demo lab grown to 100,000 nodes (the documented limit;
+/// `synthetic::lab_at_scale`), from its state at one hour: arrivals, ends, faults,
+/// telemetry ticks and a cycle each second. A step's cost should follow what changes,
+/// not the number of nodes (issue #22: the whole two hours, BENCHMARKS.md).
+fn lab_100k(c: &mut Criterion) {
+    let yaml = synthetic::lab_at_scale(100_000);
+    let sc: maar_demo::Scenario = serde_saphyr::from_str(&yaml).unwrap();
+    let mut d = maar_demo::Demo::new(sc, None).unwrap();
+    d.run_until(3600);
+    let mut g = c.benchmark_group("sim");
+    g.sample_size(10).measurement_time(Duration::from_secs(30));
+    g.bench_function("lab_100000_nodes_10min_at_1h", |b| {
+        b.iter_batched(
+            || (d.core.clone(), d.sim.clone()),
+            |(mut core, mut sim)| {
+                let mut n = 0;
+                sim.run_until_into(&mut core, 3600 + 600, &mut |ev| n += ev.len());
+                n
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     placements,
     explain,
     what_if,
     explain_proven,
-    explain_path_proven
+    explain_path_proven,
+    lab_100k
 );
 criterion_main!(benches);

@@ -72,6 +72,22 @@ struct SimState {
 pub struct Sim {
     pub scenario: Scenario,
     st: SimState,
+    /// What the simulation remembers to keep a step's cost to what changed; derived,
+    /// never saved (a resumed simulation starts it over and does the same).
+    memo: Memo,
+}
+
+/// Derived knowledge of the simulation (see [`Sim`]): none of it changes a run.
+#[derive(Clone, Debug, Default)]
+struct Memo {
+    /// The nodes whose last telemetry reported a busy card; empty and `reported` false
+    /// until every node has been reported once. A node idle then and now needs no new
+    /// reading: it would write what the core already holds.
+    busy: Vec<bool>,
+    reported: bool,
+    /// The nodes with GPUs, in id order (random GPU faults pick among them), for a
+    /// cluster of this many nodes.
+    gpu_nodes: Option<(usize, Vec<NodeId>)>,
 }
 
 /// The actor of scripted commands.
@@ -105,6 +121,7 @@ impl Sim {
                 last_prune: 0,
             },
             scenario,
+            memo: Memo::default(),
         };
         let mut initial: Vec<(u64, Timer)> = Vec::new();
         let sc = &sim.scenario;
@@ -152,7 +169,11 @@ impl Sim {
         if st.generated.len() != scenario.workload.generators.len() {
             return Err("the saved simulation does not belong to this scenario".into());
         }
-        Ok(Sim { scenario, st })
+        Ok(Sim {
+            scenario,
+            st,
+            memo: Memo::default(),
+        })
     }
 
     fn push(&mut self, at: u64, t: Timer) {
@@ -383,14 +404,11 @@ impl Sim {
                 let full = self.scenario.workload.generators[g]
                     .max_pending
                     .is_some_and(|max| {
-                        let c = core.cluster();
-                        self.st
-                            .background
-                            .iter()
-                            .filter(|&(&id, &gen)| {
-                                gen == g
-                                    && c.jobs.get(id).is_some_and(|j| j.phase == Phase::Pending)
-                            })
+                        // The generator's jobs among the pending ones (the queue is
+                        // what waits; the generator's history may be far longer).
+                        core.cluster()
+                            .pending_jobs()
+                            .filter(|j| self.st.background.get(&j.id) == Some(&g))
                             .count()
                             >= max as usize
                     });
@@ -660,9 +678,14 @@ impl Sim {
         let kind = rf.kinds[self.st.rng.gen_range(0..rf.kinds.len())];
         match kind {
             FaultKind::GpuUnhealthy => {
-                let gpu_nodes: Vec<NodeId> = (0..c.nodes.len() as NodeId)
-                    .filter(|&n| !c.nodes[n as usize].gpus.is_empty())
-                    .collect();
+                // Nodes keep their cards: the list changes only with the node count.
+                if self.memo.gpu_nodes.as_ref().map(|g| g.0) != Some(c.nodes.len()) {
+                    let list = (0..c.nodes.len() as NodeId)
+                        .filter(|&n| !c.nodes[n as usize].gpus.is_empty())
+                        .collect();
+                    self.memo.gpu_nodes = Some((c.nodes.len(), list));
+                }
+                let gpu_nodes = &self.memo.gpu_nodes.as_ref().expect("just set").1;
                 if gpu_nodes.is_empty() {
                     return;
                 }
@@ -762,11 +785,23 @@ impl Sim {
             };
             self.observe(core, o, log);
         }
-        // Telemetry: utilisation and memory in use on allocated cards.
+        // Telemetry: utilisation and memory in use on allocated cards. Only the nodes
+        // with a busy card now or at the last reading report (after a first reading of
+        // all): an idle node's reading is the idle one the core already holds.
         let c = core.cluster();
-        let mut nodes = Vec::with_capacity(c.nodes.len());
-        for n in &c.nodes {
+        let memo = &mut self.memo;
+        if memo.busy.len() != c.nodes.len() {
+            memo.busy.resize(c.nodes.len(), false);
+            memo.reported = false;
+        }
+        let mut nodes = Vec::new();
+        for (i, n) in c.nodes.iter().enumerate() {
             if n.gpus.is_empty() {
+                continue;
+            }
+            let busy = n.gpus.iter().any(|g| !g.allocs.is_empty());
+            let was = std::mem::replace(&mut memo.busy[i], busy);
+            if memo.reported && !busy && !was {
                 continue;
             }
             let mut gpus = Vec::with_capacity(n.gpus.len());
@@ -803,6 +838,7 @@ impl Sim {
                 host: None,
             });
         }
+        self.memo.reported = true;
         // Telemetry changes no placement: it does not call for a cycle.
         let dirty = self.st.dirty;
         self.observe(core, Observation::Telemetry { nodes }, log);

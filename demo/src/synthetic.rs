@@ -94,3 +94,81 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
         c.submit(spec).expect("unique names");
     }
 }
+
+/// The demo lab (`demo/lab.yaml`) grown to `nodes` nodes (at least the lab's 42): every
+/// node group, the generators' arrival rates and backlogs, the quotas and the quota
+/// request scaled by the same factor (so the cluster is about as busy as the lab), and
+/// random faults as often per node (at most one a second). The YAML text of a scenario,
+/// for `maar sim --scenario` and the benchmarks.
+pub fn lab_at_scale(nodes: u32) -> String {
+    const LAB_NODES: u64 = 42;
+    let nodes = (nodes as u64).max(LAB_NODES);
+    let scale = |n: u64| (n * nodes / LAB_NODES).max(1);
+    let num = |s: &str| -> u64 { s.trim().parse().expect("a whole number in lab.yaml") };
+    // Node groups: scaled counts; the first group takes what rounding left over.
+    let groups: Vec<u64> = crate::LAB_YAML
+        .lines()
+        .filter(|l| l.starts_with("  - {name: "))
+        .filter_map(|l| l.split_once(", count: "))
+        .map(|(_, rest)| num(rest.split(',').next().unwrap_or_default()))
+        .collect();
+    let mut counts: Vec<u64> = groups.iter().map(|&c| scale(c)).collect();
+    let short = nodes - counts.iter().sum::<u64>();
+    counts[0] += short;
+    // Node names take three digits from 100 nodes in a group on (the first group is
+    // the a100s the scripted fault names).
+    let a100_03 = if counts[0] >= 100 {
+        "a100-003"
+    } else {
+        "a100-03"
+    };
+    let mut counts = counts.into_iter();
+    let every = (7 * 60 * LAB_NODES / nodes).max(1);
+    let mut out = String::new();
+    for line in crate::LAB_YAML.lines() {
+        let mut l = line.to_string();
+        let group = l.starts_with("  - {name: ");
+        if let Some((head, rest)) = l.split_once(", count: ").filter(|_| group) {
+            let (_, tail) = rest.split_once(',').expect("count, role");
+            let c = counts.next().expect("as many groups");
+            l = format!("{head}, count: {c},{tail}");
+        }
+        for key in [
+            "rate_per_hour: ",
+            "max_pending: ",
+            "gpu: ",
+            "gpus: ",
+            "cpu: ",
+        ] {
+            let mut done = String::new();
+            let mut rest = l.as_str();
+            while let Some(i) = rest.find(key) {
+                let (before, after) = rest.split_at(i + key.len());
+                done.push_str(before);
+                let digits = after.chars().take_while(|c| c.is_ascii_digit()).count();
+                // Quotas and requests (`gpu: 24}`) scale; what one node or job has does not.
+                let quota = l.contains("reserved:")
+                    || l.contains("max:")
+                    || !matches!(key, "gpu: " | "cpu: ");
+                if digits > 0 && quota && !after[digits..].starts_with('.') {
+                    done.push_str(&scale(num(&after[..digits])).to_string());
+                    rest = &after[digits..];
+                } else {
+                    rest = after;
+                }
+            }
+            done.push_str(rest);
+            l = done;
+        }
+        if l.trim_start().starts_with("every: ") {
+            l = format!("  every: {every}s");
+        }
+        l = l.replace("node: a100-03,", &format!("node: {a100_03},"));
+        if l.starts_with("name: lab") {
+            l = format!("name: lab-{nodes}");
+        }
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}

@@ -163,6 +163,9 @@ pub struct Cluster {
     /// (pool, model id, free whole GPUs, node): candidate generation for placement.
     pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
+    /// By model id: the most memory of a card on any node indexed under the model
+    /// (never lowered): a request for more per card need not look at the model's nodes.
+    pub(crate) model_max_mem: Vec<u64>,
     pub(crate) node_by_name: HashMap<String, NodeId>,
     pub(crate) job_by_name: HashMap<(String, String), JobId>,
     /// Jobs in Pending phase (ordered by id for determinism), with the fields the
@@ -288,6 +291,7 @@ impl Cluster {
             project_gen: Vec::new(),
             index: BTreeSet::new(),
             index_key: Vec::new(),
+            model_max_mem: Vec::new(),
             node_by_name: HashMap::new(),
             job_by_name: HashMap::new(),
             pending: BTreeMap::new(),
@@ -402,6 +406,16 @@ impl Cluster {
         (self.models.len() - 1) as u16
     }
 
+    /// Whether some node indexed under model `mid` may have a card with `want` bytes
+    /// (no request for memory: always).
+    pub(crate) fn model_may_hold(&self, mid: u16, want: Option<u64>) -> bool {
+        want.is_none_or(|w| {
+            self.model_max_mem
+                .get(mid as usize)
+                .is_some_and(|&m| m >= w)
+        })
+    }
+
     pub(crate) fn model_id_of(&self, model: &str) -> Option<u16> {
         self.models
             .iter()
@@ -441,6 +455,12 @@ impl Cluster {
             }
         };
         let key = (pool, mid, free, id);
+        let max_mem = self.summaries[id as usize].max_mem;
+        if self.model_max_mem.len() <= mid as usize {
+            self.model_max_mem.resize(mid as usize + 1, 0);
+        }
+        let m = &mut self.model_max_mem[mid as usize];
+        *m = (*m).max(max_mem);
         let old = self.index_key[id as usize];
         if old != key {
             self.index.remove(&old);

@@ -795,7 +795,9 @@ impl Cluster {
         // `need` free cards (fewest free cards first), as (free cards, node, placement).
         let first_fits = |pool: PoolId, models: &[u16], need: u32| {
             let mut cands: Vec<(u32, NodeId, Placement)> = Vec::new();
-            for &mid in models {
+            // Models whose cards all have less memory than asked fit nowhere.
+            let want = spec.gpu.memory_per_card;
+            for &mid in models.iter().filter(|&&m| self.model_may_hold(m, want)) {
                 let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
                 cands.extend(
                     self.index
@@ -838,7 +840,12 @@ impl Cluster {
                 let maar = scored && !self.typical.is_empty();
                 let keep = if maar { MAAR_CANDIDATES } else { 1 };
                 let mut best: Vec<(u64, NodeId, Placement)> = Vec::new();
-                for k in self.index.range(all).filter(|k| k.1 != 0) {
+                let want = spec.gpu.memory_per_card;
+                for k in self
+                    .index
+                    .range(all)
+                    .filter(|k| k.1 != 0 && self.model_may_hold(k.1, want))
+                {
                     if let Some(p) = try_node(k.3) {
                         let node = &self.nodes[k.3 as usize];
                         let left: u64 = p
@@ -891,7 +898,8 @@ impl Cluster {
                     best_by_maar(cands)
                 } else {
                     let mut best: Option<(u32, NodeId, Placement)> = None;
-                    for mid in models {
+                    let want = spec.gpu.memory_per_card;
+                    for mid in models.into_iter().filter(|&m| self.model_may_hold(m, want)) {
                         let range = (pool, mid, need, 0u32)..=(pool, mid, u32::MAX, NodeId::MAX);
                         let hit = if spec.affinity == Affinity::Spread {
                             self.index
