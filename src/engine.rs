@@ -226,33 +226,13 @@ impl EngineHandle {
 
     /// Applies a command; `Ok` only once it is recorded.
     pub fn apply(&self, actor: Actor, command: Command) -> Result<Ack, Refusal> {
-        let cap = self.cap;
-        self.ask(|reply| Request::Command {
-            actor,
-            command,
-            cap,
-            expect: None,
-            key: None,
-            judged: None,
-            reply,
-        })
-        .map_err(Refusal::NoAnswer)?
+        self.send(actor, command, None, None, None)
     }
 
     /// Applies a command sent with a key: asked again with the same key (its sender
     /// lost the answer), the engine answers with what it recorded, applying nothing.
     pub fn apply_keyed(&self, actor: Actor, command: Command, key: String) -> Result<Ack, Refusal> {
-        let cap = self.cap;
-        self.ask(|reply| Request::Command {
-            actor,
-            command,
-            cap,
-            expect: None,
-            key: Some(key),
-            judged: None,
-            reply,
-        })
-        .map_err(Refusal::NoAnswer)?
+        self.send(actor, command, None, Some(key), None)
     }
 
     /// Applies a command sent with a key by a person whose role was decided outside
@@ -266,17 +246,7 @@ impl EngineHandle {
         key: String,
         judged: Judged,
     ) -> Result<Ack, Refusal> {
-        let cap = self.cap;
-        self.ask(|reply| Request::Command {
-            actor,
-            command,
-            cap,
-            expect: None,
-            key: Some(key),
-            judged: Some(judged),
-            reply,
-        })
-        .map_err(Refusal::NoAnswer)?
+        self.send(actor, command, None, Some(key), Some(judged))
     }
 
     /// Writes a checkpoint now (a reader wants the cluster as it is).
@@ -284,12 +254,26 @@ impl EngineHandle {
         self.ask(|reply| Request::Checkpoint { reply })?
     }
 
-    /// The socket this engine serves, if any.
-    pub fn socket(&self) -> Option<PathBuf> {
-        self.server
-            .lock()
-            .ok()
-            .and_then(|s| s.as_ref().map(|s| s.path().to_path_buf()))
+    /// One command to the engine, with this handle's cap: every `apply*` sends here.
+    fn send(
+        &self,
+        actor: Actor,
+        command: Command,
+        expect: Option<Box<Preview>>,
+        key: Option<String>,
+        judged: Option<Judged>,
+    ) -> Result<Ack, Refusal> {
+        let cap = self.cap;
+        self.ask(|reply| Request::Command {
+            actor,
+            command,
+            cap,
+            expect,
+            key,
+            judged,
+            reply,
+        })
+        .map_err(Refusal::NoAnswer)?
     }
 
     /// Applies a command only if it would still do what `preview` says (evict and
@@ -301,17 +285,7 @@ impl EngineHandle {
         command: Command,
         preview: Preview,
     ) -> Result<Ack, Refusal> {
-        let cap = self.cap;
-        self.ask(|reply| Request::Command {
-            actor,
-            command,
-            cap,
-            expect: Some(Box::new(preview)),
-            key: None,
-            judged: None,
-            reply,
-        })
-        .map_err(Refusal::NoAnswer)?
+        self.send(actor, command, Some(Box::new(preview)), None, None)
     }
 
     /// A handle whose commands act with at most `role` (`--read-only`: viewer).

@@ -217,17 +217,7 @@ pub async fn serve(
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let shared = Arc::new((auth, handle, state));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    while let Some((stream, permit)) = maar_agent::serve::accept_capped(&listener, &permits).await {
         let acceptor = acceptor.clone();
         let shared = shared.clone();
         tokio::spawn(async move {

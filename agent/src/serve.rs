@@ -108,22 +108,27 @@ impl Default for Limits {
     }
 }
 
+/// The next connection, once one of `permits` is free (the permit is held for the
+/// connection's life); None when the permits are closed. A failed accept (out of
+/// descriptors or the like) is waited out, not returned.
+pub async fn accept_capped(
+    listener: &tokio::net::TcpListener,
+    permits: &Arc<tokio::sync::Semaphore>,
+) -> Option<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    let permit = permits.clone().acquire_owned().await.ok()?;
+    loop {
+        match listener.accept().await {
+            Ok((s, _)) => return Some((s, permit)),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until the task is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.connections.max(1)));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(_) => {
-                // Out of descriptors or the like: breathe, then go on.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+    while let Some((stream, permit)) = accept_capped(&listener, &permits).await {
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()

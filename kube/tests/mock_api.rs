@@ -2,45 +2,19 @@
 //! kube-rs's own tests do): what maar sends for a bind, an unschedulable pod, a
 //! preempted pod and a cordon, and how the API's refusals become one-line errors.
 
+mod common;
+use common::{mock_client, next, ok};
 use std::pin::pin;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use kube::client::Body;
 use kube::Client;
 use maar_kube::map::Owner;
 use maar_kube::world::{carry_out, writer, Events, NewPod, Seen, Write, WriterLimits};
 use serde_json::{json, Value};
-use tower_test::mock;
-
-type Handle = mock::Handle<Request<Body>, Response<Body>>;
-
-fn mock_client() -> (Client, Handle) {
-    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(svc, "default"), handle)
-}
 
 fn recorder(c: &Client) -> Events {
     Events::new(c.clone(), "test")
-}
-
-/// The next request: method, path and query, JSON body.
-async fn next(
-    handle: &mut std::pin::Pin<&mut Handle>,
-) -> (Method, String, Value, mock::SendResponse<Response<Body>>) {
-    let (req, send) = handle.next_request().await.expect("a request");
-    let method = req.method().clone();
-    let uri = req.uri().to_string();
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (method, uri, body, send)
-}
-
-fn ok(v: Value) -> Response<Body> {
-    Response::new(Body::from(serde_json::to_vec(&v).unwrap()))
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Response<Body> {

@@ -4,41 +4,15 @@
 //! and a refusal names the role the person does have; the front proxy's settings come
 //! from the configmap kube-system/extension-apiserver-authentication.
 
+mod common;
+use common::{mock_client, next, ok};
 use std::pin::pin;
 
-use http::{Method, Request, Response};
+use http::{Method, Response};
 use kube::client::Body;
-use kube::Client;
 use maar_kube::ops::{self, Identity, Via};
 use maar_scheduler::Role;
 use serde_json::{json, Value};
-use tower_test::mock;
-
-type Handle = mock::Handle<Request<Body>, Response<Body>>;
-
-fn mock_client() -> (Client, Handle) {
-    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(svc, "default"), handle)
-}
-
-async fn next(
-    handle: &mut std::pin::Pin<&mut Handle>,
-) -> (Method, String, Value, mock::SendResponse<Response<Body>>) {
-    let (req, send) = handle.next_request().await.expect("a request");
-    let method = req.method().clone();
-    let uri = req.uri().to_string();
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (method, uri, body, send)
-}
-
-fn ok(v: Value) -> Response<Body> {
-    Response::new(Body::from(serde_json::to_vec(&v).unwrap()))
-}
 
 /// The SubjectAccessReview's answer, echoing its spec.
 fn sar(spec: &Value, allowed: bool, reason: &str) -> Response<Body> {
