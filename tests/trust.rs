@@ -95,6 +95,17 @@ fn engine(d: &Path, roles: Option<&Path>) -> Running {
     child
 }
 
+/// A demo record's meta, for files made by hand.
+fn meta() -> maar::record::Meta {
+    maar::record::Meta {
+        backend: "demo".into(),
+        cluster: "lab".into(),
+        scenario: None,
+        seed: None,
+        created: "2026-12-02T00:00:00Z".into(),
+    }
+}
+
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -387,19 +398,7 @@ fn resume_waits_for_a_command_holding_the_file() {
 fn a_writer_that_lost_the_lease_writes_nothing() {
     let d = dir("fence");
     let p = d.join("x.db");
-    drop(
-        Record::create(
-            &p,
-            &maar::record::Meta {
-                backend: "demo".into(),
-                cluster: "lab".into(),
-                scenario: None,
-                seed: None,
-                created: "2026-12-02T00:00:00Z".into(),
-            },
-        )
-        .unwrap(),
-    );
+    drop(Record::create(&p, &meta()).unwrap());
     let mut a = Record::open(&p).unwrap();
     a.acquire().unwrap();
     // Another process takes the lease (a's lapsed): the same pid here, a new token.
@@ -426,17 +425,7 @@ fn a_writer_that_lost_the_lease_writes_nothing() {
 fn checkpoints_thin_with_age_hourly_then_daily_then_weekly() {
     let d = dir("thin");
     let p = d.join("x.db");
-    let mut r = Record::create(
-        &p,
-        &maar::record::Meta {
-            backend: "demo".into(),
-            cluster: "lab".into(),
-            scenario: None,
-            seed: None,
-            created: "2026-12-02T00:00:00Z".into(),
-        },
-    )
-    .unwrap();
+    let mut r = Record::create(&p, &meta()).unwrap();
     let core = "x".repeat(200_000);
     let days = 120u64;
     // One checkpoint every simulated hour for 120 days.
