@@ -365,8 +365,9 @@ pub enum Cmd {
     /// `maar label [node] NODE KEY=VALUE... KEY-... [--overwrite]` (the node moves to
     /// the pool its labels now select).
     Label {
-        /// `[node] NODE KEY=VALUE ... KEY- ...`
-        #[arg(required = true, num_args = 1.., value_name = "ARGS", allow_hyphen_values = true)]
+        /// `[node] NODE KEY=VALUE ... KEY- ...`; options may come anywhere among them,
+        /// as kubectl takes them (`maar label gpu-07 a=b --what-if`).
+        #[arg(required = true, num_args = 1.., value_name = "ARGS")]
         args: Vec<String>,
         /// Accepted as kubectl takes it (maar always overwrites).
         #[arg(long)]

@@ -231,7 +231,7 @@ fn get_outputs_parse() {
         "5m",
     ]);
     assert!(
-        text(&o.stdout).contains("Nodes:     0/3 nodes are available"),
+        text(&o.stdout).contains("Nodes:     0/1 nodes are available: 1 insufficient free GPUs; 2 nodes it can never use: 2 GPU model rtx4090 not in [a100]"),
         "{}",
         text(&o.stdout)
     );

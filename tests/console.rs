@@ -158,7 +158,7 @@ fn enter_on_a_pending_job_shows_the_true_reason() {
     };
     assert_eq!(
         ex.summary,
-        "0/1 nodes are available: 1 GPU memory per card 16Gi < 32Gi requested"
+        "no node of pool training-gpu can ever take it: 1 GPU memory per card 16Gi < 32Gi requested"
     );
     let s = screen(&app, 160, 48);
     assert!(

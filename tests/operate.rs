@@ -669,7 +669,33 @@ fn maar_label_takes_the_users_kubectl_label_line() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let o = e.run(&["label", "a100-08", "bad key=x"]);
     assert_eq!(o.status.code(), Some(2));
+    // Options anywhere, as kubectl takes them, and as explain prints the line: a
+    // preview after the labels, `--overwrite` between them, `-o json` in the middle.
+    let o = e.run(&["label", "a100-08", "crater.ai/node-role=train", "--what-if"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        !text(&o.stdout).starts_with("node a100-08 labelled"),
+        "a preview: {}",
+        text(&o.stdout)
+    );
+    let o = e.run(&[
+        "label",
+        "node",
+        "a100-08",
+        "--what-if",
+        "-o",
+        "json",
+        "crater.ai/node-role=train",
+        "--overwrite",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["accepted"], true, "{v}");
+    // Nothing changed by the previews: two labellings in the audit, as before.
     let o = e.run(&["audit", "--action", "label_node", "-o", "json"]);
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
+    // A value that looks like an option is still refused, not taken as a label.
+    let o = e.run(&["label", "a100-08", "--bogus", "a=b"]);
+    assert_eq!(o.status.code(), Some(2));
 }

@@ -44,6 +44,17 @@ enum Timer {
     Tick,
 }
 
+impl Timer {
+    /// A scripted operator's act (a command, a quota request), not the world's.
+    fn is_operator(&self) -> bool {
+        matches!(self, Timer::Command(_) | Timer::QuotaRequest(..))
+    }
+}
+
+/// Added to the insertion sequence of operator timers, so that they sort after the
+/// world's timers of the same instant.
+const OPERATOR_SEQ: u64 = 1 << 62;
+
 /// Everything the simulation keeps besides the scenario (what a checkpoint saves).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct SimState {
@@ -178,7 +189,15 @@ impl Sim {
 
     fn push(&mut self, at: u64, t: Timer) {
         self.st.seq += 1;
-        self.st.timers.push(Reverse((at, self.st.seq, t)));
+        // An operator's scripted command comes after everything the world does in
+        // its instant, and after the cycle that follows it: it meets the cluster as
+        // an operator (or a what-if preview) at that moment would.
+        let seq = if t.is_operator() {
+            OPERATOR_SEQ | self.st.seq
+        } else {
+            self.st.seq
+        };
+        self.st.timers.push(Reverse((at, seq, t)));
     }
 
     fn interarrival(&mut self, gen: usize) -> u64 {
@@ -252,6 +271,9 @@ impl Sim {
                     break;
                 }
                 self.st.timers.pop();
+                if timer.is_operator() {
+                    self.settle(core, &mut log);
+                }
                 self.fire(core, timer, &mut log);
             }
             self.settle(core, &mut log);

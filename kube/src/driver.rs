@@ -2023,7 +2023,8 @@ impl KubeDriver {
                     fix
                 }
             };
-            if let Some(fix) = fix {
+            // (Not twice: a job that can never run leads with that already.)
+            if let Some(fix) = fix.filter(|f| !j.reason.contains(f.as_str())) {
                 message.push_str("; ");
                 message.push_str(&fix);
             }

@@ -1220,13 +1220,17 @@ fn mig_instances_and_time_sliced_replicas_are_cards_only_their_own_pods_take() {
     };
     // Never on these nodes: two whole cards at most, whatever ends.
     let never = why("ml/too-many");
-    assert!(never.contains("no whole-GPU devices"), "{never}");
-    assert!(never.contains("can never run as asked"), "{never}");
-    assert!(!never.contains("wait"), "{never}");
-    let big = why("ml/big");
-    assert!(big.contains("no nvidia.com/mig-7g.80gb devices"), "{big}");
     assert!(
-        big.contains("could hold 1x nvidia.com/mig-7g.80gb"),
+        never.starts_with("can never run as asked: no node of pool training could hold 3x GPU"),
+        "{never}"
+    );
+    assert!(never.contains("a100-mig, has 2 GPUs"), "{never}");
+    assert_eq!(never.matches("can never run").count(), 1, "{never}");
+    assert!(!never.contains("wait"), "{never}");
+    // No node has the device kind at all: the constraint is named, not a size.
+    let big = why("ml/big");
+    assert!(
+        big.starts_with("can never run as asked: every node of pool training keeps it off (2 no nvidia.com/mig-7g.80gb devices)"),
         "{big}"
     );
 }

@@ -255,7 +255,7 @@ impl Cluster {
                     j.spec.project, j.spec.name
                 ));
             }
-            let (phase, prio, started) = (j.phase, j.spec.priority, j.started);
+            let (phase, prio, started) = (j.phase, j.rank(), j.started);
             match phase {
                 Phase::Pending => {
                     c.pending_insert(id);

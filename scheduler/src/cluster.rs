@@ -722,6 +722,7 @@ impl Cluster {
             accrued_at: self.now,
             autoscaler: AutoscalerState::default(),
             evicted: None,
+            aged: 0,
             spec,
         });
         self.job_by_name.insert(key, id);
@@ -844,10 +845,15 @@ impl Cluster {
 
     fn set_phase_only(&mut self, id: JobId, phase: Phase) {
         let now = self.now;
+        let aging = self.config.aging_s.max(1);
         let j = &mut self.jobs[id as usize];
+        // What waiting gave it, kept if it starts now (the rank the queue gave it).
+        let mut aged = 0;
         match j.phase {
             Phase::Pending => {
-                j.wait_s += now.saturating_sub(j.queued_since);
+                let waited = now.saturating_sub(j.queued_since);
+                j.wait_s += waited;
+                aged = (waited / aging).min(i32::MAX as u64) as i32;
                 self.pending_remove(id);
             }
             Phase::Running => {
@@ -855,7 +861,7 @@ impl Cluster {
                     j.run_s += now.saturating_sub(s);
                 }
                 self.running_by_prio.remove(&(
-                    j.spec.priority,
+                    j.rank(),
                     std::cmp::Reverse(j.started.unwrap_or(0)),
                     id,
                 ));
@@ -880,14 +886,16 @@ impl Cluster {
         match phase {
             Phase::Pending => {
                 j.queued_since = now;
+                j.aged = 0;
                 self.pending_insert(id);
             }
             Phase::Running => {
                 j.started = Some(now);
                 j.epoch += 1;
                 j.evicted = None;
+                j.aged = aged;
                 self.running_by_prio
-                    .insert((j.spec.priority, std::cmp::Reverse(now), id));
+                    .insert((j.rank(), std::cmp::Reverse(now), id));
             }
             Phase::Restarting => {
                 self.restarting.insert(id);

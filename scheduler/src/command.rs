@@ -323,11 +323,32 @@ impl Cluster {
             }
             Command::ApproveQuota { id } => {
                 let r = self.request_mut(id)?;
-                r.status = RequestStatus::Approved;
                 let (pid, pl, gpus, reserved) = (r.project, r.pool, r.gpus, r.reserved);
+                let add = gpus as u64 * GPU_MILLI as u64;
+                // Reserved GPUs are a promise of room: all projects' reservations
+                // together never promise more than the pool has.
+                if reserved {
+                    let held: u64 = self
+                        .projects
+                        .iter()
+                        .filter_map(|p| p.quotas.get(&pl))
+                        .map(|q| q.reserved.gpu_milli)
+                        .sum();
+                    let cap = self.pool_capacity(pl).gpu_milli;
+                    if held + add > cap {
+                        return Err(ClusterError::Invalid(format!(
+                            "quota request #{id} would reserve {} GPUs in pool {}, which has {}: {} are reserved already (approve at most {}, or add nodes to the pool)",
+                            Dim::Gpu.fmt(held + add),
+                            self.pools[pl as usize].name,
+                            Dim::Gpu.fmt(cap),
+                            Dim::Gpu.fmt(held),
+                            Dim::Gpu.fmt(cap.saturating_sub(held)),
+                        )));
+                    }
+                }
+                self.request_mut(id)?.status = RequestStatus::Approved;
                 self.admission_gen += 1;
                 let q = self.projects[pid as usize].quotas.entry(pl).or_default();
-                let add = gpus as u64 * GPU_MILLI as u64;
                 if let Some(m) = q.max.gpu_milli.as_mut() {
                     *m += add;
                 }
@@ -367,7 +388,14 @@ impl Cluster {
                 }
                 let j = &mut self.jobs[id as usize];
                 let old = j.spec.priority;
-                let key = |p| (p, std::cmp::Reverse(j.started.unwrap_or(0)), id);
+                let aged = j.aged;
+                let key = |p: i32| {
+                    (
+                        p.saturating_add(aged),
+                        std::cmp::Reverse(j.started.unwrap_or(0)),
+                        id,
+                    )
+                };
                 if j.phase == Phase::Running && self.running_by_prio.remove(&key(old)) {
                     self.running_by_prio.insert(key(priority));
                 }

@@ -78,7 +78,7 @@ impl Cluster {
         mult: u32,
     ) -> Vec<(NodeId, Result<Placement, NodeReason>)> {
         let mut out = Vec::with_capacity(self.nodes.len());
-        let view = self.pod_rules_view(spec, &[]);
+        let view = self.pod_rules_view(spec);
         for (p, _) in self.candidate_pools(pool) {
             for n in self.pool_nodes(p) {
                 let v = match self.short_of_cards(n, spec, mult) {
@@ -138,8 +138,13 @@ impl Cluster {
             })
     }
 
-    /// The one-line reason: `0/12 nodes are available: 5 ..., 4 ...`, plus the gang or
-    /// fragmentation note when that is the real cause.
+    /// The one-line reason, the cause that must change first: a constraint that
+    /// keeps the job off every node for good (`can never run as asked: ...`); else,
+    /// when the job's pool has no room for it, what holds the room it could have
+    /// (idle cards outside every pool, a lender that took its nodes back, cards held
+    /// by shared slices, a job that went ahead of it); then the node counts, over the
+    /// nodes it could ever use (`0/4 nodes are available: 4 insufficient free GPUs;
+    /// 2 nodes it can never use: ...`), with the gang or fragmentation note.
     pub fn headline(&self, id: JobId, replicas: u32) -> String {
         let j = &self.jobs[id as usize];
         let mult = if j.spec.affinity == Affinity::SameNode {
@@ -147,13 +152,251 @@ impl Cluster {
         } else {
             1
         };
+        if j.pool.is_some() {
+            if let Some(never) = self.never(j, replicas, mult) {
+                return never;
+            }
+        }
         let verdicts = self.node_verdicts(&j.spec, j.pool, mult);
-        let (summary, _, frag, gang, _) = self.histogram(j, replicas, &verdicts);
-        match (gang, frag) {
+        let (summary, _, frag, gang, ok) = self.histogram(j, replicas, &verdicts);
+        let line = match (gang, frag) {
             (_, Some(f)) => format!("{summary}; {f}"),
             (Some(g), None) => format!("{summary}; {g}"),
             _ => summary,
+        };
+        let units = if mult > 1 {
+            1
+        } else {
+            replicas.max(1) as usize
+        };
+        match (ok < units)
+            .then(|| self.lead(j, mult, &verdicts))
+            .flatten()
+        {
+            Some(lead) => format!("{lead}; {line}"),
+            None => line,
         }
+    }
+
+    /// Why a job with no room in its pool has none, when the room it could use is
+    /// held by something the operator can name: idle cards of its kind on nodes in
+    /// no pool, its lent nodes taken back, whole cards held by shared slices, or a
+    /// job placed at this instant that went ahead of it (by aging too).
+    fn lead(
+        &self,
+        j: &Job,
+        mult: u32,
+        verdicts: &[(NodeId, Result<Placement, NodeReason>)],
+    ) -> Option<String> {
+        let spec = &j.spec;
+        let want = spec.gpu.count * mult;
+        let pool = &spec.pool;
+        // A job placed now that holds room the job could use on a node it could use.
+        for (n, v) in verdicts {
+            let Err(r) = v else { continue };
+            if !matches!(
+                r,
+                NodeReason::InsufficientGpus { .. }
+                    | NodeReason::Cpu { .. }
+                    | NodeReason::Memory { .. }
+                    | NodeReason::NoGpuShare { .. }
+            ) {
+                continue;
+            }
+            let node = &self.nodes[*n as usize];
+            for &x in &node.jobs {
+                let a = &self.jobs[x as usize];
+                if a.id == j.id || a.started != Some(self.now) || a.phase != Phase::Running {
+                    continue;
+                }
+                let except = [x];
+                let mut e = crate::fit::Except {
+                    jobs: &except,
+                    ..Default::default()
+                };
+                for p in a.placements.iter().filter(|p| p.node == *n) {
+                    e.cpu += p.cpu;
+                    e.mem += p.mem;
+                    e.disk += p.disk;
+                }
+                if crate::fit::fit_except(node, *n, self.overcommit_of(node), spec, mult, &e)
+                    .is_err()
+                {
+                    continue;
+                }
+                let aged = a.aged;
+                return Some(format!(
+                    "the room on {} went to {} (priority {}{}), ahead of it in the queue",
+                    node.name,
+                    self.job_ref(x),
+                    priority_name(a.spec.priority),
+                    if aged > 0 {
+                        format!(", +{aged} for its wait")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        // Its lent nodes taken back, while it has not run since.
+        if let Some((t, why)) = &j.evicted {
+            if why.contains("on loan from pool") && why.starts_with("evicted to return") {
+                return Some(format!(
+                    "taken back by the lender at {}: {why}",
+                    crate::quantity::fmt_duration(*t)
+                ));
+            }
+        }
+        if want == 0 {
+            return None;
+        }
+        let of_kind = |g: &Gpu| {
+            (spec.gpu.models.is_empty()
+                || spec
+                    .gpu
+                    .models
+                    .iter()
+                    .any(|m| m.eq_ignore_ascii_case(&g.model)))
+                && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
+                && g.resource.as_deref() == spec.gpu.resource.as_deref()
+        };
+        // Idle cards of its kind on a node in no pool.
+        if !spec.gpu.shared {
+            let outside = self.nodes.iter().find(|n| {
+                n.pool.is_none()
+                    && n.ready()
+                    && !n.cordoned
+                    && crate::fit::node_constraints(n, spec).is_ok()
+                    && n.gpus
+                        .iter()
+                        .filter(|g| g.allocs.is_empty() && g.usable() && of_kind(g))
+                        .count() as u32
+                        >= want
+            });
+            if let Some(n) = outside {
+                let idle = n
+                    .gpus
+                    .iter()
+                    .filter(|g| g.allocs.is_empty() && g.usable() && of_kind(g))
+                    .count();
+                return Some(format!(
+                    "pool {pool} has no room for it, while node {} has {idle} idle {} GPUs and is in no pool",
+                    n.name,
+                    n.gpus.first().map(|g| g.model.as_str()).unwrap_or("")
+                ));
+            }
+            // Whole cards it could use, held by shared slices: a node where the
+            // partly used cards would make up the room.
+            let mut holders: Vec<String> = Vec::new();
+            let mut sliced = 0;
+            for (n, v) in verdicts {
+                if !matches!(v, Err(NodeReason::InsufficientGpus { .. })) {
+                    continue;
+                }
+                let node = &self.nodes[*n as usize];
+                let cards: Vec<&Gpu> = node
+                    .sched_gpus()
+                    .iter()
+                    .filter(|g| g.usable() && of_kind(g))
+                    .collect();
+                let free = cards.iter().filter(|g| g.allocs.is_empty()).count() as u32;
+                let part: Vec<&&Gpu> = cards
+                    .iter()
+                    .filter(|g| {
+                        !g.allocs.is_empty()
+                            && g.allocs.iter().map(|a| a.milli).sum::<u32>() < GPU_MILLI
+                    })
+                    .collect();
+                if free < want && free + part.len() as u32 >= want {
+                    sliced += part.len();
+                    for g in part {
+                        for a in &g.allocs {
+                            let r = self.job_ref(a.job);
+                            if !holders.contains(&r) {
+                                holders.push(r);
+                            }
+                        }
+                    }
+                }
+            }
+            if sliced > 0 {
+                return Some(format!(
+                    "{sliced} card(s) it could use hold shared slices ({}{}): a whole-card job cannot use them",
+                    holders.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                    if holders.len() > 3 { ", ..." } else { "" }
+                ));
+            }
+        }
+        None
+    }
+
+    /// The node's reason as the first line counts it: a hard constraint of the job's
+    /// request (what must change in the request, or in the node's labels and taints)
+    /// before the node's state or its room now, so that a node the request excludes
+    /// for good is never counted as short of room. `None`: the node could take the
+    /// job one day as it is.
+    fn hard_cause(
+        &self,
+        n: NodeId,
+        spec: &JobSpec,
+        mult: u32,
+        r: &NodeReason,
+    ) -> Option<NodeReason> {
+        use NodeReason as R;
+        match r {
+            R::Selector { .. }
+            | R::NodeAffinity { .. }
+            | R::Taint { .. }
+            | R::Vendor { .. }
+            | R::ModelNotAllowed { .. }
+            | R::CardMemory { .. }
+            | R::MigSlices { .. }
+            | R::NoGpus
+            | R::NoGpuResource { .. }
+            | R::TooSmall { .. } => return Some(r.clone()),
+            // Labels missing: the node's fix, not the job's.
+            R::NoGpuLabels { .. } => return None,
+            _ => {}
+        }
+        let node = &self.nodes[n as usize];
+        if let Err(h) = crate::fit::node_constraints(node, spec) {
+            return Some(h);
+        }
+        if spec.gpu.count > 0 {
+            let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
+            if let Some(have) = node.vendor_label().filter(|h| *h != want) {
+                return Some(R::Vendor {
+                    have: have.to_string(),
+                    want: want.to_string(),
+                });
+            }
+            if !spec.gpu.models.is_empty()
+                && node
+                    .gpu_model()
+                    .is_some_and(|m| !spec.gpu.models.iter().any(|x| x == m))
+            {
+                return Some(R::ModelNotAllowed {
+                    model: node.gpu_model_arc(),
+                });
+            }
+        }
+        if !self.could_ever_fit(node, spec, mult) {
+            let cards = node
+                .gpus
+                .iter()
+                .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+                .count();
+            let mut has = format!(
+                "{cards} GPUs, {} CPU, {} memory",
+                fmt_cpu(node.cpu_milli),
+                fmt_bytes(node.memory)
+            );
+            if spec.disk > 0 {
+                has.push_str(&format!(", {} disk", fmt_bytes(node.disk)));
+            }
+            return Some(R::TooSmall { has });
+        }
+        None
     }
 
     #[allow(clippy::type_complexity)]
@@ -171,46 +414,79 @@ impl Cluster {
     ) {
         let same = j.spec.affinity == Affinity::SameNode;
         let mult = if same { replicas.max(1) } else { 1 };
-        let total = verdicts.len();
         // Group by phrase without building a string per node: few distinct phrases.
-        let mut groups: Vec<(&NodeReason, u32)> = Vec::new();
+        // Nodes the job could use one day are counted apart from those a hard
+        // constraint of its request keeps it off for good.
+        type Groups<'a> = Vec<(std::borrow::Cow<'a, NodeReason>, u32)>;
+        let (mut groups, mut hard): (Groups, Groups) = (Vec::new(), Vec::new());
         let mut ok = 0usize;
-        for (_, v) in verdicts {
+        for (n, v) in verdicts {
             match v {
                 Ok(_) => ok += 1,
-                Err(r) => match groups.iter_mut().find(|g| g.0.same_phrase(r)) {
-                    Some(g) => g.1 += 1,
-                    None => groups.push((r, 1)),
-                },
+                Err(r) => {
+                    let (list, r) = match self.hard_cause(*n, &j.spec, mult, r) {
+                        Some(h) => (&mut hard, std::borrow::Cow::Owned(h)),
+                        None => (&mut groups, std::borrow::Cow::Borrowed(r)),
+                    };
+                    match list.iter_mut().find(|g| g.0.same_phrase(&r)) {
+                        Some(g) => g.1 += 1,
+                        None => list.push((r, 1)),
+                    }
+                }
             }
         }
         // Ranked by what would unblock the job: the cheapest change first (a reservation,
         // a card to uncordon or repair, a node to repair, jobs to end), then the
         // changes to the job, then nodes that could never take it; ties by node count.
-        groups.sort_by(|a, b| {
-            a.0.distance()
-                .cmp(&b.0.distance())
-                .then_with(|| b.1.cmp(&a.1))
-        });
-        let hist: Vec<ReasonCount> = groups
-            .into_iter()
-            .map(|(r, nodes)| ReasonCount {
-                reason: r.phrase(&j.spec),
-                nodes,
+        let rank = |g: &mut Groups| {
+            g.sort_by(|a, b| {
+                a.0.distance()
+                    .cmp(&b.0.distance())
+                    .then_with(|| b.1.cmp(&a.1))
             })
-            .collect();
-        let mut summary = format!("{ok}/{total} nodes are available");
-        if j.pool.is_none() {
-            summary = format!("pool `{}` does not exist", j.spec.pool);
-        }
-        if !hist.is_empty() {
-            let parts: Vec<String> = hist
-                .iter()
+        };
+        rank(&mut groups);
+        rank(&mut hard);
+        let counts = |g: &Groups| -> Vec<ReasonCount> {
+            g.iter()
+                .map(|(r, nodes)| ReasonCount {
+                    reason: r.phrase(&j.spec),
+                    nodes: *nodes,
+                })
+                .collect()
+        };
+        let (soft_hist, hard_hist) = (counts(&groups), counts(&hard));
+        let parts = |h: &[ReasonCount]| {
+            h.iter()
                 .map(|h| format!("{} {}", h.nodes, h.reason))
-                .collect();
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let never: u32 = hard.iter().map(|g| g.1).sum();
+        let could = verdicts.len() - never as usize;
+        let mut summary = if j.pool.is_none() {
+            format!("pool `{}` does not exist", j.spec.pool)
+        } else if could == 0 && never > 0 {
+            format!("no node of pool {} can ever take it", j.spec.pool)
+        } else {
+            format!("{ok}/{could} nodes are available")
+        };
+        if !soft_hist.is_empty() {
             summary.push_str(": ");
-            summary.push_str(&parts.join(", "));
+            summary.push_str(&parts(&soft_hist));
         }
+        if never > 0 {
+            if could == 0 {
+                summary.push_str(": ");
+            } else {
+                summary.push_str(&format!(
+                    "; {never} node{} it can never use: ",
+                    if never == 1 { "" } else { "s" }
+                ));
+            }
+            summary.push_str(&parts(&hard_hist));
+        }
+        let hist: Vec<ReasonCount> = soft_hist.into_iter().chain(hard_hist).collect();
         // Fragmentation: enough compatible free GPUs in total, but not on one node.
         let mut frag = None;
         let want = j.spec.gpu.count * mult;
@@ -478,11 +754,10 @@ impl Cluster {
             let Some(me) = items.iter().find(|(k, _)| k.3 == j.id).map(|x| x.0) else {
                 return self.path_after(j, spec, pool, replicas, &[], 0, &[]);
             };
+            let rank = std::cmp::Reverse(spec.priority as i64);
             let ahead: Vec<_> = items
                 .iter()
-                .filter(|(k, _)| {
-                    k.3 != j.id && (k.0, k.1) <= (std::cmp::Reverse(spec.priority as i64), me.1)
-                })
+                .filter(|(k, _)| k.3 != j.id && (k.0, k.1) <= (rank, me.1))
                 .collect();
             return self.path_after(j, spec, pool, replicas, &[], 0, &ahead);
         }
@@ -949,7 +1224,7 @@ impl Cluster {
         let victims = self
             .running_by_prio
             .first()
-            .is_some_and(|v| v.0 < a.spec.priority)
+            .is_some_and(|v| (v.0 as i64) < self.effective_priority(a))
             || self.pools.iter().any(|p| !p.lend_to.is_empty());
         if !victims {
             return false;
@@ -1131,6 +1406,74 @@ impl Cluster {
             && n.disk >= spec.disk * mult as u64
     }
 
+    /// The first hard constraint that keeps `spec` off node `n` for good, whatever
+    /// runs there: a rule of the node (taint, selector, node affinity), then the GPU
+    /// vendor, device kind, model and card memory asked for, then the node's whole
+    /// size ([`NodeReason::TooSmall`]).
+    fn never_cause(&self, n: &Node, spec: &JobSpec, mult: u32) -> NodeReason {
+        if let Err(r) = crate::fit::node_constraints(n, spec) {
+            return r;
+        }
+        if spec.gpu.count > 0 {
+            let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
+            if let Some(have) = n.vendor_label().filter(|h| *h != want) {
+                return NodeReason::Vendor {
+                    have: have.to_string(),
+                    want: want.to_string(),
+                };
+            }
+            if n.gpus.is_empty() {
+                return NodeReason::NoGpus;
+            }
+            let kind: Vec<&Gpu> = n
+                .gpus
+                .iter()
+                .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+                .collect();
+            if kind.is_empty() {
+                return NodeReason::NoGpuResource {
+                    resource: spec
+                        .gpu
+                        .resource
+                        .clone()
+                        .unwrap_or_else(|| "whole-GPU".into()),
+                };
+            }
+            if !spec.gpu.models.is_empty()
+                && !kind.iter().any(|g| {
+                    spec.gpu
+                        .models
+                        .iter()
+                        .any(|m| m.eq_ignore_ascii_case(&g.model))
+                })
+            {
+                return NodeReason::ModelNotAllowed {
+                    model: kind[0].model.as_str().into(),
+                };
+            }
+            if let Some(m) = spec.gpu.memory_per_card {
+                let have = kind.iter().map(|g| g.memory).max().unwrap_or(0);
+                if have < m {
+                    return NodeReason::CardMemory { have, want: m };
+                }
+            }
+        }
+        debug_assert!(!self.could_ever_fit(n, spec, mult));
+        let cards = n
+            .gpus
+            .iter()
+            .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+            .count();
+        NodeReason::TooSmall {
+            has: format!(
+                "{cards} GPUs, {} CPU, {} memory, {} disk",
+                fmt_cpu(n.cpu_milli),
+                fmt_bytes(n.memory),
+                fmt_bytes(n.disk)
+            ),
+        }
+    }
+
     /// Why the job can never run as asked (no node of its pools could ever hold it, or
     /// it asks more than its project's quota allows even with nothing else running),
     /// with the largest node or the limit named.
@@ -1160,20 +1503,46 @@ impl Cluster {
         if nodes.is_empty() {
             return None;
         }
-        if nodes
+        let able: Vec<NodeId> = nodes
             .iter()
-            .any(|&n| self.could_ever_fit(&self.nodes[n as usize], spec, mult))
-        {
+            .copied()
+            .filter(|&n| self.could_ever_fit(&self.nodes[n as usize], spec, mult))
+            .collect();
+        // A gang whose replicas must each have a node of their own forms only where
+        // that many nodes could ever hold one.
+        let distinct = spec.affinity == Affinity::Spread && !j.is_inference();
+        if distinct && replicas > 1 && !able.is_empty() && (able.len() as u32) < replicas {
+            let names: Vec<&str> = able
+                .iter()
+                .take(4)
+                .map(|&n| self.nodes[n as usize].name.as_str())
+                .collect();
+            return Some(format!(
+                "can never run as asked: its gang of {replicas} replicas ({} each) must start together on distinct nodes, and only {} node{} of pool {} could ever hold one ({}{})",
+                spec.shape_with(1),
+                able.len(),
+                if able.len() == 1 { "" } else { "s" },
+                spec.pool,
+                names.join(", "),
+                if able.len() > 4 { ", ..." } else { "" }
+            ));
+        }
+        if !able.is_empty() {
             return None;
         }
-        // Every node keeps it off by a rule (a taint, the selector, node affinity),
-        // whatever their size: the rules are what must change.
-        // Per node, the rule that keeps it off (a cordon is lifted: not a rule).
-        let ruled: Vec<Option<NodeReason>> = nodes
+        // Per node, the hard constraint that keeps it off for good (a cordon is
+        // lifted: not one): a rule of the node (taint, selector, node affinity), the
+        // vendor, model, card memory or device kind it asks for, or its size.
+        let causes: Vec<NodeReason> = nodes
             .iter()
-            .map(|&n| crate::fit::node_constraints(&self.nodes[n as usize], spec).err())
+            .map(|&n| self.never_cause(&self.nodes[n as usize], spec, mult))
+            .collect();
+        let ruled: Vec<Option<NodeReason>> = causes
+            .iter()
+            .map(|c| (!matches!(c, NodeReason::TooSmall { .. })).then(|| c.clone()))
             .collect();
         if ruled.iter().all(Option::is_some) {
+            // Whatever their size: the constraints are what must change.
             let mut groups: Vec<(&NodeReason, u32)> = Vec::new();
             for r in ruled.iter().flatten() {
                 match groups.iter_mut().find(|g| g.0.same_phrase(r)) {
@@ -1181,6 +1550,7 @@ impl Cluster {
                     None => groups.push((r, 1)),
                 }
             }
+            groups.sort_by_key(|g| std::cmp::Reverse(g.1));
             return Some(format!(
                 "can never run as asked: every node of pool {} keeps it off ({})",
                 spec.pool,
@@ -1206,8 +1576,10 @@ impl Cluster {
             .filter(|(_, r)| r.is_none())
             .map(|(&n, _)| n)
             .collect();
+        // (The first of equals: `max_by_key` keeps the last, so walk backwards.)
         let biggest = allowed
             .iter()
+            .rev()
             .map(|&n| &self.nodes[n as usize])
             .max_by_key(|n| (of_kind(n), n.cpu_milli, n.memory))
             .expect("some node");
@@ -1249,7 +1621,7 @@ impl Cluster {
         let pools = self.candidate_pools(pool);
         // Jobs ending never bring the pods a required pod affinity asks for.
         let view = (!spec.rules.pod_affinity.is_empty())
-            .then(|| self.pod_rules_view(spec, &[]))
+            .then(|| self.pod_rules_view(spec))
             .flatten();
         for (p, _) in &pools {
             for n in self.pool_nodes(*p) {
@@ -1397,7 +1769,24 @@ impl Cluster {
                     if quota.message.starts_with("no idle quota to borrow") && above > 0 {
                         let gpus = above.div_ceil(1000);
                         let change = self.quota_granted(spec, gpus, true);
-                        if self.proves(j, &change) {
+                        let held: u64 = self
+                            .projects
+                            .iter()
+                            .filter_map(|p| p.quotas.get(&pool))
+                            .map(|q| q.reserved.gpu_milli)
+                            .sum();
+                        let cap = self.pool_capacity(pool).gpu_milli;
+                        if held + gpus * 1000 > cap {
+                            // Reservations never promise more than the pool has.
+                            out.push(format!(
+                                "reserved quota cannot start it: +{gpus} GPUs reserved for project {} would reserve {} GPUs in pool {}, which has {} ({} reserved already)",
+                                spec.project,
+                                Dim::Gpu.fmt(held + gpus * 1000),
+                                spec.pool,
+                                Dim::Gpu.fmt(cap),
+                                Dim::Gpu.fmt(held),
+                            ));
+                        } else if self.proves(j, &change) {
                             out.push(format!(
                                 "request reserved quota: +{} GPUs reserved for project {} in pool {} (an admin approves it; other projects' reserved GPUs are never lent); then it starts now",
                                 gpus, spec.project, spec.pool

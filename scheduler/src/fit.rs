@@ -114,6 +114,13 @@ pub enum NodeReason {
         key: String,
         max_skew: u32,
     },
+    /// Even empty the node could not hold the job (too few cards of its kind, CPU,
+    /// memory or disk in all). Never from the filter: the first line's reading of a
+    /// node that is short of room now and would be short of it always.
+    TooSmall {
+        /// The node's whole size, in words (`4 GPUs, 32 CPU, 256Gi memory`).
+        has: String,
+    },
 }
 
 impl NodeReason {
@@ -172,6 +179,7 @@ impl NodeReason {
             NodeReason::TopologySpread { key, max_skew } => {
                 format!("topology spread over {key} (maxSkew {max_skew})")
             }
+            NodeReason::TooSmall { .. } => "too small for it even empty".into(),
         }
     }
 
@@ -237,6 +245,7 @@ impl NodeReason {
                 format!("labels matching its node affinity ({terms})")
             }
             NodeReason::Taint { taint } => format!("a toleration for its taint {taint}"),
+            NodeReason::TooSmall { has } => format!("room: too small for it even empty ({has})"),
             other => other.phrase(spec),
         }
     }
@@ -272,6 +281,7 @@ impl NodeReason {
             NodeReason::NoGpuShare { .. } => 1500,
             NodeReason::InsufficientGpus { free, want } => 2000 + (want - free) as u64 * 1000,
             NodeReason::CardMemory { .. } | NodeReason::MigSlices { .. } => 1_400_000,
+            NodeReason::TooSmall { .. } => 1_450_000,
             NodeReason::ModelNotAllowed { .. } | NodeReason::Vendor { .. } => 1_500_000,
             NodeReason::Selector { .. } => 1_600_000,
             NodeReason::NoGpuLabels { .. }

@@ -8,31 +8,36 @@
 //! Jobs without such rules, in a cluster where no placed job has anti-affinity, get
 //! no view and pay nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::cluster::Cluster;
 use crate::fit::NodeReason;
 use crate::model::*;
 use crate::rules::PodAffinityTerm;
 
-/// The placed pods as the pod-level rules of one job see them.
+/// The placed pods as the pod-level rules of one job see them. Each rule remembers
+/// which jobs make it bind, so that a question with some jobs taken as gone (the
+/// victims of a preemption, as kube-scheduler's preemption removes them before it runs
+/// the filters again) is answered without counting the pods afresh.
 #[derive(Clone, Debug, Default)]
 pub struct PodRulesView {
     /// Placed pods whose anti-affinity keeps this job off a domain: (topology key,
-    /// value) -> (the term in words, the pod).
-    existing_anti: HashMap<(String, String), (String, String)>,
+    /// value) -> (the term in words, the job holding the pod), one per such job.
+    existing_anti: HashMap<(String, String), Vec<(String, JobId)>>,
     /// Per anti-affinity term of the job: the domains (values of its topology key)
-    /// holding a pod it selects.
-    own_anti: Vec<HashSet<String>>,
+    /// holding a pod it selects, and the jobs of those pods.
+    own_anti: Vec<HashMap<String, Vec<JobId>>>,
     /// Per affinity term of the job: the domains holding a pod that matches all of
-    /// its affinity terms.
-    affinity: Vec<HashSet<String>>,
-    /// No placed pod matches all the job's affinity terms, and the job matches them
-    /// itself: the first of a series that go together may go anywhere with the keys.
-    affinity_first: bool,
+    /// its affinity terms, and the jobs of those pods.
+    affinity: Vec<HashMap<String, Vec<JobId>>>,
+    /// Every job with a pod that matches all of the job's affinity terms.
+    affinity_pods: Vec<JobId>,
+    /// The job matches its own affinity terms: the first of a series that go
+    /// together may go anywhere with the keys, while no placed pod matches them.
+    affinity_self: bool,
     /// Per spread constraint: pods it counts per domain (every domain of a node the
-    /// job could go to by its selector and node affinity), and whether the job counts
-    /// itself.
+    /// job could go to by its selector and node affinity), the least of them, and
+    /// whether the job counts itself.
     spread: Vec<(HashMap<String, u64>, u64, bool)>,
 }
 
@@ -40,30 +45,40 @@ fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.labels().get(key).map(String::as_str)
 }
 
+fn push_once(v: &mut Vec<JobId>, id: JobId) {
+    if !v.contains(&id) {
+        v.push(id);
+    }
+}
+
+/// Whether some job of `holders` stays (is not in `except`).
+fn any_stays(holders: &[JobId], except: &[JobId]) -> bool {
+    holders.iter().any(|h| !except.contains(h))
+}
+
 impl Cluster {
-    /// What the job's pod-level rules need of the placed pods, jobs in `except` taken
-    /// as gone; `None` when no such rule applies to it.
-    pub fn pod_rules_view(&self, spec: &JobSpec, except: &[JobId]) -> Option<PodRulesView> {
+    /// What the job's pod-level rules need of the placed pods; `None` when no such
+    /// rule applies to it.
+    pub fn pod_rules_view(&self, spec: &JobSpec) -> Option<PodRulesView> {
         let r = &spec.rules;
-        let anti_placed = self.anti.iter().any(|&id| {
-            self.jobs
-                .get(id)
-                .is_some_and(|j| !j.placements.is_empty() && !except.contains(&id))
-        });
+        let anti_placed = self
+            .anti
+            .iter()
+            .any(|&id| self.jobs.get(id).is_some_and(|j| !j.placements.is_empty()));
         if !r.looks_at_pods() && !anti_placed {
             return None;
         }
         let ns = spec.project.as_str();
         let me = (&spec.project, &spec.name);
         let mut v = PodRulesView {
-            own_anti: vec![HashSet::new(); r.pod_anti_affinity.len()],
-            affinity: vec![HashSet::new(); r.pod_affinity.len()],
+            own_anti: vec![HashMap::new(); r.pod_anti_affinity.len()],
+            affinity: vec![HashMap::new(); r.pod_affinity.len()],
             ..Default::default()
         };
         // Placed pods' anti-affinity against this job.
         for &id in &self.anti {
             let Some(j) = self.jobs.get(id) else { continue };
-            if j.placements.is_empty() || except.contains(&id) {
+            if j.placements.is_empty() {
                 continue;
             }
             if (&j.spec.project, &j.spec.name) == me {
@@ -75,9 +90,13 @@ impl Cluster {
                 }
                 for p in &j.placements {
                     if let Some(val) = domain(&self.nodes[p.node as usize], &t.topology_key) {
-                        v.existing_anti
+                        let e = v
+                            .existing_anti
                             .entry((t.topology_key.clone(), val.to_string()))
-                            .or_insert_with(|| (t.text(), self.job_ref(id)));
+                            .or_default();
+                        if !e.iter().any(|(_, h)| *h == id) {
+                            e.push((t.text(), id));
+                        }
                     }
                 }
             }
@@ -88,7 +107,7 @@ impl Cluster {
         let matches_all = |pns: &str, labels: &BTreeMap<String, String>| {
             !r.pod_affinity.is_empty() && r.pod_affinity.iter().all(|t| t.selects(ns, pns, labels))
         };
-        v.affinity_first = matches_all(ns, &r.labels);
+        v.affinity_self = matches_all(ns, &r.labels);
         let mut spread: Vec<(HashMap<String, u64>, u64, bool)> = r
             .spread
             .iter()
@@ -112,9 +131,6 @@ impl Cluster {
                 }
             }
             for &id in &node.jobs {
-                if except.contains(&id) {
-                    continue;
-                }
                 let j = &self.jobs[id as usize];
                 if (&j.spec.project, &j.spec.name) == me {
                     continue;
@@ -129,23 +145,23 @@ impl Cluster {
                 for (i, t) in r.pod_anti_affinity.iter().enumerate() {
                     if t.selects(ns, pns, labels) {
                         if let Some(val) = domain(node, &t.topology_key) {
-                            v.own_anti[i].insert(val.to_string());
+                            push_once(v.own_anti[i].entry(val.to_string()).or_default(), id);
                         }
                     }
                 }
                 if matches_all(pns, labels) {
-                    v.affinity_first = false;
+                    push_once(&mut v.affinity_pods, id);
                     for (i, t) in r.pod_affinity.iter().enumerate() {
                         if let Some(val) = domain(node, &t.topology_key) {
-                            v.affinity[i].insert(val.to_string());
+                            push_once(v.affinity[i].entry(val.to_string()).or_default(), id);
                         }
                     }
                 }
                 if eligible {
                     for (i, c) in r.spread.iter().enumerate() {
-                        let selected = pns == ns
-                            && c.label_selector.as_ref().is_some_and(|s| s.matches(labels));
-                        if let (true, Some(val)) = (selected, domain(node, &c.topology_key)) {
+                        if let (true, Some(val)) =
+                            (spread_counts(spec, c, j), domain(node, &c.topology_key))
+                        {
                             *spread[i].0.entry(val.to_string()).or_insert(0) += here;
                         }
                     }
@@ -159,8 +175,10 @@ impl Cluster {
         Some(v)
     }
 
-    /// Whether the pod-level rules let the job on node `n`; `Err` names the first that
-    /// does not (NodePorts, then InterPodAffinity, then PodTopologySpread).
+    /// Whether the pod-level rules let the job on node `n`, the jobs in `except`
+    /// taken as gone (their pods no longer hold a port, repel, attract or count);
+    /// `Err` names the first rule that does not (NodePorts, then InterPodAffinity,
+    /// then PodTopologySpread).
     pub fn pod_rules(
         &self,
         spec: &JobSpec,
@@ -191,23 +209,29 @@ impl Cluster {
                 }
             }
         }
-        for ((key, val), (term, of)) in &v.existing_anti {
-            if domain(node, key) == Some(val.as_str()) {
+        for ((key, val), holders) in &v.existing_anti {
+            if domain(node, key) != Some(val.as_str()) {
+                continue;
+            }
+            if let Some((term, of)) = holders.iter().find(|(_, h)| !except.contains(h)) {
                 return Err(NodeReason::PodAntiAffinity {
                     term: term.clone(),
-                    of: Some(of.clone()),
+                    of: Some(self.job_ref(*of)),
                 });
             }
         }
         for (i, t) in r.pod_anti_affinity.iter().enumerate() {
-            if domain(node, &t.topology_key).is_some_and(|val| v.own_anti[i].contains(val)) {
+            if domain(node, &t.topology_key)
+                .and_then(|val| v.own_anti[i].get(val))
+                .is_some_and(|h| any_stays(h, except))
+            {
                 return Err(NodeReason::PodAntiAffinity {
                     term: t.text(),
                     of: None,
                 });
             }
         }
-        if let Some(t) = self.affinity_unmet(r.pod_affinity.as_slice(), v, node) {
+        if let Some(t) = self.affinity_unmet(r.pod_affinity.as_slice(), v, node, except) {
             return Err(NodeReason::PodAffinity { term: t.text() });
         }
         for (i, c) in r.spread.iter().enumerate() {
@@ -218,7 +242,32 @@ impl Cluster {
                 });
             };
             let (counts, min, own) = &v.spread[i];
-            let here = counts.get(val).copied().unwrap_or(0);
+            let (here, min) = if except.is_empty() {
+                (counts.get(val).copied().unwrap_or(0), *min)
+            } else {
+                // The pods of jobs taken as gone no longer count where they are.
+                let mut gone: HashMap<&str, u64> = HashMap::new();
+                for &x in except {
+                    let Some(j) = self.jobs.get(x) else { continue };
+                    if (&j.spec.project, &j.spec.name) == (&spec.project, &spec.name)
+                        || !spread_counts(spec, c, j)
+                    {
+                        continue;
+                    }
+                    for p in &j.placements {
+                        let pn = &self.nodes[p.node as usize];
+                        if !crate::fit::node_selected(pn, spec) {
+                            continue;
+                        }
+                        if let Some(d) = domain(pn, &c.topology_key) {
+                            *gone.entry(d).or_insert(0) += 1;
+                        }
+                    }
+                }
+                let after = |d: &str, k: u64| k.saturating_sub(gone.get(d).copied().unwrap_or(0));
+                let min = counts.iter().map(|(d, &k)| after(d, k)).min().unwrap_or(0);
+                (after(val, counts.get(val).copied().unwrap_or(0)), min)
+            };
             if here + u64::from(*own) > min + u64::from(c.max_skew) {
                 return Err(NodeReason::TopologySpread {
                     key: c.topology_key.clone(),
@@ -234,6 +283,7 @@ impl Cluster {
         terms: &'a [PodAffinityTerm],
         v: &PodRulesView,
         node: &Node,
+        except: &[JobId],
     ) -> Option<&'a PodAffinityTerm> {
         // Every term's key must be on the node.
         if let Some(t) = terms
@@ -242,12 +292,23 @@ impl Cluster {
         {
             return Some(t);
         }
-        if v.affinity_first {
+        // The first of a series: no placed pod (that stays) matches the terms.
+        if v.affinity_self && !any_stays(&v.affinity_pods, except) {
             return None;
         }
         terms.iter().enumerate().find_map(|(i, t)| {
             let val = domain(node, &t.topology_key)?;
-            (!v.affinity[i].contains(val)).then_some(t)
+            let met = v.affinity[i].get(val).is_some_and(|h| any_stays(h, except));
+            (!met).then_some(t)
         })
     }
+}
+
+/// Whether a spread constraint of `spec` counts job `j`'s pods: the job's namespace
+/// and the constraint's selector.
+fn spread_counts(spec: &JobSpec, c: &crate::rules::SpreadConstraint, j: &Job) -> bool {
+    j.spec.project == spec.project
+        && c.label_selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&j.spec.rules.labels))
 }

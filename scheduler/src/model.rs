@@ -814,6 +814,15 @@ pub struct Job {
     /// lending pool), kept until it runs again so explain can still say it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicted: Option<(u64, String)>,
+    /// The priority a running job gained by waiting (aging), kept while it runs: the
+    /// queue ranked it by its priority plus this, and preemption ranks it the same
+    /// way, so a job placed ahead of another is never that job's victim.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub aged: i32,
+}
+
+fn is_zero(x: &i32) -> bool {
+    *x == 0
 }
 
 fn yes() -> bool {
@@ -837,6 +846,11 @@ pub struct AutoscalerState {
 impl Job {
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+    /// A running job's rank for preemption: its priority plus what it gained by
+    /// waiting before it started ([`Job::aged`]).
+    pub fn rank(&self) -> i32 {
+        self.spec.priority.saturating_add(self.aged)
     }
     /// Effective replica count placed right now.
     pub fn running_replicas(&self) -> u32 {

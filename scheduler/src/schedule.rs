@@ -625,14 +625,16 @@ impl Cluster {
         }
     }
 
-    /// Effective priority: base priority plus one per `aging_s` seconds waited.
+    /// Effective priority, the one notion of priority the queue and preemption both
+    /// use: base priority plus one per `aging_s` seconds waited (while Pending), or
+    /// what waiting gave it before it started (while Running, [`Job::rank`]).
     pub fn effective_priority(&self, j: &Job) -> i64 {
-        let waited = if j.phase == Phase::Pending {
-            self.now.saturating_sub(j.queued_since)
+        if j.phase == Phase::Pending {
+            let waited = self.now.saturating_sub(j.queued_since);
+            j.spec.priority as i64 + (waited / self.config.aging_s.max(1)) as i64
         } else {
-            0
-        };
-        j.spec.priority as i64 + (waited / self.config.aging_s.max(1)) as i64
+            j.rank() as i64
+        }
     }
 
     /// Dominant resource share per project (parts per million of the cluster).
@@ -666,22 +668,13 @@ impl Cluster {
         let shares = self.drf_shares();
         let share = |j: &Job| j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
         let mut items = Vec::with_capacity(self.pending.len());
-        let aging = self.config.aging_s.max(1);
         for (&id, k) in &self.pending {
-            let eff = k.priority as i64 + (self.now.saturating_sub(k.queued_since) / aging) as i64;
-            let share = k.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
-            items.push(((Reverse(eff), share, k.submitted, id, false), k.replicas));
+            items.push((self.item_key(id, k, &shares), k.replicas));
         }
         for &id in &self.services {
             let j = &self.jobs[id as usize];
             if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
-                let key = (
-                    Reverse(j.spec.priority as i64),
-                    share(j),
-                    j.submitted,
-                    j.id,
-                    true,
-                );
+                let key = (Reverse(j.rank() as i64), share(j), j.submitted, j.id, true);
                 items.push((key, j.desired_replicas - j.running_replicas()));
             }
         }
@@ -780,7 +773,7 @@ impl Cluster {
             }
             return None;
         }
-        let view = self.pod_rules_view(spec, &[]);
+        let view = self.pod_rules_view(spec);
         let skip = |n: NodeId| exclude.contains(&n) || avoid.contains(&n);
         let try_node = |n: NodeId| -> Option<Placement> {
             if skip(n) {
@@ -1006,21 +999,35 @@ impl Cluster {
         placed
     }
 
+    /// Whether job `j` outranks running job `v` for preemption: a higher priority,
+    /// and ahead of it in the queue's aged order (`v`'s rank is what its wait gave it
+    /// when it started, [`Job::rank`]). So a job is never preempted by one it went
+    /// ahead of, and waiting alone never lets a job evict one of its own priority
+    /// (no two jobs take turns evicting each other as they age).
+    pub fn outranks(&self, j: &Job, v: &Job) -> bool {
+        v.spec.priority < j.spec.priority && (v.rank() as i64) < self.effective_priority(j)
+    }
+
     /// Whether a running job `v` may be evicted for pending job `j` on node `n`.
     fn evictable(&self, j: &Job, v: &Job, n: NodeId, within_reserved: bool) -> bool {
         if v.id == j.id || v.phase != Phase::Running {
             return false;
         }
+        // Placed at this instant: the cycle that placed it weighed it against every
+        // job then waiting; it is not evicted in the same instant (a reclaim or a
+        // lender's job later in the queue waits for the next one).
+        if v.started == Some(self.now) {
+            return false;
+        }
         let on_loan_here = || v.placements.iter().any(|p| p.node == n && p.on_loan);
+        let lower = self.outranks(j, v);
         if self.nodes[n as usize].pool != j.pool {
             // A borrower on a lent node never evicts the lender's own work.
-            return v.spec.priority < j.spec.priority && on_loan_here();
+            return lower && on_loan_here();
         }
-        // Lower priority; or reclaim: borrowed quota in the same pool, or a loan on
-        // this pool's node.
-        v.spec.priority < j.spec.priority
-            || (within_reserved && v.borrowed && v.pool == j.pool)
-            || on_loan_here()
+        // Lower (aged) priority; or reclaim: borrowed quota in the same pool, or a
+        // loan on this pool's node.
+        lower || (within_reserved && v.borrowed && v.pool == j.pool) || on_loan_here()
     }
 
     /// The smallest set of running jobs whose eviction lets `replicas` replicas of `id`
@@ -1062,15 +1069,19 @@ impl Cluster {
         within_reserved: bool,
     ) -> Option<Vec<JobId>> {
         let spec = &j.spec;
+        // Its aged priority, as the queue ranks it; running jobs by theirs.
+        let rank = self.effective_priority(j);
         let pools = self.candidate_pools(j.pool);
         let (units, mult) = if spec.affinity == Affinity::SameNode {
             (1, replicas)
         } else {
             (replicas, 1)
         };
-        // The placed pods as the job's pod-level rules see them (victims still there:
-        // evicting a pod never lifts its anti-affinity here, which errs on refusing).
-        let view = self.pod_rules_view(spec, &[]);
+        // The placed pods as the job's pod-level rules see them; a candidate set of
+        // victims is taken as gone when a node is judged (as kube-scheduler's
+        // preemption removes them before running the filters again): a victim's
+        // anti-affinity, a pod the job's anti-affinity selects, a spread count.
+        let view = self.pod_rules_view(spec);
         let view = view.as_ref();
         // Nobody to evict: every running job outranks this one and no reclaim applies.
         let reclaim = within_reserved
@@ -1080,7 +1091,7 @@ impl Cluster {
             && self
                 .running_by_prio
                 .first()
-                .is_none_or(|&(p, _, _)| p >= spec.priority)
+                .is_none_or(|&(p, _, _)| p as i64 >= rank)
         {
             return None;
         }
@@ -1117,7 +1128,7 @@ impl Cluster {
                     for &v in &self.nodes[n as usize].jobs {
                         let vj = &self.jobs[v as usize];
                         if self.evictable(j, vj, n, within_reserved) {
-                            cands.push((vj.spec.priority, Reverse(vj.started.unwrap_or(0)), v, n));
+                            cands.push((vj.rank(), Reverse(vj.started.unwrap_or(0)), v, n));
                         }
                     }
                 }
@@ -1131,7 +1142,7 @@ impl Cluster {
                 }
             } else {
                 for &(prio, _, v) in &self.running_by_prio {
-                    if prio >= spec.priority && !reclaim {
+                    if prio as i64 >= rank && !reclaim {
                         break;
                     }
                     let vj = &self.jobs[v as usize];
@@ -1206,11 +1217,7 @@ impl Cluster {
                         continue;
                     }
                     cands.sort_by_key(|v| {
-                        (
-                            v.spec.priority,
-                            Reverse(v.started.unwrap_or(0)),
-                            Reverse(v.id),
-                        )
+                        (v.rank(), Reverse(v.started.unwrap_or(0)), Reverse(v.id))
                     });
                     let try_set = |set: &[JobId]| {
                         fit_except(base, n, oc, spec, mult, &self.except_on(n, set))
@@ -1251,7 +1258,7 @@ impl Cluster {
                     let vs: Vec<&Job> = set.iter().map(|&v| &self.jobs[v as usize]).collect();
                     let key = (
                         set.len(),
-                        vs.iter().map(|v| v.spec.priority).max().unwrap_or(i32::MIN),
+                        vs.iter().map(|v| v.rank()).max().unwrap_or(i32::MIN),
                         Reverse(vs.iter().map(|v| v.started.unwrap_or(0)).max().unwrap_or(0)),
                     );
                     if best.as_ref().is_none_or(|b| key < b.0) {
@@ -1308,7 +1315,7 @@ impl Cluster {
             (replicas as usize, 1)
         };
         let mut found: Vec<(u64, NodeId)> = Vec::new();
-        let view = self.pod_rules_view(spec, &[]);
+        let view = self.pod_rules_view(spec);
         for (pool, _) in self.candidate_pools(j.pool) {
             for n in self.pool_nodes(pool) {
                 let node = &self.nodes[n as usize];
@@ -1416,7 +1423,7 @@ impl Cluster {
         self.refresh_typical();
         let mut queue = self.cycle_queue();
         let mut failed: ShapeMap<Reason> = ShapeMap::new();
-        let mut no_victims: ShapeMap<i32> = ShapeMap::new();
+        let mut no_victims: ShapeMap<i64> = ShapeMap::new();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         let constrained = self.constrained_nodes();
@@ -1506,7 +1513,7 @@ impl Cluster {
             while placed < replicas && self.config.preemption && (scale_up || placed == 0) {
                 let want = if scale_up { 1 } else { replicas };
                 // Evictions never give a job of this shape new victims in this cycle.
-                let prio = self.jobs[id as usize].spec.priority;
+                let prio = self.effective_priority(&self.jobs[id as usize]);
                 if no_victims
                     .get(&key, &self.jobs[id as usize].spec, self.usage_gen)
                     .is_some_and(|&p| p >= prio)
@@ -1724,13 +1731,7 @@ impl Cluster {
                 let j = &self.jobs[id as usize];
                 if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
                     let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
-                    let key = (
-                        Reverse(j.spec.priority as i64),
-                        share,
-                        j.submitted,
-                        j.id,
-                        true,
-                    );
+                    let key = (Reverse(j.rank() as i64), share, j.submitted, j.id, true);
                     q.items
                         .push((key, j.desired_replicas - j.running_replicas()));
                 }
@@ -1760,25 +1761,33 @@ impl Cluster {
             let old = h.message.clone();
             // Jobs of this key still pending, that were in the queue at the start of
             // the cycle (not this cycle's victims), and whose turn is still to come.
-            let later: Vec<(JobId, QueueItem, u32)> = self
+            let ids: Vec<JobId> = self
                 .pending_by_key
                 .get(&key)
                 .map(|set| {
                     set.iter()
                         .filter(|id| !report.preempted.contains(id))
-                        .map(|&id| {
-                            let k = self.pending[&id];
-                            (id, self.item_key(id, &k, &q.shares), k.replicas)
-                        })
-                        .filter(|x| x.1 > *at)
+                        .copied()
                         .collect()
                 })
                 .unwrap_or_default();
-            let Some(&(rep, _, replicas)) = later.first() else {
+            let Some(&rep) = ids.first() else {
                 q.held.swap_remove(i);
                 continue;
             };
-            let v = self.cached_verdict(rep, replicas);
+            let v = self.cached_verdict(rep, self.pending[&rep].replicas);
+            let later: Vec<(JobId, QueueItem, u32)> = ids
+                .iter()
+                .map(|&id| {
+                    let k = self.pending[&id];
+                    (id, self.item_key(id, &k, &q.shares), k.replicas)
+                })
+                .filter(|x| x.1 > *at)
+                .collect();
+            if later.is_empty() {
+                q.held.swap_remove(i);
+                continue;
+            }
             if v.ok {
                 // Its jobs take their turns from here on.
                 for (_, item, r) in later {
@@ -1840,10 +1849,14 @@ impl Cluster {
     /// Evicts `victims` so that job `id` can start, with an event for each.
     fn evict_for(&mut self, id: JobId, victims: &[JobId], report: &mut CycleReport) {
         let me = self.job_ref(id);
-        let prio = priority_name(self.jobs[id as usize].spec.priority);
+        let j = &self.jobs[id as usize];
+        let rank = self.effective_priority(j);
+        let prio = match rank - j.spec.priority as i64 {
+            0 => priority_name(j.spec.priority),
+            aged => format!("{}, +{aged} for its wait", priority_name(j.spec.priority)),
+        };
         for &v in victims {
-            let reclaim =
-                self.jobs[v as usize].spec.priority >= self.jobs[id as usize].spec.priority;
+            let reclaim = !self.outranks(&self.jobs[id as usize], &self.jobs[v as usize]);
             let (reason, msg) = if reclaim {
                 (
                     "Reclaimed",

@@ -307,13 +307,41 @@ fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
         "{}",
         third.reason
     );
+    // Reserving 3 for borrower would promise 5 GPUs of a 4-GPU pool (owner holds 2
+    // reserved): not offered, said with the numbers; and `approve` refuses it.
     let ex = c.explain(third.id);
     assert!(
-        ex.suggestions
-            .iter()
-            .any(|s| s.starts_with("request reserved quota: +3 GPUs reserved for project borrower")),
+        ex.suggestions.iter().any(|s| s
+            == "reserved quota cannot start it: +3 GPUs reserved for project borrower would reserve 5 GPUs in pool train, which has 4 (2 reserved already)"),
         "{:?}",
         ex.suggestions
+    );
+    assert!(!ex
+        .suggestions
+        .iter()
+        .any(|s| s.starts_with("request reserved quota")));
+    let mut copy = c.clone();
+    copy.apply(Command::RequestQuota {
+        project: "borrower".into(),
+        pool: "train".into(),
+        gpus: 3,
+        reserved: true,
+        reason: "r".into(),
+    })
+    .unwrap();
+    let id = copy.quota_requests.last().unwrap().id;
+    let e = copy
+        .apply(Command::ApproveQuota { id })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("would reserve 5 GPUs in pool train, which has 4: 2 are reserved already (approve at most 2"),
+        "{e}"
+    );
+    assert_eq!(
+        copy.quota_requests.last().unwrap().status,
+        RequestStatus::Pending,
+        "a refused approval leaves the request open"
     );
     assert!(c.jobs[0].borrowed && c.jobs[1].borrowed);
     // owner takes 2 (its reserved) and 1 more borrowed; 4 cards, 2 held by borrower.
@@ -688,4 +716,76 @@ fn the_live_core_places_by_the_policy_it_is_given() {
     // The policies are told apart: GpuClustering keeps 2-GPU jobs together (the node
     // that already runs one), not beside the 6-GPU job.
     assert_eq!(placed_under(Policy::GpuClustering), "half");
+}
+
+#[test]
+fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_running() {
+    // Aging: one priority point per 600 s waited (the default). A low job (10) that
+    // waited 50 x 600 s ranks 60 and goes ahead of a fresh medium one (50); once
+    // running it keeps that rank, so the medium job does not preempt it (it would
+    // have, by base priority: 50 > 10, and the low job would have been placed and
+    // preempted for the same ranking).
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None), ("q", 0, None)],
+    );
+    c.submit(job("hold", "q", 2, PRIORITY_HIGH, None)).unwrap();
+    c.schedule();
+    c.submit(job("old-low", "p", 2, PRIORITY_LOW, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "old-low"), Phase::Pending);
+    c.set_time(50 * 600);
+    c.submit(job("new-medium", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    let low = c.job_id("old-low").unwrap();
+    let medium = c.job_id("new-medium").unwrap();
+    assert_eq!(c.effective_priority(&c.jobs[low as usize]), 60);
+    assert_eq!(c.queue()[0].0, low, "the aged job is first in the queue");
+    c.apply(Command::Cancel {
+        job: "q/hold".into(),
+    })
+    .unwrap();
+    let r = c.schedule();
+    assert_eq!(r.started, vec![low]);
+    assert!(r.preempted.is_empty());
+    assert_eq!(c.jobs[low as usize].rank(), 60, "its aged rank, kept");
+    // Later, the medium job is still below it: no preemption.
+    c.set_time(50 * 600 + 60);
+    let r = c.schedule();
+    assert!(r.preempted.is_empty(), "{:?}", r.preempted);
+    assert_eq!(phase(&c, "new-medium"), Phase::Pending);
+    let ex = c.explain(medium);
+    assert!(
+        !ex.suggestions
+            .iter()
+            .any(|s| s.starts_with("preemption would evict")),
+        "{:?}",
+        ex.suggestions
+    );
+    // Waiting alone never lets a job evict one of its own priority: another low job
+    // aged far past old-low's 60 stays Pending (no two jobs take turns evicting
+    // each other as they age).
+    // (new-medium, aged as long, would outrank it by both: 50 > 10 and 150 > 60.)
+    let mut d = c.clone();
+    d.apply(Command::Cancel {
+        job: "p/new-medium".into(),
+    })
+    .unwrap();
+    d.submit(job("patient-low", "p", 2, PRIORITY_LOW, None))
+        .unwrap();
+    d.set_time(50 * 600 + 60 + 100 * 600);
+    let r = d.schedule();
+    assert!(r.preempted.is_empty(), "{:?}", r.preempted);
+    assert_eq!(phase(&d, "patient-low"), Phase::Pending);
+    // A high job (100) outranks the aged 60: it preempts, and says by how much.
+    c.set_time(50 * 600 + 120);
+    c.submit(job("urgent", "p", 2, PRIORITY_HIGH, None))
+        .unwrap();
+    let r = c.schedule();
+    assert_eq!(r.preempted, vec![low]);
+    assert_eq!(phase(&c, "urgent"), Phase::Running);
+    // Back in the queue, the low job ages from zero again.
+    assert_eq!(c.jobs[low as usize].aged, 0);
+    assert_eq!(c.effective_priority(&c.jobs[low as usize]), 10);
 }

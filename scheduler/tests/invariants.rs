@@ -127,7 +127,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn build(nodes: &[NodeSpec], quotas: &[(u32, u32, u32, u32)], lend: bool) -> Cluster {
-    let mut c = Cluster::new(SchedConfig::default());
+    // Aging fast enough that waiting jobs overtake others within a few operations.
+    let mut c = Cluster::new(SchedConfig {
+        aging_s: 120,
+        ..SchedConfig::default()
+    });
     let mut sel = BTreeMap::new();
     sel.insert(LABEL_ROLE.to_string(), "train".to_string());
     c.add_pool(Pool {
@@ -376,7 +380,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
             let pool = ["train", "infer"][pool].to_string();
             if c.apply(Command::RequestQuota {
                 project: format!("p{project}"),
-                pool,
+                pool: pool.clone(),
                 gpus,
                 reserved: gpus % 2 == 0,
                 reason: "more".into(),
@@ -384,7 +388,29 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
             .is_ok()
             {
                 let id = c.quota_requests.last().unwrap().id;
-                c.apply(Command::ApproveQuota { id }).unwrap();
+                let pl = c.pool_id(&pool).unwrap();
+                let reserved = |c: &Cluster| -> u64 {
+                    c.projects
+                        .iter()
+                        .filter_map(|p| p.quotas.get(&pl))
+                        .map(|q| q.reserved.gpu_milli)
+                        .sum()
+                };
+                let before = reserved(c);
+                match c.apply(Command::ApproveQuota { id }) {
+                    // Reservations never promise more than the pool has, unless they
+                    // already did before (a pool that lost nodes).
+                    Ok(_) => assert!(
+                        reserved(c) <= c.pool_capacity(pl).gpu_milli || reserved(c) == before,
+                        "approved: {} GPUs reserved in a pool of {}",
+                        reserved(c),
+                        c.pool_capacity(pl).gpu_milli
+                    ),
+                    Err(e) => assert!(
+                        gpus % 2 == 0 && e.to_string().contains("would reserve"),
+                        "{e}"
+                    ),
+                }
             }
         }
         _ => {}
@@ -531,6 +557,14 @@ fn run(
         let before: std::collections::BTreeMap<JobId, usize> =
             c.jobs.iter().map(|j| (j.id, j.placements.len())).collect();
         let report = c.schedule();
+        // One notion of priority: a job the cycle places is never the one it evicts.
+        for id in report.started.iter().chain(&report.scaled_up) {
+            prop_assert!(
+                !report.preempted.contains(id),
+                "{} placed and evicted in one cycle",
+                c.job_ref(*id)
+            );
+        }
         let started: Vec<(JobId, usize)> = report
             .started
             .iter()
