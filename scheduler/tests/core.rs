@@ -789,3 +789,109 @@ fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_runni
     assert_eq!(c.jobs[low as usize].aged, 0);
     assert_eq!(c.effective_priority(&c.jobs[low as usize]), 10);
 }
+
+/// The first line (the job's reason, as explain, `get jobs`, the console and the
+/// Kubernetes event show it) names the cause that must change, exactly.
+#[test]
+fn the_first_line_is_the_cause_that_must_change() {
+    let reason =
+        |c: &Cluster, name: &str| c.jobs[c.job_id(name).unwrap() as usize].reason.to_string();
+
+    // Idle cards of its kind on a node in no pool, while its pool is full.
+    let mut c = cluster(
+        vec![
+            node("a", "train", 2, "a100", 80, false),
+            node("spare", "unassigned", 8, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.submit(job("hold", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    c.set_time(10);
+    c.submit(job("two", "p", 2, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    assert_eq!(
+        reason(&c, "two"),
+        "pool train has no room for it, while node spare has 8 idle a100 GPUs and is in no pool; 0/1 nodes are available: 1 insufficient free GPUs"
+    );
+
+    // Whole cards held by shared slices.
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    for i in 0..2 {
+        let mut s = job(&format!("slice{i}"), "p", 1, PRIORITY_MEDIUM, None);
+        s.gpu.shared = true;
+        s.gpu.memory_per_card = Some(20 << 30);
+        c.submit(s).unwrap();
+        c.schedule();
+    }
+    // Two slices pack onto one card: one whole card free, one sliced.
+    c.set_time(10);
+    c.submit(job("whole", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(
+        reason(&c, "whole"),
+        "1 card(s) it could use hold shared slices (job/p/slice0, job/p/slice1): a whole-card job cannot use them; 0/1 nodes are available: 1 insufficient free GPUs"
+    );
+
+    // A gang that can never form on distinct nodes: 4 replicas of 8 GPUs, and only
+    // 3 nodes hold 8 (the 4-GPU nodes are never counted as short of free GPUs).
+    let mut c = cluster(
+        vec![
+            node("a", "train", 8, "a100", 80, false),
+            node("b", "train", 8, "a100", 80, false),
+            node("c", "train", 8, "a100", 80, false),
+            node("d", "train", 4, "a100", 80, false),
+            node("e", "train", 4, "a100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    let mut g = job("gang", "p", 8, PRIORITY_MEDIUM, None);
+    g.replicas = 4;
+    g.affinity = Affinity::Spread;
+    c.submit(g).unwrap();
+    c.schedule();
+    let id = c.job_id("gang").unwrap();
+    assert_eq!(
+        reason(&c, "gang"),
+        "can never run as asked: its gang of 4 replicas (8x GPU, 1 CPU, 1Gi mem each) must start together on distinct nodes, and only 3 nodes of pool train could ever hold one (a, b, c)"
+    );
+    let ex = c.explain(id);
+    assert_eq!(
+        ex.summary,
+        "3/3 nodes are available; 2 nodes it can never use: 2 too small for it even empty"
+    );
+    assert!(
+        !ex.suggestions.iter().any(|s| s.starts_with("wait")),
+        "{:?}",
+        ex.suggestions
+    );
+
+    // A job that aging put ahead took the room at this instant.
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None), ("q", 0, None)],
+    );
+    c.submit(job("hold", "q", 2, PRIORITY_HIGH, None)).unwrap();
+    c.schedule();
+    c.submit(job("old-low", "p", 2, PRIORITY_LOW, None))
+        .unwrap();
+    c.schedule();
+    c.set_time(50 * 600);
+    c.submit(job("medium", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.apply(Command::Cancel {
+        job: "q/hold".into(),
+    })
+    .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "old-low"), Phase::Running);
+    assert_eq!(
+        reason(&c, "medium"),
+        "the room on a went to job/p/old-low (priority low, +50 for its wait), ahead of it in the queue; 0/1 nodes are available: 1 insufficient free GPUs"
+    );
+}
