@@ -974,7 +974,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         })
                         .cloned()
                         .collect();
-                    o.put(&jobs_table(&active, false));
+                    o.put(&jobs_table(&active, snap.time_s, false));
                     o.put("\nQUOTAS\n");
                     o.put(&quotas_table(&snap.quotas, false));
                     o.put("\nCOST\n");
@@ -1035,7 +1035,13 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             output,
         } => {
             let src = Source::open(&source)?;
-            let snap = src.cluster().snapshot();
+            let c = src.cluster();
+            let mut snap = c.snapshot();
+            if resource == Resource::Jobs {
+                // When each Pending job is expected to start: one forward run.
+                let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
+                c.fill_starts(&mut snap.jobs, &f);
+            }
             o.put(&get_text(&snap, resource, output));
             Ok(0)
         }
@@ -1985,7 +1991,7 @@ fn get_text(snap: &Snapshot, resource: Resource, output: GetOutput) -> String {
         (Resource::Gpus, _) => gpus_table(&snap.nodes, wide),
         (Resource::Jobs, GetOutput::Json) => json(&snap.jobs),
         (Resource::Jobs, GetOutput::Yaml) => yaml(&snap.jobs),
-        (Resource::Jobs, _) => jobs_table(&snap.jobs, wide),
+        (Resource::Jobs, _) => jobs_table(&snap.jobs, snap.time_s, wide),
         (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
         (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
         (Resource::Quotas, _) => {

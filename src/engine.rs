@@ -395,7 +395,17 @@ struct Engine {
     publish_every: Duration,
     /// The owner of the state file (None without one).
     owner: Option<u32>,
+    /// The last start-time forecast, and when it was made (wall clock).
+    forecast: Option<(Instant, maar_scheduler::forecast::Forecast)>,
 }
+
+/// How often the views' start times are forecast again, at most.
+const FORECAST_EVERY: Duration = Duration::from_secs(5);
+
+/// Clusters larger than this get no start times in the views (a forecast copies the
+/// cluster and runs cycles on the engine's thread); `maar get jobs` and explain still
+/// forecast on demand.
+const FORECAST_NODES: usize = 2_000;
 
 /// Starts an engine on a loaded cluster.
 pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
@@ -419,6 +429,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         achieved: 0.0,
         unwritten: Vec::new(),
         changed: true,
+        forecast: None,
         version: 0,
         views: watch::channel(Arc::new(View {
             snapshot: Arc::new(Snapshot::default()),
@@ -498,8 +509,23 @@ impl Engine {
 
     fn publish(&mut self) {
         self.version += 1;
+        let c = self.core.cluster();
+        let mut snapshot = c.snapshot();
+        if c.nodes.len() <= FORECAST_NODES {
+            if self
+                .forecast
+                .as_ref()
+                .is_none_or(|(at, _)| at.elapsed() >= FORECAST_EVERY)
+            {
+                let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
+                self.forecast = Some((Instant::now(), f));
+            }
+            if let Some((_, f)) = &self.forecast {
+                c.fill_starts(&mut snapshot.jobs, f);
+            }
+        }
         let v = View {
-            snapshot: Arc::new(self.core.cluster().snapshot()),
+            snapshot: Arc::new(snapshot),
             status: self.status(),
             version: self.version,
         };

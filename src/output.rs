@@ -67,7 +67,7 @@ pub fn gpus(milli: u64) -> String {
     Dim::Gpu.fmt(milli)
 }
 
-pub fn jobs_table(jobs: &[JobView], wide: bool) -> String {
+pub fn jobs_table(jobs: &[JobView], now: u64, wide: bool) -> String {
     let mut h = vec![
         "NAMESPACE",
         "NAME",
@@ -77,6 +77,7 @@ pub fn jobs_table(jobs: &[JobView], wide: bool) -> String {
         "REQUEST",
         "WAIT",
         "RUN",
+        "STARTS",
     ];
     if wide {
         h.extend(["RESTARTS", "PLACEMENT"]);
@@ -93,6 +94,11 @@ pub fn jobs_table(jobs: &[JobView], wide: bool) -> String {
             j.request.clone(),
             fmt_duration(j.wait_s),
             fmt_duration(j.run_s),
+            maar_scheduler::forecast::starts_cell(
+                now,
+                j.expected_start_s,
+                j.expected_start_basis.as_deref(),
+            ),
         ];
         if wide {
             row.push(j.restarts.to_string());

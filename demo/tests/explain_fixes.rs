@@ -274,8 +274,8 @@ workload:
 }
 
 #[test]
-fn wait_is_said_only_where_a_running_jobs_end_frees_the_room() {
-    // One node NotReady (empty), one with a job holding half its cards.
+fn wait_is_said_only_where_the_forward_run_shows_the_start_and_says_when() {
+    // One node NotReady (empty), one with a job holding half its cards for 30m.
     let yaml = format!(
         "{BASE}nodes:
   - {{name: down, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, not_ready: KubeletNotReady, gpu: {{model: a100, count: 8, memory: 80Gi}}}}
@@ -283,7 +283,7 @@ fn wait_is_said_only_where_a_running_jobs_end_frees_the_room() {
 projects: [{{name: ml, quotas: {{train: {{max: {{gpu: 64}}}}}}}}]
 workload:
   jobs:
-    - {{at: 0s, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: half, namespace: ml}},
+    - {{at: 0s, runtime: 30m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: half, namespace: ml}},
        spec: {{resources: {{pool: train, gpu: {{count: 4}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
     - {{at: 1m, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: eight, namespace: ml}},
        spec: {{resources: {{pool: train, gpu: {{count: 8}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}
@@ -292,11 +292,41 @@ workload:
     let s = explain_of(&yaml, 120, "ml/eight");
     assert!(
         s.iter()
-            .any(|x| x
-                .starts_with("wait: node busy has room once its running jobs end (job/ml/half")),
+            .any(|x| x == "wait: starts in about 28m00s, when job/ml/half ends (its estimate)"),
         "{s:?}"
     );
     assert!(s.iter().all(|x| !x.contains("node down")), "{s:?}");
+    // It comes true at the time given.
+    let mut d = Demo::new(scenario(&yaml), None).unwrap();
+    d.run_until(120);
+    let id = d.cluster().job_id("ml/eight").unwrap();
+    let ex = d.cluster().explain(id);
+    assert_eq!(ex.expected_start_s, Some(1800));
+    assert_eq!(ex.expected_start_basis, Some("estimate"));
+    assert!(
+        ex.to_string()
+            .contains("Starts:    in about 28m00s (at 30m00s), when job/ml/half ends"),
+        "{ex}"
+    );
+    d.run_until(1799);
+    assert_eq!(d.cluster().jobs[id as usize].phase, Phase::Pending);
+    d.run_until(1800);
+    assert_eq!(d.cluster().jobs[id as usize].phase, Phase::Running);
+    assert_eq!(d.cluster().jobs[id as usize].started, Some(1800));
+
+    // A running job with neither an estimate nor a history of similar runs: its end
+    // cannot be foreseen, so waiting is not offered and the start is unknown.
+    let forever = yaml.replace("at: 0s, runtime: 30m,", "at: 0s,");
+    let s = explain_of(&forever, 120, "ml/eight");
+    assert!(s.iter().all(|x| !x.starts_with("wait")), "{s:?}");
+    let mut d = Demo::new(scenario(&forever), None).unwrap();
+    d.run_until(120);
+    let ex = d.cluster().explain(d.cluster().job_id("ml/eight").unwrap());
+    assert_eq!(
+        (ex.expected_start_s, ex.expected_start_basis),
+        (None, Some("unknown"))
+    );
+
     // Without the busy node, nothing running would free room: no wait.
     let only_down = yaml.replace(
         "  - {name: busy, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {model: a100, count: 8, memory: 80Gi}}\n",

@@ -2009,7 +2009,7 @@ impl KubeDriver {
             let fix = match fixes.get(&shape) {
                 Some(f) => f.clone(),
                 None => {
-                    let ex = c.explain(j.id);
+                    let ex = c.explain_now(j.id);
                     // A proven fix first, else what explain says first.
                     let proven = ex.suggestions.iter().find(|s| {
                         s.contains("would start it now") || s.contains("then it starts now")

@@ -50,6 +50,10 @@ pub struct ClusterState {
     /// acknowledged).
     #[serde(default)]
     pub alert_book: crate::alerts::AlertBook,
+    /// Durations of ended jobs by kind (absent in checkpoints written before start
+    /// times were forecast).
+    #[serde(default)]
+    pub runtimes: crate::forecast::Runtimes,
 }
 
 /// A sequence serialised from an iterator, once (checkpoints of large clusters are
@@ -99,6 +103,7 @@ impl Cluster {
             typical_gpu: &'a [(Shape, f64)],
             bound_demand: &'a [f64],
             alert_book: &'a crate::alerts::AlertBook,
+            runtimes: &'a crate::forecast::Runtimes,
         }
         let r = Ref {
             version: CHECKPOINT_VERSION,
@@ -122,6 +127,7 @@ impl Cluster {
             typical_gpu: &self.typical_gpu,
             bound_demand: &self.bound_demand,
             alert_book: &self.alert_book,
+            runtimes: &self.runtimes,
         };
         serde_json::to_string(&r).expect("state serialises")
     }
@@ -156,6 +162,7 @@ impl Cluster {
             typical_gpu: self.typical_gpu.clone(),
             bound_demand: self.bound_demand.clone(),
             alert_book: self.alert_book.clone(),
+            runtimes: self.runtimes.clone(),
         }
     }
 
@@ -302,6 +309,7 @@ impl Cluster {
         c.typical_gpu = s.typical_gpu;
         c.bound_demand = s.bound_demand;
         c.alert_book = s.alert_book;
+        c.runtimes = s.runtimes;
         c.now = s.now;
         c.outbox.clear();
         c.take_touched();

@@ -178,6 +178,8 @@ pub struct Cluster {
     /// Jobs with a required pod anti-affinity (a pod placed later must keep off
     /// their domain), by id.
     pub(crate) anti: BTreeSet<JobId>,
+    /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
+    pub runtimes: crate::forecast::Runtimes,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     pub(crate) next_request: u32,
@@ -298,6 +300,7 @@ impl Cluster {
             restarting: BTreeSet::new(),
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
+            runtimes: Default::default(),
             running_by_prio: BTreeSet::new(),
             next_request: 1,
             pool_cap: Vec::new(),
@@ -1071,6 +1074,10 @@ impl Cluster {
     pub fn complete(&mut self, id: JobId, success: bool, reason: &str) {
         if self.jobs[id as usize].phase.is_terminal() {
             return;
+        }
+        if let (true, Some(s)) = (success, self.jobs[id as usize].started) {
+            let ran = self.now.saturating_sub(s);
+            self.record_runtime(id, ran);
         }
         self.release_all(id);
         let phase = if success {

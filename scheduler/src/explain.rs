@@ -67,6 +67,13 @@ pub struct Explanation {
     /// load it saw).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<String>,
+    /// For a Pending job: when it is expected to start, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub starts: Option<String>,
+    /// Seconds on the cluster's clock, or null ([`crate::forecast`]).
+    pub expected_start_s: Option<u64>,
+    /// `estimate`, `history`, `never` or `unknown`; null for a job that is not Pending.
+    pub expected_start_basis: Option<&'static str>,
 }
 
 impl Cluster {
@@ -575,8 +582,19 @@ impl Cluster {
         v
     }
 
-    /// Explains any job; most useful for a Pending one.
+    /// Explains any job; most useful for a Pending one. A Pending job's start is
+    /// forecast ([`Cluster::forecast`]), and waiting offered only where that shows it.
     pub fn explain(&self, id: JobId) -> Explanation {
+        self.explain_with(id, true)
+    }
+
+    /// As [`Cluster::explain`], without the forecast (no start time, no wait): for a
+    /// driver telling many Pending pods why in one go.
+    pub fn explain_now(&self, id: JobId) -> Explanation {
+        self.explain_with(id, false)
+    }
+
+    fn explain_with(&self, id: JobId, forecast: bool) -> Explanation {
         let j = &self.jobs[id as usize];
         let replicas = match j.phase {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
@@ -661,13 +679,33 @@ impl Cluster {
                 )
             })
             .collect();
+        // When it starts: a forward run on a copy, until it starts.
+        let start = (forecast && j.phase == Phase::Pending).then(|| {
+            self.forecast(crate::forecast::Reach::default(), Some(id))
+                .starts
+                .remove(&id)
+                .unwrap_or(crate::forecast::Start {
+                    at: None,
+                    basis: crate::forecast::Basis::Unknown,
+                    after: None,
+                })
+        });
         let suggestions = if j.phase == Phase::Pending
             || (j.phase == Phase::Running && j.desired_replicas > j.running_replicas())
         {
-            self.suggestions(j, replicas, &quota, &histogram, ok, &verdicts)
+            self.suggestions(
+                j,
+                replicas,
+                &quota,
+                &histogram,
+                ok,
+                &verdicts,
+                start.as_ref(),
+            )
         } else {
             Vec::new()
         };
+        let starts = start.as_ref().map(|s| self.start_text(s));
         Explanation {
             job: self.job_ref(id),
             phase: j.phase.name().into(),
@@ -711,6 +749,38 @@ impl Cluster {
                     ),
                 }),
                 JobKind::Train => None,
+            },
+            starts,
+            expected_start_s: start.as_ref().and_then(|s| s.at),
+            expected_start_basis: start.as_ref().map(|s| s.basis.name()),
+        }
+    }
+
+    /// An estimated start in words: `in about 40m (at 3h10m), when job/x ends
+    /// (its estimate)`.
+    pub fn start_text(&self, s: &crate::forecast::Start) -> String {
+        use crate::forecast::Basis;
+        let basis = match s.basis {
+            Basis::Estimate => "from the running jobs' own estimates",
+            Basis::History => "from the durations of earlier jobs like the running ones",
+            Basis::Never => "it can never run as asked",
+            Basis::Unknown => {
+                "not foreseen: it waits for jobs with neither an estimate nor a history of similar runs, for a repair or a quota change, or longer than two weeks"
+            }
+        };
+        match s.at {
+            Some(t) if t <= self.now => "now, in the next scheduling cycle".into(),
+            Some(t) => format!(
+                "in about {} (at {}){} ({basis})",
+                fmt_duration(t - self.now),
+                fmt_duration(t),
+                s.after
+                    .map(|a| format!(", when {} ends", self.job_ref(a)))
+                    .unwrap_or_default()
+            ),
+            None => match s.basis {
+                Basis::Never => "never as asked".into(),
+                _ => format!("unknown ({basis})"),
             },
         }
     }
@@ -1615,48 +1685,6 @@ impl Cluster {
         })
     }
 
-    /// A node where waiting helps: Ready, uncordoned, with enough healthy uncordoned
-    /// cards of the job's kind that jobs now hold (their end frees the room).
-    fn wait_helps(&self, spec: &JobSpec, pool: Option<PoolId>, mult: u32) -> Option<String> {
-        let pools = self.candidate_pools(pool);
-        // Jobs ending never bring the pods a required pod affinity asks for.
-        let view = (!spec.rules.pod_affinity.is_empty())
-            .then(|| self.pod_rules_view(spec))
-            .flatten();
-        for (p, _) in &pools {
-            for n in self.pool_nodes(*p) {
-                let node = &self.nodes[n as usize];
-                if node.cordoned || node.condition != Condition::Ready || node.jobs.is_empty() {
-                    continue;
-                }
-                if let Err(NodeReason::PodAffinity { .. }) =
-                    self.pod_rules(spec, view.as_ref(), n, &[])
-                {
-                    continue;
-                }
-                let mut t = node.clone();
-                t.gpus
-                    .retain(|g| g.health == Health::Healthy && !g.cordoned);
-                if !self.could_ever_fit(&t, spec, mult) {
-                    continue;
-                }
-                let holders: Vec<String> = node
-                    .jobs
-                    .iter()
-                    .take(3)
-                    .map(|&id| self.job_ref(id))
-                    .collect();
-                return Some(format!(
-                    "wait: node {} has room once its running jobs end ({}{})",
-                    node.name,
-                    holders.join(", "),
-                    if node.jobs.len() > 3 { ", ..." } else { "" }
-                ));
-            }
-        }
-        None
-    }
-
     fn fits_now(&self, spec: &JobSpec, pool: Option<PoolId>, replicas: u32) -> bool {
         let pools = self.candidate_pools(pool);
         if spec.affinity == Affinity::SameNode {
@@ -1672,6 +1700,7 @@ impl Cluster {
         true
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn suggestions(
         &self,
         j: &Job,
@@ -1680,6 +1709,7 @@ impl Cluster {
         hist: &[ReasonCount],
         ok: usize,
         verdicts: &[(NodeId, Result<Placement, NodeReason>)],
+        start: Option<&crate::forecast::Start>,
     ) -> Vec<String> {
         let mut out = Vec::new();
         let spec = &j.spec;
@@ -1794,11 +1824,8 @@ impl Cluster {
                         }
                     }
                 }
-                if used.gpu_milli > 0 {
-                    out.push(
-                        "or wait for the project's running jobs to finish and free quota".into(),
-                    );
-                }
+                // (Waiting for the project's own jobs to end is offered below, only
+                // where the forward run shows it starting.)
             } else {
                 out.push("use an existing project (namespace) and pool".into());
             }
@@ -2093,10 +2120,23 @@ impl Cluster {
                 }
             }
         }
-        // Waiting helps only where a running job's end frees what is missing.
-        if never.is_none() && quota.ok {
-            if let Some(w) = self.wait_helps(spec, j.pool, mult) {
-                out.push(w);
+        // Waiting is offered only where the forward run shows it starting, with when.
+        if let Some(crate::forecast::Start {
+            at: Some(t),
+            after: Some(a),
+            basis,
+        }) = start
+        {
+            if never.is_none() && *t > self.now {
+                out.push(format!(
+                    "wait: starts in about {}, when {} ends ({})",
+                    fmt_duration(t - self.now),
+                    self.job_ref(*a),
+                    match basis {
+                        crate::forecast::Basis::History => "predicted from earlier runs",
+                        _ => "its estimate",
+                    }
+                ));
             }
         }
         if out.is_empty() {
@@ -2139,6 +2179,9 @@ impl fmt::Display for Explanation {
             for a in &self.ahead {
                 writeln!(f, "           ahead: {a}")?;
             }
+        }
+        if let Some(s) = &self.starts {
+            writeln!(f, "Starts:    {s}")?;
         }
         if let Some(e) = &self.evicted {
             writeln!(f, "Evicted:   {e}")?;

@@ -20,6 +20,8 @@
 //! - [`manifest`]: the YAML-facing job types (parsed by the application).
 //! - [`replay`]: trace replay and the placement policies.
 //! - [`whatif`]: what an operator command would do, computed on a copy.
+//! - [`forecast`]: when Pending jobs will start (a forward run on a copy), and the
+//!   runtimes of ended jobs that predict it.
 
 pub mod alerts;
 pub mod checkpoint;
@@ -28,6 +30,7 @@ pub mod command;
 pub mod event;
 pub mod explain;
 pub mod fit;
+pub mod forecast;
 pub mod fxhash;
 pub mod input;
 pub mod interpod;

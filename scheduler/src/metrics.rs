@@ -154,6 +154,15 @@ pub struct JobView {
     pub used_pct: u32,
     /// Why it is Pending (or why it ended); empty when running normally.
     pub reasons: Vec<String>,
+    /// While Pending, when it is expected to start: seconds on the cluster's clock,
+    /// or null ([`crate::forecast`]; filled where a forecast was run, e.g.
+    /// `maar get jobs`, the console's queue).
+    #[serde(default)]
+    pub expected_start_s: Option<u64>,
+    /// `estimate`, `history`, `never` or `unknown` while Pending and forecast; null
+    /// otherwise.
+    #[serde(default)]
+    pub expected_start_basis: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -224,6 +233,8 @@ impl Cluster {
             priority: priority_name(j.spec.priority),
             priority_value: j.spec.priority,
             queue_position: None,
+            expected_start_s: None,
+            expected_start_basis: None,
             bound: j.placements.iter().all(|p| p.bound),
             autoscaler_paused_by: j.autoscaler.paused_by.clone(),
             request: j.spec.shape_with(j.desired_replicas.max(1)),

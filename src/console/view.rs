@@ -781,6 +781,11 @@ fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {
         plain(j.pool.clone()),
         plain(j.request.clone()),
         plain(time),
+        plain(maar_scheduler::forecast::starts_cell(
+            app.snapshot.time_s,
+            j.expected_start_s,
+            j.expected_start_basis.as_deref(),
+        )),
         plain(match &j.autoscaler_paused_by {
             Some(who) if j.phase == "Running" => format!("autoscaler paused by {who}"),
             _ => j.reasons.first().cloned().unwrap_or_default(),
@@ -797,6 +802,7 @@ fn job_columns() -> Vec<Column> {
         Column::new("POOL", 6).drop(5),
         Column::new("REQUEST", 14).soft().drop(3),
         Column::new("WAIT/RUN", 5),
+        Column::new("STARTS", 6).drop(3),
         Column::new("REASON", 28).grow(),
     ]
 }

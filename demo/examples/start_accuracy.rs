@@ -1,0 +1,104 @@
+//! How often a Pending job's estimated start comes true, over the demo day: at each
+//! job's first minute Pending, its start is forecast with each predictor of running
+//! jobs' ends (maar's: the job's own estimate, else the last two similar runs; the
+//! last-two average alone, Tsafrir et al.; the users' estimates alone), and compared
+//! with when it really started. A hit is a start within 20% of the wait, or within 10
+//! minutes. `cargo run --release -p maar-demo --example start_accuracy -- [SEED] [HOURS]`
+//! (figures in BENCHMARKS.md).
+
+use std::collections::BTreeMap;
+
+use maar_scheduler::forecast::{Predictor, Reach};
+use maar_scheduler::Phase;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let seed: Option<u64> = args.next().map(|a| a.parse().expect("a seed"));
+    let hours: u64 = args.next().map(|a| a.parse().expect("hours")).unwrap_or(24);
+    let sc: maar_demo::Scenario = serde_saphyr::from_str(maar_demo::LAB_YAML).expect("the lab");
+    let mut d = maar_demo::Demo::new(sc, seed).expect("the lab builds");
+    let predictors = [
+        (
+            "maar (estimate, else last two)",
+            Predictor::EstimateThenHistory,
+        ),
+        ("last-two average", Predictor::History),
+        ("user estimates", Predictor::Estimate),
+    ];
+    // job -> (first seen Pending at, submitted, forecast per predictor)
+    let mut seen: BTreeMap<u32, (u64, u64, Vec<Option<u64>>)> = BTreeMap::new();
+    let end = hours * 3600;
+    let mut t = 0;
+    let started = std::time::Instant::now();
+    while t < end {
+        t += 60;
+        d.run_until(t);
+        let c = d.cluster();
+        let fresh: Vec<u32> = c
+            .jobs
+            .iter()
+            .filter(|j| j.phase == Phase::Pending && !seen.contains_key(&j.id))
+            .map(|j| j.id)
+            .collect();
+        if fresh.is_empty() {
+            continue;
+        }
+        let starts: Vec<_> = predictors
+            .iter()
+            .map(|(_, p)| {
+                c.forecast(
+                    Reach {
+                        predictor: *p,
+                        ..Reach::default()
+                    },
+                    None,
+                )
+            })
+            .collect();
+        for id in fresh {
+            let at: Vec<Option<u64>> = starts
+                .iter()
+                .map(|f| f.starts.get(&id).and_then(|s| s.at))
+                .collect();
+            seen.insert(id, (t, c.jobs[id as usize].submitted, at));
+        }
+    }
+    let c = d.cluster();
+    // Jobs that started by the end (their first start: `started` unless restarted).
+    let mut n = 0usize;
+    let mut hits = vec![0usize; predictors.len()];
+    let mut given = vec![0usize; predictors.len()];
+    for (&id, (asked, _submitted, at)) in &seen {
+        let Some(j) = c.jobs.get(id) else { continue };
+        let Some(real) = j.started else { continue };
+        if j.restarts > 0 || j.evicted.is_some() {
+            continue;
+        }
+        n += 1;
+        let wait = real.saturating_sub(*asked);
+        for (i, a) in at.iter().enumerate() {
+            if let Some(a) = a {
+                given[i] += 1;
+                let err = a.abs_diff(real);
+                if err <= 600 || (err as f64) <= 0.2 * wait as f64 {
+                    hits[i] += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "demo day, seed {}, {hours}h: {n} jobs Pending at their first minute that later started ({:.1}s)",
+        d.seed(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("| predictor | estimate given | within 20% or 10 min |");
+    println!("|---|---|---|");
+    for (i, (name, _)) in predictors.iter().enumerate() {
+        println!(
+            "| {name} | {} of {n} | {} of {n} ({:.0}%) |",
+            given[i],
+            hits[i],
+            100.0 * hits[i] as f64 / n.max(1) as f64
+        );
+    }
+}

@@ -1,0 +1,303 @@
+//! When a Pending job will start: a forward run of the core on a copy of the
+//! cluster. Running jobs end when they are expected to (the job's own estimate,
+//! scaled to the cards it runs on; else the average of the last two runs of the same
+//! project, image, command and shape, Tsafrir et al.'s predictor), a scheduling cycle
+//! runs after each end, and a Pending job's start is the moment it is placed in that
+//! run. Jobs not yet submitted are not foreseen: a job arriving later with a higher
+//! priority can delay a start, and the accuracy of these estimates is measured
+//! (BENCHMARKS.md) rather than assumed.
+//!
+//! Nothing here guesses: a job whose start depends on a running job with neither an
+//! estimate nor a history has no start (`unknown`); a job that can never run as asked
+//! says so (`never`).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::Cluster;
+use crate::model::*;
+
+/// How many runs of a kind of job are kept.
+const KEPT: usize = 4;
+/// Kinds of job kept at most (the oldest-recorded kind goes first).
+const KINDS: usize = 10_000;
+
+/// The durations of the jobs that ended well, by kind (project, image and command,
+/// shape): what predicts how long a running job without its own estimate will run.
+/// Kept in checkpoints, so in the state file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Runtimes {
+    /// Kind -> its last runs' durations in seconds, oldest first.
+    by_kind: BTreeMap<String, VecDeque<u64>>,
+    /// Kinds in the order they were last recorded, oldest first (for the bound).
+    #[serde(default)]
+    order: VecDeque<String>,
+}
+
+impl Runtimes {
+    /// The kind of a job: its project, what it runs and its shape. Jobs that differ
+    /// in any of these are not taken to run alike.
+    pub fn kind(spec: &JobSpec) -> String {
+        format!(
+            "{}|{}|{}|{}",
+            spec.project,
+            spec.image,
+            spec.command.join(" "),
+            spec.shape_with(1)
+        )
+    }
+
+    /// A job of this kind ran `secs` seconds and ended well.
+    pub fn record(&mut self, spec: &JobSpec, secs: u64) {
+        let k = Self::kind(spec);
+        let runs = self.by_kind.entry(k.clone()).or_default();
+        runs.push_back(secs);
+        while runs.len() > KEPT {
+            runs.pop_front();
+        }
+        if let Some(i) = self.order.iter().position(|x| *x == k) {
+            self.order.remove(i);
+        }
+        self.order.push_back(k);
+        while self.order.len() > KINDS {
+            if let Some(old) = self.order.pop_front() {
+                self.by_kind.remove(&old);
+            }
+        }
+    }
+
+    /// The average of the last two runs of this kind (one, if only one ended).
+    pub fn predict(&self, spec: &JobSpec) -> Option<u64> {
+        let runs = self.by_kind.get(&Self::kind(spec))?;
+        let last: Vec<u64> = runs.iter().rev().take(2).copied().collect();
+        (!last.is_empty()).then(|| last.iter().sum::<u64>() / last.len() as u64)
+    }
+}
+
+/// Where an estimated start comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Every end it waits for is a job's own runtime estimate (or it starts now).
+    Estimate,
+    /// Some end it waits for is predicted from the durations of earlier jobs.
+    History,
+    /// It can never run as asked.
+    Never,
+    /// It waits for something no estimate or history foresees (a job without either,
+    /// a repair, a quota change), or for longer than the forecast looks ahead.
+    Unknown,
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Estimate => "estimate",
+            Basis::History => "history",
+            Basis::Never => "never",
+            Basis::Unknown => "unknown",
+        }
+    }
+}
+
+/// A Pending job's estimated start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Start {
+    /// Seconds on the cluster's clock; `None` for `never` and `unknown`.
+    pub at: Option<u64>,
+    pub basis: Basis,
+    /// The running job whose end lets it start, where one does.
+    pub after: Option<JobId>,
+}
+
+/// Estimated starts of Pending jobs.
+#[derive(Clone, Debug, Default)]
+pub struct Forecast {
+    pub starts: BTreeMap<JobId, Start>,
+    /// Cycles run on the copy.
+    pub steps: usize,
+}
+
+/// What predicts a running job's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predictor {
+    /// The job's own estimate, else its kind's history (maar's).
+    EstimateThenHistory,
+    /// Only the job's own estimate (user-declared runtimes, the baseline).
+    Estimate,
+    /// Only the average of the last two similar runs (Tsafrir et al.).
+    History,
+}
+
+/// How far a forecast looks ahead, how many ends it runs a cycle after, and what
+/// predicts the ends.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach {
+    pub horizon_s: u64,
+    pub max_steps: usize,
+    pub predictor: Predictor,
+}
+
+impl Default for Reach {
+    fn default() -> Self {
+        Reach {
+            horizon_s: 14 * 86_400,
+            max_steps: 256,
+            predictor: Predictor::EstimateThenHistory,
+        }
+    }
+}
+
+impl Cluster {
+    /// When a running job is expected to end, and on what basis: its own estimate
+    /// (scaled to the cards it runs on), else its kind's history. A job that has
+    /// already run past its expected end is taken to end now.
+    pub fn expected_end_basis(&self, j: &Job) -> Option<(u64, Basis)> {
+        self.expected_end_by(j, Predictor::EstimateThenHistory)
+    }
+
+    fn expected_end_by(&self, j: &Job, p: Predictor) -> Option<(u64, Basis)> {
+        let started = j.started?;
+        let own = j.remaining_s.filter(|_| p != Predictor::History);
+        let (end, basis) = match own {
+            Some(r) => (started + r, Basis::Estimate),
+            None if p == Predictor::Estimate => return None,
+            None => {
+                // History is of work done on the cards it ran on: scale as an
+                // estimate would be.
+                let secs = self.runtimes.predict(&j.spec)?;
+                (started + secs, Basis::History)
+            }
+        };
+        Some((end.max(self.now), basis))
+    }
+
+    /// A job ended well after running `secs` seconds: its kind's history.
+    pub(crate) fn record_runtime(&mut self, id: JobId, secs: u64) {
+        let spec = self.jobs[id as usize].spec.clone();
+        self.runtimes.record(&spec, secs);
+    }
+
+    /// Estimated starts of every Pending job (or only until `job` starts, when
+    /// given), by a forward run on a copy: see the module's documentation.
+    pub fn forecast(&self, reach: Reach, job: Option<JobId>) -> Forecast {
+        let mut c = self.clone();
+        let now = c.now;
+        let waiting: Vec<JobId> = c
+            .jobs
+            .iter()
+            .filter(|j| j.phase == Phase::Pending)
+            .map(|j| j.id)
+            .collect();
+        let mut out = Forecast::default();
+        // Ends to come: (time, job, its start epoch, basis).
+        let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = BinaryHeap::new();
+        for j in c.jobs.iter().filter(|j| j.phase == Phase::Running) {
+            if let Some((t, b)) = c.expected_end_by(j, reach.predictor) {
+                ends.push(Reverse((t, j.id, j.epoch, b)));
+            }
+        }
+        let step = |c: &mut Cluster,
+                    ends: &mut BinaryHeap<Reverse<(u64, JobId, u32, Basis)>>,
+                    out: &mut Forecast,
+                    basis: Basis,
+                    after: Option<JobId>| {
+            let r = c.schedule();
+            out.steps += 1;
+            for id in r.started {
+                if !out.starts.contains_key(&id) && waiting.contains(&id) {
+                    out.starts.insert(
+                        id,
+                        Start {
+                            at: Some(c.now),
+                            basis,
+                            after,
+                        },
+                    );
+                }
+                let j = &c.jobs[id as usize];
+                if let Some((t, b)) = c.expected_end_by(j, reach.predictor) {
+                    ends.push(Reverse((t, id, j.epoch, b.max(basis))));
+                }
+            }
+        };
+        step(&mut c, &mut ends, &mut out, Basis::Estimate, None);
+        let done = |out: &Forecast| job.is_some_and(|j| out.starts.contains_key(&j));
+        while !done(&out) && out.steps < reach.max_steps {
+            let Some(Reverse((t, ..))) = ends.peek().copied() else {
+                break;
+            };
+            if t > now.saturating_add(reach.horizon_s) {
+                break;
+            }
+            c.set_time(t);
+            let mut basis = Basis::Estimate;
+            let mut after = None;
+            while let Some(&Reverse((t2, id, epoch, b))) = ends.peek() {
+                if t2 != t {
+                    break;
+                }
+                ends.pop();
+                let j = &c.jobs[id as usize];
+                // Preempted in the copy since, or restarted: not this end.
+                if j.phase != Phase::Running || j.epoch != epoch {
+                    continue;
+                }
+                c.complete(id, true, "forecast");
+                basis = basis.max(b);
+                after.get_or_insert(id);
+            }
+            if after.is_none() {
+                continue;
+            }
+            step(&mut c, &mut ends, &mut out, basis, after);
+        }
+        for id in waiting {
+            out.starts.entry(id).or_insert_with(|| {
+                let never = self.jobs[id as usize].reason.starts_with("can never run");
+                Start {
+                    at: None,
+                    basis: if never { Basis::Never } else { Basis::Unknown },
+                    after: None,
+                }
+            });
+        }
+        out
+    }
+
+    /// Writes a forecast's starts into job views (matched by project and name).
+    pub fn fill_starts(&self, jobs: &mut [crate::metrics::JobView], f: &Forecast) {
+        let by_name: std::collections::HashMap<(&str, &str), &Start> = f
+            .starts
+            .iter()
+            .filter_map(|(&id, s)| {
+                let j = self.jobs.get(id)?;
+                Some(((j.spec.project.as_str(), j.spec.name.as_str()), s))
+            })
+            .collect();
+        for v in jobs.iter_mut() {
+            if v.phase != "Pending" {
+                continue;
+            }
+            if let Some(s) = by_name.get(&(v.project.as_str(), v.name.as_str())) {
+                v.expected_start_s = s.at;
+                v.expected_start_basis = Some(s.basis.name().to_string());
+            }
+        }
+    }
+}
+
+/// A Pending job's expected start in a few characters, for tables: `now`, `40m`,
+/// `never`, `?` (unknown); empty when not forecast or not Pending.
+pub fn starts_cell(now: u64, at: Option<u64>, basis: Option<&str>) -> String {
+    match (at, basis) {
+        (Some(t), _) if t <= now => "now".into(),
+        (Some(t), Some("history")) => format!("~{}", crate::quantity::fmt_duration(t - now)),
+        (Some(t), _) => crate::quantity::fmt_duration(t - now),
+        (None, Some("never")) => "never".into(),
+        (None, Some(_)) => "?".into(),
+        (None, None) => String::new(),
+    }
+}
