@@ -170,8 +170,30 @@ fn lab_100k(c: &mut Criterion) {
     g.finish();
 }
 
+/// Start-time estimates for every Pending job at once: 10,000 Pending single-GPU jobs
+/// behind 40,000 running ones (each with an estimated runtime) on 5,000 nodes.
+fn forecast(c: &mut Criterion) {
+    let mut cl = synthetic::cluster(5_000, 8);
+    synthetic::submit_single_gpu_jobs(&mut cl, 50_000, 1);
+    cl.schedule();
+    let f = cl.forecast(maar_scheduler::forecast::Reach::default(), None);
+    let known = f.starts.values().filter(|s| s.at.is_some()).count();
+    eprintln!(
+        "forecast: {} Pending, {known} with a start, {} steps",
+        f.starts.len(),
+        f.steps
+    );
+    let mut g = c.benchmark_group("forecast");
+    g.sample_size(10).measurement_time(Duration::from_secs(30));
+    g.bench_function("5000_nodes_10000_pending", |b| {
+        b.iter(|| cl.forecast(maar_scheduler::forecast::Reach::default(), None))
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    forecast,
     placements,
     explain,
     what_if,

@@ -310,6 +310,12 @@ impl Cluster {
         c.bound_demand = s.bound_demand;
         c.alert_book = s.alert_book;
         c.runtimes = s.runtimes;
+        c.last_start = c
+            .jobs
+            .iter()
+            .filter(|j| j.phase == Phase::Running)
+            .filter_map(|j| j.started)
+            .max();
         c.now = s.now;
         c.outbox.clear();
         c.take_touched();

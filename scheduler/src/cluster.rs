@@ -180,6 +180,9 @@ pub struct Cluster {
     pub(crate) anti: BTreeSet<JobId>,
     /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
     pub runtimes: crate::forecast::Runtimes,
+    /// When a job last started (derived: not kept in checkpoints; a restored cluster
+    /// takes its jobs' latest start).
+    pub(crate) last_start: Option<u64>,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     pub(crate) next_request: u32,
@@ -218,6 +221,8 @@ pub(crate) struct NodeSummary {
     pub free_whole: u32,
     /// Unallocated cards that are unhealthy or cordoned.
     pub free_bad: u32,
+    /// Usable cards partly held by shared slices.
+    pub partial: u32,
     /// Smallest and largest card memory among schedulable cards.
     pub min_mem: u64,
     pub max_mem: u64,
@@ -301,6 +306,7 @@ impl Cluster {
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
             runtimes: Default::default(),
+            last_start: None,
             running_by_prio: BTreeSet::new(),
             next_request: 1,
             pool_cap: Vec::new(),
@@ -435,6 +441,14 @@ impl Cluster {
             free_bad: g
                 .iter()
                 .filter(|g| g.allocs.is_empty() && !g.usable())
+                .count() as u32,
+            partial: g
+                .iter()
+                .filter(|g| {
+                    g.usable()
+                        && !g.allocs.is_empty()
+                        && g.allocs.iter().map(|a| a.milli).sum::<u32>() < GPU_MILLI
+                })
                 .count() as u32,
             min_mem: g.iter().map(|g| g.memory).min().unwrap_or(0),
             max_mem: g.iter().map(|g| g.memory).max().unwrap_or(0),
@@ -899,6 +913,7 @@ impl Cluster {
                 j.aged = aged;
                 self.running_by_prio
                     .insert((j.rank(), std::cmp::Reverse(now), id));
+                self.last_start = Some(now);
             }
             Phase::Restarting => {
                 self.restarting.insert(id);

@@ -199,7 +199,8 @@ impl Cluster {
         let want = spec.gpu.count * mult;
         let pool = &spec.pool;
         // A job placed now that holds room the job could use on a node it could use.
-        for (n, v) in verdicts {
+        let placed_now = self.last_start == Some(self.now);
+        for (n, v) in verdicts.iter().filter(|_| placed_now) {
             let Err(r) = v else { continue };
             if !matches!(
                 r,
@@ -297,7 +298,9 @@ impl Cluster {
             let mut holders: Vec<String> = Vec::new();
             let mut sliced = 0;
             for (n, v) in verdicts {
-                if !matches!(v, Err(NodeReason::InsufficientGpus { .. })) {
+                if !matches!(v, Err(NodeReason::InsufficientGpus { .. }))
+                    || self.summaries[*n as usize].partial == 0
+                {
                     continue;
                 }
                 let node = &self.nodes[*n as usize];
@@ -363,6 +366,18 @@ impl Cluster {
             | R::TooSmall { .. } => return Some(r.clone()),
             // Labels missing: the node's fix, not the job's.
             R::NoGpuLabels { .. } => return None,
+            // Short of room now: the filter passed its rules, vendor, kind, model
+            // and card memory already; only its whole size is left to ask.
+            R::InsufficientGpus { .. }
+            | R::Cpu { .. }
+            | R::Memory { .. }
+            | R::Disk { .. }
+            | R::GpusUnhealthy { .. }
+            | R::GpusCordoned { .. }
+            | R::NoGpuShare { .. } => {
+                let node = &self.nodes[n as usize];
+                return (!self.size_fits(node, spec, mult)).then(|| self.too_small(node, spec));
+            }
             _ => {}
         }
         let node = &self.nodes[n as usize];
@@ -388,22 +403,26 @@ impl Cluster {
             }
         }
         if !self.could_ever_fit(node, spec, mult) {
-            let cards = node
-                .gpus
-                .iter()
-                .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
-                .count();
-            let mut has = format!(
-                "{cards} GPUs, {} CPU, {} memory",
-                fmt_cpu(node.cpu_milli),
-                fmt_bytes(node.memory)
-            );
-            if spec.disk > 0 {
-                has.push_str(&format!(", {} disk", fmt_bytes(node.disk)));
-            }
-            return Some(R::TooSmall { has });
+            return Some(self.too_small(node, spec));
         }
         None
+    }
+
+    fn too_small(&self, node: &Node, spec: &JobSpec) -> NodeReason {
+        let cards = node
+            .gpus
+            .iter()
+            .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
+            .count();
+        let mut has = format!(
+            "{cards} GPUs, {} CPU, {} memory",
+            fmt_cpu(node.cpu_milli),
+            fmt_bytes(node.memory)
+        );
+        if spec.disk > 0 {
+            has.push_str(&format!(", {} disk", fmt_bytes(node.disk)));
+        }
+        NodeReason::TooSmall { has }
     }
 
     #[allow(clippy::type_complexity)]
@@ -679,7 +698,10 @@ impl Cluster {
                 )
             })
             .collect();
-        // When it starts: a forward run on a copy, until it starts.
+        // When it starts: a forward run on a copy, until it starts (on clusters up to
+        // `proof_nodes` nodes: beyond, copying the cluster costs more than an
+        // explanation may; `maar get jobs` forecasts every job at once).
+        let forecast = forecast && self.nodes.len() <= self.config.proof_nodes;
         let start = (forecast && j.phase == Phase::Pending).then(|| {
             self.forecast(crate::forecast::Reach::default(), Some(id))
                 .starts
@@ -1448,21 +1470,34 @@ impl Cluster {
                 return false;
             }
         }
+        self.size_fits(n, spec, mult)
+    }
+
+    /// Whether the node's whole size could hold `mult` replicas of `spec`, its rules
+    /// aside: cards of the job's kind, CPU, memory and disk.
+    fn size_fits(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
         let oc = self.overcommit_of(n);
-        let cards = n
-            .gpus
-            .iter()
-            .filter(|g| {
-                (spec.gpu.models.is_empty()
-                    || spec
-                        .gpu
-                        .models
-                        .iter()
-                        .any(|m| m.eq_ignore_ascii_case(&g.model)))
-                    && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
-                    && g.resource.as_deref() == spec.gpu.resource.as_deref()
-            })
-            .count() as u64;
+        let any_card = spec.gpu.models.is_empty()
+            && spec.gpu.memory_per_card.is_none()
+            && spec.gpu.resource.is_none()
+            && n.gpus.iter().all(|g| g.resource.is_none());
+        let cards = if any_card {
+            n.gpus.len()
+        } else {
+            n.gpus
+                .iter()
+                .filter(|g| {
+                    (spec.gpu.models.is_empty()
+                        || spec
+                            .gpu
+                            .models
+                            .iter()
+                            .any(|m| m.eq_ignore_ascii_case(&g.model)))
+                        && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
+                        && g.resource.as_deref() == spec.gpu.resource.as_deref()
+                })
+                .count()
+        } as u64;
         let need_cards = if spec.gpu.count == 0 {
             0
         } else if spec.gpu.shared {
@@ -1573,14 +1608,20 @@ impl Cluster {
         if nodes.is_empty() {
             return None;
         }
+        // A gang whose replicas must each have a node of their own forms only where
+        // that many nodes could ever hold one (so count up to that many; else one).
+        let distinct = spec.affinity == Affinity::Spread && !j.is_inference();
+        let enough = if distinct {
+            replicas.max(1) as usize
+        } else {
+            1
+        };
         let able: Vec<NodeId> = nodes
             .iter()
             .copied()
             .filter(|&n| self.could_ever_fit(&self.nodes[n as usize], spec, mult))
+            .take(enough.max(5))
             .collect();
-        // A gang whose replicas must each have a node of their own forms only where
-        // that many nodes could ever hold one.
-        let distinct = spec.affinity == Affinity::Spread && !j.is_inference();
         if distinct && replicas > 1 && !able.is_empty() && (able.len() as u32) < replicas {
             let names: Vec<&str> = able
                 .iter()

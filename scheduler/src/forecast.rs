@@ -144,7 +144,7 @@ impl Default for Reach {
     fn default() -> Self {
         Reach {
             horizon_s: 14 * 86_400,
-            max_steps: 256,
+            max_steps: 1_024,
             predictor: Predictor::EstimateThenHistory,
         }
     }
@@ -191,6 +191,7 @@ impl Cluster {
             .filter(|j| j.phase == Phase::Pending)
             .map(|j| j.id)
             .collect();
+        let pending: std::collections::HashSet<JobId> = waiting.iter().copied().collect();
         let mut out = Forecast::default();
         // Ends to come: (time, job, its start epoch, basis).
         let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = BinaryHeap::new();
@@ -207,7 +208,7 @@ impl Cluster {
             let r = c.schedule();
             out.steps += 1;
             for id in r.started {
-                if !out.starts.contains_key(&id) && waiting.contains(&id) {
+                if !out.starts.contains_key(&id) && pending.contains(&id) {
                     out.starts.insert(
                         id,
                         Start {
@@ -232,14 +233,23 @@ impl Cluster {
             if t > now.saturating_add(reach.horizon_s) {
                 break;
             }
-            c.set_time(t);
-            let mut basis = Basis::Estimate;
-            let mut after = None;
-            while let Some(&Reverse((t2, id, epoch, b))) = ends.peek() {
-                if t2 != t {
+            // Ends close together are taken as one step: within a minute, or 2% of
+            // how far ahead they are (so a start is never said earlier than the ends
+            // it waits for, and at most that much later).
+            let quantum = 60u64.max((t - now) / 50);
+            let mut batch = Vec::new();
+            while let Some(&Reverse(e)) = ends.peek() {
+                if e.0 > t + quantum {
                     break;
                 }
                 ends.pop();
+                batch.push(e);
+            }
+            let last = batch.last().map(|e| e.0).unwrap_or(t);
+            c.set_time(last);
+            let mut basis = Basis::Estimate;
+            let mut after = None;
+            for (_, id, epoch, b) in batch {
                 let j = &c.jobs[id as usize];
                 // Preempted in the copy since, or restarted: not this end.
                 if j.phase != Phase::Running || j.epoch != epoch {
