@@ -154,3 +154,46 @@ fn a_drain_preview_names_the_jobs_on_the_node_and_changes_nothing() {
     assert!(p.text(10).contains("would evict"));
     assert_eq!(d.core.checkpoint(), before, "a preview changes nothing");
 }
+
+/// A preview made at an instant and the same command scripted at that instant meet the
+/// instant's faults in the same order (the world's events and the cycle after them
+/// first): the scripted run ends exactly where the preview said.
+#[test]
+fn a_preview_and_a_command_scripted_at_the_same_instant_agree_with_its_faults() {
+    let base = "name: t
+seed: 3
+pools: [{name: train, kind: training, selector: {crater.ai/node-role: train}}]
+nodes: [{name: a100, count: 4, role: train, cpu: 64, memory: 512Gi, disk: 1Ti, gpu: {model: a100, count: 8, memory: 80Gi}}]
+projects: [{name: ml, quotas: {train: {max: {gpu: 64}}}}]
+random_faults: {every: 10m, kinds: [gpu_unhealthy, node_not_ready], recover_after: 1h}
+workload:
+  jobs:
+";
+    let mut jobs = String::new();
+    for i in 0..6 {
+        jobs.push_str(&format!(
+            "    - {{at: 0s, runtime: 3h, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: j{i}, namespace: ml}}, spec: {{resources: {{pool: train, gpu: {{count: 6}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}\n"
+        ));
+    }
+    let mut agreed = 0;
+    for (t, node) in [(600, "a100-01"), (1200, "a100-02"), (1800, "a100-03")] {
+        let plain = format!("{base}{jobs}");
+        let mut d = Demo::new(scenario(&plain), None).unwrap();
+        d.run_until(t);
+        let cmd = Command::DrainNode { node: node.into() };
+        let p = what_if(&d.core, &d.sim, Actor::system("scenario"), cmd);
+        let scripted =
+            format!("{plain}commands: [{{at: {t}s, run: {{drain_node: {{node: {node}}}}}}}]\n");
+        let mut s = Demo::new(scenario(&scripted), None).unwrap();
+        s.run_until(t);
+        let seen = Preview::between(d.cluster(), s.cluster());
+        assert_eq!(p.evicted, seen.evicted, "at {t}s: evicted");
+        assert_eq!(p.started, seen.started, "at {t}s: started");
+        assert_eq!(
+            p.still_pending, seen.still_pending,
+            "at {t}s: still Pending"
+        );
+        agreed += 1;
+    }
+    assert_eq!(agreed, 3);
+}
