@@ -395,11 +395,13 @@ struct Engine {
     publish_every: Duration,
     /// The owner of the state file (None without one).
     owner: Option<u32>,
-    /// The last start-time forecast, and when it was made (wall clock).
+    /// The last start-time forecast, and when the next is due (wall clock).
     forecast: Option<(Instant, maar_scheduler::forecast::Forecast)>,
 }
 
-/// How often the views' start times are forecast again, at most.
+/// The views' start times are forecast again at most every 5 s, or as often as the
+/// forecast takes no more than a tenth of the engine's time (a small cluster at high
+/// speed gets one with every view, so its starts never lag its clock).
 const FORECAST_EVERY: Duration = Duration::from_secs(5);
 
 /// Clusters larger than this get no start times in the views (a forecast copies the
@@ -515,10 +517,12 @@ impl Engine {
             if self
                 .forecast
                 .as_ref()
-                .is_none_or(|(at, _)| at.elapsed() >= FORECAST_EVERY)
+                .is_none_or(|(due, _)| Instant::now() >= *due)
             {
+                let t = Instant::now();
                 let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
-                self.forecast = Some((Instant::now(), f));
+                let due = t + (t.elapsed() * 10).min(FORECAST_EVERY);
+                self.forecast = Some((due, f));
             }
             if let Some((_, f)) = &self.forecast {
                 c.fill_starts(&mut snapshot.jobs, f);
