@@ -183,6 +183,10 @@ pub struct Cluster {
     /// When a job last started (derived: not kept in checkpoints; a restored cluster
     /// takes its jobs' latest start).
     pub(crate) last_start: Option<u64>,
+    /// A copy run ahead by a forecast: its cycles place jobs but do not word the
+    /// reasons of those they cannot (nobody reads them; the first line is most of a
+    /// cycle's cost when few jobs can start).
+    pub(crate) quiet: bool,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     pub(crate) next_request: u32,
@@ -307,6 +311,7 @@ impl Cluster {
             anti: BTreeSet::new(),
             runtimes: Default::default(),
             last_start: None,
+            quiet: false,
             running_by_prio: BTreeSet::new(),
             next_request: 1,
             pool_cap: Vec::new(),

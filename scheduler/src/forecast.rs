@@ -184,6 +184,7 @@ impl Cluster {
     /// given), by a forward run on a copy: see the module's documentation.
     pub fn forecast(&self, reach: Reach, job: Option<JobId>) -> Forecast {
         let mut c = self.clone();
+        c.quiet = true;
         let now = c.now;
         let waiting: Vec<JobId> = c
             .jobs

@@ -1585,7 +1585,9 @@ impl Cluster {
                 continue;
             }
             // Could not place. Say why, and hold a reservation for the first such job.
-            let reason = if use_avoid && self.would_fit(id, replicas) {
+            let reason = if self.quiet {
+                String::new()
+            } else if use_avoid && self.would_fit(id, replicas) {
                 let r = reservation
                     .as_ref()
                     .map(|r| self.job_ref(r.job))
