@@ -745,6 +745,7 @@ impl Cluster {
             autoscaler: AutoscalerState::default(),
             evicted: None,
             aged: 0,
+            peak_pct: 0,
             spec,
         });
         self.job_by_name.insert(key, id);
@@ -916,6 +917,7 @@ impl Cluster {
                 j.epoch += 1;
                 j.evicted = None;
                 j.aged = aged;
+                j.peak_pct = 0;
                 self.running_by_prio
                     .insert((j.rank(), std::cmp::Reverse(now), id));
                 self.last_start = Some(now);
@@ -1098,6 +1100,12 @@ impl Cluster {
         if let (true, Some(s)) = (success, self.jobs[id as usize].started) {
             let ran = self.now.saturating_sub(s);
             self.record_runtime(id, ran);
+            let j = &self.jobs[id as usize];
+            if let (Some(m), p @ 1..) = (j.spec.gpu.memory_per_card, j.peak_pct) {
+                let spec = j.spec.clone();
+                self.runtimes
+                    .record_peak(&spec, m / 100 * p.min(100) as u64);
+            }
         }
         self.release_all(id);
         let phase = if success {

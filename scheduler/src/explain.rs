@@ -1926,6 +1926,26 @@ impl Cluster {
                 }
             }
         }
+        // Right-sizing: its earlier runs used far less GPU memory per card than it asks.
+        if let (Some(m), Some((peak, runs))) = (spec.gpu.memory_per_card, self.runtimes.peak(spec))
+        {
+            const GI: u64 = 1 << 30;
+            // A quarter above the peak, in whole Gi.
+            let enough = (peak + peak / 4).div_ceil(GI).max(1) * GI;
+            if peak > 0 && peak * 2 <= m && enough < m {
+                let mut s = spec.clone();
+                s.gpu.memory_per_card = Some(enough);
+                if self.resubmit_starts(j, &s, j.pool, replicas) {
+                    out.push(format!(
+                        "asked {} per card, its last {runs} run{} peaked at {}: with {} it would start now",
+                        fmt_bytes(m),
+                        if runs == 1 { "" } else { "s" },
+                        fmt_bytes(peak),
+                        fmt_bytes(enough)
+                    ));
+                }
+            }
+        }
         if !spec.gpu.models.is_empty() {
             let mut s = spec.clone();
             s.gpu.models.clear();

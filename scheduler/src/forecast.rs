@@ -34,6 +34,9 @@ pub struct Runtimes {
     /// Kinds in the order they were last recorded, oldest first (for the bound).
     #[serde(default)]
     order: VecDeque<String>,
+    /// Kind -> the most GPU memory per card its last runs used (bytes), oldest first.
+    #[serde(default)]
+    peaks: BTreeMap<String, VecDeque<u64>>,
 }
 
 impl Runtimes {
@@ -64,8 +67,30 @@ impl Runtimes {
         while self.order.len() > KINDS {
             if let Some(old) = self.order.pop_front() {
                 self.by_kind.remove(&old);
+                self.peaks.remove(&old);
             }
         }
+    }
+
+    /// A job of this kind ended well, having used at most `bytes` of GPU memory on a
+    /// card (after [`Runtimes::record`] for the same run).
+    pub fn record_peak(&mut self, spec: &JobSpec, bytes: u64) {
+        let k = Self::kind(spec);
+        if !self.by_kind.contains_key(&k) {
+            return;
+        }
+        let runs = self.peaks.entry(k).or_default();
+        runs.push_back(bytes);
+        while runs.len() > KEPT {
+            runs.pop_front();
+        }
+    }
+
+    /// The most GPU memory per card the last runs of this kind used, and how many
+    /// runs that is.
+    pub fn peak(&self, spec: &JobSpec) -> Option<(u64, usize)> {
+        let runs = self.peaks.get(&Self::kind(spec))?;
+        runs.iter().max().map(|&m| (m, runs.len()))
     }
 
     /// The average of the last two runs of this kind (one, if only one ended).

@@ -600,7 +600,9 @@ impl Core {
             }
             Observation::JobUsage { job, used_pct } => {
                 let id = c.job_id(&job)?;
-                c.jobs[id as usize].used_pct = used_pct;
+                let j = &mut c.jobs[id as usize];
+                j.used_pct = used_pct;
+                j.peak_pct = j.peak_pct.max(used_pct);
                 done(format!("job {job} usage {used_pct}%"))
             }
             Observation::ServiceLoad { job, usage_pct } => {

@@ -819,6 +819,14 @@ pub struct Job {
     /// way, so a job placed ahead of another is never that job's victim.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub aged: i32,
+    /// The most GPU memory per card seen in use during this run, percent of the
+    /// request (telemetry): what right-sizing reads when the run ends well.
+    #[serde(default, skip_serializing_if = "is_zero_u")]
+    pub peak_pct: u32,
+}
+
+fn is_zero_u(x: &u32) -> bool {
+    *x == 0
 }
 
 fn is_zero(x: &i32) -> bool {

@@ -895,3 +895,90 @@ fn the_first_line_is_the_cause_that_must_change() {
         "the room on a went to job/p/old-low (priority low, +50 for its wait), ahead of it in the queue; 0/1 nodes are available: 1 insufficient free GPUs"
     );
 }
+
+#[test]
+fn right_sizing_from_what_earlier_runs_used_is_offered_when_proven() {
+    let c = cluster(
+        vec![
+            node("big", "train", 1, "a100", 80, false),
+            node("small", "train", 2, "a100", 40, false),
+        ],
+        &[("p", 0, None)],
+    );
+    let mut core = Core::new(c);
+    let spec = |name: &str| {
+        let mut s = job(name, "p", 1, PRIORITY_MEDIUM, Some(3600));
+        s.gpu.memory_per_card = Some(80 << 30);
+        s.image = "trainer:1".into();
+        s
+    };
+    let observe = |core: &mut Core, o: Observation| core.apply(Input::Observe(o)).result.unwrap();
+    let cycle = |core: &mut Core| {
+        let out = core.apply(Input::Schedule);
+        for d in &out.decisions {
+            if let Decision::Bind { job, .. } = d {
+                core.apply(Input::Observe(Observation::Bound { job: job.clone() }));
+            }
+        }
+    };
+    observe(
+        &mut core,
+        Observation::JobSubmitted {
+            spec: Box::new(spec("r1")),
+        },
+    );
+    cycle(&mut core);
+    // Telemetry: it used 30%, then 39% of its 80Gi per card; it ends well.
+    for pct in [30, 39, 12] {
+        observe(
+            &mut core,
+            Observation::JobUsage {
+                job: "p/r1".into(),
+                used_pct: pct,
+            },
+        );
+    }
+    core.apply(Input::Advance { to: 3600 });
+    observe(
+        &mut core,
+        Observation::JobEnded {
+            job: "p/r1".into(),
+            outcome: JobOutcome::Succeeded,
+        },
+    );
+    // The 80Gi card is taken; the same kind of job asks 80Gi again.
+    let mut hog = job("hog", "p", 1, PRIORITY_MEDIUM, None);
+    hog.gpu.memory_per_card = Some(80 << 30);
+    observe(
+        &mut core,
+        Observation::JobSubmitted {
+            spec: Box::new(hog),
+        },
+    );
+    cycle(&mut core);
+    observe(
+        &mut core,
+        Observation::JobSubmitted {
+            spec: Box::new(spec("r2")),
+        },
+    );
+    cycle(&mut core);
+    let c = core.cluster();
+    let r2 = c.job_id("p/r2").unwrap();
+    assert_eq!(c.jobs[r2 as usize].phase, Phase::Pending);
+    let ex = c.explain(r2);
+    let line = ex
+        .suggestions
+        .iter()
+        .find(|s| s.starts_with("asked 80Gi per card, its last 1 run peaked at "))
+        .unwrap_or_else(|| panic!("{:?}", ex.suggestions));
+    assert!(line.ends_with(": with 39Gi it would start now"), "{line}");
+    // And it does: the same job asking 39Gi starts on a 40Gi card.
+    let mut copy = c.clone();
+    let mut s = spec("r2-small");
+    s.gpu.memory_per_card = Some(39 << 30);
+    copy.apply(Command::Cancel { job: "p/r2".into() }).unwrap();
+    copy.submit(s).unwrap();
+    copy.schedule();
+    assert_eq!(phase(&copy, "p/r2-small"), Phase::Running);
+}
