@@ -677,10 +677,16 @@ impl Cluster {
             .iter()
             .map(|&q| {
                 let a = &self.jobs[q as usize];
+                let aged = self.effective_priority(a) - a.spec.priority as i64;
                 format!(
-                    "{} (priority {}, {})",
+                    "{} (priority {}{}, {})",
                     self.job_ref(a.id),
                     priority_name(a.spec.priority),
+                    if aged > 0 {
+                        format!(" +{aged} for its wait")
+                    } else {
+                        String::new()
+                    },
                     a.spec.shape()
                 )
             })

@@ -742,6 +742,13 @@ fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_runni
     let medium = c.job_id("new-medium").unwrap();
     assert_eq!(c.effective_priority(&c.jobs[low as usize]), 60);
     assert_eq!(c.queue()[0].0, low, "the aged job is first in the queue");
+    // Explain says why it is ahead: its wait.
+    let ex = c.explain(medium);
+    assert!(
+        ex.ahead[0].starts_with("job/p/old-low (priority low +50 for its wait, "),
+        "{:?}",
+        ex.ahead
+    );
     c.apply(Command::Cancel {
         job: "q/hold".into(),
     })
