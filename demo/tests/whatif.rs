@@ -175,7 +175,6 @@ workload:
             "    - {{at: 0s, runtime: 3h, manifest: {{apiVersion: crater.ai/v1, kind: TrainJob, metadata: {{name: j{i}, namespace: ml}}, spec: {{resources: {{pool: train, gpu: {{count: 6}}, cpu: {{cores: 8}}, memory: {{capacity: 64Gi}}}}}}}}}}\n"
         ));
     }
-    let mut agreed = 0;
     for (t, node) in [(600, "a100-01"), (1200, "a100-02"), (1800, "a100-03")] {
         let plain = format!("{base}{jobs}");
         let mut d = Demo::new(scenario(&plain), None).unwrap();
@@ -193,7 +192,5 @@ workload:
             p.still_pending, seen.still_pending,
             "at {t}s: still Pending"
         );
-        agreed += 1;
     }
-    assert_eq!(agreed, 3);
 }

@@ -51,9 +51,28 @@ pub struct ClusterState {
     #[serde(default)]
     pub alert_book: crate::alerts::AlertBook,
     /// Durations of ended jobs by kind (absent in checkpoints written before start
-    /// times were forecast).
-    #[serde(default)]
+    /// times were forecast). Only a predictor's memory: a form this build does not
+    /// read is dropped, not taken as a damaged checkpoint.
+    #[serde(default, deserialize_with = "lenient")]
     pub runtimes: crate::forecast::Runtimes,
+}
+
+/// Reads a value that may be dropped: its default where it does not parse.
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either<T> {
+        Read(T),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Either::<T>::deserialize(d)? {
+        Either::Read(t) => t,
+        Either::Other(_) => T::default(),
+    })
 }
 
 /// A sequence serialised from an iterator, once (checkpoints of large clusters are

@@ -1100,12 +1100,6 @@ impl Cluster {
         if let (true, Some(s)) = (success, self.jobs[id as usize].started) {
             let ran = self.now.saturating_sub(s);
             self.record_runtime(id, ran);
-            let j = &self.jobs[id as usize];
-            if let (Some(m), p @ 1..) = (j.spec.gpu.memory_per_card, j.peak_pct) {
-                let spec = j.spec.clone();
-                self.runtimes
-                    .record_peak(&spec, m / 100 * p.min(100) as u64);
-            }
         }
         self.release_all(id);
         let phase = if success {

@@ -328,12 +328,7 @@ impl Cluster {
                 // Reserved GPUs are a promise of room: all projects' reservations
                 // together never promise more than the pool has.
                 if reserved {
-                    let held: u64 = self
-                        .projects
-                        .iter()
-                        .filter_map(|p| p.quotas.get(&pl))
-                        .map(|q| q.reserved.gpu_milli)
-                        .sum();
+                    let held = self.reserved_gpu_milli(pl);
                     let cap = self.pool_capacity(pl).gpu_milli;
                     if held + add > cap {
                         return Err(ClusterError::Invalid(format!(
@@ -641,6 +636,15 @@ impl Cluster {
             }
         };
         Ok(msg)
+    }
+
+    /// GPUs (milli) all projects' quotas reserve in `pool`.
+    pub fn reserved_gpu_milli(&self, pool: PoolId) -> u64 {
+        self.projects
+            .iter()
+            .filter_map(|p| p.quotas.get(&pool))
+            .map(|q| q.reserved.gpu_milli)
+            .sum()
     }
 
     fn request_mut(&mut self, id: u32) -> Result<&mut QuotaRequest, ClusterError> {

@@ -258,16 +258,7 @@ impl Cluster {
         if want == 0 {
             return None;
         }
-        let of_kind = |g: &Gpu| {
-            (spec.gpu.models.is_empty()
-                || spec
-                    .gpu
-                    .models
-                    .iter()
-                    .any(|m| m.eq_ignore_ascii_case(&g.model)))
-                && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
-                && g.resource.as_deref() == spec.gpu.resource.as_deref()
-        };
+        let of_kind = |g: &Gpu| card_of_kind(spec, g);
         // Idle cards of its kind on a node in no pool.
         if !spec.gpu.shared {
             let outside = self.nodes.iter().find(|n| {
@@ -380,32 +371,10 @@ impl Cluster {
             }
             _ => {}
         }
+        // Any other state (NotReady, cordoned, a pod rule): the first constraint that
+        // keeps it off for good, if one does.
         let node = &self.nodes[n as usize];
-        if let Err(h) = crate::fit::node_constraints(node, spec) {
-            return Some(h);
-        }
-        if spec.gpu.count > 0 {
-            let want = spec.gpu.vendor.as_deref().unwrap_or("nvidia");
-            if let Some(have) = node.vendor_label().filter(|h| *h != want) {
-                return Some(R::Vendor {
-                    have: have.to_string(),
-                    want: want.to_string(),
-                });
-            }
-            if !spec.gpu.models.is_empty()
-                && node
-                    .gpu_model()
-                    .is_some_and(|m| !spec.gpu.models.iter().any(|x| x == m))
-            {
-                return Some(R::ModelNotAllowed {
-                    model: node.gpu_model_arc(),
-                });
-            }
-        }
-        if !self.could_ever_fit(node, spec, mult) {
-            return Some(self.too_small(node, spec));
-        }
-        None
+        (!self.could_ever_fit(node, spec, mult)).then(|| self.never_cause(node, spec, mult))
     }
 
     fn too_small(&self, node: &Node, spec: &JobSpec) -> NodeReason {
@@ -1490,19 +1459,7 @@ impl Cluster {
         let cards = if any_card {
             n.gpus.len()
         } else {
-            n.gpus
-                .iter()
-                .filter(|g| {
-                    (spec.gpu.models.is_empty()
-                        || spec
-                            .gpu
-                            .models
-                            .iter()
-                            .any(|m| m.eq_ignore_ascii_case(&g.model)))
-                        && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
-                        && g.resource.as_deref() == spec.gpu.resource.as_deref()
-                })
-                .count()
+            n.gpus.iter().filter(|g| card_of_kind(spec, g)).count()
         } as u64;
         let need_cards = if spec.gpu.count == 0 {
             0
@@ -1570,19 +1527,7 @@ impl Cluster {
             }
         }
         debug_assert!(!self.could_ever_fit(n, spec, mult));
-        let cards = n
-            .gpus
-            .iter()
-            .filter(|g| g.resource.as_deref() == spec.gpu.resource.as_deref())
-            .count();
-        NodeReason::TooSmall {
-            has: format!(
-                "{cards} GPUs, {} CPU, {} memory, {} disk",
-                fmt_cpu(n.cpu_milli),
-                fmt_bytes(n.memory),
-                fmt_bytes(n.disk)
-            ),
-        }
+        self.too_small(n, spec)
     }
 
     /// Why the job can never run as asked (no node of its pools could ever hold it, or
@@ -1846,12 +1791,7 @@ impl Cluster {
                     if quota.message.starts_with("no idle quota to borrow") && above > 0 {
                         let gpus = above.div_ceil(1000);
                         let change = self.quota_granted(spec, gpus, true);
-                        let held: u64 = self
-                            .projects
-                            .iter()
-                            .filter_map(|p| p.quotas.get(&pool))
-                            .map(|q| q.reserved.gpu_milli)
-                            .sum();
+                        let held = self.reserved_gpu_milli(pool);
                         let cap = self.pool_capacity(pool).gpu_milli;
                         if held + gpus * 1000 > cap {
                             // Reservations never promise more than the pool has.
@@ -2214,6 +2154,20 @@ impl Cluster {
         }
         out
     }
+}
+
+/// Whether card `g` is of the kind `spec` asks for: an allowed model, enough memory,
+/// the device resource asked for (whole cards unless a MIG profile or time-sliced
+/// replicas are named).
+fn card_of_kind(spec: &JobSpec, g: &Gpu) -> bool {
+    (spec.gpu.models.is_empty()
+        || spec
+            .gpu
+            .models
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(&g.model)))
+        && spec.gpu.memory_per_card.is_none_or(|m| g.memory >= m)
+        && g.resource.as_deref() == spec.gpu.resource.as_deref()
 }
 
 impl fmt::Display for Explanation {

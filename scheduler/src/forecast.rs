@@ -25,18 +25,32 @@ const KEPT: usize = 4;
 const KINDS: usize = 10_000;
 
 /// The durations of the jobs that ended well, by kind (project, image and command,
-/// shape): what predicts how long a running job without its own estimate will run.
-/// Kept in checkpoints, so in the state file.
+/// shape): what predicts how long a running job without its own estimate will run,
+/// and how much GPU memory per card it used. Kept in checkpoints, so in the state file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Runtimes {
-    /// Kind -> its last runs' durations in seconds, oldest first.
-    by_kind: BTreeMap<String, VecDeque<u64>>,
-    /// Kinds in the order they were last recorded, oldest first (for the bound).
-    #[serde(default)]
-    order: VecDeque<String>,
-    /// Kind -> the most GPU memory per card its last runs used (bytes), oldest first.
-    #[serde(default)]
-    peaks: BTreeMap<String, VecDeque<u64>>,
+    by_kind: BTreeMap<String, Kind>,
+    /// Recordings so far (orders the kinds, for the bound).
+    recorded: u64,
+}
+
+/// The last runs of one kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Kind {
+    /// Durations in seconds, oldest first.
+    runs: VecDeque<u64>,
+    /// The most GPU memory per card each run used (bytes), oldest first; only runs
+    /// that asked for card memory and reported usage.
+    peaks: VecDeque<u64>,
+    /// When the kind was last recorded ([`Runtimes::recorded`]).
+    last: u64,
+}
+
+fn keep(v: &mut VecDeque<u64>, x: u64) {
+    v.push_back(x);
+    while v.len() > KEPT {
+        v.pop_front();
+    }
 }
 
 impl Runtimes {
@@ -52,50 +66,39 @@ impl Runtimes {
         )
     }
 
-    /// A job of this kind ran `secs` seconds and ended well.
-    pub fn record(&mut self, spec: &JobSpec, secs: u64) {
-        let k = Self::kind(spec);
-        let runs = self.by_kind.entry(k.clone()).or_default();
-        runs.push_back(secs);
-        while runs.len() > KEPT {
-            runs.pop_front();
+    /// A job of this kind ran `secs` seconds and ended well, having used at most
+    /// `peak` bytes of GPU memory on a card where that is known.
+    pub fn record(&mut self, spec: &JobSpec, secs: u64, peak: Option<u64>) {
+        self.recorded += 1;
+        let k = self.by_kind.entry(Self::kind(spec)).or_default();
+        keep(&mut k.runs, secs);
+        if let Some(p) = peak {
+            keep(&mut k.peaks, p);
         }
-        if let Some(i) = self.order.iter().position(|x| *x == k) {
-            self.order.remove(i);
-        }
-        self.order.push_back(k);
-        while self.order.len() > KINDS {
-            if let Some(old) = self.order.pop_front() {
+        k.last = self.recorded;
+        if self.by_kind.len() > KINDS {
+            // The kind recorded longest ago goes (rare: a scan only past the bound).
+            if let Some(old) = self
+                .by_kind
+                .iter()
+                .min_by_key(|(_, k)| k.last)
+                .map(|(name, _)| name.clone())
+            {
                 self.by_kind.remove(&old);
-                self.peaks.remove(&old);
             }
-        }
-    }
-
-    /// A job of this kind ended well, having used at most `bytes` of GPU memory on a
-    /// card (after [`Runtimes::record`] for the same run).
-    pub fn record_peak(&mut self, spec: &JobSpec, bytes: u64) {
-        let k = Self::kind(spec);
-        if !self.by_kind.contains_key(&k) {
-            return;
-        }
-        let runs = self.peaks.entry(k).or_default();
-        runs.push_back(bytes);
-        while runs.len() > KEPT {
-            runs.pop_front();
         }
     }
 
     /// The most GPU memory per card the last runs of this kind used, and how many
     /// runs that is.
     pub fn peak(&self, spec: &JobSpec) -> Option<(u64, usize)> {
-        let runs = self.peaks.get(&Self::kind(spec))?;
-        runs.iter().max().map(|&m| (m, runs.len()))
+        let k = self.by_kind.get(&Self::kind(spec))?;
+        k.peaks.iter().max().map(|&m| (m, k.peaks.len()))
     }
 
     /// The average of the last two runs of this kind (one, if only one ended).
     pub fn predict(&self, spec: &JobSpec) -> Option<u64> {
-        let runs = self.by_kind.get(&Self::kind(spec))?;
+        let runs = &self.by_kind.get(&Self::kind(spec))?.runs;
         let last: Vec<u64> = runs.iter().rev().take(2).copied().collect();
         (!last.is_empty()).then(|| last.iter().sum::<u64>() / last.len() as u64)
     }
@@ -176,13 +179,10 @@ impl Default for Reach {
 }
 
 impl Cluster {
-    /// When a running job is expected to end, and on what basis: its own estimate
-    /// (scaled to the cards it runs on), else its kind's history. A job that has
-    /// already run past its expected end is taken to end now.
-    pub fn expected_end_basis(&self, j: &Job) -> Option<(u64, Basis)> {
-        self.expected_end_by(j, Predictor::EstimateThenHistory)
-    }
-
+    /// When a running job is expected to end, and on what basis, as predictor `p`
+    /// says: its own estimate (scaled to the cards it runs on), its kind's history, or
+    /// the one and then the other. A job that has already run past its expected end
+    /// is taken to end now.
     fn expected_end_by(&self, j: &Job, p: Predictor) -> Option<(u64, Basis)> {
         let started = j.started?;
         let own = j.remaining_s.filter(|_| p != Predictor::History);
@@ -199,10 +199,20 @@ impl Cluster {
         Some((end.max(self.now), basis))
     }
 
-    /// A job ended well after running `secs` seconds: its kind's history.
+    /// A job ended well after running `secs` seconds: its kind's history (its
+    /// duration, and the GPU memory per card it used where telemetry said). Not on a
+    /// forecast's copy, which nobody keeps.
     pub(crate) fn record_runtime(&mut self, id: JobId, secs: u64) {
-        let spec = self.jobs[id as usize].spec.clone();
-        self.runtimes.record(&spec, secs);
+        if self.quiet {
+            return;
+        }
+        let j = &self.jobs[id as usize];
+        let peak = match (j.spec.gpu.memory_per_card, j.peak_pct) {
+            (Some(m), p @ 1..) => Some(m / 100 * p.min(100) as u64),
+            _ => None,
+        };
+        let spec = j.spec.clone();
+        self.runtimes.record(&spec, secs, peak);
     }
 
     /// Estimated starts of every Pending job (or only until `job` starts, when
@@ -211,13 +221,12 @@ impl Cluster {
         let mut c = self.clone();
         c.quiet = true;
         let now = c.now;
-        let waiting: Vec<JobId> = c
+        let pending: std::collections::HashSet<JobId> = c
             .jobs
             .iter()
             .filter(|j| j.phase == Phase::Pending)
             .map(|j| j.id)
             .collect();
-        let pending: std::collections::HashSet<JobId> = waiting.iter().copied().collect();
         let mut out = Forecast::default();
         // Ends to come: (time, job, its start epoch, basis).
         let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = BinaryHeap::new();
@@ -290,7 +299,7 @@ impl Cluster {
             }
             step(&mut c, &mut ends, &mut out, basis, after);
         }
-        for id in waiting {
+        for id in pending {
             out.starts.entry(id).or_insert_with(|| {
                 let never = self.jobs[id as usize].reason.starts_with("can never run");
                 Start {

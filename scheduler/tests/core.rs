@@ -718,13 +718,9 @@ fn the_live_core_places_by_the_policy_it_is_given() {
     assert_eq!(placed_under(Policy::GpuClustering), "half");
 }
 
-#[test]
-fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_running() {
-    // Aging: one priority point per 600 s waited (the default). A low job (10) that
-    // waited 50 x 600 s ranks 60 and goes ahead of a fresh medium one (50); once
-    // running it keeps that rank, so the medium job does not preempt it (it would
-    // have, by base priority: 50 > 10, and the low job would have been placed and
-    // preempted for the same ranking).
+/// One node of 2 cards held by a high job of project q; a low job of p waiting 50 x
+/// 600 s behind it (aged to 60), and a fresh medium job `medium` of p submitted then.
+fn aged_low_behind_a_hold(medium: &str) -> Cluster {
     let mut c = cluster(
         vec![node("a", "train", 2, "a100", 80, false)],
         &[("p", 0, None), ("q", 0, None)],
@@ -736,8 +732,19 @@ fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_runni
     c.schedule();
     assert_eq!(phase(&c, "old-low"), Phase::Pending);
     c.set_time(50 * 600);
-    c.submit(job("new-medium", "p", 2, PRIORITY_MEDIUM, None))
+    c.submit(job(medium, "p", 2, PRIORITY_MEDIUM, None))
         .unwrap();
+    c
+}
+
+#[test]
+fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_running() {
+    // Aging: one priority point per 600 s waited (the default). A low job (10) that
+    // waited 50 x 600 s ranks 60 and goes ahead of a fresh medium one (50); once
+    // running it keeps that rank, so the medium job does not preempt it (it would
+    // have, by base priority: 50 > 10, and the low job would have been placed and
+    // preempted for the same ranking).
+    let mut c = aged_low_behind_a_hold("new-medium");
     let low = c.job_id("old-low").unwrap();
     let medium = c.job_id("new-medium").unwrap();
     assert_eq!(c.effective_priority(&c.jobs[low as usize]), 60);
@@ -879,18 +886,7 @@ fn the_first_line_is_the_cause_that_must_change() {
     );
 
     // A job that aging put ahead took the room at this instant.
-    let mut c = cluster(
-        vec![node("a", "train", 2, "a100", 80, false)],
-        &[("p", 0, None), ("q", 0, None)],
-    );
-    c.submit(job("hold", "q", 2, PRIORITY_HIGH, None)).unwrap();
-    c.schedule();
-    c.submit(job("old-low", "p", 2, PRIORITY_LOW, None))
-        .unwrap();
-    c.schedule();
-    c.set_time(50 * 600);
-    c.submit(job("medium", "p", 2, PRIORITY_MEDIUM, None))
-        .unwrap();
+    let mut c = aged_low_behind_a_hold("medium");
     c.apply(Command::Cancel {
         job: "q/hold".into(),
     })
@@ -988,4 +984,36 @@ fn right_sizing_from_what_earlier_runs_used_is_offered_when_proven() {
     copy.submit(s).unwrap();
     copy.schedule();
     assert_eq!(phase(&copy, "p/r2-small"), Phase::Running);
+}
+
+#[test]
+fn runtimes_are_kept_in_checkpoints_and_an_unreadable_form_is_dropped_not_fatal() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.submit(job("r1", "p", 1, PRIORITY_MEDIUM, Some(600)))
+        .unwrap();
+    c.schedule();
+    c.set_time(600);
+    let id = c.job_id("p/r1").unwrap();
+    c.complete(id, true, "done");
+    let again = job("r2", "p", 1, PRIORITY_MEDIUM, None);
+    assert_eq!(c.runtimes.predict(&again), Some(600));
+    let mut v = serde_json::to_value(c.checkpoint()).unwrap();
+    let kept: ClusterState = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(
+        Cluster::restore(kept).unwrap().runtimes.predict(&again),
+        Some(600)
+    );
+    // The form an earlier build wrote (durations straight under each kind).
+    v["runtimes"] = serde_json::json!({"by_kind": {"p|||1x GPU": [2460]}, "order": ["p|||1x GPU"]});
+    let old: ClusterState = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(
+        Cluster::restore(old).unwrap().runtimes.predict(&again),
+        None
+    );
+    // Anything else damaged still is.
+    v["jobs"] = serde_json::json!("not jobs");
+    assert!(serde_json::from_value::<ClusterState>(v).is_err());
 }

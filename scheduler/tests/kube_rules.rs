@@ -652,10 +652,9 @@ fn preemption_takes_the_victims_pods_as_gone_for_the_pod_level_rules() {
 fn preemption_takes_the_victims_pods_as_gone_for_topology_spread() {
     // Zone z1 holds 2 low pods app=s, zone z2 none and is full of other high work; a
     // high app=s pod with maxSkew 1 over zones cannot go to z1 (2 + 1 > 0 + 1) and z2
-    // has no room. Evicting one low app=s pod in z1 makes the skew 1 + 1 <= 0 + 1?
-    // No: evicting both is not needed either; kube-scheduler evicts the fewest that
-    // make the filters pass on the node: one low app=s pod gives 1 + 1 > 0 + 1, still
-    // refused; two give 0 + 1 <= 0 + 1.
+    // has no room. kube-scheduler evicts the fewest pods that make the filters pass
+    // on the node: one low app=s pod gone still gives 1 + 1 > 0 + 1; both give
+    // 0 + 1 <= 0 + 1. A low pod without the label changes nothing and stays.
     let mut c = cluster_of(vec![gpu_node("a", "z1", 4), gpu_node("b", "z2", 1)]);
     let spread = serde_json::json!({"priority": 1000, "priorityClassName": "p", "topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
