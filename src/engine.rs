@@ -399,10 +399,10 @@ struct Engine {
     forecast: Option<(Instant, maar_scheduler::forecast::Forecast)>,
 }
 
-/// The views' start times are forecast again at most every 5 s, or as often as the
-/// forecast takes no more than a tenth of the engine's time (a small cluster at high
-/// speed gets one with every view, so its starts never lag its clock).
-const FORECAST_EVERY: Duration = Duration::from_secs(5);
+/// The views' start times are forecast again as often as the forecast takes no more
+/// than a tenth of the engine's time (a small cluster at high speed gets one with
+/// every view, so its starts never lag its clock; one that takes a second waits ten).
+const FORECAST_SHARE: u32 = 10;
 
 /// Clusters larger than this get no start times in the views (a forecast copies the
 /// cluster and runs cycles on the engine's thread); `maar get jobs` and explain still
@@ -521,7 +521,9 @@ impl Engine {
             {
                 let t = Instant::now();
                 let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
-                let due = t + (t.elapsed() * 10).min(FORECAST_EVERY);
+                let due = t + t.elapsed() * FORECAST_SHARE;
+                // The backend tells its users too (a Kubernetes pod's annotation).
+                self.driver.starts(&self.core, &f);
                 self.forecast = Some((due, f));
             }
             if let Some((_, f)) = &self.forecast {

@@ -14,6 +14,8 @@ use maar_scheduler::*;
 struct Live {
     polls: Arc<AtomicUsize>,
     said: Arc<AtomicBool>,
+    /// The starts of each forecast the engine handed on: (job, basis).
+    told: Arc<std::sync::Mutex<Vec<(JobId, &'static str)>>>,
 }
 
 impl Driver for Live {
@@ -31,6 +33,10 @@ impl Driver for Live {
     }
     fn fork(&self) -> Box<dyn Driver> {
         Box::new(input::Bare)
+    }
+    fn starts(&mut self, _core: &Core, f: &forecast::Forecast) {
+        let mut told = self.told.lock().unwrap();
+        told.extend(f.starts.iter().map(|(&id, s)| (id, s.basis.name())));
     }
     fn poll(&mut self, core: &mut Core) -> Vec<Event> {
         self.polls.fetch_add(1, Ordering::SeqCst);
@@ -64,11 +70,21 @@ impl Driver for Live {
             node_selector: Default::default(),
             rules: Default::default(),
         };
+        // And one that asks more cards than any node has.
+        let mut never = spec.clone();
+        never.name = "never".into();
+        never.gpu.count = 3;
         let mut events = core
             .apply(Input::Observe(Observation::JobSubmitted {
                 spec: Box::new(spec),
             }))
             .events;
+        events.extend(
+            core.apply(Input::Observe(Observation::JobSubmitted {
+                spec: Box::new(never),
+            }))
+            .events,
+        );
         events.extend(input::Bare.advance(core, core.now()));
         events
     }
@@ -107,11 +123,13 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
         project: "ml".into(),
     }));
     let polls = Arc::new(AtomicUsize::new(0));
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
     let loaded = Loaded {
         core,
         driver: Box::new(Live {
             polls: polls.clone(),
             said: Arc::new(AtomicBool::new(false)),
+            told: told.clone(),
         }),
         meta: Meta {
             backend: "live".into(),
@@ -145,4 +163,9 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
         .find(|j| j.name == "new")
         .expect("seen at once");
     assert_eq!(job.phase, "Running", "placed at once");
+    // The views' forecast reached the driver (a live backend tells its users): the
+    // job that can never run, and only it, was in it.
+    let told = told.lock().unwrap();
+    assert!(told.contains(&(1, "never")), "{told:?}");
+    assert!(told.iter().all(|&(id, _)| id == 1), "{told:?}");
 }

@@ -42,6 +42,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 
 /// Seconds before an unchanged reason is told again on a waiting pod.
 pub const RETELL_S: u64 = 1800;
+/// Seconds an expected start may drift before a waiting pod's annotation is written
+/// again (or a tenth of how far ahead it is, if more).
+pub const START_SLACK_S: u64 = 300;
 /// Seconds before a reason or status that failed to be written is written again.
 pub const RETRY_TELL_S: u64 = 5;
 /// Seconds between cycles when nothing changed.
@@ -194,6 +197,24 @@ pub struct KubeDriver {
     last_told: Option<u64>,
     /// When the world was last looked at between whole seconds.
     last_poll: Option<std::time::Instant>,
+    /// The latest forecast's starts of waiting pods and objects (seconds on the
+    /// core's clock, or none; the basis), not yet compared with what they show.
+    starts: HashMap<String, (Option<u64>, &'static str)>,
+    /// What each waiting pod's or object's expected start shows (as last written).
+    starts_told: HashMap<String, (Option<u64>, &'static str)>,
+}
+
+/// Whether an expected start moved enough to be written again: another basis, known
+/// or not, or more than [`START_SLACK_S`] or a tenth of how far ahead it is (a
+/// forecast every few seconds must not rewrite thousands of pods for a minute's drift).
+pub fn start_moved(told: (Option<u64>, &str), new: (Option<u64>, &str), now: u64) -> bool {
+    match (told, new) {
+        ((Some(a), ba), (Some(b), bb)) => {
+            let ahead = a.min(b).saturating_sub(now);
+            ba != bb || a.abs_diff(b) > START_SLACK_S.max(ahead / 10)
+        }
+        ((a, ba), (b, bb)) => a.is_some() != b.is_some() || ba != bb,
+    }
 }
 
 /// Whether telling `key` failed less than [`RETRY_TELL_S`] ago (it is told again
@@ -253,6 +274,8 @@ impl KubeDriver {
             last_cycle: None,
             last_told: None,
             last_poll: None,
+            starts: HashMap::new(),
+            starts_told: HashMap::new(),
         }
     }
 
@@ -618,6 +641,9 @@ impl KubeDriver {
                     }
                 };
                 Self::observe(core, o, events);
+            }
+            Seen::StartNotTold { job } => {
+                self.starts_told.remove(&job);
             }
             Seen::NotTold { job } => {
                 self.told.remove(&job);
@@ -2092,6 +2118,52 @@ impl KubeDriver {
         }
     }
 
+    /// Writes the expected starts of the latest forecast that moved (see
+    /// [`start_moved`]), at most [`MAX_TOLD_PER_STEP`] a step (the rest in the next
+    /// steps, unless a newer forecast came first).
+    fn tell_starts(&mut self, core: &Core, writes: &mut Vec<Write>) {
+        let now = core.now();
+        let c = core.cluster();
+        let keys: Vec<String> = self
+            .starts
+            .keys()
+            .take(MAX_TOLD_PER_STEP)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(new) = self.starts.remove(&key) else {
+                continue;
+            };
+            // Still waiting, still the same pod or object.
+            let pending = c
+                .job_id(&key)
+                .is_ok_and(|id| c.jobs[id as usize].phase == Phase::Pending);
+            let (uid, object) = match (self.pods.get(&key), self.objects.get(&key)) {
+                (Some(f), _) => (f.uid.clone(), None),
+                (None, Some(f)) => (f.uid.clone(), Some(f.owner)),
+                (None, None) => continue,
+            };
+            if !pending {
+                continue;
+            }
+            let moved = self
+                .starts_told
+                .get(&key)
+                .is_none_or(|&told| start_moved(told, new, now));
+            if !moved {
+                continue;
+            }
+            self.starts_told.insert(key.clone(), new);
+            writes.push(Write::ExpectedStart {
+                job: key,
+                uid,
+                object,
+                in_s: new.0.map(|t| t.saturating_sub(now)),
+                basis: new.1,
+            });
+        }
+    }
+
     /// Asks for the load of each running InferenceService that autoscales, every
     /// [`LOAD_EVERY_S`] seconds.
     fn ask_loads(&mut self, core: &Core, writes: &mut Vec<Write>) {
@@ -2220,6 +2292,7 @@ impl KubeDriver {
         if to.is_some() && self.last_told.is_none_or(|t| now > t) {
             self.last_told = Some(now);
             self.tell_waiting(core, &mut writes);
+            self.tell_starts(core, &mut writes);
         }
         self.answer_requests(core, &mut writes);
         self.ask_loads(core, &mut writes);
@@ -2338,6 +2411,31 @@ impl Driver for KubeDriver {
     /// Previews decide; they write nothing to the cluster.
     fn fork(&self) -> Box<dyn Driver> {
         Box::new(maar_scheduler::input::Bare)
+    }
+
+    /// The waiting pods' and objects' expected starts, written with the next steps
+    /// where they moved (a maar that only watches writes none).
+    fn starts(&mut self, core: &Core, forecast: &maar_scheduler::forecast::Forecast) {
+        if !self.leading() {
+            return;
+        }
+        let c = core.cluster();
+        self.starts.clear();
+        for (&id, s) in &forecast.starts {
+            let Some(j) = c.jobs.get(id) else {
+                continue;
+            };
+            if j.phase != Phase::Pending {
+                continue;
+            }
+            let key = format!("{}/{}", j.spec.project, j.spec.name);
+            if self.pods.contains_key(&key) || self.objects.contains_key(&key) {
+                self.starts.insert(key, (s.at, s.basis.name()));
+            }
+        }
+        // What no longer waits needs no memory of its start.
+        let starts = &self.starts;
+        self.starts_told.retain(|k, _| starts.contains_key(k));
     }
 
     /// The pods keep running in the cluster; the watch stops.

@@ -23,6 +23,12 @@ pub const SCHEDULER_NAME: &str = "maar";
 pub const ANNOTATION_GPUS: &str = "crater.ai/gpu-indices";
 /// The annotation that cordons single GPUs of a node (`1,5`): maar skips those cards.
 pub const ANNOTATION_CORDONED_GPUS: &str = "crater.ai/cordoned-gpus";
+/// On a waiting pod: when maar expects it to start (UTC, RFC 3339), from its forecast
+/// of the cycles to come; absent when it cannot say.
+pub const ANNOTATION_EXPECTED_START: &str = "crater.ai/expected-start";
+/// On a waiting pod: what its expected start rests on: `estimate` (the running jobs'
+/// own estimates), `history` (earlier runs of the same kind), `never`, `unknown`.
+pub const ANNOTATION_EXPECTED_BASIS: &str = "crater.ai/expected-start-basis";
 
 /// A pod's key: `namespace/name`, which is also its job's name in maar.
 pub fn pod_key(p: &KPod) -> String {

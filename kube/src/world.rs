@@ -506,6 +506,11 @@ pub enum Seen {
     NotTold {
         job: String,
     },
+    /// A waiting job's expected start could not be written: written with the next
+    /// forecast.
+    StartNotTold {
+        job: String,
+    },
     Node(Watched<Box<KNode>>),
     Pod(Watched<Box<PodSeen>>),
     Namespace(Watched<String>),
@@ -608,6 +613,18 @@ pub enum Write {
         phase: String,
         message: String,
         nodes: Vec<String>,
+    },
+    /// A waiting pod's (or maar's object's) expected start: in `in_s` seconds from
+    /// now (`None`: not known, or never), on `basis` (`estimate`, `history`, `never`,
+    /// `unknown`). A pod's annotations [`map::ANNOTATION_EXPECTED_START`] (UTC,
+    /// RFC 3339; removed when not known) and [`map::ANNOTATION_EXPECTED_BASIS`]; an
+    /// object's `status.expectedStart` and `status.expectedStartBasis`.
+    ExpectedStart {
+        job: String,
+        uid: String,
+        object: Option<Owner>,
+        in_s: Option<u64>,
+        basis: &'static str,
     },
     /// Delete pod `job` (preempted, drained, cancelled by an operator): `reason`.
     Delete { job: String, reason: String },
@@ -1186,6 +1203,9 @@ async fn write_inner(
             if let Write::Unschedulable { job, .. } | Write::ObjectStatus { job, .. } = w {
                 let _ = tx.send(Seen::NotTold { job: job.clone() });
             }
+            if let Write::ExpectedStart { job, .. } = w {
+                let _ = tx.send(Seen::StartNotTold { job: job.clone() });
+            }
             Seen::Trouble(format!("{}: {e}", describe(w)))
         }
     };
@@ -1266,6 +1286,7 @@ fn describe(w: &Write) -> String {
             format!("deleting the pods of {} {job}", owner.kind())
         }
         Write::ReadLoad { job, .. } => format!("reading the load of InferenceService {job}"),
+        Write::ExpectedStart { job, .. } => format!("writing the expected start of {job}"),
         Write::ObjectStatus { owner, job, .. } => {
             format!("writing the status of {} {job}", owner.kind())
         }
@@ -1615,6 +1636,53 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 Ok(_) => Ok(()),
                 // Deleted meanwhile.
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Write::ExpectedStart {
+            job,
+            uid,
+            object,
+            in_s,
+            basis,
+        } => {
+            let (ns, name) = split(job);
+            let at = in_s.map(|s| {
+                (chrono::Utc::now() + chrono::Duration::seconds(s.min(i64::MAX as u64) as i64))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            });
+            let out = match object {
+                Some(owner) => {
+                    let api: Api<DynamicObject> = Api::namespaced_with(
+                        client.clone(),
+                        ns,
+                        &map::crd(owner.kind(), owner.plural()),
+                    );
+                    let status = json!({
+                        "metadata": {"uid": uid},
+                        "status": {"expectedStart": at, "expectedStartBasis": basis},
+                    });
+                    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                        .await
+                        .map(|_| ())
+                }
+                None => {
+                    let pods: Api<KPod> = Api::namespaced(client.clone(), ns);
+                    // The uid makes it a precondition: a pod made again under the same
+                    // name is not told another's start.
+                    let patch = json!({"metadata": {"uid": uid, "annotations": {
+                        (map::ANNOTATION_EXPECTED_START): at,
+                        (map::ANNOTATION_EXPECTED_BASIS): basis,
+                    }}});
+                    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ())
+                }
+            };
+            match out {
+                Ok(_) => Ok(()),
+                // Deleted meanwhile (or made again: not this one).
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
                 Err(e) => Err(e.to_string()),
             }
         }

@@ -1928,3 +1928,116 @@ fn a_failed_watch_is_retried_within_seconds_not_half_a_minute() {
     );
     assert!(delays[0] <= std::time::Duration::from_secs(1), "{delays:?}");
 }
+
+fn expected_start(writes: &[Write], job: &str) -> Option<(Option<u64>, &'static str)> {
+    writes.iter().find_map(|w| match w {
+        Write::ExpectedStart {
+            job: j,
+            in_s,
+            basis,
+            ..
+        } if j == job => Some((*in_s, *basis)),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_waiting_pod_is_told_when_it_is_expected_to_start_and_told_again_only_when_that_moves() {
+    use maar_scheduler::forecast::Reach;
+    use maar_scheduler::Driver;
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let runtime = json!({"metadata": {"annotations": {"crater.ai/estimated-runtime": "2h"}}});
+    let writes = d
+        .step(
+            &mut core,
+            1,
+            lists(
+                vec![node("gpu-a", 8, "a100", json!({}))],
+                vec![pod("ml", "long", 8, runtime)],
+            ),
+        )
+        .1;
+    bound_all(&mut d, &mut core, 2, &writes);
+    assert_eq!(phase(&core, "ml/long"), Phase::Running);
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Apply(pod("ml", "next", 8, json!({}))))],
+    );
+    assert_eq!(phase(&core, "ml/next"), Phase::Pending);
+    let forecast = |core: &Core| core.cluster().forecast(Reach::default(), None);
+    let f = forecast(&core);
+    d.starts(&core, &f);
+    let (_, writes) = d.step(&mut core, 4, vec![]);
+    // It starts when the running pod's two hours are up (it started at 2).
+    let (in_s, basis) = expected_start(&writes, "ml/next").expect("told its start");
+    assert_eq!(basis, "estimate");
+    let in_s = in_s.expect("a time");
+    assert!(in_s.abs_diff(2 * 3600 + 2 - 4) <= 60, "{in_s}");
+    let uid = writes.iter().find_map(|w| match w {
+        Write::ExpectedStart { uid, object, .. } => Some((uid.clone(), *object)),
+        _ => None,
+    });
+    assert_eq!(uid, Some(("uid-next".to_string(), None)));
+    // The next forecast says the same: nothing is written again.
+    let f = forecast(&core);
+    d.starts(&core, &f);
+    let (_, writes) = d.step(&mut core, 5, vec![]);
+    assert_eq!(expected_start(&writes, "ml/next"), None, "{writes:?}");
+    // The write had failed: the next forecast writes it again.
+    d.step(
+        &mut core,
+        6,
+        vec![Seen::StartNotTold {
+            job: "ml/next".into(),
+        }],
+    );
+    let f = forecast(&core);
+    d.starts(&core, &f);
+    let (_, writes) = d.step(&mut core, 7, vec![]);
+    assert!(expected_start(&writes, "ml/next").is_some(), "{writes:?}");
+    // The running pod is deleted: the waiting one is bound, and no longer told a start.
+    let gone = pod("ml", "long", 8, json!({"spec": {"nodeName": "gpu-a"}}));
+    d.step(&mut core, 8, vec![Seen::Pod(Watched::Delete(gone))]);
+    assert_ne!(phase(&core, "ml/next"), Phase::Pending);
+    let f = forecast(&core);
+    d.starts(&core, &f);
+    let (_, writes) = d.step(&mut core, 9, vec![]);
+    assert_eq!(expected_start(&writes, "ml/next"), None, "{writes:?}");
+}
+
+#[test]
+fn an_expected_start_that_moves_little_is_not_written_again() {
+    use maar_kube::driver::start_moved;
+    // Two hours ahead: ten minutes is within a tenth of it.
+    assert!(!start_moved(
+        (Some(7200), "estimate"),
+        (Some(7800), "estimate"),
+        0
+    ));
+    assert!(start_moved(
+        (Some(7200), "estimate"),
+        (Some(8100), "estimate"),
+        0
+    ));
+    // Soon: five minutes is the least slack.
+    assert!(!start_moved(
+        (Some(100), "estimate"),
+        (Some(390), "estimate"),
+        0
+    ));
+    assert!(start_moved(
+        (Some(100), "estimate"),
+        (Some(500), "estimate"),
+        0
+    ));
+    // Another basis, or known against not known, is always told.
+    assert!(start_moved(
+        (Some(7200), "estimate"),
+        (Some(7200), "history"),
+        0
+    ));
+    assert!(start_moved((Some(7200), "estimate"), (None, "unknown"), 0));
+    assert!(!start_moved((None, "never"), (None, "never"), 0));
+}

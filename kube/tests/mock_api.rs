@@ -156,6 +156,60 @@ async fn an_unschedulable_pod_gets_the_condition_and_a_failed_scheduling_event()
 }
 
 #[tokio::test]
+async fn an_expected_start_is_an_annotation_on_the_pod_and_a_status_field_on_a_trainjob() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(uri.starts_with("/api/v1/namespaces/ml/pods/next?"), "{uri}");
+        // The uid is a precondition: a pod made again under the name is not told.
+        assert_eq!(body["metadata"]["uid"], "u-2");
+        let a = &body["metadata"]["annotations"];
+        assert_eq!(a["crater.ai/expected-start-basis"], "history");
+        let at = a["crater.ai/expected-start"].as_str().expect("a time");
+        let at = chrono::DateTime::parse_from_rfc3339(at).expect("RFC 3339");
+        let ahead = (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_seconds();
+        assert!((3590..=3600).contains(&ahead), "{ahead}");
+        send.send_response(ok(pod("next")));
+        // Not known: the time is removed, the basis says why.
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(uri.starts_with("/api/v1/namespaces/ml/pods/next?"), "{uri}");
+        let a = &body["metadata"]["annotations"];
+        assert_eq!(a["crater.ai/expected-start"], Value::Null);
+        assert_eq!(a["crater.ai/expected-start-basis"], "never");
+        send.send_response(ok(pod("next")));
+        // A TrainJob's is in its status.
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(
+            uri.starts_with("/apis/crater.ai/v1/namespaces/ml/trainjobs/tj/status"),
+            "{uri}"
+        );
+        assert_eq!(body["status"]["expectedStartBasis"], "estimate");
+        assert!(body["status"]["expectedStart"].as_str().is_some());
+        // Gone meanwhile: fine.
+        send.send_response(status(404, "NotFound", "trainjobs \"tj\" not found"));
+    });
+    let w = |in_s, basis, object: Option<maar_kube::map::Owner>| Write::ExpectedStart {
+        job: if object.is_some() { "ml/tj" } else { "ml/next" }.into(),
+        uid: "u-2".into(),
+        object,
+        in_s,
+        basis,
+    };
+    for w in [
+        w(Some(3600), "history", None),
+        w(None, "never", None),
+        w(Some(60), "estimate", Some(maar_kube::map::Owner::TrainJob)),
+    ] {
+        carry_out(&client, &recorder(&client), &w).await.unwrap();
+    }
+    server.await.unwrap();
+}
+
+#[tokio::test]
 async fn a_preempted_pod_is_deleted_and_one_already_gone_is_fine() {
     let (client, handle) = mock_client();
     let server = tokio::spawn(async move {

@@ -679,6 +679,10 @@ pub trait Driver: Send {
     fn poll(&mut self, _core: &mut Core) -> Vec<Event> {
         Vec::new()
     }
+    /// A fresh forecast of the Pending jobs' starts (the engine's, made for its
+    /// views): a live backend tells it where its users look (Kubernetes: an
+    /// annotation on the waiting pod). Nothing by default.
+    fn starts(&mut self, _core: &Core, _forecast: &crate::forecast::Forecast) {}
     /// maar is stopping: release what the driver holds in the world (local processes)
     /// and report it as observations; the events are recorded with the last
     /// checkpoint. Nothing by default.
