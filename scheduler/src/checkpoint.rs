@@ -291,6 +291,9 @@ impl Cluster {
                     c.shape_add(id);
                     c.running_by_prio
                         .insert((prio, std::cmp::Reverse(started.unwrap_or(0)), id));
+                    *c.running_base
+                        .entry(c.jobs[id as usize].spec.priority)
+                        .or_default() += 1;
                 }
                 Phase::Restarting => {
                     c.restarting.insert(id);

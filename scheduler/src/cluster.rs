@@ -189,6 +189,9 @@ pub struct Cluster {
     pub(crate) quiet: bool,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
+    /// How many running jobs have each base priority (a job outranks none unless
+    /// some running job has a lower one: preemption's quick no).
+    pub(crate) running_base: BTreeMap<i32, u32>,
     pub(crate) next_request: u32,
     /// Capacity per pool after overcommit (kept as nodes are added).
     pub(crate) pool_cap: Vec<Resources>,
@@ -313,6 +316,7 @@ impl Cluster {
             last_start: None,
             quiet: false,
             running_by_prio: BTreeSet::new(),
+            running_base: BTreeMap::new(),
             next_request: 1,
             pool_cap: Vec::new(),
             summaries: Vec::new(),
@@ -888,6 +892,7 @@ impl Cluster {
                     std::cmp::Reverse(j.started.unwrap_or(0)),
                     id,
                 ));
+                running_base_remove(&mut self.running_base, j.spec.priority);
             }
             Phase::Restarting => {
                 self.restarting.remove(&id);
@@ -920,6 +925,7 @@ impl Cluster {
                 j.peak_pct = 0;
                 self.running_by_prio
                     .insert((j.rank(), std::cmp::Reverse(now), id));
+                *self.running_base.entry(j.spec.priority).or_default() += 1;
                 self.last_start = Some(now);
             }
             Phase::Restarting => {
@@ -1435,5 +1441,15 @@ impl Cluster {
                 .fold(f64::INFINITY, f64::min)
         };
         Some(Self::scaled_runtime(est, slowest))
+    }
+}
+
+/// One running job of base priority `p` fewer.
+pub(crate) fn running_base_remove(counts: &mut BTreeMap<i32, u32>, p: i32) {
+    if let Some(n) = counts.get_mut(&p) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&p);
+        }
     }
 }

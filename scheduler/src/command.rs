@@ -393,6 +393,8 @@ impl Cluster {
                 };
                 if j.phase == Phase::Running && self.running_by_prio.remove(&key(old)) {
                     self.running_by_prio.insert(key(priority));
+                    crate::cluster::running_base_remove(&mut self.running_base, old);
+                    *self.running_base.entry(priority).or_default() += 1;
                 }
                 j.spec.priority = priority;
                 if let Some(k) = self.pending.get_mut(&id) {

@@ -1087,11 +1087,17 @@ impl Cluster {
         let reclaim = within_reserved
             || j.pool
                 .is_some_and(|p| !self.pools[p as usize].lend_to.is_empty());
+        // (It outranks only a job of lower base priority and lower aged rank.)
         if !reclaim
-            && self
+            && (self
                 .running_by_prio
                 .first()
                 .is_none_or(|&(p, _, _)| p as i64 >= rank)
+                || self
+                    .running_base
+                    .keys()
+                    .next()
+                    .is_none_or(|&p| p >= spec.priority))
         {
             return None;
         }
@@ -1316,22 +1322,48 @@ impl Cluster {
         };
         let mut found: Vec<(u64, NodeId)> = Vec::new();
         let view = self.pod_rules_view(spec);
-        for (pool, _) in self.candidate_pools(j.pool) {
-            for n in self.pool_nodes(pool) {
-                let node = &self.nodes[n as usize];
-                let oc = self.overcommit_of(node);
-                let mut running: Vec<&Job> =
-                    node.jobs.iter().map(|&v| &self.jobs[v as usize]).collect();
-                running.sort_by_key(|v| (self.expected_end(v).unwrap_or(u64::MAX), v.id));
-                let mut gone: Vec<JobId> = Vec::new();
-                for v in running {
-                    gone.push(v.id);
-                    if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok()
-                        && self.pod_rules(spec, view.as_ref(), n, &gone).is_ok()
-                    {
-                        found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
-                        break;
-                    }
+        // A node frees room for it no sooner than its first job ends: nodes are tried
+        // in that order, and once `units` of them are found, a node whose first end is
+        // later than the last of those cannot be among the earliest (ties are still
+        // tried, for the same choice of nodes as a full walk).
+        let mut order: Vec<(u64, NodeId)> = self
+            .candidate_pools(j.pool)
+            .iter()
+            .flat_map(|&(pool, _)| self.pool_nodes(pool))
+            .map(|n| {
+                let first = self.nodes[n as usize]
+                    .jobs
+                    .iter()
+                    .map(|&v| {
+                        self.expected_end(&self.jobs[v as usize])
+                            .unwrap_or(u64::MAX)
+                    })
+                    .min()
+                    .unwrap_or(u64::MAX);
+                (first, n)
+            })
+            .collect();
+        order.sort_unstable();
+        for (first, n) in order {
+            if found.len() >= units {
+                found.sort_unstable();
+                if first > found[units - 1].0 {
+                    break;
+                }
+            }
+            let node = &self.nodes[n as usize];
+            let oc = self.overcommit_of(node);
+            let mut running: Vec<&Job> =
+                node.jobs.iter().map(|&v| &self.jobs[v as usize]).collect();
+            running.sort_by_key(|v| (self.expected_end(v).unwrap_or(u64::MAX), v.id));
+            let mut gone: Vec<JobId> = Vec::new();
+            for v in running {
+                gone.push(v.id);
+                if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok()
+                    && self.pod_rules(spec, view.as_ref(), n, &gone).is_ok()
+                {
+                    found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
+                    break;
                 }
             }
         }
@@ -1889,5 +1921,159 @@ impl Cluster {
             1
         };
         self.find_node(&j.spec, mult, &pools, &[], &[]).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::SchedConfig;
+
+    /// The reservation as a walk over every node computes it (no pruning by the
+    /// nodes' first ends): the reference `reserve` must agree with.
+    fn reserve_walking_every_node(
+        c: &Cluster,
+        id: JobId,
+        replicas: u32,
+    ) -> Option<(Option<u64>, Vec<NodeId>)> {
+        let j = &c.jobs[id as usize];
+        let spec = &j.spec;
+        let (units, mult) = if spec.affinity == Affinity::SameNode || replicas == 1 {
+            (1usize, replicas)
+        } else {
+            (replicas as usize, 1)
+        };
+        let mut found: Vec<(u64, NodeId)> = Vec::new();
+        for (pool, _) in c.candidate_pools(j.pool) {
+            for n in c.pool_nodes(pool) {
+                let node = &c.nodes[n as usize];
+                let mut running: Vec<&Job> =
+                    node.jobs.iter().map(|&v| &c.jobs[v as usize]).collect();
+                running.sort_by_key(|v| (c.expected_end(v).unwrap_or(u64::MAX), v.id));
+                let mut gone = Vec::new();
+                for v in running {
+                    gone.push(v.id);
+                    let oc = c.overcommit_of(node);
+                    if fit_except(node, n, oc, spec, mult, &c.except_on(n, &gone)).is_ok() {
+                        found.push((c.expected_end(v).unwrap_or(u64::MAX), n));
+                        break;
+                    }
+                }
+            }
+        }
+        found.sort_unstable();
+        if found.is_empty() {
+            return None;
+        }
+        let until = found
+            .get(units - 1)
+            .or(found.last())
+            .map(|f| f.0)
+            .filter(|&t| t != u64::MAX);
+        Some((until, found.iter().take(units).map(|f| f.1).collect()))
+    }
+
+    #[test]
+    fn a_reservation_pruned_by_first_ends_is_the_one_a_walk_over_every_node_finds() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut checked = 0;
+        for case in 0..300 {
+            let mut c = Cluster::new(SchedConfig::default());
+            c.add_pool(Pool {
+                name: "train".into(),
+                kind: PoolKind::Training,
+                selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+                overcommit: Overcommit::default(),
+                lend_to: vec![],
+            });
+            c.add_project(Project {
+                name: "p".into(),
+                department: "d".into(),
+                quotas: [(0, Quota::default())].into(),
+            });
+            for i in 0..(2 + rnd(9)) {
+                let gpus = 1 + rnd(4) as u32;
+                let name = format!("n{i}");
+                let count = gpus.to_string();
+                let labels = [
+                    (LABEL_ROLE, "train"),
+                    (LABEL_MODEL, "a100"),
+                    (LABEL_COUNT, &count),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                c.add_node(Node::new(
+                    &name,
+                    labels,
+                    64_000,
+                    512 << 30,
+                    1 << 40,
+                    (0..gpus)
+                        .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
+                        .collect(),
+                ));
+            }
+            let spec =
+                |name: String, gpus: u32, replicas: u32, same: bool, rt: Option<u64>| JobSpec {
+                    name,
+                    project: "p".into(),
+                    pool: "train".into(),
+                    kind: JobKind::Train,
+                    priority: PRIORITY_MEDIUM,
+                    replicas,
+                    gpu: GpuRequest {
+                        count: gpus,
+                        memory_per_card: None,
+                        models: vec![],
+                        shared: false,
+                        milli: None,
+                        vendor: None,
+                        resource: None,
+                    },
+                    cpu_milli: 1000,
+                    memory: 1 << 30,
+                    disk: 0,
+                    affinity: if same {
+                        Affinity::SameNode
+                    } else {
+                        Affinity::Any
+                    },
+                    restart: RestartPolicy::Never,
+                    est_runtime_s: rt,
+                    image: String::new(),
+                    command: Vec::new(),
+                    node_selector: Default::default(),
+                    rules: Default::default(),
+                };
+            for k in 0..(5 + rnd(20)) {
+                // Few distinct ends, so ties between nodes are common.
+                let rt = (rnd(5) != 0).then(|| 600 * (1 + rnd(4)));
+                let s = spec(format!("r{k}"), 1 + rnd(2) as u32, 1, false, rt);
+                let _ = c.submit(s);
+            }
+            c.schedule();
+            let (gpus, replicas, same) = (1 + rnd(4) as u32, 1 + rnd(3) as u32, rnd(2) == 0);
+            let id = c
+                .submit(spec(
+                    format!("blocked{case}"),
+                    gpus,
+                    replicas,
+                    same,
+                    Some(60),
+                ))
+                .expect("a new name");
+            let want = reserve_walking_every_node(&c, id, replicas);
+            let got = c.reserve(id, replicas).map(|r| (r.until, r.nodes));
+            assert_eq!(got, want, "case {case}");
+            checked += usize::from(want.is_some());
+        }
+        assert!(checked > 100, "{checked} cases had a reservation");
     }
 }
