@@ -397,12 +397,19 @@ struct Engine {
     owner: Option<u32>,
     /// The last start-time forecast, and when the next is due (wall clock).
     forecast: Option<(Instant, maar_scheduler::forecast::Forecast)>,
+    /// When jobs were last not starting (the forecast waits out a burst of starts).
+    forecast_held: Instant,
 }
 
 /// The views' start times are forecast again as often as the forecast takes no more
 /// than a tenth of the engine's time (a small cluster at high speed gets one with
 /// every view, so its starts never lag its clock; one that takes a second waits ten).
 const FORECAST_SHARE: u32 = 10;
+
+/// While jobs are starting (a burst of new pods being bound), the forecast waits, up
+/// to this long: made then, it would be out of date within the second, and it would
+/// cost as much as the cycles that place the burst.
+const FORECAST_HOLD: Duration = Duration::from_secs(5);
 
 /// Clusters larger than this get no start times in the views (a forecast copies the
 /// cluster and runs cycles on the engine's thread); `maar get jobs` and explain still
@@ -432,6 +439,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         unwritten: Vec::new(),
         changed: true,
         forecast: None,
+        forecast_held: Instant::now(),
         version: 0,
         views: watch::channel(Arc::new(View {
             snapshot: Arc::new(Snapshot::default()),
@@ -514,11 +522,13 @@ impl Engine {
         let c = self.core.cluster();
         let mut snapshot = c.snapshot();
         if c.nodes.len() <= FORECAST_NODES {
-            if self
-                .forecast
-                .as_ref()
-                .is_none_or(|(due, _)| Instant::now() >= *due)
-            {
+            let now = Instant::now();
+            let due = self.forecast.as_ref().is_none_or(|(due, _)| now >= *due);
+            let held = c.starting_now() && now < self.forecast_held + FORECAST_HOLD;
+            if !c.starting_now() {
+                self.forecast_held = now;
+            }
+            if due && !held {
                 let t = Instant::now();
                 let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
                 let due = t + t.elapsed() * FORECAST_SHARE;

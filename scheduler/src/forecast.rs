@@ -218,6 +218,10 @@ impl Cluster {
     /// Estimated starts of every Pending job (or only until `job` starts, when
     /// given), by a forward run on a copy: see the module's documentation.
     pub fn forecast(&self, reach: Reach, job: Option<JobId>) -> Forecast {
+        // Nothing waits: nothing to foresee (and no copy to make).
+        if self.pending.is_empty() {
+            return Forecast::default();
+        }
         let mut c = self.clone();
         c.quiet = true;
         let now = c.now;

@@ -119,50 +119,71 @@ impl Cluster {
                 (HashMap::new(), 0, own)
             })
             .collect();
+        // The domains of each node, looked up once per node (not per pod).
+        let mut anti_dom: Vec<Option<&str>> = vec![None; r.pod_anti_affinity.len()];
+        let mut aff_dom: Vec<Option<&str>> = vec![None; r.pod_affinity.len()];
+        let mut spread_dom: Vec<Option<&str>> = vec![None; r.spread.len()];
         for (ni, node) in self.nodes.iter().enumerate() {
+            if node.jobs.is_empty() && r.spread.is_empty() {
+                continue;
+            }
             // Spread counts over the nodes the job could go to by its selector and
             // node affinity (kube-scheduler's nodeAffinityPolicy: Honor).
             let eligible = !r.spread.is_empty() && crate::fit::node_selected(node, spec);
-            if eligible {
-                for (i, c) in r.spread.iter().enumerate() {
-                    if let Some(val) = domain(node, &c.topology_key) {
-                        spread[i].0.entry(val.to_string()).or_insert(0);
+            for (d, t) in anti_dom.iter_mut().zip(&r.pod_anti_affinity) {
+                *d = domain(node, &t.topology_key);
+            }
+            for (d, t) in aff_dom.iter_mut().zip(&r.pod_affinity) {
+                *d = domain(node, &t.topology_key);
+            }
+            for (i, c) in r.spread.iter().enumerate() {
+                spread_dom[i] = if eligible {
+                    domain(node, &c.topology_key)
+                } else {
+                    None
+                };
+                if let Some(val) = spread_dom[i] {
+                    if !spread[i].0.contains_key(val) {
+                        spread[i].0.insert(val.to_string(), 0);
                     }
                 }
             }
             for &id in &node.jobs {
                 let j = &self.jobs[id as usize];
-                if (&j.spec.project, &j.spec.name) == me {
-                    continue;
-                }
                 let (pns, labels) = (j.spec.project.as_str(), &j.spec.rules.labels);
+                // The job's own pods count for none of its rules: asked only of a pod
+                // some rule selects (most pods are selected by none).
+                let mut mine: Option<bool> = None;
+                let mut is_me =
+                    || *mine.get_or_insert_with(|| (&j.spec.project, &j.spec.name) == me);
                 // A job with several replicas here counts once per replica.
-                let here = j
-                    .placements
-                    .iter()
-                    .filter(|p| p.node as usize == ni)
-                    .count() as u64;
+                let here = || {
+                    j.placements
+                        .iter()
+                        .filter(|p| p.node as usize == ni)
+                        .count() as u64
+                };
                 for (i, t) in r.pod_anti_affinity.iter().enumerate() {
-                    if t.selects(ns, pns, labels) {
-                        if let Some(val) = domain(node, &t.topology_key) {
+                    if let Some(val) = anti_dom[i] {
+                        if t.selects(ns, pns, labels) && !is_me() {
                             push_once(v.own_anti[i].entry(val.to_string()).or_default(), id);
                         }
                     }
                 }
-                if matches_all(pns, labels) {
+                if matches_all(pns, labels) && !is_me() {
                     push_once(&mut v.affinity_pods, id);
-                    for (i, t) in r.pod_affinity.iter().enumerate() {
-                        if let Some(val) = domain(node, &t.topology_key) {
+                    for (i, val) in aff_dom.iter().enumerate() {
+                        if let Some(val) = val {
                             push_once(v.affinity[i].entry(val.to_string()).or_default(), id);
                         }
                     }
                 }
-                if eligible {
-                    for (i, c) in r.spread.iter().enumerate() {
-                        if let (true, Some(val)) =
-                            (spread_counts(spec, c, j), domain(node, &c.topology_key))
-                        {
-                            *spread[i].0.entry(val.to_string()).or_insert(0) += here;
+                for (i, c) in r.spread.iter().enumerate() {
+                    if let Some(val) = spread_dom[i] {
+                        if spread_counts(spec, c, j) && !is_me() {
+                            if let Some(n) = spread[i].0.get_mut(val) {
+                                *n += here();
+                            }
                         }
                     }
                 }
