@@ -406,10 +406,12 @@ struct Engine {
 /// every view, so its starts never lag its clock; one that takes a second waits ten).
 const FORECAST_SHARE: u32 = 10;
 
-/// While jobs are starting (a burst of new pods being bound), the forecast waits, up
-/// to this long: made then, it would be out of date within the second, and it would
-/// cost as much as the cycles that place the burst.
+/// While jobs are starting (a burst of new pods being bound), the forecast of a
+/// cluster of more than [`FORECAST_HOLD_JOBS`] jobs waits, up to this long: made then,
+/// it would be out of date within the second, and it would cost as much as the cycles
+/// that place the burst. (A small cluster's costs little: its views keep up.)
 const FORECAST_HOLD: Duration = Duration::from_secs(5);
+const FORECAST_HOLD_JOBS: usize = 1_000;
 
 /// Clusters larger than this get no start times in the views (a forecast copies the
 /// cluster and runs cycles on the engine's thread); `maar get jobs` and explain still
@@ -524,7 +526,9 @@ impl Engine {
         if c.nodes.len() <= FORECAST_NODES {
             let now = Instant::now();
             let due = self.forecast.as_ref().is_none_or(|(due, _)| now >= *due);
-            let held = c.starting_now() && now < self.forecast_held + FORECAST_HOLD;
+            let held = c.jobs.len() > FORECAST_HOLD_JOBS
+                && c.starting_now()
+                && now < self.forecast_held + FORECAST_HOLD;
             if !c.starting_now() {
                 self.forecast_held = now;
             }
