@@ -217,6 +217,59 @@ pub fn start_moved(told: (Option<u64>, &str), new: (Option<u64>, &str), now: u64
     }
 }
 
+/// What an operator's command does in Kubernetes, once maar's core took it. Every
+/// command is named (no catch-all arm): a new command is a compile error here until
+/// it is said how it reaches the cluster.
+#[derive(Debug, PartialEq)]
+enum InCluster {
+    /// The node's `spec.unschedulable`, as `kubectl cordon` / `uncordon`.
+    Cordon(String, bool),
+    /// The node's `crater.ai/cordoned-gpus` annotation, rewritten whole.
+    GpuCordons(String),
+    /// The node's labels, as `kubectl label node`.
+    Labels {
+        node: String,
+        set: BTreeMap<String, String>,
+        remove: Vec<String>,
+    },
+    /// Through the core's decisions, which the driver carries out (pods deleted for a
+    /// drain, a cancel, a requeue, a preemption; pods made or deleted for a scale).
+    Decisions,
+    /// Through maar's objects: a quota request's answer and an approved Quota are
+    /// written by `answer_requests` after the command.
+    Objects,
+    /// maar's own books only: its queue order (priority), an autoscaler paused or
+    /// resumed, an alert acknowledged. A submit never gets here (refused above).
+    MaarsOwn,
+}
+
+fn in_cluster(command: &Command) -> InCluster {
+    match command {
+        Command::CordonNode { node } | Command::DrainNode { node } => {
+            InCluster::Cordon(node.clone(), true)
+        }
+        Command::UncordonNode { node } => InCluster::Cordon(node.clone(), false),
+        Command::CordonGpu { node, .. } | Command::UncordonGpu { node, .. } => {
+            InCluster::GpuCordons(node.clone())
+        }
+        Command::LabelNode { node, set, remove } => InCluster::Labels {
+            node: node.clone(),
+            set: set.clone(),
+            remove: remove.clone(),
+        },
+        Command::Requeue { .. } | Command::Cancel { .. } | Command::Scale { .. } => {
+            InCluster::Decisions
+        }
+        Command::RequestQuota { .. }
+        | Command::ApproveQuota { .. }
+        | Command::RejectQuota { .. } => InCluster::Objects,
+        Command::SetPriority { .. }
+        | Command::ResumeAutoscale { .. }
+        | Command::AckAlert { .. }
+        | Command::Submit(_) => InCluster::MaarsOwn,
+    }
+}
+
 /// Whether telling `key` failed less than [`RETRY_TELL_S`] ago (it is told again
 /// then, not at every step while the API server refuses).
 fn retry_later(not_told: &HashMap<String, u64>, key: &str, now: u64) -> bool {
@@ -2353,23 +2406,18 @@ impl Driver for KubeDriver {
             };
         }
         let mut writes = Vec::new();
-        // What the operator does to nodes is done in Kubernetes too (once the core
-        // took the command).
-        let cordon = match &command {
-            Command::CordonNode { node } | Command::DrainNode { node } => {
-                Some((node.clone(), true))
-            }
-            Command::UncordonNode { node } => Some((node.clone(), false)),
-            _ => None,
-        };
-        let gpu_node = match &command {
-            Command::CordonGpu { node, .. } | Command::UncordonGpu { node, .. } => {
-                Some(node.clone())
-            }
-            _ => None,
-        };
+        let effect = in_cluster(&command);
         let mut out = core.apply(Input::Command { actor, command });
         if out.is_ok() {
+            let (cordon, gpu_node) = match effect {
+                InCluster::Cordon(node, on) => (Some((node, on)), None),
+                InCluster::GpuCordons(node) => (None, Some(node)),
+                InCluster::Labels { node, set, remove } => {
+                    writes.push(Write::Labels { node, set, remove });
+                    (None, None)
+                }
+                InCluster::Decisions | InCluster::Objects | InCluster::MaarsOwn => (None, None),
+            };
             if let Some((node, on)) = cordon {
                 if let Some(f) = self.nodes.get_mut(&node) {
                     f.cordoned = on;

@@ -630,6 +630,12 @@ pub enum Write {
     Delete { job: String, reason: String },
     /// Cordon (`on`) or uncordon a node: `spec.unschedulable`, as `kubectl cordon`.
     Cordon { node: String, on: bool },
+    /// Set and remove labels of a node, as `kubectl label node` does.
+    Labels {
+        node: String,
+        set: BTreeMap<String, String>,
+        remove: Vec<String>,
+    },
     /// The node's cordoned GPUs, all of them (its `crater.ai/cordoned-gpus`
     /// annotation; removed when empty).
     GpuCordons { node: String, gpus: Vec<u32> },
@@ -1293,6 +1299,7 @@ fn describe(w: &Write) -> String {
         Write::QuotaRequestStatus { key, .. } => format!("answering QuotaRequest {key}"),
         Write::QuotaObject { project, name, .. } => format!("writing Quota {project}/{name}"),
         Write::Delete { job, .. } => format!("deleting pod {job}"),
+        Write::Labels { node, .. } => format!("labelling node {node}"),
         Write::Cordon { node, on: true } => format!("cordoning node {node}"),
         Write::Cordon { node, on: false } => format!("uncordoning node {node}"),
         Write::GpuCordons { node, .. } => format!("writing the GPU cordons of node {node}"),
@@ -1701,6 +1708,22 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             let nodes: Api<KNode> = Api::all(client.clone());
             let patch =
                 json!({"spec": {"unschedulable": if *on { json!(true) } else { json!(null) }}});
+            nodes
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        Write::Labels { node, set, remove } => {
+            let nodes: Api<KNode> = Api::all(client.clone());
+            let mut labels = serde_json::Map::new();
+            for k in remove {
+                labels.insert(k.clone(), serde_json::Value::Null);
+            }
+            for (k, v) in set {
+                labels.insert(k.clone(), json!(v));
+            }
+            let patch = json!({"metadata": {"labels": labels}});
             nodes
                 .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
                 .await

@@ -2041,3 +2041,81 @@ fn an_expected_start_that_moves_little_is_not_written_again() {
     assert!(start_moved((Some(7200), "estimate"), (None, "unknown"), 0));
     assert!(!start_moved((None, "never"), (None, "never"), 0));
 }
+
+#[test]
+fn maar_label_writes_the_nodes_labels_in_kubernetes_and_the_waiting_pod_is_bound() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let ssd = json!({"spec": {"nodeSelector": {"disk": "ssd"}}});
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node(
+                "gpu-a",
+                8,
+                "a100",
+                json!({"metadata": {"labels": {"old": "x"}}}),
+            )],
+            vec![pod("ml", "wants-ssd", 1, ssd)],
+        ),
+    );
+    assert_eq!(phase(&core, "ml/wants-ssd"), Phase::Pending);
+    d.take_unsent();
+    let label = |set: &[(&str, &str)], remove: &[&str]| maar_scheduler::Command::LabelNode {
+        node: "gpu-a".into(),
+        set: set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        remove: remove.iter().map(|k| k.to_string()).collect(),
+    };
+    // A label maar refuses reaches nothing.
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        label(&[("bad key!", "v")], &[]),
+    );
+    assert!(out.result.is_err());
+    assert!(
+        !d.take_unsent()
+            .iter()
+            .any(|w| matches!(w, Write::Labels { .. })),
+        "a refused label is not written"
+    );
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        label(&[("disk", "ssd")], &["old"]),
+    );
+    assert!(out.is_ok(), "{:?}", out.result);
+    let writes = d.take_unsent();
+    let labels = writes.iter().find_map(|w| match w {
+        Write::Labels { node, set, remove } => Some((node.clone(), set.clone(), remove.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        labels,
+        Some((
+            "gpu-a".to_string(),
+            [("disk".to_string(), "ssd".to_string())].into(),
+            vec!["old".to_string()]
+        ))
+    );
+    // The pod the label was for is bound with it.
+    assert_eq!(bound_to(&writes, "ml/wants-ssd"), Some("gpu-a"));
+    // The watch's echo of the labelled node changes nothing.
+    let echo = node(
+        "gpu-a",
+        8,
+        "a100",
+        json!({"metadata": {"labels": {"disk": "ssd"}}}),
+    );
+    d.step(&mut core, 2, vec![Seen::Node(Watched::Apply(echo))]);
+    let c = core.cluster();
+    let n = &c.nodes[c.node_id("gpu-a").unwrap() as usize];
+    assert_eq!(n.labels().get("disk").map(String::as_str), Some("ssd"));
+    assert!(!n.labels().contains_key("old"));
+}

@@ -210,6 +210,31 @@ async fn an_expected_start_is_an_annotation_on_the_pod_and_a_status_field_on_a_t
 }
 
 #[tokio::test]
+async fn a_label_is_a_merge_patch_of_the_nodes_labels_with_removed_keys_null() {
+    let (client, handle) = mock_client();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, uri, body, send) = next(&mut h).await;
+        assert_eq!(m, Method::PATCH);
+        assert!(uri.starts_with("/api/v1/nodes/gpu-node-1?"), "{uri}");
+        assert_eq!(
+            body,
+            json!({"metadata": {"labels": {"disk": "ssd", "old": null}}})
+        );
+        send.send_response(ok(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1"}}),
+        ));
+    });
+    let w = Write::Labels {
+        node: "gpu-node-1".into(),
+        set: [("disk".to_string(), "ssd".to_string())].into(),
+        remove: vec!["old".into()],
+    };
+    carry_out(&client, &recorder(&client), &w).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
 async fn a_preempted_pod_is_deleted_and_one_already_gone_is_fine() {
     let (client, handle) = mock_client();
     let server = tokio::spawn(async move {
