@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use maar_demo::Demo;
 use maar_scheduler::metrics::Snapshot;
 use maar_scheduler::quantity::{fmt_duration, parse_duration_s};
-use maar_scheduler::{Actor, Command, Phase, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+use maar_scheduler::{Actor, Command, Phase};
 
 use crate::backend;
 use crate::engine::{self, EngineOptions, Refusal};
@@ -487,22 +487,7 @@ pub fn label_command(args: &[String]) -> Result<Command, Failure> {
 }
 
 fn priority(s: &str) -> Result<i32, String> {
-    match s {
-        "high" => Ok(PRIORITY_HIGH),
-        "medium" => Ok(PRIORITY_MEDIUM),
-        "low" => Ok(PRIORITY_LOW),
-        other => other
-            .parse::<i32>()
-            .ok()
-            .filter(|p| p.abs() <= maar_scheduler::limits::MAX_PRIORITY)
-            .ok_or_else(|| {
-                format!(
-                    "`{}` is not high, medium, low or a number within ±{}",
-                    maar_scheduler::limits::echo(other),
-                    maar_scheduler::limits::MAX_PRIORITY
-                )
-            }),
-    }
+    maar_scheduler::parse_priority(s)
 }
 
 /// A quota request's id: `3` or `#3` (as the console shows it).

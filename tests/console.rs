@@ -222,6 +222,24 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
 }
 
 #[test]
+fn the_consoles_priority_keeps_the_limit_the_cli_keeps() {
+    let mut app = app_on(load_scenario(None).unwrap(), 3600);
+    let job = app
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.phase == "Running" || j.phase == "Pending")
+        .map(|j| format!("{}/{}", j.project, j.name))
+        .expect("a job");
+    keys(&mut app, &format!(":priority {job} 99999999\n"));
+    assert_eq!(
+        app.message,
+        "priority: `99999999` is not high, medium, low or a number within ±1000000"
+    );
+    assert!(!matches!(app.mode, Mode::Confirm(..)));
+}
+
+#[test]
 fn every_screen_draws_at_both_sizes_and_small_terminals_say_so() {
     let mut app = app_on(load_scenario(None).unwrap(), 3 * 3600);
     let heads = [

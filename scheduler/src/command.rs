@@ -375,6 +375,13 @@ impl Cluster {
             }
             Command::SetPriority { job, priority } => {
                 let id = self.job_id(&job)?;
+                // The same limit for every face (and a scripted or socket command).
+                if priority.abs() > crate::limits::MAX_PRIORITY {
+                    return Err(ClusterError::Invalid(format!(
+                        "priority {priority} is beyond ±{}: give high, medium, low or a number within it",
+                        crate::limits::MAX_PRIORITY
+                    )));
+                }
                 if self.jobs[id as usize].phase.is_terminal() {
                     return Err(ClusterError::Invalid(format!(
                         "job {job} already ended ({}); requeue it first",

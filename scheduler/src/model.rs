@@ -541,6 +541,28 @@ pub fn priority_name(p: i32) -> String {
     }
 }
 
+/// A priority as an operator writes it: `high`, `medium`, `low`, or a number within
+/// ±[`crate::limits::MAX_PRIORITY`]; `Err` says what is accepted. Every face reads it
+/// with this, and the core refuses a number beyond the limit whoever sends it.
+pub fn parse_priority(s: &str) -> Result<i32, String> {
+    match s {
+        "high" => Ok(PRIORITY_HIGH),
+        "medium" => Ok(PRIORITY_MEDIUM),
+        "low" => Ok(PRIORITY_LOW),
+        other => other
+            .parse::<i32>()
+            .ok()
+            .filter(|p| p.abs() <= crate::limits::MAX_PRIORITY)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not high, medium, low or a number within ±{}",
+                    crate::limits::echo(other),
+                    crate::limits::MAX_PRIORITY
+                )
+            }),
+    }
+}
+
 /// How the replicas (or the GPUs) of a job are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1017,3 +1017,30 @@ fn runtimes_are_kept_in_checkpoints_and_an_unreadable_form_is_dropped_not_fatal(
     v["jobs"] = serde_json::json!("not jobs");
     assert!(serde_json::from_value::<ClusterState>(v).is_err());
 }
+
+#[test]
+fn a_priority_beyond_the_limit_is_refused_by_the_core_whoever_sends_it() {
+    let mut c = cluster(
+        vec![node("n1", "train", 1, "a100", 80, false)],
+        &[("ml", 0, None)],
+    );
+    c.submit(job("j", "ml", 1, PRIORITY_MEDIUM, None)).unwrap();
+    let mut core = Core::new(c);
+    let out = core.apply(Input::Command {
+        actor: Actor::system("script"),
+        command: Command::SetPriority {
+            job: "ml/j".into(),
+            priority: limits::MAX_PRIORITY + 1,
+        },
+    });
+    let e = out.result.expect_err("refused");
+    assert!(e.to_string().contains("beyond ±1000000"), "{e}");
+    assert_eq!(
+        core.cluster().jobs[0].spec.priority,
+        PRIORITY_MEDIUM,
+        "unchanged"
+    );
+    assert_eq!(parse_priority("high"), Ok(PRIORITY_HIGH));
+    assert_eq!(parse_priority("-1000000"), Ok(-1_000_000));
+    assert!(parse_priority("1000001").is_err());
+}

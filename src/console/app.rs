@@ -1001,18 +1001,13 @@ impl App {
                 }
                 _ => None,
             },
-            ("priority", 3) => {
-                let p = match words[2] {
-                    "high" => Some(PRIORITY_HIGH),
-                    "medium" => Some(PRIORITY_MEDIUM),
-                    "low" => Some(PRIORITY_LOW),
-                    other => other.parse().ok(),
-                };
-                match (arg(1), p) {
-                    (Some(job), Some(priority)) => Some(Command::SetPriority { job, priority }),
-                    _ => None,
+            ("priority", 3) => match maar_scheduler::parse_priority(words[2]) {
+                Ok(priority) => arg(1).map(|job| Command::SetPriority { job, priority }),
+                Err(e) => {
+                    self.message = format!("priority: {e}");
+                    return;
                 }
-            }
+            },
             ("submit", 2) => match crate::load::load_manifest(std::path::Path::new(words[1])) {
                 Ok(spec) => Some(Command::Submit(Box::new(spec))),
                 Err(e) => {
