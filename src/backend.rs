@@ -346,13 +346,14 @@ fn restore_offline<D: Driver + Clone + 'static>(
 pub fn open_kube(
     path: &Path,
     opts: &maar_kube::ConnectOptions,
-) -> Result<(Loaded, Record, maar_kube::Connected), crate::cli::Failure> {
-    let (world, conn) = maar_kube::world::World::connect(opts).map_err(crate::cli::kube_failure)?;
+) -> Result<(Loaded, Record, maar_kube::Connected), crate::failure::Failure> {
+    let (world, conn) =
+        maar_kube::world::World::connect(opts).map_err(crate::failure::kube_failure)?;
     let (mut rec, meta, from) = if path.exists() {
         let mut rec = Record::open(path)?;
         let meta = rec.meta()?;
         if meta.backend != "kube" || meta.cluster != conn.context {
-            return Err(crate::cli::Failure::Usage(format!(
+            return Err(crate::failure::Failure::Usage(format!(
                 "{}: holds the {} cluster {}, not the Kubernetes context {}; give another --state",
                 path.display(),
                 meta.backend,
@@ -605,5 +606,16 @@ pub fn from_demo(d: maar_demo::Demo) -> Loaded {
         after_seq: 0,
         replayed: 0,
         note: None,
+    }
+}
+
+impl From<LoadError> for crate::failure::Failure {
+    fn from(e: LoadError) -> Self {
+        match e {
+            LoadError::Record(r) => crate::failure::Failure::Record(r),
+            LoadError::Content { path, why } => {
+                crate::failure::Failure::Usage(format!("{path}: {why}"))
+            }
+        }
     }
 }

@@ -16,7 +16,8 @@ use maar_scheduler::{Actor, Command, Phase};
 
 use crate::backend;
 use crate::engine::{self, EngineOptions, Refusal};
-use crate::load::{load_manifest, load_scenario, scenario_text, InputError};
+pub use crate::failure::{kube_failure, Failure};
+use crate::load::{load_manifest, load_scenario, scenario_text};
 use crate::out::{Out, WriteFailure};
 use crate::output::*;
 use crate::record::{self, AuditFilter, Record, RecordError};
@@ -448,42 +449,10 @@ pub enum Cmd {
     },
 }
 
-/// `[node] NODE KEY=VALUE... KEY-...` (kubectl's `label node` arguments; a line
-/// continuation `\` is ignored) as a command.
+/// `maar label`'s arguments as a command (read as every face reads them:
+/// [`maar_scheduler::parse_label_args`]).
 pub fn label_command(args: &[String]) -> Result<Command, Failure> {
-    let mut it = args
-        .iter()
-        .map(|a| a.as_str())
-        .filter(|a| *a != "\\" && *a != "--overwrite")
-        .peekable();
-    if it.peek() == Some(&"node") || it.peek() == Some(&"nodes") {
-        it.next();
-    }
-    let node = it
-        .next()
-        .ok_or_else(|| Failure::Usage("maar label: name the node".into()))?
-        .to_string();
-    let mut set = std::collections::BTreeMap::new();
-    let mut remove = Vec::new();
-    for a in it {
-        if let Some((k, v)) = a.split_once('=') {
-            maar_scheduler::limits::label(k, v).map_err(Failure::Usage)?;
-            set.insert(k.to_string(), v.to_string());
-        } else if let Some(k) = a.strip_suffix('-') {
-            remove.push(k.to_string());
-        } else {
-            return Err(Failure::Usage(format!(
-                "maar label: `{}` is neither KEY=VALUE nor KEY-",
-                maar_scheduler::limits::echo(a)
-            )));
-        }
-    }
-    if set.is_empty() && remove.is_empty() {
-        return Err(Failure::Usage(
-            "maar label: give at least one KEY=VALUE (or KEY- to remove)".into(),
-        ));
-    }
-    Ok(Command::LabelNode { node, set, remove })
+    maar_scheduler::parse_label_args(args).map_err(|e| Failure::Usage(format!("maar label: {e}")))
 }
 
 fn priority(s: &str) -> Result<i32, String> {
@@ -549,78 +518,6 @@ fn since(s: &str) -> Result<String, String> {
 /// `--until`: to the end of the time written (the whole second, minute or day).
 fn until(s: &str) -> Result<String, String> {
     time_span(s).map(|t| t.1)
-}
-
-/// A failure with its exit code.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad input (exit 2).
-    Input(InputError),
-    /// Bad usage (exit 2).
-    Usage(String),
-    /// The answer is no: refused, in use (exit 1).
-    No(String),
-    /// The state file (exit 2 when it is unusable, 1 when it is busy).
-    Record(RecordError),
-    /// Writing the output failed (exit 1), or its reader left (exit 0, quietly).
-    Write(WriteFailure),
-}
-
-impl Failure {
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Failure::Input(_) | Failure::Usage(_) => 2,
-            Failure::No(_) => 1,
-            Failure::Record(RecordError::InUse { .. }) => 1,
-            Failure::Record(_) => 2,
-            Failure::Write(WriteFailure::Closed) => 0,
-            Failure::Write(WriteFailure::Failed(_)) => 1,
-        }
-    }
-
-    /// Whether to say nothing (the reader of the output went away).
-    pub fn quiet(&self) -> bool {
-        matches!(self, Failure::Write(WriteFailure::Closed))
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Input(e) => write!(f, "{e}"),
-            Failure::Usage(m) | Failure::No(m) => f.write_str(m),
-            Failure::Record(e) => write!(f, "{e}"),
-            Failure::Write(WriteFailure::Closed) => f.write_str("output closed"),
-            Failure::Write(WriteFailure::Failed(e)) => write!(f, "cannot write the output: {e}"),
-        }
-    }
-}
-
-impl From<InputError> for Failure {
-    fn from(e: InputError) -> Self {
-        Failure::Input(e)
-    }
-}
-
-impl From<RecordError> for Failure {
-    fn from(e: RecordError) -> Self {
-        Failure::Record(e)
-    }
-}
-
-impl From<WriteFailure> for Failure {
-    fn from(e: WriteFailure) -> Self {
-        Failure::Write(e)
-    }
-}
-
-impl From<backend::LoadError> for Failure {
-    fn from(e: backend::LoadError) -> Self {
-        match e {
-            backend::LoadError::Record(r) => Failure::Record(r),
-            backend::LoadError::Content { path, why } => Failure::Usage(format!("{path}: {why}")),
-        }
-    }
 }
 
 fn demo_at(args: &ScenarioArgs, at: u64, keep_events: bool) -> Result<(Demo, String), Failure> {
@@ -1308,16 +1205,6 @@ fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
             .collect();
         format!("`{s}` is not a placement policy ({})", names.join(", "))
     })
-}
-
-/// A Kubernetes error as the command line reports it: a bad kubeconfig or context is
-/// a usage error (exit 2), a cluster that does not answer or refuses is a no (exit 1).
-pub fn kube_failure(e: maar_kube::KubeError) -> Failure {
-    if e.is_usage() {
-        Failure::Usage(e.to_string())
-    } else {
-        Failure::No(e.to_string())
-    }
 }
 
 /// The state file of `maar kube` on a context.

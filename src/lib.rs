@@ -12,6 +12,7 @@ pub mod backend;
 pub mod cli;
 pub mod console;
 pub mod engine;
+pub mod failure;
 pub mod fuzzing;
 pub mod kube_api;
 pub mod load;

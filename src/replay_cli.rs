@@ -12,7 +12,7 @@ use maar_scheduler::replay::{
     replay, Policy, ReplayConfig, ReplayResult, ShapeWeight, Ties, TraceNode, TracePod,
 };
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use crate::load::InputError;
 use crate::trace::{read_nodes, read_pods};
 

@@ -713,3 +713,37 @@ impl Cluster {
         );
     }
 }
+
+/// `[node] NODE KEY=VALUE... KEY-...` (kubectl's `label node` arguments; a line
+/// continuation `\` and `--overwrite` are ignored) as a [`Command::LabelNode`]: how every
+/// face reads `label`. `Err` says what is wrong.
+pub fn parse_label_args<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
+    let mut it = args
+        .iter()
+        .map(|a| a.as_ref())
+        .filter(|a| *a != "\\" && *a != "--overwrite")
+        .peekable();
+    if it.peek() == Some(&"node") || it.peek() == Some(&"nodes") {
+        it.next();
+    }
+    let node = it.next().ok_or("name the node")?.to_string();
+    let mut set = std::collections::BTreeMap::new();
+    let mut remove = Vec::new();
+    for a in it {
+        if let Some((k, v)) = a.split_once('=') {
+            crate::limits::label(k, v)?;
+            set.insert(k.to_string(), v.to_string());
+        } else if let Some(k) = a.strip_suffix('-') {
+            remove.push(k.to_string());
+        } else {
+            return Err(format!(
+                "`{}` is neither KEY=VALUE nor KEY-",
+                crate::limits::echo(a)
+            ));
+        }
+    }
+    if set.is_empty() && remove.is_empty() {
+        return Err("give at least one KEY=VALUE (or KEY- to remove)".into());
+    }
+    Ok(Command::LabelNode { node, set, remove })
+}

@@ -48,7 +48,7 @@ pub mod whatif;
 
 pub use checkpoint::ClusterState;
 pub use cluster::{Cluster, ClusterError, SchedConfig};
-pub use command::{Command, Role};
+pub use command::{parse_label_args, Command, Role};
 pub use event::{Event, Severity};
 pub use explain::Explanation;
 pub use input::{Actor, Binding, Core, Decision, Driver, Input, JobOutcome, Observation, Output};

@@ -971,16 +971,13 @@ impl App {
                 _ => None,
             },
             ("autoscale", 2) => arg(1).map(|job| Command::ResumeAutoscale { job }),
-            ("label", n) if n >= 3 => {
-                let args: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
-                match crate::cli::label_command(&args) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        self.message = format!(":label: {e}");
-                        return;
-                    }
+            ("label", n) if n >= 3 => match maar_scheduler::parse_label_args(&words[1..]) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.message = format!(":label: maar label: {e}");
+                    return;
                 }
-            }
+            },
             ("ack", 2) => {
                 if let Some(alert) = arg(1) {
                     self.act_now(Command::AckAlert { alert });
