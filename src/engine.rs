@@ -526,16 +526,14 @@ impl Engine {
         if c.nodes.len() <= FORECAST_NODES {
             let now = Instant::now();
             let due = self.forecast.as_ref().is_none_or(|(due, _)| now >= *due);
-            let held = c.jobs.len() > FORECAST_HOLD_JOBS
-                && c.starting_now()
-                && now < self.forecast_held + FORECAST_HOLD;
-            if !c.starting_now() {
+            // (Only a large cluster's forecast waits; the check walks the queue.)
+            let moving = c.jobs.len() > FORECAST_HOLD_JOBS && c.starting_now();
+            if !moving {
                 self.forecast_held = now;
             }
-            if due && !held {
-                let t = Instant::now();
+            if due && !(moving && now < self.forecast_held + FORECAST_HOLD) {
                 let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
-                let due = t + t.elapsed() * FORECAST_SHARE;
+                let due = now + now.elapsed() * FORECAST_SHARE;
                 // The backend tells its users too (a Kubernetes pod's annotation).
                 self.driver.starts(&self.core, &f);
                 self.forecast = Some((due, f));

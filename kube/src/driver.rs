@@ -2055,10 +2055,8 @@ impl KubeDriver {
                 break;
             }
             let key = format!("{}/{}", j.spec.project, j.spec.name);
-            let (uid, object) = match (self.pods.get(&key), self.objects.get(&key)) {
-                (Some(f), _) => (f.uid.clone(), None),
-                (None, Some(f)) => (f.uid.clone(), Some(f.owner)),
-                (None, None) => continue,
+            let Some((uid, object)) = self.waiting_ref(&key) else {
+                continue;
             };
             if j.reason.is_empty() {
                 continue;
@@ -2171,6 +2169,33 @@ impl KubeDriver {
         }
     }
 
+    /// The node's cordoned GPUs as the core now has them, written whole.
+    fn gpu_cordons(&mut self, core: &Core, node: String, writes: &mut Vec<Write>) {
+        let c = core.cluster();
+        let Ok(n) = c.node_id(&node) else { return };
+        let gpus = c.nodes[n as usize]
+            .gpus
+            .iter()
+            .filter(|g| g.cordoned)
+            .map(|g| g.index)
+            .collect::<Vec<_>>();
+        // What maar writes comes back through the watch as already known.
+        if let Some(f) = self.nodes.get_mut(&node) {
+            f.cordoned_gpus = gpus.clone();
+        }
+        writes.push(Write::GpuCordons { node, gpus });
+    }
+
+    /// The uid of a waiting pod or maar object by `namespace/name`, and which object
+    /// kind it is (`None`: a pod); `None` when maar does not know it.
+    fn waiting_ref(&self, key: &str) -> Option<(String, Option<Owner>)> {
+        match (self.pods.get(key), self.objects.get(key)) {
+            (Some(f), _) => Some((f.uid.clone(), None)),
+            (None, Some(f)) => Some((f.uid.clone(), Some(f.owner))),
+            (None, None) => None,
+        }
+    }
+
     /// Writes the expected starts of the latest forecast that moved (see
     /// [`start_moved`]), at most [`MAX_TOLD_PER_STEP`] a step (the rest in the next
     /// steps, unless a newer forecast came first).
@@ -2191,14 +2216,9 @@ impl KubeDriver {
             let pending = c
                 .job_id(&key)
                 .is_ok_and(|id| c.jobs[id as usize].phase == Phase::Pending);
-            let (uid, object) = match (self.pods.get(&key), self.objects.get(&key)) {
-                (Some(f), _) => (f.uid.clone(), None),
-                (None, Some(f)) => (f.uid.clone(), Some(f.owner)),
-                (None, None) => continue,
-            };
-            if !pending {
+            let Some((uid, object)) = self.waiting_ref(&key).filter(|_| pending) else {
                 continue;
-            }
+            };
             let moved = self
                 .starts_told
                 .get(&key)
@@ -2409,36 +2429,18 @@ impl Driver for KubeDriver {
         let effect = in_cluster(&command);
         let mut out = core.apply(Input::Command { actor, command });
         if out.is_ok() {
-            let (cordon, gpu_node) = match effect {
-                InCluster::Cordon(node, on) => (Some((node, on)), None),
-                InCluster::GpuCordons(node) => (None, Some(node)),
+            match effect {
+                InCluster::Cordon(node, on) => {
+                    if let Some(f) = self.nodes.get_mut(&node) {
+                        f.cordoned = on;
+                    }
+                    writes.push(Write::Cordon { node, on });
+                }
+                InCluster::GpuCordons(node) => self.gpu_cordons(core, node, &mut writes),
                 InCluster::Labels { node, set, remove } => {
                     writes.push(Write::Labels { node, set, remove });
-                    (None, None)
                 }
-                InCluster::Decisions | InCluster::Objects | InCluster::MaarsOwn => (None, None),
-            };
-            if let Some((node, on)) = cordon {
-                if let Some(f) = self.nodes.get_mut(&node) {
-                    f.cordoned = on;
-                }
-                writes.push(Write::Cordon { node, on });
-            }
-            if let Some(node) = gpu_node {
-                let c = core.cluster();
-                if let Ok(n) = c.node_id(&node) {
-                    let gpus = c.nodes[n as usize]
-                        .gpus
-                        .iter()
-                        .filter(|g| g.cordoned)
-                        .map(|g| g.index)
-                        .collect::<Vec<_>>();
-                    // What maar writes comes back through the watch as already known.
-                    if let Some(f) = self.nodes.get_mut(&node) {
-                        f.cordoned_gpus = gpus.clone();
-                    }
-                    writes.push(Write::GpuCordons { node, gpus });
-                }
+                InCluster::Decisions | InCluster::Objects | InCluster::MaarsOwn => {}
             }
             let mut events = std::mem::take(&mut out.events);
             let decisions = out.decisions.clone();

@@ -666,13 +666,13 @@ impl Cluster {
 
     // ----- time ---------------------------------------------------------------------
 
-    /// Moves the clock forward. Time never goes back.
     /// Whether the queue is moving: jobs started or were queued at this instant (what
     /// waits may start in the next cycle, before any end).
     pub fn starting_now(&self) -> bool {
         self.last_start == Some(self.now) || self.pending_jobs().any(|j| j.queued_since == self.now)
     }
 
+    /// Moves the clock forward. Time never goes back.
     pub fn set_time(&mut self, now: u64) {
         if now > self.now {
             self.now = now;

@@ -1344,12 +1344,10 @@ impl Cluster {
             })
             .collect();
         order.sort_unstable();
+        // `found` is kept in order (end, node) as it grows.
         for (first, n) in order {
-            if found.len() >= units {
-                found.sort_unstable();
-                if first > found[units - 1].0 {
-                    break;
-                }
+            if found.len() >= units && first > found[units - 1].0 {
+                break;
             }
             let node = &self.nodes[n as usize];
             let oc = self.overcommit_of(node);
@@ -1362,12 +1360,12 @@ impl Cluster {
                 if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok()
                     && self.pod_rules(spec, view.as_ref(), n, &gone).is_ok()
                 {
-                    found.push((self.expected_end(v).unwrap_or(u64::MAX), n));
+                    let f = (self.expected_end(v).unwrap_or(u64::MAX), n);
+                    found.insert(found.partition_point(|x| *x < f), f);
                     break;
                 }
             }
         }
-        found.sort_unstable();
         if found.is_empty() {
             return None;
         }
