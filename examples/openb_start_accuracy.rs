@@ -21,130 +21,15 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::PathBuf;
 
-use maar_scheduler::forecast::{Predictor, Reach};
+use maar::trace::{read_nodes, read_pod_times, read_pods};
+use maar_scheduler::forecast::{Accuracy, Predictor, Reach};
+use maar_scheduler::replay::{trace_cluster, trace_spec};
 use maar_scheduler::*;
 
 struct Pod {
     spec: JobSpec,
     created: u64,
     runs_s: u64,
-}
-
-fn pods(path: &std::path::Path, speedup: f64) -> Vec<Pod> {
-    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let h = r.headers().expect("a header").clone();
-    let col = |name: &str| {
-        h.iter()
-            .position(|c| c == name)
-            .unwrap_or_else(|| panic!("{}: no column {name}", path.display()))
-    };
-    let (name, cpu, mem, ngpu, milli, spec, created, deleted, scheduled) = (
-        col("name"),
-        col("cpu_milli"),
-        col("memory_mib"),
-        col("num_gpu"),
-        col("gpu_milli"),
-        col("gpu_spec"),
-        col("creation_time"),
-        col("deletion_time"),
-        col("scheduled_time"),
-    );
-    let mut out = Vec::new();
-    for rec in r.records() {
-        let rec = rec.expect("a row");
-        let num = |i: usize| rec.get(i).unwrap_or("").parse::<u64>().unwrap_or(0);
-        let count = num(ngpu) as u32;
-        let m = num(milli) as u32;
-        let shared = count == 1 && m > 0 && m < 1000;
-        let models: Vec<String> = rec
-            .get(spec)
-            .unwrap_or("")
-            .split('|')
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        let start = if rec.get(scheduled).unwrap_or("").is_empty() {
-            num(created)
-        } else {
-            num(scheduled)
-        };
-        out.push(Pod {
-            spec: JobSpec {
-                name: rec.get(name).unwrap_or("").to_string(),
-                project: "openb".into(),
-                pool: "default".into(),
-                kind: JobKind::Train,
-                priority: PRIORITY_MEDIUM,
-                replicas: 1,
-                gpu: GpuRequest {
-                    count,
-                    memory_per_card: None,
-                    models,
-                    shared,
-                    milli: shared.then_some(m),
-                    vendor: None,
-                    resource: None,
-                },
-                cpu_milli: num(cpu),
-                memory: num(mem) << 20,
-                disk: 0,
-                affinity: Affinity::Any,
-                restart: RestartPolicy::Never,
-                est_runtime_s: None,
-                image: String::new(),
-                command: Vec::new(),
-                node_selector: Default::default(),
-                rules: Default::default(),
-            },
-            created: (num(created) as f64 / speedup) as u64,
-            runs_s: num(deleted).saturating_sub(start).max(1),
-        });
-    }
-    out
-}
-
-fn cluster(path: &std::path::Path, every: usize) -> Cluster {
-    let mut c = Cluster::new(SchedConfig::default());
-    c.add_pool(Pool {
-        name: "default".into(),
-        kind: PoolKind::Training,
-        selector: [(LABEL_ROLE.to_string(), "default".to_string())].into(),
-        overcommit: Overcommit::default(),
-        lend_to: vec![],
-    });
-    c.add_project(Project {
-        name: "openb".into(),
-        department: "alibaba".into(),
-        quotas: [(0, Quota::default())].into(),
-    });
-    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    for rec in r.records().step_by(every) {
-        let rec = rec.expect("a row");
-        let (name, cpu, mem, gpus, model) = (
-            rec.get(0).unwrap_or(""),
-            rec.get(1).unwrap_or("0").parse::<u64>().unwrap_or(0),
-            rec.get(2).unwrap_or("0").parse::<u64>().unwrap_or(0),
-            rec.get(3).unwrap_or("0").parse::<u32>().unwrap_or(0),
-            rec.get(4).unwrap_or(""),
-        );
-        let mut labels: BTreeMap<String, String> =
-            [(LABEL_ROLE.to_string(), "default".to_string())].into();
-        if gpus > 0 {
-            labels.insert(LABEL_MODEL.to_string(), model.to_string());
-            labels.insert(LABEL_COUNT.to_string(), gpus.to_string());
-        }
-        c.add_node(Node::new(
-            name,
-            labels,
-            cpu,
-            mem << 20,
-            1 << 40,
-            (0..gpus)
-                .map(|g| Gpu::new(g, format!("{name}/{g}"), model, 32 << 30, false))
-                .collect(),
-        ));
-    }
-    c
 }
 
 fn main() {
@@ -163,8 +48,25 @@ fn main() {
         .map(|a| a.parse().expect("a node step"))
         .unwrap_or(1);
     let hours: Option<u64> = args.next().map(|a| a.parse().expect("hours"));
-    let mut c = cluster(&dir.join("openb_node_list_all_node.csv"), every.max(1));
-    let mut all = pods(&dir.join("openb_pod_list_default.csv"), speedup);
+    let fail = |e: maar::load::InputError| -> ! {
+        eprintln!("{e}");
+        std::process::exit(2)
+    };
+    let nodes = read_nodes(&dir.join("openb_node_list_all_node.csv")).unwrap_or_else(|e| fail(e));
+    let nodes: Vec<_> = nodes.into_iter().step_by(every.max(1)).collect();
+    let mut c = trace_cluster(&nodes, SchedConfig::default());
+    let list = dir.join("openb_pod_list_default.csv");
+    let times = read_pod_times(&list).unwrap_or_else(|e| fail(e));
+    let mut all: Vec<Pod> = read_pods(&list)
+        .unwrap_or_else(|e| fail(e))
+        .iter()
+        .zip(times)
+        .map(|(p, t)| Pod {
+            spec: trace_spec(p, p.name.clone()),
+            created: (t.created as f64 / speedup) as u64,
+            runs_s: t.deleted.saturating_sub(t.scheduled).max(1),
+        })
+        .collect();
     all.sort_by_key(|p| p.created);
     let end = hours.map(|h| h * 3600).unwrap_or(u64::MAX);
     let predictors = [
@@ -261,42 +163,22 @@ fn main() {
             }
         }
     }
-    let mut n = 0usize;
-    let mut hits = vec![0usize; predictors.len()];
-    let mut given = vec![0usize; predictors.len()];
+    let mut acc = Accuracy::new(predictors.len());
     for (&id, (asked, at)) in &seen {
         // (Every pod has one priority: nothing is preempted, nothing restarts.)
-        let Some(&real) = first_start.get(&id) else {
-            continue;
-        };
-        n += 1;
-        let wait = real.saturating_sub(*asked);
-        for (i, a) in at.iter().enumerate() {
-            if let Some(a) = a {
-                given[i] += 1;
-                let err = a.abs_diff(real);
-                if err <= 600 || (err as f64) <= 0.2 * wait as f64 {
-                    hits[i] += 1;
-                }
-            }
+        if let Some(&real) = first_start.get(&id) {
+            acc.add(*asked, real, at);
         }
     }
     let started = first_start.len();
     println!("at most {max_pending} Pending and {max_running} running at once");
     println!(
-        "openb default trace, arrivals x{speedup}, every {every}th node ({} nodes): {} pods submitted, {started} started; {n} Pending at their first minute that later started ({:.1}s)",
+        "openb default trace, arrivals x{speedup}, every {every}th node ({} nodes): {} pods submitted, {started} started; {} Pending at their first minute that later started ({:.1}s)",
         c.nodes.len(),
         next,
+        acc.jobs,
         wall.elapsed().as_secs_f64()
     );
-    println!("| predictor | estimate given | within 20% or 10 min |");
-    println!("|---|---|---|");
-    for (i, (name, _)) in predictors.iter().enumerate() {
-        println!(
-            "| {name} | {} of {n} | {} of {n} ({:.0}%) |",
-            given[i],
-            hits[i],
-            100.0 * hits[i] as f64 / n.max(1) as f64
-        );
-    }
+    let names: Vec<&str> = predictors.iter().map(|p| p.0).collect();
+    print!("{}", acc.table(&names));
 }

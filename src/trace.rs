@@ -194,6 +194,37 @@ fn nodes_of(t: Table) -> Result<Vec<TraceNode>, InputError> {
     Ok(out)
 }
 
+/// A pod's times in the trace (seconds): created, deleted, and scheduled (empty in
+/// the list: at creation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodTimes {
+    pub created: u64,
+    pub deleted: u64,
+    pub scheduled: u64,
+}
+
+/// Reads the times of a pod list (`creation_time`, `deletion_time`, optional
+/// `scheduled_time`), one per row, in the order of [`read_pods`].
+pub fn read_pod_times(path: &Path) -> Result<Vec<PodTimes>, InputError> {
+    let t = Table::read(path, MAX_TRACE_PODS)?;
+    let (c, d) = (t.col("creation_time")?, t.col("deletion_time")?);
+    let s = t.opt_col("scheduled_time");
+    let mut out = Vec::with_capacity(t.rows.len());
+    for (line, rec) in &t.rows {
+        let created: u64 = t.num(*line, rec, c, false)?;
+        let scheduled = match s {
+            Some(s) if !rec.get(s).unwrap_or("").is_empty() => t.num(*line, rec, s, false)?,
+            _ => created,
+        };
+        out.push(PodTimes {
+            created,
+            deleted: t.num(*line, rec, d, false)?,
+            scheduled,
+        });
+    }
+    Ok(out)
+}
+
 /// Reads a pod list; `gpu_spec` is optional (`|`-separated allowed models).
 pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, InputError> {
     pods_of(Table::read(path, MAX_TRACE_PODS)?)

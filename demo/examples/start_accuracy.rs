@@ -65,40 +65,21 @@ fn main() {
     }
     let c = d.cluster();
     // Jobs that started by the end (their first start: `started` unless restarted).
-    let mut n = 0usize;
-    let mut hits = vec![0usize; predictors.len()];
-    let mut given = vec![0usize; predictors.len()];
+    let mut acc = maar_scheduler::forecast::Accuracy::new(predictors.len());
     for (&id, (asked, _submitted, at)) in &seen {
         let Some(j) = c.jobs.get(id) else { continue };
         let Some(real) = j.started else { continue };
         if j.restarts > 0 || j.evicted.is_some() {
             continue;
         }
-        n += 1;
-        let wait = real.saturating_sub(*asked);
-        for (i, a) in at.iter().enumerate() {
-            if let Some(a) = a {
-                given[i] += 1;
-                let err = a.abs_diff(real);
-                if err <= 600 || (err as f64) <= 0.2 * wait as f64 {
-                    hits[i] += 1;
-                }
-            }
-        }
+        acc.add(*asked, real, at);
     }
     println!(
-        "demo day, seed {}, {hours}h: {n} jobs Pending at their first minute that later started ({:.1}s)",
+        "demo day, seed {}, {hours}h: {} jobs Pending at their first minute that later started ({:.1}s)",
         d.seed(),
+        acc.jobs,
         started.elapsed().as_secs_f64()
     );
-    println!("| predictor | estimate given | within 20% or 10 min |");
-    println!("|---|---|---|");
-    for (i, (name, _)) in predictors.iter().enumerate() {
-        println!(
-            "| {name} | {} of {n} | {} of {n} ({:.0}%) |",
-            given[i],
-            hits[i],
-            100.0 * hits[i] as f64 / n.max(1) as f64
-        );
-    }
+    let names: Vec<&str> = predictors.iter().map(|p| p.0).collect();
+    print!("{}", acc.table(&names));
 }

@@ -350,3 +350,55 @@ pub fn starts_cell(now: u64, at: Option<u64>, basis: Option<&str>) -> String {
         (None, None) => String::new(),
     }
 }
+
+/// How often estimated starts came true, per predictor: a hit is a start within 20%
+/// of the wait from when the estimate was made, or within 10 minutes of it.
+#[derive(Clone, Debug, Default)]
+pub struct Accuracy {
+    /// Jobs counted (estimated while Pending, started since).
+    pub jobs: usize,
+    /// Per predictor: estimates that gave a time, and those that came true.
+    pub given: Vec<usize>,
+    pub hits: Vec<usize>,
+}
+
+impl Accuracy {
+    pub fn new(predictors: usize) -> Accuracy {
+        Accuracy {
+            jobs: 0,
+            given: vec![0; predictors],
+            hits: vec![0; predictors],
+        }
+    }
+
+    /// A job estimated at `asked` (one estimate per predictor) that started at `real`.
+    pub fn add(&mut self, asked: u64, real: u64, estimates: &[Option<u64>]) {
+        self.jobs += 1;
+        let wait = real.saturating_sub(asked);
+        for (i, e) in estimates.iter().enumerate() {
+            if let Some(e) = e {
+                self.given[i] += 1;
+                let err = e.abs_diff(real);
+                if err <= 600 || err as f64 <= 0.2 * wait as f64 {
+                    self.hits[i] += 1;
+                }
+            }
+        }
+    }
+
+    /// A Markdown table, one row per predictor (named in order).
+    pub fn table(&self, names: &[&str]) -> String {
+        let n = self.jobs;
+        let mut out =
+            String::from("| predictor | estimate given | within 20% or 10 min |\n|---|---|---|\n");
+        for (i, name) in names.iter().enumerate() {
+            out.push_str(&format!(
+                "| {name} | {} of {n} | {} of {n} ({:.0}%) |\n",
+                self.given[i],
+                self.hits[i],
+                100.0 * self.hits[i] as f64 / n.max(1) as f64
+            ));
+        }
+        out
+    }
+}

@@ -200,6 +200,78 @@ impl State {
 
 /// Places trace pods one at a time on a cluster built from a node list, under one
 /// policy. [`replay`] drives it through the whole experiment; tests drive it pod by pod.
+/// A cluster of the trace's nodes: one pool `trace` that takes every node, one open
+/// project `trace`. Cards carry no memory the trace could ask for (1000 bytes), disk
+/// is not part of the trace (a pebibyte per node never binds).
+pub fn trace_cluster(nodes: &[TraceNode], config: SchedConfig) -> Cluster {
+    let mut c = Cluster::new(config);
+    c.add_pool(Pool {
+        name: "trace".into(),
+        kind: PoolKind::Training,
+        selector: BTreeMap::new(),
+        overcommit: Overcommit::default(),
+        lend_to: Vec::new(),
+    });
+    c.add_project(Project {
+        name: "trace".into(),
+        department: "-".into(),
+        quotas: [(0, Quota::default())].into(),
+    });
+    for n in nodes {
+        let model = n.model.to_lowercase();
+        let mut labels = BTreeMap::new();
+        if n.gpus > 0 {
+            labels.insert(LABEL_MODEL.to_string(), model.clone());
+            labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
+        }
+        let gpus = (0..n.gpus)
+            .map(|g| Gpu::new(g, format!("{}-{g}", n.name), model.clone(), 1000, false))
+            .collect();
+        c.add_node(Node::new(
+            n.name.clone(),
+            labels,
+            n.cpu_milli,
+            n.memory_mib << 20,
+            1 << 50,
+            gpus,
+        ));
+    }
+    c
+}
+
+/// A trace pod as a job of project and pool `trace`, named `name`: a single-GPU pod
+/// asking less than a whole card shares one.
+pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
+    let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
+    JobSpec {
+        name,
+        project: "trace".into(),
+        pool: "trace".into(),
+        kind: JobKind::Train,
+        priority: PRIORITY_MEDIUM,
+        replicas: 1,
+        gpu: GpuRequest {
+            count: pod.num_gpu,
+            memory_per_card: None,
+            models: pod.gpu_spec.iter().map(|m| m.to_lowercase()).collect(),
+            shared: sharing,
+            milli: sharing.then_some(pod.gpu_milli),
+            vendor: None,
+            resource: None,
+        },
+        cpu_milli: pod.cpu_milli,
+        memory: pod.memory_mib << 20,
+        disk: 0,
+        affinity: Affinity::SameNode,
+        restart: RestartPolicy::Never,
+        est_runtime_s: None,
+        image: String::new(),
+        command: Vec::new(),
+        node_selector: Default::default(),
+        rules: Default::default(),
+    }
+}
+
 pub struct Replayer {
     pub cluster: Cluster,
     policy: Policy,
@@ -230,25 +302,14 @@ impl Replayer {
         policy: Policy,
         seed: u64,
     ) -> Replayer {
-        let mut c = Cluster::new(SchedConfig {
-            backfill: false,
-            preemption: false,
-            ..SchedConfig::default()
-        });
-        c.add_pool(Pool {
-            name: "trace".into(),
-            kind: PoolKind::Training,
-            selector: BTreeMap::new(),
-            overcommit: Overcommit::default(),
-            lend_to: Vec::new(),
-        });
-        let mut quotas = BTreeMap::new();
-        quotas.insert(0, Quota::default());
-        c.add_project(Project {
-            name: "trace".into(),
-            department: "-".into(),
-            quotas,
-        });
+        let c = trace_cluster(
+            nodes,
+            SchedConfig {
+                backfill: false,
+                preemption: false,
+                ..SchedConfig::default()
+            },
+        );
         let mut models: Vec<String> = vec![String::new()];
         let mut node_model: Vec<u16> = Vec::new();
         for n in nodes {
@@ -261,23 +322,6 @@ impl Replayer {
                 }
             } as u16;
             node_model.push(if n.gpus == 0 { 0 } else { mid });
-            let mut labels = BTreeMap::new();
-            if n.gpus > 0 {
-                labels.insert(LABEL_MODEL.to_string(), model.clone());
-                labels.insert(LABEL_COUNT.to_string(), n.gpus.to_string());
-            }
-            let gpus = (0..n.gpus)
-                .map(|g| Gpu::new(g, format!("{}-{g}", n.name), model.clone(), 1000, false))
-                .collect();
-            // Disk is not part of the trace: one pebibyte per node never binds.
-            c.add_node(Node::new(
-                n.name.clone(),
-                labels,
-                n.cpu_milli,
-                n.memory_mib << 20,
-                1 << 50,
-                gpus,
-            ));
         }
         let cap_shapes = gpu_shapes(&shapes);
         let bound_demand = bound_demand(&shapes, &models);
@@ -343,33 +387,7 @@ impl Replayer {
     pub fn place(&mut self, pod: &TracePod) -> Option<NodeId> {
         self.serial += 1;
         let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
-        let spec = JobSpec {
-            name: format!("{}-{}", pod.name, self.serial),
-            project: "trace".into(),
-            pool: "trace".into(),
-            kind: JobKind::Train,
-            priority: PRIORITY_MEDIUM,
-            replicas: 1,
-            gpu: GpuRequest {
-                count: pod.num_gpu,
-                memory_per_card: None,
-                models: pod.gpu_spec.iter().map(|m| m.to_lowercase()).collect(),
-                shared: sharing,
-                milli: sharing.then_some(pod.gpu_milli),
-                vendor: None,
-                resource: None,
-            },
-            cpu_milli: pod.cpu_milli,
-            memory: pod.memory_mib << 20,
-            disk: 0,
-            affinity: Affinity::SameNode,
-            restart: RestartPolicy::Never,
-            est_runtime_s: None,
-            image: String::new(),
-            command: Vec::new(),
-            node_selector: Default::default(),
-            rules: Default::default(),
-        };
+        let spec = trace_spec(pod, format!("{}-{}", pod.name, self.serial));
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");
         let ask = pod.ask();
