@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use maar_demo::Demo;
 use maar_scheduler::metrics::Snapshot;
@@ -282,113 +282,10 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value_t = GetOutput::Table)]
         output: GetOutput,
     },
-    /// Cordon a node, or one of its GPUs: running work stays, nothing new is placed.
-    Cordon {
-        node: String,
-        #[arg(long, value_name = "INDEX")]
-        gpu: Option<u32>,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Uncordon a node, or one of its GPUs.
-    Uncordon {
-        node: String,
-        #[arg(long, value_name = "INDEX")]
-        gpu: Option<u32>,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Cordon a node and requeue every job on it.
-    Drain {
-        node: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Set a job's priority: high, medium, low or a number.
-    Priority {
-        job: String,
-        #[arg(value_parser = priority, allow_negative_numbers = true)]
-        level: i32,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Put a running, failed or cancelled job back in the queue.
-    Requeue {
-        job: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Cancel a job.
-    Cancel {
-        job: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Approve a quota request.
-    Approve {
-        #[arg(value_parser = request_id, value_name = "ID")]
-        request: u32,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Reject a quota request.
-    Reject {
-        #[arg(value_parser = request_id, value_name = "ID")]
-        request: u32,
-        #[arg(long, default_value = "rejected by operator")]
-        reason: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Ask for more quota for a project in a pool (an admin approves it).
-    RequestQuota {
-        project: String,
-        pool: String,
-        /// Extra GPUs.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-        gpu: u32,
-        /// Reserve them (never lent to others) rather than only raise the maximum.
-        #[arg(long)]
-        reserved: bool,
-        #[arg(long, default_value = "")]
-        reason: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Set an inference service's replicas (its autoscaler pauses until resumed).
-    Scale {
-        job: String,
-        replicas: u32,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Set or remove a node's labels, as `kubectl label node` takes them:
-    /// `maar label [node] NODE KEY=VALUE... KEY-... [--overwrite]` (the node moves to
-    /// the pool its labels now select).
-    Label {
-        /// `[node] NODE KEY=VALUE ... KEY- ...`; options may come anywhere among them,
-        /// as kubectl takes them (`maar label gpu-07 a=b --what-if`).
-        #[arg(required = true, num_args = 1.., value_name = "ARGS")]
-        args: Vec<String>,
-        /// Accepted as kubectl takes it (maar always overwrites).
-        #[arg(long)]
-        overwrite: bool,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Acknowledge an open alert by its key (`maar get alerts` lists them), e.g.
-    /// oom/ml-prod/gpt or disk/a100-03.
-    Ack {
-        alert: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
-    /// Hand an inference service back to its autoscaler.
-    Autoscale {
-        job: String,
-        #[command(flatten)]
-        act: ActArgs,
-    },
+    /// The operator's commands (cordon, drain, priority, approve, label, ...), each
+    /// built from its one declaration (`maar_scheduler::verbs`).
+    #[command(flatten)]
+    Act(crate::verbs_cli::Operator),
     /// Who did what, when, from where, and the result.
     Audit {
         /// Only this user.
@@ -431,6 +328,20 @@ pub enum Cmd {
     Agent(crate::agent_cli::AgentArgs),
     /// Replay a GPU cluster trace (Alibaba openb format) under a placement policy.
     Replay(crate::replay_cli::ReplayArgs),
+    /// Print a completion script for a shell, from the same declarations as the
+    /// commands: `maar completions bash > ~/.local/share/bash-completion/completions/maar`,
+    /// `maar completions zsh > ~/.zfunc/_maar`, `maar completions fish >
+    /// ~/.config/fish/completions/maar.fish`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `maar man | man -l -`; with --dir, write maar.1 and a
+    /// page for every command (maar-cordon.1, ...) there.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Write a workload variant of a pod list (seeded): more sharing, GPU-type
     /// constraints, multi-GPU or CPU-only pods.
     TraceVariant {
@@ -447,26 +358,6 @@ pub enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-}
-
-/// `maar label`'s arguments as a command (read as every face reads them:
-/// [`maar_scheduler::parse_label_args`]).
-pub fn label_command(args: &[String]) -> Result<Command, Failure> {
-    maar_scheduler::parse_label_args(args).map_err(|e| Failure::Usage(format!("maar label: {e}")))
-}
-
-fn priority(s: &str) -> Result<i32, String> {
-    maar_scheduler::parse_priority(s)
-}
-
-/// A quota request's id: `3` or `#3` (as the console shows it).
-fn request_id(s: &str) -> Result<u32, String> {
-    s.trim_start_matches('#').parse().map_err(|_| {
-        format!(
-            "`{}` is not a request id (a number, as `maar get quotas` lists them)",
-            maar_scheduler::limits::echo(s)
-        )
-    })
 }
 
 /// A wall-clock time as `maar audit` takes it: RFC 3339 (`2026-11-30T09:00:00Z`), or
@@ -807,6 +698,29 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
         Cmd::Local(args) => run_local(args, o),
         Cmd::Kube(args) => run_kube(args, o),
+        Cmd::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "maar", &mut buf);
+            o.put(&String::from_utf8_lossy(&buf));
+            Ok(0)
+        }
+        Cmd::Man { dir: None } => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .map_err(|e| Failure::Write(WriteFailure::Failed(e)))?;
+            o.put(&String::from_utf8_lossy(&buf));
+            Ok(0)
+        }
+        Cmd::Man { dir: Some(dir) } => {
+            std::fs::create_dir_all(&dir)
+                .and_then(|_| clap_mangen::generate_to(Cli::command(), &dir))
+                .map_err(|e| {
+                    Failure::No(format!("cannot write man pages to {}: {e}", dir.display()))
+                })?;
+            o.put(&format!("man pages written to {}\n", dir.display()));
+            Ok(0)
+        }
         Cmd::TraceVariant {
             pods,
             nodes,
@@ -927,72 +841,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             o.put(&get_text(&snap, resource, output));
             Ok(0)
         }
-        Cmd::Cordon { node, gpu, act: a } => act(
-            &a,
-            match gpu {
-                Some(gpu) => Command::CordonGpu { node, gpu },
-                None => Command::CordonNode { node },
-            },
-            o,
-        ),
-        Cmd::Uncordon { node, gpu, act: a } => act(
-            &a,
-            match gpu {
-                Some(gpu) => Command::UncordonGpu { node, gpu },
-                None => Command::UncordonNode { node },
-            },
-            o,
-        ),
-        Cmd::Drain { node, act: a } => act(&a, Command::DrainNode { node }, o),
-        Cmd::Priority { job, level, act: a } => act(
-            &a,
-            Command::SetPriority {
-                job,
-                priority: level,
-            },
-            o,
-        ),
-        Cmd::Requeue { job, act: a } => act(&a, Command::Requeue { job }, o),
-        Cmd::Cancel { job, act: a } => act(&a, Command::Cancel { job }, o),
-        Cmd::Approve { request, act: a } => act(&a, Command::ApproveQuota { id: request }, o),
-        Cmd::Reject {
-            request,
-            reason,
-            act: a,
-        } => act(
-            &a,
-            Command::RejectQuota {
-                id: request,
-                reason,
-            },
-            o,
-        ),
-        Cmd::RequestQuota {
-            project,
-            pool,
-            gpu,
-            reserved,
-            reason,
-            act: a,
-        } => act(
-            &a,
-            Command::RequestQuota {
-                project,
-                pool,
-                gpus: gpu,
-                reserved,
-                reason,
-            },
-            o,
-        ),
-        Cmd::Scale {
-            job,
-            replicas,
-            act: a,
-        } => act(&a, Command::Scale { job, replicas }, o),
-        Cmd::Autoscale { job, act: a } => act(&a, Command::ResumeAutoscale { job }, o),
-        Cmd::Ack { alert, act: a } => act(&a, Command::AckAlert { alert }, o),
-        Cmd::Label { args, act: a, .. } => act(&a, label_command(&args)?, o),
+        Cmd::Act(op) => act(&op.act, op.command, o),
         Cmd::Audit {
             actor,
             action,

@@ -824,17 +824,10 @@ impl Engine {
         let at = self.core.now();
         let what = command.describe();
         // A job named without its project is recorded under its full name.
-        let object = match &command {
-            Command::SetPriority { job, .. }
-            | Command::Requeue { job }
-            | Command::Cancel { job }
-            | Command::Scale { job, .. }
-            | Command::ResumeAutoscale { job } => {
-                let c = self.core.cluster();
-                c.job_id(job).ok().map(|id| c.job_ref(id))
-            }
-            _ => None,
-        };
+        let object = command.job_named().and_then(|job| {
+            let c = self.core.cluster();
+            c.job_id(job).ok().map(|id| c.job_ref(id))
+        });
         let need = command.required_role();
         let (role, why) = match judged {
             Some(j) => {

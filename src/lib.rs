@@ -24,3 +24,4 @@ pub mod record;
 pub mod replay_cli;
 pub mod roles;
 pub mod trace;
+pub mod verbs_cli;

@@ -336,33 +336,7 @@ fn unpack(v: rusqlite::types::Value) -> Result<String, String> {
 }
 
 fn action_of(c: &Command) -> (String, String) {
-    let v = serde_json::to_value(c).unwrap_or_default();
-    let action = match &v {
-        serde_json::Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
-        serde_json::Value::String(s) => s.clone(),
-        _ => String::new(),
-    };
-    let object = match c {
-        Command::Submit(s) => format!("job/{}/{}", s.project, s.name),
-        Command::RequestQuota { project, pool, .. } => format!("quota/{project}/{pool}"),
-        Command::ApproveQuota { id } | Command::RejectQuota { id, .. } => format!("request/{id}"),
-        Command::SetPriority { job, .. }
-        | Command::Requeue { job }
-        | Command::Cancel { job }
-        | Command::Scale { job, .. }
-        | Command::ResumeAutoscale { job } => format!("job/{job}"),
-        Command::CordonGpu { node, gpu } | Command::UncordonGpu { node, gpu } => {
-            format!("gpu/{node}/{gpu}")
-        }
-        Command::CordonNode { node }
-        | Command::UncordonNode { node }
-        | Command::DrainNode { node } => {
-            format!("node/{node}")
-        }
-        Command::AckAlert { alert } => format!("alert/{alert}"),
-        Command::LabelNode { node, .. } => format!("node/{node}"),
-    };
-    (action, object)
+    (c.action().to_string(), c.object())
 }
 
 impl Record {

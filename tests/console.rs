@@ -9,6 +9,7 @@ use maar::console::view;
 use maar::engine::{self, EngineOptions};
 use maar::load::{load_scenario, parse_scenario};
 use maar_demo::Demo;
+use maar_scheduler::Command;
 
 /// The console on a scenario at `at`, paused (the engine holds it; nothing recorded).
 fn app_on(sc: maar_demo::Scenario, at: u64) -> App {
@@ -218,7 +219,36 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
     keys(&mut app, "y");
     assert!(!app.snapshot.nodes[0].cordoned, "{}", app.message);
     keys(&mut app, ":bogus\n");
-    assert!(app.message.starts_with("unknown or incomplete command"));
+    assert!(
+        app.message.starts_with("unknown command `:bogus`"),
+        "{}",
+        app.message
+    );
+    // An incomplete line says what is missing and how the command is written (the
+    // usage the CLI's --help shows, from the same declaration).
+    keys(&mut app, ":cordon\n");
+    assert_eq!(
+        app.message,
+        "cordon: missing NODE (usage: cordon NODE [--gpu INDEX])"
+    );
+    keys(&mut app, ":cordon a100-01 --gpu 99x\n");
+    assert!(
+        app.message.contains("`99x` is not a GPU index"),
+        "{}",
+        app.message
+    );
+    // Quoted words stay one word, as in a shell.
+    keys(
+        &mut app,
+        ":request-quota ml-prod training-gpu --gpu 2 --reason 'quarter end'\n",
+    );
+    match &app.mode {
+        Mode::Confirm(Command::RequestQuota { reason, gpus, .. }, _, _) => {
+            assert_eq!((reason.as_str(), *gpus), ("quarter end", 2));
+        }
+        _ => panic!("no question: {}", app.message),
+    }
+    keys(&mut app, "n");
 }
 
 #[test]

@@ -111,16 +111,6 @@ impl std::fmt::Display for Role {
 }
 
 impl Command {
-    /// The least role that may give this command: approving or rejecting quota is an
-    /// admin's; everything else (cordon, drain, priority, requeue, cancel, submit,
-    /// scale, asking for quota) an operator's.
-    pub fn required_role(&self) -> Role {
-        match self {
-            Command::ApproveQuota { .. } | Command::RejectQuota { .. } => Role::Admin,
-            _ => Role::Operator,
-        }
-    }
-
     /// The command in words, for confirmation prompts, logs and the audit.
     pub fn describe(&self) -> String {
         match self {
@@ -157,18 +147,6 @@ impl Command {
                 format!("label node {node} {}", parts.join(" "))
             }
         }
-    }
-
-    /// Whether the console must ask for confirmation first.
-    pub fn is_destructive(&self) -> bool {
-        matches!(
-            self,
-            Command::DrainNode { .. }
-                | Command::Cancel { .. }
-                | Command::Requeue { .. }
-                | Command::RejectQuota { .. }
-                | Command::CordonNode { .. }
-        )
     }
 }
 
@@ -294,10 +272,13 @@ impl Cluster {
                 let pl = self
                     .pool_id(&pool)
                     .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
-                if gpus == 0 {
-                    return Err(ClusterError::Invalid(
-                        "a quota request needs gpus > 0".into(),
-                    ));
+                // The same limit whichever face sent it (the CLI and the console
+                // read it with `verbs`, a socket's client may send any number).
+                if gpus == 0 || f64::from(gpus) > crate::limits::MAX_QUOTA_GPUS {
+                    return Err(ClusterError::Invalid(format!(
+                        "a quota request needs 1 to {} GPUs, not {gpus}",
+                        crate::limits::MAX_QUOTA_GPUS
+                    )));
                 }
                 let id = self.next_request;
                 self.next_request += 1;

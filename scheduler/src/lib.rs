@@ -14,6 +14,8 @@
 //! - [`schedule`]: the cycle — queue order, quota, placement, gang, preemption, backfill.
 //! - [`explain`]: the full reason a job is Pending.
 //! - [`command`]: operator commands.
+//! - [`verbs`]: each operator command declared once (name, arguments, doc, role, keys),
+//!   which every face follows.
 //! - [`metrics`]: totals, fragmentation, cost and owned snapshots.
 //! - [`checkpoint`]: the state as plain data, and back.
 //! - [`limits`]: the documented bounds on every count, rate, quantity and duration.
@@ -44,6 +46,7 @@ pub mod quantity;
 pub mod replay;
 pub mod rules;
 pub mod schedule;
+pub mod verbs;
 pub mod whatif;
 
 pub use checkpoint::ClusterState;

@@ -10,6 +10,8 @@ use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::whatif::Preview;
 use maar_scheduler::{Actor, Command, Explanation, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
+use maar_scheduler::verbs::{self, Build, Fill, Key, Verb};
+
 use crate::engine::{EngineHandle, Past, Refusal, Status, View};
 
 /// The screens, in Tab order.
@@ -803,6 +805,12 @@ impl App {
     }
 
     fn screen_key(&mut self, k: KeyEvent) {
+        if let KeyCode::Char(c) = k.code {
+            if let Some((verb, key)) = verbs::key(self.screen.name(), c) {
+                self.key_verb(verb, key);
+                return;
+            }
+        }
         match (self.screen, k.code) {
             (Screen::Jobs | Screen::Overview, KeyCode::Enter) => {
                 if let Some(name) = self.selected_job() {
@@ -821,54 +829,9 @@ impl App {
                     }
                 }
             }
-            (Screen::Jobs, KeyCode::Char(c @ ('+' | '-'))) => {
-                let sel = self
-                    .rows
-                    .get(self.selected)
-                    .map(|&i| &self.snapshot.jobs[i]);
-                if let (Some(name), Some(j)) = (self.selected_job(), sel) {
-                    let next = priority_step(j.priority_value, c == '+');
-                    if next == j.priority_value {
-                        self.message = format!(
-                            "{name} is already at priority {}",
-                            maar_scheduler::priority_name(next)
-                        );
-                    } else {
-                        self.act(Command::SetPriority {
-                            job: name,
-                            priority: next,
-                        });
-                    }
-                }
-            }
-            (Screen::Jobs, KeyCode::Char('r')) => {
-                if let Some(job) = self.selected_job() {
-                    self.act(Command::Requeue { job });
-                }
-            }
-            (Screen::Jobs, KeyCode::Char('x')) => {
-                if let Some(job) = self.selected_job() {
-                    self.act(Command::Cancel { job });
-                }
-            }
             (Screen::Nodes, KeyCode::Enter) => {
                 let n = self.selected_node();
                 self.expanded = if self.expanded == n { None } else { n };
-            }
-            (Screen::Nodes, KeyCode::Char('c')) => {
-                if let Some(node) = self.selected_node() {
-                    self.act(Command::CordonNode { node });
-                }
-            }
-            (Screen::Nodes, KeyCode::Char('u')) => {
-                if let Some(node) = self.selected_node() {
-                    self.act(Command::UncordonNode { node });
-                }
-            }
-            (Screen::Nodes, KeyCode::Char('d')) => {
-                if let Some(node) = self.selected_node() {
-                    self.act(Command::DrainNode { node });
-                }
             }
             (Screen::Alerts, KeyCode::Enter) => {
                 if let Some(a) = self
@@ -880,20 +843,6 @@ impl App {
                     self.follow(&object);
                 }
             }
-            (Screen::Alerts, KeyCode::Char('a')) => {
-                if let Some(a) = self
-                    .rows
-                    .get(self.selected)
-                    .and_then(|&i| self.alerts.get(i))
-                {
-                    if a.state == "open" {
-                        let alert = a.key.clone();
-                        self.act_now(Command::AckAlert { alert });
-                    } else {
-                        self.message = format!("alert {} is already {}", a.key, a.state);
-                    }
-                }
-            }
             (Screen::Alerts, KeyCode::Char('A')) => {
                 self.alerts_all = !self.alerts_all;
                 self.recompute();
@@ -903,23 +852,74 @@ impl App {
                     "showing open alerts (A: also acknowledged and resolved)".into()
                 };
             }
-            (Screen::Quotas, KeyCode::Char('a' | 'r')) if self.rows.is_empty() => {
-                self.message = "no quota request is pending".into();
-            }
-            (Screen::Quotas, KeyCode::Char(c @ ('a' | 'r'))) => {
-                if let Some(&i) = self.rows.get(self.selected) {
-                    let id = self.snapshot.quota_requests[i].id;
-                    if c == 'a' {
-                        self.act(Command::ApproveQuota { id });
-                    } else {
-                        self.act(Command::RejectQuota {
-                            id,
-                            reason: "rejected by operator".into(),
-                        });
-                    }
-                }
-            }
             _ => {}
+        }
+    }
+
+    /// A declared key on this screen: the verb on the selected row.
+    fn key_verb(&mut self, verb: &'static Verb, key: &Key) {
+        let object = match self.selected_object() {
+            Ok(o) => o,
+            Err(why) => {
+                self.message = why;
+                return;
+            }
+        };
+        let mut words = vec![object];
+        if let Fill::PriorityStep(up) = key.fill {
+            let Some(j) = self
+                .rows
+                .get(self.selected)
+                .map(|&i| &self.snapshot.jobs[i])
+            else {
+                return;
+            };
+            let next = priority_step(j.priority_value, up);
+            if next == j.priority_value {
+                self.message = format!(
+                    "{} is already at priority {}",
+                    words[0],
+                    maar_scheduler::priority_name(next)
+                );
+                return;
+            }
+            words.push(next.to_string());
+        }
+        match verb.read(&words).and_then(|g| verb.command(&g)) {
+            Ok(cmd) => self.act_as(verb, cmd),
+            Err(e) => self.message = format!("{}: {e}", verb.name),
+        }
+    }
+
+    /// What the selected row is, as a verb names it: a job, a node, a request's id, an
+    /// open alert's key (else why there is nothing to act on).
+    fn selected_object(&self) -> Result<String, String> {
+        let row = self.rows.get(self.selected).copied();
+        match (self.screen, row) {
+            (Screen::Jobs | Screen::Overview, Some(_)) => self
+                .selected_job()
+                .ok_or_else(|| "no job is selected".into()),
+            (Screen::Nodes, Some(_)) => self
+                .selected_node()
+                .ok_or_else(|| "no node is selected".into()),
+            (Screen::Quotas, Some(i)) => Ok(self.snapshot.quota_requests[i].id.to_string()),
+            (Screen::Quotas, None) => Err("no quota request is pending".into()),
+            (Screen::Alerts, Some(i)) => match self.alerts.get(i) {
+                Some(a) if a.state == "open" => Ok(a.key.clone()),
+                Some(a) => Err(format!("alert {} is already {}", a.key, a.state)),
+                None => Err("no alert is selected".into()),
+            },
+            (s, _) => Err(format!("nothing is selected on {}", s.name())),
+        }
+    }
+
+    /// Gives a command as its verb says: at once (an acknowledgement) or previewed and
+    /// confirmed first.
+    fn act_as(&mut self, verb: &Verb, cmd: Command) {
+        if verb.at_once {
+            self.act_now(cmd);
+        } else {
+            self.act(cmd);
         }
     }
 
@@ -946,72 +946,7 @@ impl App {
             self.switch(*s);
             return;
         }
-        let arg = |i: usize| words.get(i).map(|s| s.to_string());
-        let num = |i: usize| words.get(i).and_then(|s| s.parse::<u32>().ok());
-        let cmd = match (head, words.len()) {
-            ("cordon-gpu", 3) | ("uncordon-gpu", 3) => match (arg(1), num(2)) {
-                (Some(node), Some(gpu)) if head == "cordon-gpu" => {
-                    Some(Command::CordonGpu { node, gpu })
-                }
-                (Some(node), Some(gpu)) => Some(Command::UncordonGpu { node, gpu }),
-                _ => None,
-            },
-            ("cordon", 2) => arg(1).map(|node| Command::CordonNode { node }),
-            ("uncordon", 2) => arg(1).map(|node| Command::UncordonNode { node }),
-            ("drain", 2) => arg(1).map(|node| Command::DrainNode { node }),
-            ("approve", 2) => num(1).map(|id| Command::ApproveQuota { id }),
-            ("reject", n) if n >= 2 => num(1).map(|id| Command::RejectQuota {
-                id,
-                reason: words[2..].join(" "),
-            }),
-            ("requeue", 2) => arg(1).map(|job| Command::Requeue { job }),
-            ("cancel", 2) => arg(1).map(|job| Command::Cancel { job }),
-            ("scale", 3) => match (arg(1), num(2)) {
-                (Some(job), Some(replicas)) => Some(Command::Scale { job, replicas }),
-                _ => None,
-            },
-            ("autoscale", 2) => arg(1).map(|job| Command::ResumeAutoscale { job }),
-            ("label", n) if n >= 3 => match maar_scheduler::parse_label_args(&words[1..]) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.message = format!(":label: maar label: {e}");
-                    return;
-                }
-            },
-            ("ack", 2) => {
-                if let Some(alert) = arg(1) {
-                    self.act_now(Command::AckAlert { alert });
-                }
-                return;
-            }
-            ("request-quota", n) if n >= 4 => match (arg(1), arg(2), num(3)) {
-                (Some(project), Some(pool), Some(gpus)) if gpus > 0 => {
-                    let reserved = words.get(4) == Some(&"reserved");
-                    let from = if reserved { 5 } else { 4 };
-                    Some(Command::RequestQuota {
-                        project,
-                        pool,
-                        gpus,
-                        reserved,
-                        reason: words.get(from..).map(|w| w.join(" ")).unwrap_or_default(),
-                    })
-                }
-                _ => None,
-            },
-            ("priority", 3) => match maar_scheduler::parse_priority(words[2]) {
-                Ok(priority) => arg(1).map(|job| Command::SetPriority { job, priority }),
-                Err(e) => {
-                    self.message = format!("priority: {e}");
-                    return;
-                }
-            },
-            ("submit", 2) => match crate::load::load_manifest(std::path::Path::new(words[1])) {
-                Ok(spec) => Some(Command::Submit(Box::new(spec))),
-                Err(e) => {
-                    self.message = format!("submit: {e}");
-                    return;
-                }
-            },
+        match (head, words.len()) {
             ("speed", 2) => {
                 if let Some(x) = words[1]
                     .parse::<f64>()
@@ -1051,13 +986,34 @@ impl App {
                 self.quit = true;
                 return;
             }
-            _ => None,
-        };
-        match cmd {
-            Some(c) => self.act(c),
+            _ => (),
+        }
+        if verbs::verb(head).is_none() {
+            self.message = format!("unknown command `:{line}` — ? lists them");
+            return;
+        }
+        let words = match shlex::split(line) {
+            Some(w) => w,
             None => {
-                self.message = format!("unknown or incomplete command `:{line}` — ? lists them")
+                self.message = format!("{head}: a quote is not closed");
+                return;
             }
+        };
+        let read = verbs::read_line(&words).and_then(|(verb, g)| {
+            let cmd = match verb.build {
+                Build::Words(_) => verb.command(&g)?,
+                Build::JobFile => {
+                    let file = g.word("file").unwrap_or_default();
+                    crate::load::load_manifest(std::path::Path::new(file))
+                        .map(|spec| Command::Submit(Box::new(spec)))
+                        .map_err(|e| e.to_string())?
+                }
+            };
+            Ok((verb, cmd))
+        });
+        match read {
+            Ok((verb, cmd)) => self.act_as(verb, cmd),
+            Err(e) => self.message = format!("{head}: {e}"),
         }
     }
 }

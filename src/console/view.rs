@@ -1132,6 +1132,8 @@ fn logs(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(w, area);
 }
 
+/// The console's own keys and `:` commands (the operator's commands and their keys
+/// come from their declarations, [`maar_scheduler::verbs::VERBS`]).
 pub const HELP: &[(&str, &str)] = &[
     ("q, ctrl-c", "quit"),
     ("Tab / shift-Tab", "next / previous screen"),
@@ -1141,13 +1143,11 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("/", "filter the current table (Esc clears)"),
     ("j k, arrows, g G, PgUp PgDn", "move"),
-    ("Enter", "jobs: explain; nodes: show GPUs"),
-    ("c u d", "nodes: cordon, uncordon, drain (confirm)"),
     (
-        "+ - r x",
-        "jobs: priority up/down, requeue, cancel (confirm)",
+        "Enter",
+        "jobs: explain; nodes: show GPUs; alerts: go to its job or node",
     ),
-    ("a r", "quotas: approve, reject the selected request"),
+    ("A", "alerts: show acknowledged and resolved too"),
     ("space, < >", "pause, slower, faster"),
     (
         "[ ]  { }",
@@ -1157,46 +1157,11 @@ pub const HELP: &[(&str, &str)] = &[
         ":at 2h15m  :now",
         "look at the cluster at a moment of its history; back to now",
     ),
-    (
-        ":cordon-gpu NODE N  :uncordon-gpu NODE N",
-        "cordon / uncordon one GPU",
-    ),
-    (":approve ID  :reject ID REASON", "decide a quota request"),
-    (":priority JOB high|medium|low|N", "set a job's priority"),
-    (
-        ":requeue JOB  :cancel JOB",
-        "requeue or cancel a job (confirm)",
-    ),
-    (
-        ":drain NODE  :cordon NODE",
-        "drain (confirm) or cordon a node",
-    ),
-    (
-        ":scale JOB N",
-        "set a service's replicas (its autoscaler pauses)",
-    ),
-    (":submit FILE.yaml", "submit a job"),
     (":speed X", "set the speed (1-86400)"),
+    (":pause  :resume", "pause or resume the simulation"),
     (
         "y  n/Esc  j k",
         "each action first shows what it would do: y does it, n or Esc keeps things, j/k scroll",
-    ),
-    (
-        ":request-quota PROJECT POOL GPUS [reserved] [REASON]",
-        "ask for quota (an admin approves it)",
-    ),
-    (
-        ":autoscale JOB",
-        "hand a service scaled by hand back to its autoscaler",
-    ),
-    (":pause  :resume", "pause or resume the simulation"),
-    (
-        "a  A  Enter",
-        "alerts: acknowledge, show acknowledged and resolved too, go to its job or node",
-    ),
-    (
-        ":ack ALERT",
-        "acknowledge an alert by its key (maar get alerts lists them)",
     ),
     (
         "? or Esc on this screen",
@@ -1208,32 +1173,14 @@ pub const HELP: &[(&str, &str)] = &[
     ),
 ];
 
-/// Keys that act on one screen, listed first when `?` is pressed there.
+/// The console's own keys on one screen, listed first when `?` is pressed there (the
+/// operator's keys there follow from the verbs).
 pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
     match s {
-        Screen::Nodes => &[
-            ("Enter", "show / hide the node's GPUs"),
-            (
-                "c u d",
-                "cordon, uncordon, drain the node (each previewed first)",
-            ),
-            (":cordon-gpu NODE N", "cordon one GPU"),
-        ],
-        Screen::Jobs => &[
-            ("Enter", "explain the job"),
-            ("+ -", "priority up / down"),
-            ("r x", "requeue, cancel (each previewed first)"),
-        ],
-        Screen::Quotas => &[(
-            "a r",
-            "approve, reject the selected request (each previewed first)",
-        )],
+        Screen::Nodes => &[("Enter", "show / hide the node's GPUs")],
+        Screen::Jobs => &[("Enter", "explain the job")],
         Screen::Alerts => &[
             ("Enter", "go to the alert's job or node"),
-            (
-                "a",
-                "acknowledge the alert (it leaves the list until it happens again)",
-            ),
             ("A", "show acknowledged and resolved alerts too"),
         ],
         Screen::Events => &[(
@@ -1244,45 +1191,78 @@ pub fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
     }
 }
 
-/// The role an entry of the help needs (None: anyone may).
-pub fn help_needs(keys: &str, screen: Option<Screen>) -> Option<maar_scheduler::Role> {
-    use maar_scheduler::Role;
-    let _ = screen;
-    let admin = keys.starts_with(":approve") || keys == "a r";
-    let operator = keys.starts_with("c u d")
-        || keys.starts_with("+ -")
-        || keys.starts_with("r x")
-        || keys.starts_with("+ - r x")
-        || [
-            ":cordon",
-            ":uncordon",
-            ":priority",
-            ":requeue",
-            ":drain",
-            ":scale",
-            ":submit",
-            ":request-quota",
-            ":autoscale",
-        ]
-        .iter()
-        .any(|p| keys.starts_with(p));
-    if admin {
-        Some(Role::Admin)
-    } else if operator {
-        Some(Role::Operator)
+/// A verb's key on a screen in words: "cordon the node (previewed first)".
+fn key_does(v: &maar_scheduler::verbs::Verb, does: &str) -> String {
+    if v.at_once {
+        does.to_string()
+    } else if v.destructive {
+        format!("{does} (previewed, confirm; takes work away)")
     } else {
-        None
+        format!("{does} (previewed, confirm)")
     }
+}
+
+/// Every help row as (keys, what, the role it needs): the screen's keys first, then
+/// the console's, then each screen's operator keys, then every `:` command.
+pub fn help_entries(on: Screen) -> Vec<(String, String, Option<maar_scheduler::Role>)> {
+    use maar_scheduler::verbs::VERBS;
+    let mut out: Vec<(String, String, Option<maar_scheduler::Role>)> = screen_keys(on)
+        .iter()
+        .map(|(k, v)| (k.to_string(), format!("{v} (on {})", on.name()), None))
+        .collect();
+    for v in VERBS {
+        for k in v.keys.iter().filter(|k| k.screen == on.name()) {
+            out.push((
+                k.key.to_string(),
+                format!("{} (on {})", key_does(v, k.does), on.name()),
+                Some(v.role),
+            ));
+        }
+    }
+    out.extend(
+        HELP.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string(), None)),
+    );
+    for s in Screen::ALL {
+        let keys: Vec<_> = VERBS
+            .iter()
+            .flat_map(|v| v.keys.iter().map(move |k| (v, k)))
+            .filter(|(_, k)| k.screen == s.name())
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        let role = keys.iter().map(|(v, _)| v.role).max();
+        out.push((
+            keys.iter()
+                .map(|(_, k)| k.key.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            format!(
+                "{}: {}",
+                s.name(),
+                keys.iter()
+                    .map(|(_, k)| k.does)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            role,
+        ));
+    }
+    for v in VERBS {
+        out.push((format!(":{}", v.usage()), v.doc.to_string(), Some(v.role)));
+    }
+    out
 }
 
 /// The help's rows: the keys of the screen it was asked on, then every key; each with
 /// the role it needs when the user lacks it.
 pub fn help_rows(app: &App) -> Vec<Cells> {
-    let row = |k: &str, v: String| -> Cells {
-        match help_needs(k, Some(app.help_for)).filter(|need| *need > app.grant.role) {
+    let row = |k: String, v: String, need: Option<maar_scheduler::Role>| -> Cells {
+        match need.filter(|need| *need > app.grant.role) {
             Some(need) => {
                 let dim = Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT);
-                vec![(k.to_string(), dim), (format!("{v} — needs {need}"), dim)]
+                vec![(k, dim), (format!("{v} — needs {need}"), dim)]
             }
             None => vec![plain(k), plain(v)],
         }
@@ -1295,11 +1275,10 @@ pub fn help_rows(app: &App) -> Vec<Cells> {
         )),
     ])
     .chain(
-        screen_keys(app.help_for)
-            .iter()
-            .map(|(k, v)| row(k, format!("{v} (on {})", app.help_for.name()))),
+        help_entries(app.help_for)
+            .into_iter()
+            .map(|(k, v, need)| row(k, v, need)),
     )
-    .chain(HELP.iter().map(|(k, v)| row(k, v.to_string())))
     .collect()
 }
 
