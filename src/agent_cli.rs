@@ -8,7 +8,7 @@ use clap::Args;
 use maar_agent::{labels, now_ms, Agent, NodeSample};
 use maar_scheduler::quantity::{fmt_bytes, parse_duration_s};
 
-use crate::cli::TextOrJson;
+use crate::args::TextOrJson;
 use crate::failure::Failure;
 use crate::out::Out;
 

@@ -50,17 +50,7 @@ pub fn socket_path(state: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Who may connect to the socket (the roles file's `socket:`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SocketAccess {
-    /// Members of this Unix group may connect (mode 0660).
-    #[serde(default)]
-    pub group: Option<String>,
-    /// Every local user may connect (mode 0666); users not named are viewers.
-    #[serde(default)]
-    pub everyone: bool,
-}
+pub use crate::roles::SocketAccess;
 
 /// A request, as a client sends it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -219,6 +209,22 @@ impl Server {
     }
 }
 
+impl crate::engine::Door for Server {
+    fn close(&mut self) {
+        self.stop();
+    }
+}
+
+/// Serves the state file's socket for a running engine (a console or a headless maar
+/// does; a command's own short-lived engine does not), closed at its shutdown. Not
+/// being able to serve is logged, not fatal: the console still works.
+pub fn serve(handle: &EngineHandle, state: &Path, access: SocketAccess) {
+    match Server::start(state, handle.clone(), access) {
+        Ok(s) => handle.keep_door(Box::new(s)),
+        Err(e) => tracing::error!(target: "maar", "{e}; other processes cannot reach this maar"),
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
@@ -359,8 +365,9 @@ pub fn answer(req: Request, caller: &Caller, handle: &EngineHandle, state: &Path
         Request::Holder => read(&|r| r.holder().map(Reply::Holder)),
         Request::Verify => match Record::open_read_only(state) {
             Err(e) => Reply::Error(e.to_string()),
-            Ok(mut r) => match r.snapshot(|r| Ok((crate::backend::verify(r)?, r.command_count()?)))
-            {
+            Ok(mut r) => match r.snapshot(|r| {
+                Ok::<_, crate::backend::LoadError>((crate::backend::verify(r)?, r.command_count()?))
+            }) {
                 Ok((result, commands)) => Reply::Verified { result, commands },
                 Err(e) => Reply::Error(e.to_string()),
             },

@@ -11,9 +11,13 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use maar_demo::Demo;
 use maar_scheduler::metrics::Snapshot;
-use maar_scheduler::quantity::{fmt_duration, parse_duration_s};
+use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::{Actor, Command, Phase};
 
+use crate::args::duration;
+pub use crate::args::{
+    kube_state, ActArgs, ScenarioArgs, SimOutput, SourceArgs, StateArg, TextOrJson,
+};
 use crate::backend;
 use crate::engine::{self, EngineOptions, Refusal};
 pub use crate::failure::{kube_failure, Failure};
@@ -34,10 +38,6 @@ pub struct Cli {
     pub command: Option<Cmd>,
 }
 
-fn duration(s: &str) -> Result<u64, String> {
-    parse_duration_s(s).map_err(|e| e.to_string())
-}
-
 fn speed(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()
@@ -47,123 +47,6 @@ fn speed(s: &str) -> Result<f64, String> {
     } else {
         Err(format!("{v} must be within 1..=86400"))
     }
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct ScenarioArgs {
-    /// Scenario file (docs/scenario.md); the built-in demo/lab.yaml when absent.
-    #[arg(long, value_name = "FILE")]
-    pub scenario: Option<PathBuf>,
-    /// Seed for the scenario's randomness (overrides the file's).
-    #[arg(long)]
-    pub seed: Option<u64>,
-}
-
-/// Where a reading command looks: a recorded cluster (`--state`, or the demo's state
-/// file when it exists and no scenario is asked for), or a scenario at a moment.
-#[derive(Args, Debug, Clone, Default)]
-pub struct SourceArgs {
-    #[command(flatten)]
-    pub scenario: ScenarioArgs,
-    /// The moment at which to look, e.g. 90s, 30m, 2h15m (at most 366d): in the recorded
-    /// cluster's history (--state, or the demo's state file when there is one), or in
-    /// the scenario when --scenario or --seed is given.
-    #[arg(long, value_parser = duration)]
-    pub at: Option<u64>,
-    /// A recorded cluster (a state file). Without --state, --scenario or --seed: the
-    /// demo's state file when there is one, else the built-in scenario (at --at or 0s).
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
-    pub state: Option<PathBuf>,
-    /// The Kubernetes cluster `maar kube --context NAME` records (its state file).
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "seed", "state"])]
-    pub context: Option<String>,
-}
-
-impl SourceArgs {
-    /// The state file asked for: --state, or the one of --context.
-    pub fn state_file(&self) -> Option<PathBuf> {
-        self.state
-            .clone()
-            .or_else(|| self.context.as_deref().map(kube_state))
-    }
-}
-
-/// A recorded cluster.
-#[derive(Args, Debug, Clone, Default)]
-pub struct StateArg {
-    /// State file; the demo's (`$XDG_STATE_HOME/maar/lab.db`) when absent.
-    #[arg(long, value_name = "PATH")]
-    pub state: Option<PathBuf>,
-    /// The Kubernetes cluster `maar kube --context NAME` runs (its state file).
-    #[arg(long, value_name = "NAME", conflicts_with = "state")]
-    pub context: Option<String>,
-}
-
-impl StateArg {
-    /// The state file asked for: --state, or the one of --context.
-    pub fn state_file(&self) -> Option<PathBuf> {
-        self.state
-            .clone()
-            .or_else(|| self.context.as_deref().map(kube_state))
-    }
-}
-
-/// The recorded cluster an operator command acts on, and how to report.
-#[derive(Args, Debug, Clone, Default)]
-pub struct ActArgs {
-    #[command(flatten)]
-    pub target: StateArg,
-    /// `json` prints {result, message, seq, request} (also when refused); with
-    /// --what-if, {accepted, message, evicted, started, still_pending, quotas}.
-    #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
-    pub output: TextOrJson,
-    /// Say what the command would do (jobs evicted, started, still Pending, quota
-    /// changes), computed on a copy; change nothing. Exit 0, or 1 if it would be refused.
-    #[arg(long)]
-    pub what_if: bool,
-    /// With --what-if: preview on this scenario (at --at) instead of a recorded cluster.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "what_if",
-        conflicts_with = "state"
-    )]
-    pub scenario: Option<PathBuf>,
-    /// With --what-if: the scenario's seed.
-    #[arg(long, requires = "what_if", conflicts_with = "state")]
-    pub seed: Option<u64>,
-    /// With --what-if: the moment to preview at, e.g. 2h15m (a scenario's time, or a
-    /// recorded cluster's past).
-    #[arg(long, value_parser = duration, requires = "what_if")]
-    pub at: Option<u64>,
-}
-
-impl ActArgs {
-    /// Where a --what-if looks.
-    fn source(&self) -> SourceArgs {
-        SourceArgs {
-            scenario: ScenarioArgs {
-                scenario: self.scenario.clone(),
-                seed: self.seed,
-            },
-            at: self.at,
-            state: self.target.state.clone(),
-            context: self.target.context.clone(),
-        }
-    }
-}
-
-#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
-pub enum SimOutput {
-    Table,
-    Json,
-}
-
-#[derive(Copy, Clone, Debug, Default, ValueEnum, PartialEq, Eq)]
-pub enum TextOrJson {
-    #[default]
-    Text,
-    Json,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
@@ -654,6 +537,8 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
             let note = loaded.note.clone();
             let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+            let door = record.as_ref().map(|r| r.path().to_path_buf());
+            let access = roles.socket_access();
             let handle = engine::start(
                 loaded,
                 record,
@@ -661,10 +546,12 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     speed,
                     paused,
                     roles,
-                    serve: true,
                     ..Default::default()
                 },
             );
+            if let Some(path) = door {
+                crate::api::serve(&handle, &path, access);
+            }
             let face = if read_only {
                 handle.capped(maar_scheduler::Role::Viewer)
             } else {
@@ -876,7 +763,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let (result, commands) = match Reader::open(&path, state.context.as_deref())? {
                 Reader::File(mut rec) => {
                     rec.check()?;
-                    rec.snapshot(|r| Ok((backend::verify(r)?, r.command_count()?)))?
+                    rec.snapshot(|r| {
+                        Ok::<_, backend::LoadError>((backend::verify(r)?, r.command_count()?))
+                    })?
                 }
                 Reader::Remote(r) => match r.ask(&crate::api::Request::Verify) {
                     Ok(crate::api::Reply::Verified { result, commands }) => (result, commands),
@@ -1056,12 +945,6 @@ fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
     })
 }
 
-/// The state file of `maar kube` on a context.
-pub fn kube_state(context: &str) -> PathBuf {
-    // default_path makes the name safe for a file.
-    record::default_path(&format!("kube-{context}"))
-}
-
 fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
     let theme = if a.headless {
         crate::logging::to_stderr(a.log_format);
@@ -1185,6 +1068,7 @@ fn serve(
     } = live;
     let state = rec.path().to_path_buf();
     loaded.core.set_placement(placement);
+    let access = roles.socket_access();
     let handle = engine::start(
         loaded,
         Some(rec),
@@ -1197,9 +1081,9 @@ fn serve(
             } else {
                 EngineOptions::default().publish_every
             },
-            serve: true,
         },
     );
+    crate::api::serve(&handle, &state, access);
     let _api = match api.map(|a| a.start(&handle, &state)).transpose() {
         Ok(a) => a,
         Err(e) => {

@@ -67,9 +67,6 @@ pub struct EngineOptions {
     /// headless runs (no face draws) publish seldom, since a view of a large cluster
     /// costs milliseconds to build.
     pub publish_every: Duration,
-    /// Serve the state file's socket (`api.rs`) so other processes reach this engine:
-    /// a console or a headless maar does; a command's own short-lived engine does not.
-    pub serve: bool,
 }
 
 impl Default for EngineOptions {
@@ -79,7 +76,6 @@ impl Default for EngineOptions {
             paused: false,
             roles: Arc::new(Roles::default()),
             publish_every: PUBLISH_EVERY,
-            serve: false,
         }
     }
 }
@@ -208,8 +204,16 @@ pub struct EngineHandle {
     tx: Sender<Request>,
     views: watch::Receiver<Arc<View>>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
-    /// The socket served for other processes (stopped at shutdown).
-    server: Arc<std::sync::Mutex<Option<crate::api::Server>>>,
+    /// The ways in served for other processes (the state file's socket, `api.rs`),
+    /// closed at shutdown.
+    doors: Arc<std::sync::Mutex<Vec<Box<dyn Door>>>>,
+}
+
+/// A way in to a running engine that another module serves (the state file's socket:
+/// `api::serve`), closed when the engine shuts down. The engine knows no door's kind,
+/// so the modules that serve it may use the engine without a circle.
+pub trait Door: Send {
+    fn close(&mut self);
 }
 
 impl EngineHandle {
@@ -352,10 +356,22 @@ impl EngineHandle {
         self.views.clone()
     }
 
+    /// Keeps a way in open until the engine shuts down.
+    pub fn keep_door(&self, door: Box<dyn Door>) {
+        if let Ok(mut d) = self.doors.lock() {
+            d.push(door);
+        }
+    }
+
     /// Stops the engine (a last checkpoint is written) and waits for it.
     pub fn shutdown(&self) {
-        if let Some(mut s) = self.server.lock().ok().and_then(|mut s| s.take()) {
-            s.stop();
+        let doors = self
+            .doors
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        for mut d in doors {
+            d.close();
         }
         let _ = self.tx.send(Request::Stop);
         if let Some(t) = self.thread.lock().expect("join handle").take() {
@@ -420,10 +436,6 @@ const FORECAST_NODES: usize = 2_000;
 
 /// Starts an engine on a loaded cluster.
 pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
-    let serve_on = record
-        .as_ref()
-        .filter(|_| opts.serve)
-        .map(|r| r.path().to_path_buf());
     let owner = record.as_ref().and_then(|r| crate::roles::owner(r.path()));
     let recorded = record
         .as_ref()
@@ -477,22 +489,13 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         .name("maar-engine".into())
         .spawn(move || e.run(rx))
         .expect("start the engine thread");
-    let handle = EngineHandle {
+    EngineHandle {
         cap: None,
         tx,
         views,
         thread: Arc::new(std::sync::Mutex::new(Some(t))),
-        server: Arc::new(std::sync::Mutex::new(None)),
-    };
-    if let Some(path) = serve_on {
-        match crate::api::Server::start(&path, handle.clone(), opts.roles.socket_access()) {
-            Ok(s) => *handle.server.lock().expect("server slot") = Some(s),
-            Err(e) => {
-                tracing::error!(target: "maar", "{e}; other processes cannot reach this maar")
-            }
-        }
+        doors: Arc::new(std::sync::Mutex::new(Vec::new())),
     }
-    handle
 }
 
 impl Engine {

@@ -8,6 +8,7 @@
 pub mod actor;
 pub mod agent_cli;
 pub mod api;
+pub mod args;
 pub mod backend;
 pub mod cli;
 pub mod console;

@@ -917,10 +917,10 @@ impl Record {
 
     /// Runs `f` on one snapshot of the file (one read transaction): what it reads is
     /// the file at one moment, whatever a running maar writes meanwhile.
-    pub fn snapshot<T>(
+    pub fn snapshot<T, E: From<RecordError>>(
         &mut self,
-        f: impl FnOnce(&Record) -> Result<T, crate::backend::LoadError>,
-    ) -> Result<T, crate::backend::LoadError> {
+        f: impl FnOnce(&Record) -> Result<T, E>,
+    ) -> Result<T, E> {
         self.conn
             .execute_batch("BEGIN DEFERRED")
             .map_err(self.sql("begin a read"))?;

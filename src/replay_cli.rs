@@ -109,8 +109,8 @@ pub struct ReplayArgs {
     /// How a tie between equally scored nodes is broken (Random always picks at random).
     #[arg(long, value_enum, default_value_t = TiesArg::NodeOrder)]
     pub ties: TiesArg,
-    #[arg(long, value_enum, default_value_t = crate::cli::SimOutput::Table)]
-    pub output: crate::cli::SimOutput,
+    #[arg(long, value_enum, default_value_t = crate::args::SimOutput::Table)]
+    pub output: crate::args::SimOutput,
 }
 
 /// The sweep's seeds, as in the paper's artifact.
@@ -321,10 +321,10 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
             plot(p, std::slice::from_ref(&r))?;
         }
         match a.output {
-            crate::cli::SimOutput::Json => {
+            crate::args::SimOutput::Json => {
                 w(serde_json::to_string_pretty(&r).expect("serialisable") + "\n")
             }
-            crate::cli::SimOutput::Table => {
+            crate::args::SimOutput::Table => {
                 w(format!(
                     "policy {} seed {}: {} GPUs, allocation at 100% arrival {:.2}% ({:.1} GPUs idle), {} pods placed, {} failed, {} ms\n",
                     r.policy.name(), r.seed, r.total_gpus, r.alloc_pct_at_100, r.unallocated_gpus_at_100, r.pods_placed, r.pods_failed, r.elapsed_ms
@@ -367,10 +367,10 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         plot(p, &runs)?;
     }
     match a.output {
-        crate::cli::SimOutput::Json => {
+        crate::args::SimOutput::Json => {
             w(serde_json::to_string_pretty(&rows).expect("serialisable") + "\n")
         }
-        crate::cli::SimOutput::Table => {
+        crate::args::SimOutput::Table => {
             w(format!(
                 "{} seeds ({}-{}), inflate {}\n",
                 SEEDS.count(),

@@ -45,7 +45,7 @@ struct File {
     #[serde(default)]
     default: Option<Role>,
     #[serde(default)]
-    socket: crate::api::SocketAccess,
+    socket: SocketAccess,
 }
 
 /// The roles in force, and where they came from.
@@ -102,7 +102,7 @@ impl Roles {
     }
 
     /// Who may connect to the engine's socket.
-    pub fn socket_access(&self) -> crate::api::SocketAccess {
+    pub fn socket_access(&self) -> SocketAccess {
         self.file.socket.clone()
     }
 
@@ -318,4 +318,16 @@ mod tests {
             .to_string();
         assert!(e.contains("admins"), "{e}");
     }
+}
+
+/// Who may connect to the socket (the roles file's `socket:`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SocketAccess {
+    /// Members of this Unix group may connect (mode 0660).
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Every local user may connect (mode 0666); users not named are viewers.
+    #[serde(default)]
+    pub everyone: bool,
 }

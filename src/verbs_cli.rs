@@ -10,7 +10,7 @@ use clap::{ArgAction, ArgMatches, Args, FromArgMatches, Subcommand};
 use maar_scheduler::verbs::{self, Build, Given, How, Verb};
 use maar_scheduler::Command;
 
-use crate::cli::ActArgs;
+use crate::args::ActArgs;
 
 /// An operator command read from the command line, and how to deliver it.
 #[derive(Debug, Clone)]

@@ -120,7 +120,7 @@ fn every_verb_is_a_subcommand_with_its_doc_and_arguments() {
 fn the_help_screen_lists_every_verb_with_the_role_it_needs() {
     use maar::console::app::Screen;
     for s in Screen::ALL {
-        let rows = maar::console::view::help_entries(s);
+        let rows = maar::console::screens::help::help_entries(s);
         for v in VERBS {
             let usage = format!(":{}", v.usage());
             let row = rows

@@ -6,9 +6,7 @@
 //! resolved list (the newest [`KEEP_RESOLVED`]). A new occurrence after the
 //! acknowledgement (another OOM kill, the job Pending again) opens it again.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-
-use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::cluster::{Cluster, ClusterError};
 use crate::event::Severity;
@@ -22,52 +20,7 @@ pub const KEEP_RESOLVED: usize = 100;
 /// How often (cluster seconds) acknowledged alerts are checked for resolution.
 const CHECK_EVERY_S: u64 = 60;
 
-/// Who acknowledged an alert, and when (cluster time).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AlertAck {
-    pub by: String,
-    pub at: u64,
-    /// The alert as it was acknowledged (shown once it resolves).
-    pub severity: String,
-    pub object: String,
-    pub message: String,
-}
-
-/// An alert as faces show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AlertView {
-    /// Stable while the condition lasts: `notready/NODE`, `disk/NODE`, `gpu/NODE/N`,
-    /// `oom/PROJECT/JOB`, `pending/PROJECT/JOB`.
-    pub key: String,
-    /// `critical` or `warning`.
-    pub severity: String,
-    /// What it is about: `node/NAME`, `gpu/NODE/N` or `job/PROJECT/NAME`.
-    pub object: String,
-    pub message: String,
-    /// When it started, where known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since_s: Option<u64>,
-    /// Occurrences folded into it (OOM kills of one job).
-    pub count: u32,
-    /// `open`, `acknowledged` or `resolved`.
-    pub state: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acked_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acked_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolved_at: Option<u64>,
-}
-
-/// The acknowledgements, and the acknowledged alerts that resolved.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AlertBook {
-    pub acks: BTreeMap<String, AlertAck>,
-    pub resolved: VecDeque<AlertView>,
-    /// Cluster time of the last resolution check.
-    #[serde(default)]
-    pub checked: u64,
-}
+pub use crate::alertbook::{AlertAck, AlertBook, AlertView};
 
 /// Where a node's GPU labels disagree with its cards, in words.
 pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {

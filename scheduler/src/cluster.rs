@@ -12,6 +12,10 @@ use crate::event::{Event, Severity};
 use crate::jobs::Jobs;
 use crate::model::*;
 
+/// Clusters up to this many nodes get cluster-level fixes (more quota, an uncordon)
+/// proven on a copy; larger ones get them said without the proof's "starts now".
+pub const PROOF_NODES: usize = 2_000;
+
 /// Knobs of the scheduling cycle.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SchedConfig {
@@ -63,7 +67,7 @@ fn d_event_window() -> usize {
     5000
 }
 fn d_proof_nodes() -> usize {
-    crate::explain::PROOF_NODES
+    PROOF_NODES
 }
 
 impl Default for SchedConfig {
@@ -143,19 +147,19 @@ pub struct Cluster {
     /// Pending jobs by the key of their quota verdict (project, pool, request), so that
     /// a cycle decides quota once per key, not once per job.
     pub(crate) pending_by_key:
-        crate::fxhash::FxHashMap<crate::schedule::VerdictKey, BTreeSet<JobId>>,
+        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeSet<JobId>>,
     /// Pending jobs without a verdict key (unknown project or pool).
     pub(crate) pending_loose: BTreeSet<JobId>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.
-    pub(crate) told: crate::fxhash::FxHashMap<crate::schedule::VerdictKey, Reason>,
+    pub(crate) told: crate::fxhash::FxHashMap<crate::verdict::VerdictKey, Reason>,
     /// Counts of the task shapes of pending and running jobs (maar's typical shapes
     /// follow from them), kept as jobs come and go.
     pub(crate) shape_counts: BTreeMap<crate::placement::Shape, u64>,
     /// Quota verdicts by (project, pool, request), kept while nothing they read has
     /// changed: a long queue of jobs of a few shapes costs a few verdicts.
     pub(crate) verdicts:
-        crate::fxhash::FxHashMap<crate::schedule::VerdictKey, crate::schedule::CachedVerdict>,
+        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, crate::verdict::CachedVerdict>,
     /// Bumped when quotas, pools or capacity change.
     pub(crate) admission_gen: u64,
     /// Bumped when a project's usage changes, per project.
@@ -179,7 +183,7 @@ pub struct Cluster {
     /// their domain), by id.
     pub(crate) anti: BTreeSet<JobId>,
     /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
-    pub runtimes: crate::forecast::Runtimes,
+    pub runtimes: crate::runtimes::Runtimes,
     /// When a job last started (derived: not kept in checkpoints; a restored cluster
     /// takes its jobs' latest start).
     pub(crate) last_start: Option<u64>,
@@ -208,7 +212,7 @@ pub struct Cluster {
     pub(crate) typical_gpu: Vec<(crate::placement::Shape, f64)>,
     pub(crate) bound_demand: Vec<f64>,
     /// Operators' acknowledgements of alerts, and the acknowledged ones that resolved.
-    pub alert_book: crate::alerts::AlertBook,
+    pub alert_book: crate::alertbook::AlertBook,
 }
 
 /// A pending job's queue-order fields.
@@ -983,7 +987,7 @@ impl Cluster {
         &self,
         id: JobId,
         replicas: u32,
-    ) -> Option<crate::schedule::VerdictKey> {
+    ) -> Option<crate::verdict::VerdictKey> {
         let j = &self.jobs[id as usize];
         let (p, pl) = (j.project?, j.pool?);
         let r = j.spec.replica_request().scaled(replicas as u64);

@@ -16,9 +16,7 @@ use crate::schedule::QuotaVerdict;
 /// A queue item's sort key: (aged priority, reversed), share, submitted, job, scale-up.
 type QueueKey = (std::cmp::Reverse<i64>, u64, u64, JobId, bool);
 
-/// Clusters up to this many nodes get cluster-level fixes (more quota, an uncordon)
-/// proven on a copy; larger ones get them said without the proof's "starts now".
-pub const PROOF_NODES: usize = 2_000;
+pub use crate::cluster::PROOF_NODES;
 
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ReasonCount {

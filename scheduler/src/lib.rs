@@ -25,6 +25,7 @@
 //! - [`forecast`]: when Pending jobs will start (a forward run on a copy), and the
 //!   runtimes of ended jobs that predict it.
 
+pub mod alertbook;
 pub mod alerts;
 pub mod checkpoint;
 pub mod cluster;
@@ -45,8 +46,10 @@ pub mod placement;
 pub mod quantity;
 pub mod replay;
 pub mod rules;
+pub mod runtimes;
 pub mod schedule;
 pub mod verbs;
+pub mod verdict;
 pub mod whatif;
 
 pub use checkpoint::ClusterState;

@@ -26,18 +26,7 @@ pub struct QuotaVerdict {
     pub message: String,
 }
 
-/// Key of a cached quota verdict: project, pool, and the request in every dimension.
-pub(crate) type VerdictKey = (ProjectId, PoolId, [u64; 5]);
-
-/// A quota verdict with the generations it was computed at.
-#[derive(Clone, Debug)]
-pub(crate) struct CachedVerdict {
-    pub admission: u64,
-    pub project: u64,
-    pub ok: bool,
-    pub borrowing: bool,
-    pub message: Reason,
-}
+pub(crate) use crate::verdict::{CachedVerdict, VerdictKey};
 
 /// A queue item's sort key: (effective priority, share, submitted, job, scale-up).
 type QueueItem = (Reverse<i64>, u64, u64, JobId, bool);

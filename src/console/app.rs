@@ -4,124 +4,18 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use maar_scheduler::alerts::AlertView;
-use maar_scheduler::metrics::Snapshot;
 use maar_scheduler::quantity::fmt_duration;
-use maar_scheduler::whatif::Preview;
-use maar_scheduler::{Actor, Command, Explanation, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+use maar_scheduler::{Command, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
 use maar_scheduler::verbs::{self, Build, Fill, Key, Verb};
 
-use crate::engine::{EngineHandle, Past, Refusal, Status, View};
+use super::screens::{self, Then};
 
-/// The screens, in Tab order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Screen {
-    /// Everything at once: GPUs by model, the Pending queue, alerts, events.
-    Overview,
-    Nodes,
-    Jobs,
-    Quotas,
-    Events,
-    Alerts,
-    Cost,
-    Logs,
-    Help,
-}
+use crate::engine::{EngineHandle, Refusal, View};
 
-impl Screen {
-    pub const ALL: [Screen; 9] = [
-        Screen::Overview,
-        Screen::Nodes,
-        Screen::Jobs,
-        Screen::Quotas,
-        Screen::Events,
-        Screen::Alerts,
-        Screen::Cost,
-        Screen::Logs,
-        Screen::Help,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Screen::Overview => "overview",
-            Screen::Nodes => "nodes",
-            Screen::Jobs => "jobs",
-            Screen::Quotas => "quotas",
-            Screen::Events => "events",
-            Screen::Alerts => "alerts",
-            Screen::Cost => "cost",
-            Screen::Logs => "logs",
-            Screen::Help => "help",
-        }
-    }
-}
+pub use super::screen::Screen;
 
-/// What the bottom line is doing.
-#[derive(Clone, Debug)]
-pub enum Mode {
-    Normal,
-    /// `:` typed, collecting a command.
-    Command(String),
-    /// `/` typed, collecting a filter.
-    Filter(String),
-    /// An operator action waiting for `y`, with what it would do (scrolled this far).
-    Confirm(Command, Box<Preview>, u16),
-    /// The explanation of a job, shown over the screen (scrolled this far).
-    Explain(Box<Explanation>, u16),
-}
-
-/// The console's state. It holds a handle on the engine and the last view it
-/// published; it never touches the core.
-pub struct App {
-    pub engine: EngineHandle,
-    /// Who acts from this console.
-    pub actor: Actor,
-    pub snapshot: Arc<Snapshot>,
-    /// The engine's status with the snapshot.
-    pub status: Status,
-    /// Version of the view shown.
-    pub version: u64,
-    pub screen: Screen,
-    pub mode: Mode,
-    pub selected: usize,
-    pub filter: String,
-    /// Node whose GPUs are shown.
-    pub expanded: Option<String>,
-    pub paused: bool,
-    /// Simulated seconds per real second.
-    pub speed: f64,
-    pub message: String,
-    pub quit: bool,
-    /// Something changed since the last frame.
-    pub dirty: bool,
-    /// Styles to draw with.
-    pub theme: super::theme::Theme,
-    /// Recent utilisation per GPU (node, index), oldest first, for sparklines.
-    pub history: std::collections::HashMap<(String, u32), std::collections::VecDeque<u8>>,
-    /// Rows of the current screen (indices into the snapshot), computed once per
-    /// snapshot, filter or screen change — never per frame.
-    pub rows: Vec<usize>,
-    /// Alerts listed on the Alerts screen: the open ones (with `A`, also the
-    /// acknowledged and the resolved), through the filter.
-    pub alerts: Vec<AlertView>,
-    /// Show acknowledged and resolved alerts too.
-    pub alerts_all: bool,
-    /// GPUs by model (the overview), computed once per snapshot.
-    pub models: Vec<super::view::ModelRow>,
-    /// The screen `?` was pressed on (its keys are listed first).
-    pub help_for: Screen,
-    /// Test hook: the event loop should block this many seconds (`:debug-stall`).
-    pub stall: Option<u64>,
-    /// The simulation was paused for an open question and resumes after it.
-    pub resume_after: bool,
-    /// Looking at the cluster's past (time travel): what is shown instead of the live
-    /// view. Actions are off while it is set.
-    pub past: Option<Past>,
-    /// The live cluster's time (the newest view adopted).
-    pub live_s: u64,
-    /// The role this console acts with, and why (the engine checks every command too).
-    pub grant: crate::roles::Grant,
-}
+pub use super::state::{App, Mode};
 
 /// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
 pub const STEP_S: u64 = 300;
@@ -185,19 +79,10 @@ impl App {
 
     /// Recomputes the current screen's rows and the alerts.
     pub fn recompute(&mut self) {
-        self.rows = match self.screen {
-            Screen::Overview => self.pending_rows(),
-            Screen::Nodes => self.node_rows(),
-            Screen::Jobs => self.job_rows(),
-            Screen::Quotas => self.request_rows(),
-            Screen::Events => self.event_rows(),
-            Screen::Alerts => (0..self.alert_rows().len()).collect(),
-            Screen::Help => (0..super::view::help_rows(self).len()).collect(),
-            _ => Vec::new(),
-        };
-        self.alerts = self.alert_rows();
+        self.alerts = screens::alerts::list(self);
+        self.rows = screens::rows(self);
         self.models = if self.screen == Screen::Overview {
-            super::view::model_rows(&self.snapshot)
+            super::rows::model_rows(&self.snapshot)
         } else {
             Vec::new()
         };
@@ -241,31 +126,7 @@ impl App {
 
     /// What row `i` (an index into the snapshot) of the current screen is, by name.
     fn row_key(&self, i: usize) -> String {
-        let s = &self.snapshot;
-        match self.screen {
-            Screen::Jobs | Screen::Overview => s
-                .jobs
-                .get(i)
-                .map(|j| format!("{}/{}", j.project, j.name))
-                .unwrap_or_default(),
-            Screen::Nodes => s.nodes.get(i).map(|n| n.name.clone()).unwrap_or_default(),
-            Screen::Quotas => s
-                .quota_requests
-                .get(i)
-                .map(|r| r.id.to_string())
-                .unwrap_or_default(),
-            Screen::Events => s
-                .events
-                .get(i)
-                .map(|e| e.seq.to_string())
-                .unwrap_or_default(),
-            Screen::Alerts => self
-                .alerts
-                .get(i)
-                .map(|a| a.key.clone())
-                .unwrap_or_default(),
-            _ => String::new(),
-        }
+        screens::row_key(self, i)
     }
 
     /// The selected row, by name.
@@ -302,138 +163,6 @@ impl App {
         }
     }
 
-    /// Jobs as listed on the Jobs screen: Pending in queue order, then Restarting,
-    /// Running, and the recently ended ones (newest first, so they can be requeued).
-    pub fn job_rows(&self) -> Vec<usize> {
-        let f = self.filter.to_lowercase();
-        let mut v: Vec<usize> = (0..self.snapshot.jobs.len())
-            .filter(|&i| {
-                let j = &self.snapshot.jobs[i];
-                f.is_empty()
-                    || format!(
-                        "{}/{} {} {} {} {} {} {}",
-                        j.project,
-                        j.name,
-                        j.phase,
-                        j.pool,
-                        j.priority,
-                        j.kind,
-                        j.request,
-                        j.reasons.join(" ")
-                    )
-                    .to_lowercase()
-                    .contains(&f)
-            })
-            .collect();
-        let rank = |p: &str| match p {
-            "Pending" => 0,
-            "Restarting" => 1,
-            "Running" => 2,
-            _ => 3,
-        };
-        v.sort_by_key(|&i| {
-            let j = &self.snapshot.jobs[i];
-            let r = rank(&j.phase);
-            let order = match r {
-                0 => j.queue_position.unwrap_or(u32::MAX) as i64,
-                3 => -(i as i64),
-                _ => -(j.wait_s as i64),
-            };
-            (r, order, i)
-        });
-        v
-    }
-
-    /// Pending jobs in queue order (the overview's queue), through the filter.
-    pub fn pending_rows(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self
-            .job_rows()
-            .into_iter()
-            .filter(|&i| self.snapshot.jobs[i].phase == "Pending")
-            .collect();
-        v.sort_by_key(|&i| (self.snapshot.jobs[i].queue_position.unwrap_or(u32::MAX), i));
-        v
-    }
-
-    pub fn node_rows(&self) -> Vec<usize> {
-        let f = self.filter.to_lowercase();
-        (0..self.snapshot.nodes.len())
-            .filter(|&i| {
-                let n = &self.snapshot.nodes[i];
-                f.is_empty()
-                    || format!(
-                        "{} {} {} {} {} {}",
-                        n.name,
-                        n.pool,
-                        n.role,
-                        n.condition,
-                        if n.cordoned { "cordoned" } else { "" },
-                        n.gpus.first().map(|g| g.model.as_str()).unwrap_or("")
-                    )
-                    .to_lowercase()
-                    .contains(&f)
-            })
-            .collect()
-    }
-
-    /// Events, newest first, through the filter: words `severity:warning`,
-    /// `kind:job|node|gpu|quota`, `object:TEXT` match those fields; other words must
-    /// appear somewhere in the event. All words must match.
-    pub fn event_rows(&self) -> Vec<usize> {
-        let f = self.filter.to_lowercase();
-        let words: Vec<&str> = f.split_whitespace().collect();
-        (0..self.snapshot.events.len())
-            .rev()
-            .filter(|&i| {
-                let e = &self.snapshot.events[i];
-                words.iter().all(|w| match w.split_once(':') {
-                    Some(("severity" | "sev", v)) => {
-                        e.severity.name().to_lowercase().starts_with(v)
-                    }
-                    Some(("kind", v)) => e.kind() == v,
-                    Some(("object" | "obj", v)) => e.object.to_lowercase().contains(v),
-                    _ => format!(
-                        "{} {} {} {}",
-                        e.severity.name(),
-                        e.reason,
-                        e.object,
-                        e.message
-                    )
-                    .to_lowercase()
-                    .contains(w),
-                })
-            })
-            .collect()
-    }
-
-    /// The alerts the Alerts screen lists: open ones first (critical first), then with
-    /// `A` the acknowledged and the resolved; through the filter.
-    pub fn alert_rows(&self) -> Vec<AlertView> {
-        let f = self.filter.to_lowercase();
-        let s = &self.snapshot;
-        s.alerts
-            .iter()
-            .filter(|a| self.alerts_all || a.state == "open")
-            .chain(s.resolved_alerts.iter().filter(|_| self.alerts_all))
-            .filter(|a| {
-                f.is_empty()
-                    || format!("{} {} {} {}", a.severity, a.state, a.key, a.message)
-                        .to_lowercase()
-                        .contains(&f)
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// Open alerts (the header's count).
-    pub fn open_alerts(&self) -> usize {
-        self.snapshot
-            .alerts
-            .iter()
-            .filter(|a| a.state == "open")
-            .count()
-    }
-
     /// Goes to what an alert is about: its job on the Jobs screen, its node (GPUs
     /// shown) on the Nodes screen.
     fn follow(&mut self, object: &str) {
@@ -462,13 +191,6 @@ impl App {
             }
             None => self.message = format!("{object} is no longer listed"),
         }
-    }
-
-    /// Pending quota requests (Quotas screen selection).
-    pub fn request_rows(&self) -> Vec<usize> {
-        (0..self.snapshot.quota_requests.len())
-            .filter(|&i| self.snapshot.quota_requests[i].status == "Pending")
-            .collect()
     }
 
     fn row_count(&self) -> usize {
@@ -811,48 +533,10 @@ impl App {
                 return;
             }
         }
-        match (self.screen, k.code) {
-            (Screen::Jobs | Screen::Overview, KeyCode::Enter) => {
-                if let Some(name) = self.selected_job() {
-                    let ex = match &self.past {
-                        Some(p) => {
-                            let c = p.core.cluster();
-                            c.job_id(&name)
-                                .map(|id| c.explain(id))
-                                .map_err(|e| e.to_string())
-                        }
-                        None => self.engine.explain(&name),
-                    };
-                    match ex {
-                        Ok(ex) => self.mode = Mode::Explain(Box::new(ex), 0),
-                        Err(e) => self.message = format!("explain {name}: {e}"),
-                    }
-                }
-            }
-            (Screen::Nodes, KeyCode::Enter) => {
-                let n = self.selected_node();
-                self.expanded = if self.expanded == n { None } else { n };
-            }
-            (Screen::Alerts, KeyCode::Enter) => {
-                if let Some(a) = self
-                    .rows
-                    .get(self.selected)
-                    .and_then(|&i| self.alerts.get(i))
-                {
-                    let object = a.object.clone();
-                    self.follow(&object);
-                }
-            }
-            (Screen::Alerts, KeyCode::Char('A')) => {
-                self.alerts_all = !self.alerts_all;
-                self.recompute();
-                self.message = if self.alerts_all {
-                    "showing open, acknowledged and resolved alerts (A: open only)".into()
-                } else {
-                    "showing open alerts (A: also acknowledged and resolved)".into()
-                };
-            }
-            _ => {}
+        match screens::key(self, k.code) {
+            Some(Then::Recompute) => self.recompute(),
+            Some(Then::Follow(object)) => self.follow(&object),
+            Some(Then::Done) | None => {}
         }
     }
 
@@ -978,7 +662,7 @@ impl App {
                 self.set_paused(false);
                 return;
             }
-            ("debug-stall", 2) if super::run::debug_stall_allowed() => {
+            ("debug-stall", 2) if debug_stall_allowed() => {
                 self.stall = words[1].parse().ok();
                 return;
             }
@@ -1033,4 +717,10 @@ pub fn scroll(k: KeyCode, at: u16) -> Option<u16> {
 /// A command in words, for the confirmation prompt and the log.
 pub fn describe(c: &Command) -> String {
     c.describe()
+}
+
+/// A hidden command for tests: with `MAAR_DEBUG_STALL=1`, `:debug-stall N` blocks the
+/// event loop for N seconds (to check that signals still restore the terminal).
+pub fn debug_stall_allowed() -> bool {
+    std::env::var_os("MAAR_DEBUG_STALL").is_some_and(|v| v == "1")
 }

@@ -200,12 +200,6 @@ fn suspend(terminal: &mut ratatui::DefaultTerminal, mouse: bool) -> std::io::Res
     Ok(())
 }
 
-/// A hidden command for tests: with `MAAR_DEBUG_STALL=1`, `:debug-stall N` blocks the
-/// event loop for N seconds (to check that signals still restore the terminal).
-pub fn debug_stall_allowed() -> bool {
-    std::env::var_os("MAAR_DEBUG_STALL").is_some_and(|v| v == "1")
-}
-
 async fn event_loop(
     engine: EngineHandle,
     mouse: bool,

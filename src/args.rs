@@ -1,0 +1,139 @@
+//! The argument groups the command line's commands share (where to look, where to act,
+//! how to report), apart from `cli.rs` so the commands built elsewhere
+//! (`verbs_cli.rs`, `replay_cli.rs`, `agent_cli.rs`) use them without leaning on the
+//! command line that uses them.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use maar_scheduler::quantity::parse_duration_s;
+
+use crate::record;
+
+pub(crate) fn duration(s: &str) -> Result<u64, String> {
+    parse_duration_s(s).map_err(|e| e.to_string())
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ScenarioArgs {
+    /// Scenario file (docs/scenario.md); the built-in demo/lab.yaml when absent.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Seed for the scenario's randomness (overrides the file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Where a reading command looks: a recorded cluster (`--state`, or the demo's state
+/// file when it exists and no scenario is asked for), or a scenario at a moment.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// The moment at which to look, e.g. 90s, 30m, 2h15m (at most 366d): in the recorded
+    /// cluster's history (--state, or the demo's state file when there is one), or in
+    /// the scenario when --scenario or --seed is given.
+    #[arg(long, value_parser = duration)]
+    pub at: Option<u64>,
+    /// A recorded cluster (a state file). Without --state, --scenario or --seed: the
+    /// demo's state file when there is one, else the built-in scenario (at --at or 0s).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["scenario", "seed"])]
+    pub state: Option<PathBuf>,
+    /// The Kubernetes cluster `maar kube --context NAME` records (its state file).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "seed", "state"])]
+    pub context: Option<String>,
+}
+
+impl SourceArgs {
+    /// The state file asked for: --state, or the one of --context.
+    pub fn state_file(&self) -> Option<PathBuf> {
+        self.state
+            .clone()
+            .or_else(|| self.context.as_deref().map(kube_state))
+    }
+}
+
+/// A recorded cluster.
+#[derive(Args, Debug, Clone, Default)]
+pub struct StateArg {
+    /// State file; the demo's (`$XDG_STATE_HOME/maar/lab.db`) when absent.
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// The Kubernetes cluster `maar kube --context NAME` runs (its state file).
+    #[arg(long, value_name = "NAME", conflicts_with = "state")]
+    pub context: Option<String>,
+}
+
+impl StateArg {
+    /// The state file asked for: --state, or the one of --context.
+    pub fn state_file(&self) -> Option<PathBuf> {
+        self.state
+            .clone()
+            .or_else(|| self.context.as_deref().map(kube_state))
+    }
+}
+
+/// The recorded cluster an operator command acts on, and how to report.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ActArgs {
+    #[command(flatten)]
+    pub target: StateArg,
+    /// `json` prints {result, message, seq, request} (also when refused); with
+    /// --what-if, {accepted, message, evicted, started, still_pending, quotas}.
+    #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
+    pub output: TextOrJson,
+    /// Say what the command would do (jobs evicted, started, still Pending, quota
+    /// changes), computed on a copy; change nothing. Exit 0, or 1 if it would be refused.
+    #[arg(long)]
+    pub what_if: bool,
+    /// With --what-if: preview on this scenario (at --at) instead of a recorded cluster.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "what_if",
+        conflicts_with = "state"
+    )]
+    pub scenario: Option<PathBuf>,
+    /// With --what-if: the scenario's seed.
+    #[arg(long, requires = "what_if", conflicts_with = "state")]
+    pub seed: Option<u64>,
+    /// With --what-if: the moment to preview at, e.g. 2h15m (a scenario's time, or a
+    /// recorded cluster's past).
+    #[arg(long, value_parser = duration, requires = "what_if")]
+    pub at: Option<u64>,
+}
+
+impl ActArgs {
+    /// Where a --what-if looks.
+    pub fn source(&self) -> SourceArgs {
+        SourceArgs {
+            scenario: ScenarioArgs {
+                scenario: self.scenario.clone(),
+                seed: self.seed,
+            },
+            at: self.at,
+            state: self.target.state.clone(),
+            context: self.target.context.clone(),
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SimOutput {
+    Table,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, Default, ValueEnum, PartialEq, Eq)]
+pub enum TextOrJson {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The state file `maar kube --context NAME` records.
+pub fn kube_state(context: &str) -> PathBuf {
+    // default_path makes the name safe for a file.
+    record::default_path(&format!("kube-{context}"))
+}

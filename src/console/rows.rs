@@ -1,0 +1,66 @@
+//! Rows the screens show, computed from a snapshot once per view (no drawing, no
+//! console state): the app keeps them, the view draws them.
+
+use maar_widgets::GpuCell;
+
+/// The GPUs of one model across the cluster: a cell per card, and counts.
+#[derive(Clone, Debug, Default)]
+pub struct ModelRow {
+    pub model: String,
+    pub cells: Vec<GpuCell>,
+    pub total: u32,
+    pub used: u32,
+    /// Unhealthy, or on a NotReady node.
+    pub down: u32,
+    pub cordoned: u32,
+}
+
+/// GPUs by model (the overview's summary), computed once per snapshot.
+pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<String, ModelRow> = BTreeMap::new();
+    for n in &s.nodes {
+        if !n.gpu_labelled {
+            continue;
+        }
+        let down = n.condition != "Ready";
+        for (g, cell) in n.gpus.iter().zip(gpu_cells(n)) {
+            let e = by.entry(g.model.clone()).or_insert_with(|| ModelRow {
+                model: g.model.clone(),
+                ..Default::default()
+            });
+            // A card on a NotReady node is as unusable as an unhealthy one; a free card
+            // of a cordoned node takes nothing new.
+            e.cells.push(match cell {
+                _ if down => GpuCell::Unhealthy,
+                GpuCell::Free if n.cordoned => GpuCell::Cordoned,
+                c => c,
+            });
+            e.total += 1;
+            e.used += u32::from(!g.holders.is_empty());
+            e.down += u32::from(g.health != "Healthy" || down);
+            e.cordoned += u32::from(g.cordoned || n.cordoned);
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Each GPU's state as a grid cell.
+pub fn gpu_cells(n: &maar_scheduler::metrics::NodeView) -> Vec<GpuCell> {
+    n.gpus
+        .iter()
+        .map(|g| {
+            if g.health != "Healthy" {
+                GpuCell::Unhealthy
+            } else if g.cordoned {
+                GpuCell::Cordoned
+            } else if g.holders.is_empty() {
+                GpuCell::Free
+            } else if g.mem_allocated >= g.memory {
+                GpuCell::Full
+            } else {
+                GpuCell::Partial((g.mem_allocated * 100 / g.memory.max(1)) as u8)
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,154 @@
+//! The Alerts screen: open alerts (A: also acknowledged and resolved); Enter goes to
+//! the alert's job or node; a acknowledges it (the verb's key).
+
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::Frame;
+
+use maar_scheduler::quantity::fmt_duration;
+use maar_widgets::columns::Column;
+use maar_widgets::window;
+
+use crossterm::event::KeyCode;
+use maar_scheduler::alerts::AlertView;
+
+use super::super::screen::Then;
+use super::super::state::App;
+use super::super::table::{fitted, plain, title, Cells};
+
+/// The screen's own keys (the operator's come from the verbs).
+pub const KEYS: &[(&str, &str)] = &[
+    ("Enter", "go to the alert's job or node"),
+    ("A", "show acknowledged and resolved alerts too"),
+];
+
+/// The alerts the Alerts screen lists: open ones first (critical first), then with
+/// `A` the acknowledged and the resolved; through the filter.
+pub fn list(app: &App) -> Vec<AlertView> {
+    let f = app.filter.to_lowercase();
+    let s = &app.snapshot;
+    s.alerts
+        .iter()
+        .filter(|a| app.alerts_all || a.state == "open")
+        .chain(s.resolved_alerts.iter().filter(|_| app.alerts_all))
+        .filter(|a| {
+            f.is_empty()
+                || format!("{} {} {} {}", a.severity, a.state, a.key, a.message)
+                    .to_lowercase()
+                    .contains(&f)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Open alerts (the header's count).
+pub fn open(app: &App) -> usize {
+    app.snapshot
+        .alerts
+        .iter()
+        .filter(|a| a.state == "open")
+        .count()
+}
+
+/// What row `i` is, by name (the selection follows it).
+pub fn row_key(app: &App, i: usize) -> String {
+    app.alerts.get(i).map(|a| a.key.clone()).unwrap_or_default()
+}
+
+/// Enter goes to the alert's object; A shows acknowledged and resolved alerts too.
+pub fn key(app: &mut App, k: KeyCode) -> Option<Then> {
+    match k {
+        KeyCode::Enter => {
+            let a = app
+                .rows
+                .get(app.selected)
+                .and_then(|&i| app.alerts.get(i))?;
+            Some(Then::Follow(a.object.clone()))
+        }
+        KeyCode::Char('A') => {
+            app.alerts_all = !app.alerts_all;
+            app.message = if app.alerts_all {
+                "showing open, acknowledged and resolved alerts (A: open only)".into()
+            } else {
+                "showing open alerts (A: also acknowledged and resolved)".into()
+            };
+            Some(Then::Recompute)
+        }
+        _ => None,
+    }
+}
+
+pub fn alert_cells(app: &App, a: &maar_scheduler::alerts::AlertView) -> Cells {
+    let st = if a.severity == "critical" {
+        app.theme.crit.add_modifier(Modifier::BOLD)
+    } else {
+        app.theme.warn
+    };
+    let state = match (&a.acked_by, a.resolved_at) {
+        (Some(by), Some(t)) => format!("resolved {} (ack {by})", fmt_duration(t)),
+        (Some(by), None) => format!("ack by {by}"),
+        _ => a.state.clone(),
+    };
+    vec![
+        (
+            if a.severity == "critical" {
+                "CRIT"
+            } else {
+                "WARN"
+            }
+            .to_string(),
+            st,
+        ),
+        plain(state),
+        plain(if a.count > 1 {
+            format!("x{}", a.count)
+        } else {
+            String::new()
+        }),
+        plain(a.message.clone()),
+    ]
+}
+
+pub fn alert_columns() -> Vec<Column> {
+    vec![
+        Column::new("LEVEL", 4),
+        Column::new("STATE", 4).drop(2),
+        Column::new("N", 3).drop(1),
+        Column::new("ALERT", 20).grow(),
+    ]
+}
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let idx = &app.rows;
+    let (start, end) = window(
+        idx.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Cells> = idx[start..end]
+        .iter()
+        .filter_map(|&i| app.alerts.get(i))
+        .map(|a| alert_cells(app, a))
+        .collect();
+    let what = if app.alerts_all {
+        format!("alerts: all ({})", idx.len())
+    } else {
+        format!("alerts: open ({})", idx.len())
+    };
+    f.render_widget(
+        fitted(
+            app,
+            alert_columns(),
+            rows,
+            (!idx.is_empty()).then_some(app.selected.saturating_sub(start)),
+            title(
+                app,
+                what,
+                "Enter go to its job or node, A all/open",
+                "a acknowledge",
+            ),
+            area.width,
+        ),
+        area,
+    );
+}

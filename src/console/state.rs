@@ -1,0 +1,80 @@
+//! The console's state: what it shows and where the user is. Its behaviour (keys, the
+//! `:` line, acting through the engine) is in `app.rs`; the screens (`screens/`) read
+//! and change it without reaching back into `app.rs`.
+
+use std::sync::Arc;
+
+use maar_scheduler::alerts::AlertView;
+use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::whatif::Preview;
+use maar_scheduler::{Actor, Command, Explanation};
+
+use super::screen::Screen;
+use crate::engine::{EngineHandle, Past, Status};
+
+/// What the bottom line is doing.
+#[derive(Clone, Debug)]
+pub enum Mode {
+    Normal,
+    /// `:` typed, collecting a command.
+    Command(String),
+    /// `/` typed, collecting a filter.
+    Filter(String),
+    /// An operator action waiting for `y`, with what it would do (scrolled this far).
+    Confirm(Command, Box<Preview>, u16),
+    /// The explanation of a job, shown over the screen (scrolled this far).
+    Explain(Box<Explanation>, u16),
+}
+
+/// The console's state. It holds a handle on the engine and the last view it
+/// published; it never touches the core.
+pub struct App {
+    pub engine: EngineHandle,
+    /// Who acts from this console.
+    pub actor: Actor,
+    pub snapshot: Arc<Snapshot>,
+    /// The engine's status with the snapshot.
+    pub status: Status,
+    /// Version of the view shown.
+    pub version: u64,
+    pub screen: Screen,
+    pub mode: Mode,
+    pub selected: usize,
+    pub filter: String,
+    /// Node whose GPUs are shown.
+    pub expanded: Option<String>,
+    pub paused: bool,
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    pub message: String,
+    pub quit: bool,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+    /// Styles to draw with.
+    pub theme: super::theme::Theme,
+    /// Recent utilisation per GPU (node, index), oldest first, for sparklines.
+    pub history: std::collections::HashMap<(String, u32), std::collections::VecDeque<u8>>,
+    /// Rows of the current screen (indices into the snapshot), computed once per
+    /// snapshot, filter or screen change — never per frame.
+    pub rows: Vec<usize>,
+    /// Alerts listed on the Alerts screen: the open ones (with `A`, also the
+    /// acknowledged and the resolved), through the filter.
+    pub alerts: Vec<AlertView>,
+    /// Show acknowledged and resolved alerts too.
+    pub alerts_all: bool,
+    /// GPUs by model (the overview), computed once per snapshot.
+    pub models: Vec<super::rows::ModelRow>,
+    /// The screen `?` was pressed on (its keys are listed first).
+    pub help_for: Screen,
+    /// Test hook: the event loop should block this many seconds (`:debug-stall`).
+    pub stall: Option<u64>,
+    /// The simulation was paused for an open question and resumes after it.
+    pub resume_after: bool,
+    /// Looking at the cluster's past (time travel): what is shown instead of the live
+    /// view. Actions are off while it is set.
+    pub past: Option<Past>,
+    /// The live cluster's time (the newest view adopted).
+    pub live_s: u64,
+    /// The role this console acts with, and why (the engine checks every command too).
+    pub grant: crate::roles::Grant,
+}
