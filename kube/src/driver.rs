@@ -285,10 +285,6 @@ fn not_in<V>(known: &HashMap<String, V>, relisted: &HashSet<String>) -> Vec<Stri
         .collect()
 }
 
-fn actor() -> Actor {
-    Actor::system("kubernetes")
-}
-
 impl KubeDriver {
     /// A driver on a running world (see [`World::start`]).
     pub fn new(world: World) -> KubeDriver {
@@ -458,14 +454,6 @@ impl KubeDriver {
     fn crd_ref(kind: &str, key: &str) -> ObjectReference {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         object_ref("crater.ai/v1", kind, ns, name, "")
-    }
-
-    fn command_as_world(core: &mut Core, c: Command, events: &mut Vec<Event>) {
-        let mut out = core.apply_held(Input::Command {
-            actor: actor(),
-            command: c,
-        });
-        events.append(&mut out.events);
     }
 
     /// The pool for a node's role, added when new.
@@ -798,11 +786,12 @@ impl KubeDriver {
                     events,
                 );
                 for &g in &facts.cordoned_gpus {
-                    Self::command_as_world(
+                    Self::observe(
                         core,
-                        Command::CordonGpu {
+                        Observation::Cordoned {
                             node: name.clone(),
-                            gpu: g,
+                            gpu: Some(g),
+                            cordoned: true,
                         },
                         events,
                     );
@@ -840,23 +829,27 @@ impl KubeDriver {
                     );
                 }
                 if b.cordoned != facts.cordoned {
-                    let c = if facts.cordoned {
-                        Command::CordonNode { node: name.clone() }
-                    } else {
-                        Command::UncordonNode { node: name.clone() }
-                    };
-                    Self::command_as_world(core, c, events);
+                    Self::observe(
+                        core,
+                        Observation::Cordoned {
+                            node: name.clone(),
+                            gpu: None,
+                            cordoned: facts.cordoned,
+                        },
+                        events,
+                    );
                 }
                 for &g in facts
                     .cordoned_gpus
                     .iter()
                     .filter(|g| !b.cordoned_gpus.contains(g))
                 {
-                    Self::command_as_world(
+                    Self::observe(
                         core,
-                        Command::CordonGpu {
+                        Observation::Cordoned {
                             node: name.clone(),
-                            gpu: g,
+                            gpu: Some(g),
+                            cordoned: true,
                         },
                         events,
                     );
@@ -866,11 +859,12 @@ impl KubeDriver {
                     .iter()
                     .filter(|g| !facts.cordoned_gpus.contains(g))
                 {
-                    Self::command_as_world(
+                    Self::observe(
                         core,
-                        Command::UncordonGpu {
+                        Observation::Cordoned {
                             node: name.clone(),
-                            gpu: g,
+                            gpu: Some(g),
+                            cordoned: false,
                         },
                         events,
                     );
@@ -1035,7 +1029,16 @@ impl KubeDriver {
                 } else {
                     // Ended before maar started it (another hand bound it): no longer
                     // waiting.
-                    Self::command_as_world(core, Command::Cancel { job: key }, events);
+                    Self::observe(
+                        core,
+                        Observation::JobGone {
+                            job: key,
+                            why:
+                                "its pod ended before maar started it (another scheduler bound it)"
+                                    .into(),
+                        },
+                        events,
+                    );
                 }
                 return;
             }
@@ -1192,10 +1195,11 @@ impl KubeDriver {
             )
         });
         if live {
-            Self::command_as_world(
+            Self::observe(
                 core,
-                Command::Cancel {
+                Observation::JobGone {
                     job: key.to_string(),
+                    why: "its pod was deleted".into(),
                 },
                 events,
             );
@@ -1265,16 +1269,13 @@ impl KubeDriver {
         }
         // Asked before this maar started (its status names the request): the same one.
         Self::ensure_project(core, &r.project, events);
-        let out = core.apply(Input::Command {
-            actor: Actor::system("kubernetes"),
-            command: Command::RequestQuota {
-                project: r.project.clone(),
-                pool: r.pool.clone(),
-                gpus: r.gpus,
-                reserved: r.reserved,
-                reason: format!("{} (QuotaRequest {})", r.reason, r.key),
-            },
-        });
+        let out = core.apply(Input::Observe(Observation::QuotaAsked {
+            project: r.project.clone(),
+            pool: r.pool.clone(),
+            gpus: r.gpus,
+            reserved: r.reserved,
+            reason: format!("{} (QuotaRequest {})", r.reason, r.key),
+        }));
         let mut out = out;
         events.append(&mut out.events);
         match out.result {
@@ -1622,10 +1623,11 @@ impl KubeDriver {
             )
         });
         if live {
-            Self::command_as_world(
+            Self::observe(
                 core,
-                Command::Cancel {
+                Observation::JobGone {
                     job: key.to_string(),
+                    why: "its object was deleted".into(),
                 },
                 events,
             );
@@ -2034,7 +2036,14 @@ impl KubeDriver {
             if let Some(f) = self.pods.get_mut(&job) {
                 f.ended = true;
             }
-            Self::command_as_world(core, Command::Cancel { job }, events);
+            Self::observe(
+                core,
+                Observation::JobGone {
+                    job,
+                    why: "its pod was stopped for another scheduler's (not maar's) pod".into(),
+                },
+                events,
+            );
         }
     }
 

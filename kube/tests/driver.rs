@@ -284,6 +284,17 @@ fn kubectl_cordon_a_deleted_node_and_a_deleted_pod_reach_the_core() {
         vec![Seen::Pod(Watched::Delete(pod("ml", "big", 16, json!({}))))],
     );
     assert_eq!(phase(&core, "ml/big"), Phase::Cancelled);
+    // Facts of the world, not an operator's commands: the job says what happened to
+    // it, and the cordon's event is the node's own.
+    let c = core.cluster();
+    assert_eq!(
+        &*c.jobs[c.job_id("ml/big").unwrap() as usize].reason,
+        "its pod was deleted"
+    );
+    assert!(c
+        .events
+        .iter()
+        .any(|e| e.reason == "NodeCordoned" && e.object == "node/gpu-a"));
 }
 
 #[test]

@@ -164,6 +164,126 @@ impl Cluster {
         Ok(n)
     }
 
+    /// Cordons or uncordons a node, or one GPU of it: an operator's command or the
+    /// world's own cordon (`kubectl cordon`), the same change and event.
+    pub(crate) fn set_cordon(
+        &mut self,
+        node: &str,
+        gpu: Option<u32>,
+        on: bool,
+    ) -> Result<String, ClusterError> {
+        let (n, was, what, object, reason) = match gpu {
+            Some(g) => {
+                let n = self.gpu_ref(node, g)?;
+                let was = self.nodes[n as usize].gpus[g as usize].cordoned;
+                self.nodes[n as usize].gpus[g as usize].cordoned = on;
+                let reason = if on { "GpuCordoned" } else { "GpuUncordoned" };
+                (
+                    n,
+                    was,
+                    format!("GPU {node}/{g}"),
+                    format!("gpu/{node}/{g}"),
+                    reason,
+                )
+            }
+            None => {
+                let n = self.node_id(node)?;
+                let was = self.nodes[n as usize].cordoned;
+                self.nodes[n as usize].cordoned = on;
+                let reason = if on { "NodeCordoned" } else { "NodeUncordoned" };
+                (
+                    n,
+                    was,
+                    format!("node {node}"),
+                    format!("node/{node}"),
+                    reason,
+                )
+            }
+        };
+        if was == on {
+            return Ok(if on {
+                format!("{what} was already cordoned")
+            } else {
+                format!("{what} was not cordoned")
+            });
+        }
+        self.reindex(n);
+        let m = match (on, gpu) {
+            (true, Some(_)) => {
+                format!("{what} cordoned: running work stays, nothing new is placed")
+            }
+            (true, None) => format!("{what} cordoned"),
+            (false, _) => format!("{what} uncordoned"),
+        };
+        self.emit(Severity::Normal, reason, object, m.clone());
+        Ok(m)
+    }
+
+    /// Stops a job that has not ended, saying why (an operator's cancel, or its object
+    /// gone in the world).
+    pub(crate) fn stop_job(&mut self, job: &str, why: &str) -> Result<String, ClusterError> {
+        let id = self.job_id(job)?;
+        if self.jobs[id as usize].phase.is_terminal() {
+            return Err(ClusterError::Invalid(format!(
+                "job {job} already ended ({})",
+                self.jobs[id as usize].phase.name()
+            )));
+        }
+        self.release_all(id);
+        self.set_phase(id, Phase::Cancelled);
+        self.jobs[id as usize].reason = why.into();
+        self.emit(Severity::Normal, "Cancelled", self.job_ref(id), why.into());
+        Ok(format!("job {job} cancelled"))
+    }
+
+    /// Opens a quota request (an operator's `request-quota`, or a QuotaRequest object
+    /// applied in the world).
+    pub(crate) fn request_quota(
+        &mut self,
+        project: &str,
+        pool: &str,
+        gpus: u32,
+        reserved: bool,
+        reason: &str,
+    ) -> Result<String, ClusterError> {
+        let (project, pool, reason) = (project.to_string(), pool.to_string(), reason.to_string());
+
+        let pid = self
+            .project_id(&project)
+            .ok_or_else(|| ClusterError::UnknownProject(project.clone()))?;
+        let pl = self
+            .pool_id(&pool)
+            .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
+        // The same limit whichever face sent it (the CLI and the console
+        // read it with `verbs`, a socket's client may send any number).
+        if gpus == 0 || f64::from(gpus) > crate::limits::MAX_QUOTA_GPUS {
+            return Err(ClusterError::Invalid(format!(
+                "a quota request needs 1 to {} GPUs, not {gpus}",
+                crate::limits::MAX_QUOTA_GPUS
+            )));
+        }
+        let id = self.next_request;
+        self.next_request += 1;
+        self.quota_requests.push(QuotaRequest {
+            id,
+            project: pid,
+            pool: pl,
+            gpus,
+            reserved,
+            reason: reason.clone(),
+            status: RequestStatus::Pending,
+            created: self.now,
+        });
+        let m = format!("quota request #{id}: +{gpus} GPUs for {project} in {pool}: {reason}");
+        self.emit(
+            Severity::Normal,
+            "QuotaRequested",
+            format!("quota/{project}/{pool}"),
+            m.clone(),
+        );
+        Ok(m)
+    }
+
     /// Applies an operator command. Returns what happened, in words.
     pub fn apply(&mut self, cmd: Command) -> Result<String, ClusterError> {
         self.apply_by(cmd, "operator")
@@ -265,43 +385,7 @@ impl Cluster {
                 gpus,
                 reserved,
                 reason,
-            } => {
-                let pid = self
-                    .project_id(&project)
-                    .ok_or_else(|| ClusterError::UnknownProject(project.clone()))?;
-                let pl = self
-                    .pool_id(&pool)
-                    .ok_or_else(|| ClusterError::UnknownPool(pool.clone()))?;
-                // The same limit whichever face sent it (the CLI and the console
-                // read it with `verbs`, a socket's client may send any number).
-                if gpus == 0 || f64::from(gpus) > crate::limits::MAX_QUOTA_GPUS {
-                    return Err(ClusterError::Invalid(format!(
-                        "a quota request needs 1 to {} GPUs, not {gpus}",
-                        crate::limits::MAX_QUOTA_GPUS
-                    )));
-                }
-                let id = self.next_request;
-                self.next_request += 1;
-                self.quota_requests.push(QuotaRequest {
-                    id,
-                    project: pid,
-                    pool: pl,
-                    gpus,
-                    reserved,
-                    reason: reason.clone(),
-                    status: RequestStatus::Pending,
-                    created: self.now,
-                });
-                let m =
-                    format!("quota request #{id}: +{gpus} GPUs for {project} in {pool}: {reason}");
-                self.emit(
-                    Severity::Normal,
-                    "QuotaRequested",
-                    format!("quota/{project}/{pool}"),
-                    m.clone(),
-                );
-                m
-            }
+            } => self.request_quota(&project, &pool, gpus, reserved, &reason)?,
             Command::ApproveQuota { id } => {
                 let r = self.request_mut(id)?;
                 let (pid, pl, gpus, reserved) = (r.project, r.pool, r.gpus, r.reserved);
@@ -401,71 +485,10 @@ impl Cluster {
                 );
                 m
             }
-            Command::CordonGpu { node, gpu } => {
-                let n = self.gpu_ref(&node, gpu)?;
-                if self.nodes[n as usize].gpus[gpu as usize].cordoned {
-                    return Ok(format!("GPU {node}/{gpu} was already cordoned"));
-                }
-                self.nodes[n as usize].gpus[gpu as usize].cordoned = true;
-                self.reindex(n);
-                let m =
-                    format!("GPU {node}/{gpu} cordoned: running work stays, nothing new is placed");
-                self.emit(
-                    Severity::Normal,
-                    "GpuCordoned",
-                    format!("gpu/{node}/{gpu}"),
-                    m.clone(),
-                );
-                m
-            }
-            Command::UncordonGpu { node, gpu } => {
-                let n = self.gpu_ref(&node, gpu)?;
-                if !self.nodes[n as usize].gpus[gpu as usize].cordoned {
-                    return Ok(format!("GPU {node}/{gpu} was not cordoned"));
-                }
-                self.nodes[n as usize].gpus[gpu as usize].cordoned = false;
-                self.reindex(n);
-                let m = format!("GPU {node}/{gpu} uncordoned");
-                self.emit(
-                    Severity::Normal,
-                    "GpuUncordoned",
-                    format!("gpu/{node}/{gpu}"),
-                    m.clone(),
-                );
-                m
-            }
-            Command::CordonNode { node } => {
-                let n = self.node_id(&node)?;
-                if self.nodes[n as usize].cordoned {
-                    return Ok(format!("node {node} was already cordoned"));
-                }
-                self.nodes[n as usize].cordoned = true;
-                self.reindex(n);
-                let m = format!("node {node} cordoned");
-                self.emit(
-                    Severity::Normal,
-                    "NodeCordoned",
-                    format!("node/{node}"),
-                    m.clone(),
-                );
-                m
-            }
-            Command::UncordonNode { node } => {
-                let n = self.node_id(&node)?;
-                if !self.nodes[n as usize].cordoned {
-                    return Ok(format!("node {node} was not cordoned"));
-                }
-                self.nodes[n as usize].cordoned = false;
-                self.reindex(n);
-                let m = format!("node {node} uncordoned");
-                self.emit(
-                    Severity::Normal,
-                    "NodeUncordoned",
-                    format!("node/{node}"),
-                    m.clone(),
-                );
-                m
-            }
+            Command::CordonGpu { node, gpu } => self.set_cordon(&node, Some(gpu), true)?,
+            Command::UncordonGpu { node, gpu } => self.set_cordon(&node, Some(gpu), false)?,
+            Command::CordonNode { node } => self.set_cordon(&node, None, true)?,
+            Command::UncordonNode { node } => self.set_cordon(&node, None, false)?,
             Command::DrainNode { node } => {
                 let n = self.node_id(&node)?;
                 self.nodes[n as usize].cordoned = true;
@@ -517,25 +540,7 @@ impl Cluster {
                 }
                 format!("job {job} requeued")
             }
-            Command::Cancel { job } => {
-                let id = self.job_id(&job)?;
-                if self.jobs[id as usize].phase.is_terminal() {
-                    return Err(ClusterError::Invalid(format!(
-                        "job {job} already ended ({})",
-                        self.jobs[id as usize].phase.name()
-                    )));
-                }
-                self.release_all(id);
-                self.set_phase(id, Phase::Cancelled);
-                self.jobs[id as usize].reason = "cancelled by operator".into();
-                self.emit(
-                    Severity::Normal,
-                    "Cancelled",
-                    self.job_ref(id),
-                    "cancelled by operator".into(),
-                );
-                format!("job {job} cancelled")
-            }
+            Command::Cancel { job } => self.stop_job(&job, "cancelled by operator")?,
             Command::Scale { job, replicas } => {
                 let id = self.job_id(&job)?;
                 let JobKind::Inference(a) = &self.jobs[id as usize].spec.kind else {

@@ -164,6 +164,29 @@ pub enum Observation {
     /// The driver could not bind the job's assumed replicas: they are taken back and
     /// the job is queued again.
     BindFailed { job: String, reason: String },
+    /// The world's own cordon of a node, or of one of its GPUs (`kubectl cordon`, the
+    /// Node's `spec.unschedulable`, its GPU annotation): a fact the driver saw, not an
+    /// operator's command through maar, so no role is checked and no audit row kept.
+    Cordoned {
+        node: String,
+        #[serde(default)]
+        gpu: Option<u32>,
+        cordoned: bool,
+    },
+    /// A job's object went away outside maar (its pod or TrainJob deleted, a pod that
+    /// another hand bound or ended): it stops, and `why` says so.
+    JobGone { job: String, why: String },
+    /// A user asked for quota through the world (a QuotaRequest object applied with
+    /// kubectl): a request for an admin to decide, as `maar request-quota` opens.
+    QuotaAsked {
+        project: String,
+        pool: String,
+        gpus: u32,
+        #[serde(default)]
+        reserved: bool,
+        #[serde(default)]
+        reason: String,
+    },
     /// Something the driver wants the operator to see (a scenario step it could not
     /// carry out, a reading it could not take); logged as an event, changes nothing.
     Note {
@@ -446,6 +469,19 @@ impl Core {
                 c.update_node(n, *node);
                 done(format!("node {name} updated"))
             }
+            Observation::Cordoned {
+                node,
+                gpu,
+                cordoned,
+            } => done(c.set_cordon(&node, gpu, cordoned)?),
+            Observation::JobGone { job, why } => done(c.stop_job(&job, &why)?),
+            Observation::QuotaAsked {
+                project,
+                pool,
+                gpus,
+                reserved,
+                reason,
+            } => done(c.request_quota(&project, &pool, gpus, reserved, &reason)?),
             Observation::NodeLabels { node, labels } => {
                 let n = c.node_id(&node)?;
                 c.relabel_node(n, labels);

@@ -234,6 +234,22 @@ fn samples() -> Vec<Input> {
             job: "ml/a".into(),
             reason: "409 Conflict".into(),
         },
+        Observation::Cordoned {
+            node: "a".into(),
+            gpu: Some(1),
+            cordoned: true,
+        },
+        Observation::JobGone {
+            job: "ml/a".into(),
+            why: "its pod was deleted".into(),
+        },
+        Observation::QuotaAsked {
+            project: "ml".into(),
+            pool: "p".into(),
+            gpus: 2,
+            reserved: true,
+            reason: "QuotaRequest ml/more".into(),
+        },
         Observation::Note {
             severity: Severity::Warning,
             reason: "ScenarioRefused".into(),
@@ -580,4 +596,64 @@ fn ended_jobs_beyond_the_retention_leave_memory_but_not_the_counts() {
     assert!(cl.job_id("ml/j0").is_err());
     let again = submit(&mut c, job("j0", 1));
     assert_eq!(again, 40);
+}
+
+#[test]
+fn the_worlds_cordons_deletions_and_quota_requests_are_facts_not_commands() {
+    // What `kubectl cordon`, a deleted pod and a QuotaRequest object do in the core:
+    // the same change as the operator's command, told as what happened.
+    let mut c = core(&[("a", 8)]);
+    let id = submit(&mut c, job("a", 2));
+    let out = c.apply(Input::Observe(Observation::Cordoned {
+        node: "a".into(),
+        gpu: Some(3),
+        cordoned: true,
+    }));
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    assert!(c.cluster().nodes[0].gpus[3].cordoned);
+    assert!(out.events.iter().any(|e| e.reason == "GpuCordoned"));
+    c.apply(Input::Observe(Observation::Cordoned {
+        node: "a".into(),
+        gpu: None,
+        cordoned: true,
+    }))
+    .result
+    .unwrap();
+    assert!(c.cluster().nodes[0].cordoned);
+    let out = c.apply(Input::Observe(Observation::JobGone {
+        job: "ml/a".into(),
+        why: "its pod was deleted".into(),
+    }));
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let j = &c.cluster().jobs[id as usize];
+    assert_eq!(j.phase, Phase::Cancelled);
+    assert_eq!(&*j.reason, "its pod was deleted");
+    // Gone twice is refused, changing nothing.
+    assert!(c
+        .apply(Input::Observe(Observation::JobGone {
+            job: "ml/a".into(),
+            why: "again".into(),
+        }))
+        .result
+        .is_err());
+    let out = c.apply(Input::Observe(Observation::QuotaAsked {
+        project: "ml".into(),
+        pool: "train".into(),
+        gpus: 2,
+        reserved: false,
+        reason: "QuotaRequest ml/more".into(),
+    }));
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    assert_eq!(c.cluster().quota_requests.len(), 1);
+    // Limits hold whoever asks.
+    assert!(c
+        .apply(Input::Observe(Observation::QuotaAsked {
+            project: "ml".into(),
+            pool: "train".into(),
+            gpus: 2_000_000,
+            reserved: false,
+            reason: String::new(),
+        }))
+        .result
+        .is_err());
 }
