@@ -186,10 +186,10 @@ fn restore_until(
     let path = record.path();
     let meta = record.meta()?;
     if meta.backend == "local" {
-        return restore_offline(record, meta, until, &mut crate::local::Offline);
+        return restore_offline(record, meta, until, &mut crate::local::offline());
     }
     if meta.backend == "kube" {
-        return restore_offline(record, meta, until, &mut maar_kube::driver::Offline);
+        return restore_offline(record, meta, until, &mut maar_kube::driver::offline());
     }
     if meta.backend != "demo" {
         return Err(content(

@@ -1003,4 +1003,4 @@ impl Engine {
     }
 }
 
-pub use maar_scheduler::input::Bare;
+pub use maar_scheduler::kit::Bare;

@@ -17,7 +17,8 @@ pub mod failure;
 pub mod fuzzing;
 pub mod kube_api;
 pub mod load;
-pub mod local;
+/// Local mode: the `maar-local` crate, a driver beside the demo and Kubernetes ones.
+pub use maar_local as local;
 pub mod logging;
 pub mod out;
 pub mod output;

@@ -23,16 +23,16 @@ impl Driver for Live {
         "live"
     }
     fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
-        input::Bare.advance(core, to)
+        maar_scheduler::kit::Bare.advance(core, to)
     }
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
-        input::Bare.command(core, actor, command)
+        maar_scheduler::kit::Bare.command(core, actor, command)
     }
     fn save(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
     fn fork(&self) -> Box<dyn Driver> {
-        Box::new(input::Bare)
+        Box::new(maar_scheduler::kit::Bare)
     }
     fn starts(&mut self, _core: &Core, f: &forecast::Forecast) {
         let mut told = self.told.lock().unwrap();
@@ -85,7 +85,7 @@ impl Driver for Live {
             }))
             .events,
         );
-        events.extend(input::Bare.advance(core, core.now()));
+        events.extend(maar_scheduler::kit::Bare.advance(core, core.now()));
         events
     }
 }

@@ -278,6 +278,7 @@ fn no_crate_has_a_module_circle() {
         "src",
         "scheduler/src",
         "demo/src",
+        "local/src",
         "kube/src",
         "agent/src",
         "widgets/src",

@@ -86,7 +86,7 @@ fn what_if(c: &mut Criterion) {
         b.iter(|| {
             what_if(
                 &core,
-                &maar_scheduler::input::Bare,
+                &maar_scheduler::kit::Bare,
                 Actor::system("bench"),
                 Command::DrainNode { node: node.clone() },
             )

@@ -38,6 +38,7 @@ pub mod fxhash;
 pub mod input;
 pub mod interpod;
 pub mod jobs;
+pub mod kit;
 pub mod limits;
 pub mod manifest;
 pub mod metrics;

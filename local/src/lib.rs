@@ -25,6 +25,7 @@ use supervise::{Launch, Replica};
 
 use maar_agent::{labels as hw, now_ms, Agent, NodeSample};
 use maar_scheduler::input::{GpuReading, NodeReading};
+use maar_scheduler::kit::Offline;
 use maar_scheduler::model::*;
 use maar_scheduler::{
     Actor, Cluster, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation, Output,
@@ -651,15 +652,14 @@ impl LocalDriver {
     /// A scheduling cycle and its decisions carried out: processes started (and the
     /// binds confirmed) or stopped.
     fn settle(&mut self, core: &mut Core, events: &mut Vec<Event>, decisions: &mut Vec<Decision>) {
-        for _ in 0..4 {
-            let out = core.apply(Input::Schedule);
-            events.extend(out.events);
-            if out.decisions.is_empty() {
-                break;
+        maar_scheduler::kit::settle(core, events, |core, out, events| {
+            if out.is_empty() {
+                return false;
             }
-            self.carry_out(core, &out.decisions, events);
-            decisions.extend(out.decisions);
-        }
+            self.carry_out(core, &out, events);
+            decisions.extend(out);
+            true
+        });
     }
 
     /// Carries out decisions: processes started (the bind confirmed, or failed with the
@@ -1007,37 +1007,13 @@ impl Driver for LocalDriver {
 
     /// Previews decide; they start no process.
     fn fork(&self) -> Box<dyn Driver> {
-        Box::new(maar_scheduler::input::Bare)
+        Box::new(maar_scheduler::kit::Bare)
     }
 }
 
 /// A local cluster with no machine attached (a command given while no `maar local`
-/// runs, a look at its past): commands change the core; nothing is scheduled or
-/// started until `maar local` attaches the machine again.
-#[derive(Clone)]
-pub struct Offline;
-
-impl Driver for Offline {
-    fn kind(&self) -> &'static str {
-        "local"
-    }
-
-    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
-        core.apply(Input::Advance { to }).events
-    }
-
-    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
-        match localize(core, command) {
-            Ok(command) => core.apply(Input::Command { actor, command }),
-            Err(refused) => refused,
-        }
-    }
-
-    fn save(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-
-    fn fork(&self) -> Box<dyn Driver> {
-        Box::new(Offline)
-    }
+/// runs, a look at its past): commands change the core, read as local mode reads them;
+/// nothing is scheduled or started until `maar local` attaches the machine again.
+pub fn offline() -> Offline {
+    Offline::new("local", Some(localize))
 }

@@ -1,0 +1,947 @@
+//! [`KubeDriver`]: a Kubernetes cluster as a driver of the engine.
+//!
+//! What the watch sees becomes observations, in order:
+//! - a namespace is a project (`ProjectSeen`, open in every pool until quota is set);
+//! - a node role (`crater.ai/node-role`) not seen before is a pool of that name
+//!   (`PoolSeen`); a node joins, is relabelled, turns Ready or NotReady, is cordoned
+//!   with kubectl (`spec.unschedulable`), has single GPUs cordoned (annotation
+//!   `crater.ai/cordoned-gpus`), or is deleted (NotReady, "deleted");
+//! - a pod with `schedulerName: maar` is a job: queued while it waits for a node,
+//!   added as running where it is already bound (a restart of maar), ended when it
+//!   succeeds or fails (OOMKilled told apart), cancelled when it is deleted.
+//!
+//! The core's decisions become writes ([`crate::world::Write`]): a bind (answered by
+//! `Bound` / `BindFailed`: a 409 or a node gone returns the job to the queue), a pod
+//! deleted when maar preempts or drains it. A pod that waits gets `PodScheduled=False`
+//! and a `FailedScheduling` event with maar's reason and its first proven fix, when
+//! the reason changes and at most every [`RETELL_S`] seconds otherwise (kube-scheduler
+//! retries with back-off; an event per cycle would flood the API server).
+//!
+//! TrainJobs and InferenceServices (maar's objects) are jobs too: maar makes their
+//! pods on the nodes it chose (all of a gang or none), deletes them when the job
+//! stops, and writes the object's status. An InferenceService's replicas follow its
+//! autoscaler, which reads the load every [`LOAD_EVERY_S`] seconds from the external
+//! metrics API (the metric its HPA read); a replica whose pod is deleted is made again
+//! where it ran, as a ReplicaSet would.
+//!
+//! Operator commands act on the cluster too: a node cordoned in maar is cordoned in
+//! Kubernetes (`spec.unschedulable`), a GPU cordon is written to the node's annotation.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Node as KNode;
+use maar_scheduler::model::{Overcommit, Phase, Pool, PoolKind, LABEL_ROLE};
+use maar_scheduler::{
+    Actor, Command, Core, Decision, Driver, Event, Input, JobOutcome, Observation, Output, Severity,
+};
+
+use crate::map::PoolObject;
+use crate::map::{self, Owner, PodState};
+use crate::world::{object_ref, NewPod, ObjectSeen, PodSeen, Seen, Watched, World, Write};
+use k8s_openapi::api::core::v1::ObjectReference;
+
+mod nodes;
+mod objects;
+mod pods;
+mod quotas;
+mod writes;
+
+/// Seconds before an unchanged reason is told again on a waiting pod.
+pub const RETELL_S: u64 = 1800;
+/// Seconds an expected start may drift before a waiting pod's annotation is written
+/// again (or a tenth of how far ahead it is, if more).
+pub const START_SLACK_S: u64 = 300;
+/// Seconds before a reason or status that failed to be written is written again.
+pub const RETRY_TELL_S: u64 = 5;
+/// Seconds between cycles when nothing changed.
+pub const IDLE_CYCLE_S: u64 = 10;
+/// Waiting pods told why per step at most.
+pub const MAX_TOLD_PER_STEP: usize = 200;
+/// Time a step spends explaining waiting pods at most (binds are written before).
+pub const TELL_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
+/// Seconds between reads of an InferenceService's load (an HPA's sync period).
+pub const LOAD_EVERY_S: u64 = 15;
+/// How often the world is looked at between whole seconds of the clock (what it saw
+/// is acted on at once: a pod is bound within this, not at the next second).
+pub const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// Things seen applied per step at most (the engine answers requests between steps).
+const MAX_SEEN_PER_STEP: usize = 20_000;
+
+/// What a node offers: allocatable CPU, memory and disk, its devices (count, memory,
+/// resource), its taints.
+type Offers = (
+    u64,
+    u64,
+    u64,
+    Vec<(u32, u64, Option<String>)>,
+    Vec<maar_scheduler::rules::Taint>,
+);
+
+/// What the driver last told the core of a node.
+#[derive(Clone, Debug, PartialEq)]
+struct NodeFacts {
+    /// What the node offers: allocatable CPU, memory and disk, its devices, its
+    /// taints (re-read on every update: a device plugin advertises GPUs after the
+    /// kubelet registered the node).
+    offers: Offers,
+    labels: BTreeMap<String, String>,
+    ready: (bool, String),
+    cordoned: bool,
+    cordoned_gpus: Vec<u32>,
+}
+
+/// What the driver knows of one of maar's pods.
+#[derive(Clone, Debug)]
+struct PodFacts {
+    uid: String,
+    /// The core holds it as a job.
+    in_core: bool,
+    /// Bound to a node in Kubernetes (so stopping it means deleting it).
+    bound: bool,
+    ended: bool,
+    /// Another scheduler's pod: held where it runs, never deleted or bound by maar.
+    foreign: bool,
+    /// The node Kubernetes has it on (`spec.nodeName`), and its cards as annotated.
+    node: Option<(String, Vec<u32>)>,
+    /// Its job, while the node it is bound to is not in the cluster (deleted, or not
+    /// listed): it holds nothing in maar and is not scheduled again; taken in as
+    /// running when the node appears.
+    orphan: Option<Box<maar_scheduler::JobSpec>>,
+}
+
+/// What the driver knows of a TrainJob or an InferenceService.
+#[derive(Clone, Debug)]
+struct ObjectFacts {
+    owner: Owner,
+    uid: String,
+    labels: BTreeMap<String, String>,
+    /// An InferenceService: its load metric's selector.
+    selector: String,
+    /// The pods maar made for its current placements: name -> where.
+    made: BTreeMap<String, maar_scheduler::input::Binding>,
+    /// The number the next pod of an InferenceService takes.
+    serial: usize,
+    /// When its load was last asked for.
+    load_asked: Option<u64>,
+    /// When its replicas' pods were last made again in place (an InferenceService).
+    replaced: Vec<u64>,
+    in_core: bool,
+    ended: bool,
+    /// The pods of its current start.
+    current: BTreeSet<String>,
+    /// The status last written: (phase, message).
+    status: Option<(String, String)>,
+    /// Its job, when the core could not queue it yet (a pool not here): tried again
+    /// when a pool appears.
+    waiting: Option<maar_scheduler::JobSpec>,
+    /// Its spec as first read (an edit is told, not taken).
+    spec: Option<maar_scheduler::JobSpec>,
+}
+
+/// A pod maar made for one of its objects.
+#[derive(Clone, Debug)]
+struct OwnedPod {
+    node: Option<String>,
+    gpus: Vec<u32>,
+    state: PodState,
+    /// The watch saw it deleted.
+    deleted: bool,
+}
+
+/// A Kubernetes cluster feeding the core.
+pub struct KubeDriver {
+    world: Option<World>,
+    nodes: HashMap<String, NodeFacts>,
+    pods: HashMap<String, PodFacts>,
+    /// Names seen during a relist, per kind (nodes, pods), while one is under way.
+    relist_nodes: Option<HashSet<String>>,
+    relist_pods: Option<HashSet<String>>,
+    /// The pods of a (re)list, applied when it is done, oldest first (as
+    /// kube-scheduler's queue takes pods of one priority), not in the list's name
+    /// order.
+    pod_batch: Vec<PodSeen>,
+    relist_objects: HashMap<Owner, HashSet<String>>,
+    /// The first lists done: pools, nodes (they join pools), pods (they name nodes and
+    /// are admitted by quotas), TrainJobs (their pods say where they run), quotas
+    /// (they name pools), InferenceServices.
+    listed: [bool; 6],
+    /// Quotas set from Quota objects, by object (`namespace/name`): (project, pool);
+    /// and those whose pool is not here yet.
+    quotas: HashMap<String, (String, String)>,
+    quotas_waiting: HashMap<String, crate::map::QuotaObject>,
+    /// QuotaRequest objects made requests in maar: object -> (request number, the
+    /// phase last written).
+    requests: HashMap<String, (u32, String)>,
+    /// What waits for an earlier list.
+    held: Vec<Seen>,
+    objects: HashMap<String, ObjectFacts>,
+    /// The pods maar made for each object (`namespace/name`), by pod name.
+    owned: HashMap<String, BTreeMap<String, OwnedPod>>,
+    /// What each waiting pod was last told, and when.
+    told: HashMap<String, (String, u64)>,
+    /// When telling a job failed (the API server refused or was away): told again
+    /// [`RETRY_TELL_S`] later, until what it shows is the current reason.
+    not_told: HashMap<String, u64>,
+    /// The last time each trouble was noted.
+    troubles: HashMap<String, u64>,
+    /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
+    /// books.
+    foreign_stopped: Vec<String>,
+    /// maar's pods Kubernetes shows bound, for the core to follow.
+    reconcile: Vec<String>,
+    /// Writes of commands made with no cluster attached.
+    unsent: Vec<Write>,
+    /// maar's own events about objects (a bad Quota or Pool, an edited TrainJob,
+    /// trouble with the API server on its Lease), written with the next step's writes.
+    notes: Vec<Write>,
+    /// Decisions held by the core, taken out before an input whose own decisions are
+    /// dropped: carried out with the next cycle's.
+    decided: Vec<Decision>,
+    /// Something changed since the last cycle.
+    dirty: bool,
+    last_cycle: Option<u64>,
+    last_told: Option<u64>,
+    /// When the world was last looked at between whole seconds.
+    last_poll: Option<std::time::Instant>,
+    /// The latest forecast's starts of waiting pods and objects (seconds on the
+    /// core's clock, or none; the basis), not yet compared with what they show.
+    starts: HashMap<String, (Option<u64>, &'static str)>,
+    /// What each waiting pod's or object's expected start shows (as last written).
+    starts_told: HashMap<String, (Option<u64>, &'static str)>,
+}
+
+/// Whether an expected start moved enough to be written again: another basis, known
+/// or not, or more than [`START_SLACK_S`] or a tenth of how far ahead it is (a
+/// forecast every few seconds must not rewrite thousands of pods for a minute's drift).
+pub fn start_moved(told: (Option<u64>, &str), new: (Option<u64>, &str), now: u64) -> bool {
+    match (told, new) {
+        ((Some(a), ba), (Some(b), bb)) => {
+            let ahead = a.min(b).saturating_sub(now);
+            ba != bb || a.abs_diff(b) > START_SLACK_S.max(ahead / 10)
+        }
+        ((a, ba), (b, bb)) => a.is_some() != b.is_some() || ba != bb,
+    }
+}
+
+/// Whether telling `key` failed less than [`RETRY_TELL_S`] ago (it is told again
+/// then, not at every step while the API server refuses).
+fn retry_later(not_told: &HashMap<String, u64>, key: &str, now: u64) -> bool {
+    not_told.get(key).is_some_and(|&t| now < t + RETRY_TELL_S)
+}
+
+/// What a relist no longer has: gone while the watch was down.
+fn not_in<V>(known: &HashMap<String, V>, relisted: &HashSet<String>) -> Vec<String> {
+    known
+        .keys()
+        .filter(|k| !relisted.contains(*k))
+        .cloned()
+        .collect()
+}
+
+impl KubeDriver {
+    /// A driver on a running world (see [`World::start`]).
+    pub fn new(world: World) -> KubeDriver {
+        KubeDriver {
+            world: Some(world),
+            ..KubeDriver::detached()
+        }
+    }
+
+    /// A driver with no cluster attached: what it is fed by hand (tests) or nothing.
+    pub fn detached() -> KubeDriver {
+        KubeDriver {
+            world: None,
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            relist_nodes: None,
+            relist_pods: None,
+            pod_batch: Vec::new(),
+            relist_objects: HashMap::new(),
+            listed: [false; 6],
+            quotas: HashMap::new(),
+            quotas_waiting: HashMap::new(),
+            requests: HashMap::new(),
+            held: Vec::new(),
+            objects: HashMap::new(),
+            owned: HashMap::new(),
+            told: HashMap::new(),
+            not_told: HashMap::new(),
+            troubles: HashMap::new(),
+            foreign_stopped: Vec::new(),
+            reconcile: Vec::new(),
+            unsent: Vec::new(),
+            notes: Vec::new(),
+            decided: Vec::new(),
+            dirty: false,
+            last_cycle: None,
+            last_told: None,
+            last_poll: None,
+            starts: HashMap::new(),
+            starts_told: HashMap::new(),
+        }
+    }
+
+    /// Feeds what the watch saw until nodes, pods and namespaces are listed once (or
+    /// `within` passes): the cluster as it is before the console opens. Returns how
+    /// many things were seen, whether the lists completed, and the events they caused
+    /// (all of them, for the record: the core keeps only its newest few thousand).
+    pub fn first_lists(
+        &mut self,
+        core: &mut Core,
+        within: std::time::Duration,
+    ) -> (usize, bool, Vec<Event>) {
+        let end = std::time::Instant::now() + within;
+        let mut n = 0;
+        let mut events = Vec::new();
+        let mut writes = Vec::new();
+        while !self.listed.iter().all(|l| *l) {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let Some(s) = self.world.as_ref().and_then(|w| w.next_within(left)) else {
+                break;
+            };
+            self.see(core, s, &mut events, &mut writes);
+            n += 1;
+        }
+        self.flush(writes);
+        (n, self.listed.iter().all(|l| *l), events)
+    }
+
+    /// Which first list a thing waits for (none for pools and namespaces).
+    fn waits_for(&self, s: &Seen) -> Option<usize> {
+        const POOLS: usize = 0;
+        const NODES: usize = 1;
+        const PODS: usize = 2;
+        const QUOTAS: usize = 4;
+        let needs: &[usize] = match s {
+            Seen::Node(_) | Seen::Quota(_) => &[POOLS],
+            Seen::QuotaRequest(_) => &[POOLS, QUOTAS],
+            Seen::Pod(_) => &[POOLS, NODES, QUOTAS],
+            Seen::Object(..) => &[POOLS, NODES, QUOTAS, PODS],
+            _ => return None,
+        };
+        needs.iter().copied().find(|&i| !self.listed[i])
+    }
+
+    /// A first list is done: what waited for it is fed now.
+    fn listed_now(
+        &mut self,
+        stage: usize,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        if self.listed[stage] {
+            return;
+        }
+        self.listed[stage] = true;
+        for s in std::mem::take(&mut self.held) {
+            self.see(core, s, events, writes);
+        }
+    }
+
+    /// An observation; what it decides (replicas stopped on a node gone, a service
+    /// scaled) is carried out after the next cycle.
+    fn observe(core: &mut Core, o: Observation, events: &mut Vec<Event>) -> Output {
+        let mut out = core.apply_held(Input::Observe(o));
+        events.append(&mut out.events);
+        out
+    }
+
+    /// Something maar notes of the cluster (an event of its own).
+    fn note(
+        core: &mut Core,
+        severity: Severity,
+        reason: &str,
+        object: impl Into<String>,
+        message: impl Into<String>,
+        events: &mut Vec<Event>,
+    ) {
+        Self::observe(
+            core,
+            Observation::Note {
+                severity,
+                reason: reason.into(),
+                object: object.into(),
+                message: message.into(),
+            },
+            events,
+        );
+    }
+
+    /// A trouble of maar's own, in the same words as a Warning event on the
+    /// Kubernetes object it is about (`kubectl get events` shows it; written with the
+    /// next writes) and as an event of maar's record about `object`.
+    fn trouble(
+        &mut self,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        regarding: ObjectReference,
+        object: String,
+        reason: &str,
+        message: String,
+    ) {
+        self.notes.push(Write::Note {
+            regarding,
+            warning: true,
+            reason: reason.into(),
+            message: message.clone(),
+        });
+        Self::note(core, Severity::Warning, reason, object, message, events);
+    }
+
+    /// maar's own Lease, which its troubles with the API server are told on.
+    fn lease_ref() -> ObjectReference {
+        object_ref(
+            "coordination.k8s.io/v1",
+            "Lease",
+            crate::lease::NAMESPACE,
+            crate::lease::NAME,
+            "",
+        )
+    }
+
+    /// One of maar's objects by its `namespace/name` key.
+    fn crd_ref(kind: &str, key: &str) -> ObjectReference {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        object_ref("crater.ai/v1", kind, ns, name, "")
+    }
+
+    /// The pool for a node's role, added when new.
+    /// Returns whether a pool was added.
+    fn ensure_pool(
+        core: &mut Core,
+        labels: &BTreeMap<String, String>,
+        events: &mut Vec<Event>,
+    ) -> bool {
+        let Some(role) = labels.get(LABEL_ROLE) else {
+            return false;
+        };
+        // A pool (a Pool object, or one made for this role before) takes the node.
+        if core.cluster().pool_id(role).is_some()
+            || core.cluster().pool_for_labels(labels).is_some()
+        {
+            return false;
+        }
+        let kind = if role.contains("infer") || role.contains("serv") {
+            PoolKind::Inference
+        } else {
+            PoolKind::Training
+        };
+        Self::observe(
+            core,
+            Observation::PoolSeen {
+                pool: Box::new(Pool {
+                    name: role.clone(),
+                    kind,
+                    selector: BTreeMap::from([(LABEL_ROLE.to_string(), role.clone())]),
+                    overcommit: Overcommit::default(),
+                    lend_to: Vec::new(),
+                }),
+            },
+            events,
+        );
+        true
+    }
+
+    fn ensure_project(core: &mut Core, ns: &str, events: &mut Vec<Event>) {
+        if core.cluster().project_id(ns).is_none() {
+            Self::observe(
+                core,
+                Observation::ProjectSeen {
+                    project: ns.to_string(),
+                },
+                events,
+            );
+        }
+    }
+
+    /// One thing seen, applied to the core.
+    pub fn see(
+        &mut self,
+        core: &mut Core,
+        s: Seen,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        self.dirty = true;
+        if self.waits_for(&s).is_some() {
+            self.held.push(s);
+            return;
+        }
+        match s {
+            Seen::Pool(w) => match w {
+                Watched::Apply(p) | Watched::InitApply(p) => {
+                    self.pool_seen(core, p, events);
+                    self.pool_appeared(core, events);
+                }
+                Watched::InitDone => self.listed_now(0, core, events, writes),
+                // A pool is not taken away while maar runs (its jobs would be lost).
+                _ => {}
+            },
+            Seen::QuotaRequest(w) => match w {
+                Watched::Apply(r) | Watched::InitApply(r) => {
+                    self.quota_request_seen(core, r, events, writes)
+                }
+                _ => {}
+            },
+            Seen::Quota(w) => match w {
+                Watched::Apply(q) | Watched::InitApply(q) => self.quota_applied(core, q, events),
+                Watched::Delete(Ok(q)) => self.quota_deleted(core, &q.key, events),
+                Watched::Delete(Err((key, _))) => self.quota_deleted(core, &key, events),
+                Watched::InitDone => self.listed_now(4, core, events, writes),
+                Watched::Init => {}
+            },
+            Seen::Object(owner, w) => match w {
+                Watched::Init => {
+                    self.relist_objects.insert(owner, HashSet::new());
+                }
+                Watched::InitApply(t) => {
+                    if let Some(set) = self.relist_objects.get_mut(&owner) {
+                        set.insert(t.key.clone());
+                    }
+                    self.object_applied(core, *t, events, writes);
+                }
+                Watched::Apply(t) => self.object_applied(core, *t, events, writes),
+                Watched::Delete(t) => self.object_deleted(core, &t.key, events),
+                Watched::InitDone => {
+                    if let Some(set) = self.relist_objects.remove(&owner) {
+                        let gone: Vec<String> = not_in(&self.objects, &set)
+                            .into_iter()
+                            .filter(|k| self.objects[k].owner == owner)
+                            .collect();
+                        for k in gone {
+                            self.object_deleted(core, &k, events);
+                        }
+                    }
+                    let stage = match owner {
+                        Owner::TrainJob => 3,
+                        Owner::InferenceService => 5,
+                    };
+                    self.listed_now(stage, core, events, writes);
+                }
+            },
+            Seen::Load { job, value } => match value {
+                Ok(Some(usage_pct)) => {
+                    let _ =
+                        Self::observe(core, Observation::ServiceLoad { job, usage_pct }, events);
+                }
+                // No series yet (no replica reports): the replicas stay.
+                Ok(None) => {}
+                Err(e) => self.see(
+                    core,
+                    Seen::Trouble(format!(
+                        "InferenceService {job} keeps its replicas: its load cannot be read: {e}"
+                    )),
+                    events,
+                    writes,
+                ),
+            },
+            Seen::Namespace(Watched::Apply(ns) | Watched::InitApply(ns)) => {
+                Self::ensure_project(core, &ns, events)
+            }
+            Seen::Namespace(_) => {}
+            Seen::Node(w) => match w {
+                Watched::Init => self.relist_nodes = Some(HashSet::new()),
+                Watched::InitApply(k) => {
+                    if let (Some(set), Some(name)) = (&mut self.relist_nodes, &k.metadata.name) {
+                        set.insert(name.clone());
+                    }
+                    self.node_applied(core, &k, events);
+                }
+                Watched::Apply(k) => self.node_applied(core, &k, events),
+                Watched::Delete(k) => {
+                    if let Some(name) = &k.metadata.name {
+                        self.node_gone(core, name, events);
+                    }
+                }
+                Watched::InitDone => {
+                    if let Some(set) = self.relist_nodes.take() {
+                        let gone: Vec<String> = self
+                            .nodes
+                            .iter()
+                            .filter(|(n, f)| !set.contains(*n) && f.ready.0)
+                            .map(|(n, _)| n.clone())
+                            .collect();
+                        for n in gone {
+                            self.node_gone(core, &n, events);
+                        }
+                    }
+                    self.listed_now(1, core, events, writes);
+                }
+            },
+            Seen::Pod(w) => {
+                let done = matches!(w, Watched::InitDone);
+                self.pod_seen(core, w, events, writes);
+                if done {
+                    self.listed_now(2, core, events, writes);
+                }
+            }
+            Seen::Bound { job, result } => {
+                let o = match result {
+                    Ok(()) => {
+                        if let Some(f) = self.pods.get_mut(&job) {
+                            f.bound = true;
+                        }
+                        if let Some(f) = self.objects.get_mut(&job) {
+                            f.ended = false;
+                        }
+                        Observation::Bound { job }
+                    }
+                    // Bound already (an earlier bind of it went through): the watch
+                    // says where, and maar's books follow it.
+                    Err(reason) if reason.contains("already assigned") => {
+                        if self.pods.get(&job).is_some_and(|f| f.node.is_some()) {
+                            self.reconcile.push(job);
+                            self.reconcile_all(core, events);
+                        }
+                        return;
+                    }
+                    Err(reason) => {
+                        // Nothing of it is in the world (a bind is one request, a
+                        // TrainJob's pods all or none): what taking it back decides
+                        // needs no write, and the cycle that places it again must
+                        // bind it again, even on the same cards.
+                        self.decided.extend(core.take_held());
+                        let mut out = core.apply(Input::Observe(Observation::BindFailed {
+                            job: job.clone(),
+                            reason,
+                        }));
+                        events.append(&mut out.events);
+                        // An object's pods not made: their names go with the replicas
+                        // taken back (the pods that run stay known).
+                        if let Some(f) = self.objects.get_mut(&job) {
+                            let c = core.cluster();
+                            let held: Vec<maar_scheduler::input::Binding> = c
+                                .job_id(&job)
+                                .map(|id| {
+                                    c.jobs[id as usize]
+                                        .placements
+                                        .iter()
+                                        .map(|p| maar_scheduler::input::Binding {
+                                            node: c.nodes[p.node as usize].name.clone(),
+                                            gpus: p.gpus.iter().map(|s| s.gpu).collect(),
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default();
+                            f.made.retain(|_, at| held.contains(at));
+                            let made = &f.made;
+                            f.current.retain(|n| made.contains_key(n));
+                        }
+                        return;
+                    }
+                };
+                Self::observe(core, o, events);
+            }
+            Seen::StartNotTold { job } => {
+                self.starts_told.remove(&job);
+            }
+            Seen::NotTold { job } => {
+                self.told.remove(&job);
+                if let Some(f) = self.objects.get_mut(&job) {
+                    f.status = None;
+                }
+                self.not_told.insert(job, core.now());
+            }
+            Seen::Lease(msg) => {
+                tracing::info!(target: "maar::kube", "{msg}");
+                // Not being able to hold the lease at all is trouble; the rest is news.
+                if msg.starts_with("cannot") {
+                    self.trouble(
+                        core,
+                        events,
+                        Self::lease_ref(),
+                        "cluster".into(),
+                        "Lease",
+                        msg,
+                    );
+                } else {
+                    Self::note(core, Severity::Normal, "Lease", "cluster", msg, events);
+                }
+            }
+            Seen::EventsDropped(n) => {
+                let msg = format!(
+                    "{n} bound pod(s) got no Scheduled event: more than {} events waited behind binds, and binds go first (kube-scheduler's event queue also drops past 1,000); the pods are bound all the same: `kubectl get pods -o wide` shows their nodes, and maar's own events have each bind",
+                    crate::world::MAX_QUEUED_EVENTS
+                );
+                tracing::info!(target: "maar::kube", "{msg}");
+                self.notes.push(Write::Note {
+                    regarding: Self::lease_ref(),
+                    warning: false,
+                    reason: "EventsNotWritten".into(),
+                    message: msg.clone(),
+                });
+                Self::note(
+                    core,
+                    Severity::Normal,
+                    "EventsNotWritten",
+                    "cluster",
+                    msg,
+                    events,
+                );
+            }
+            Seen::Trouble(msg) => {
+                let now = core.now();
+                let last = self.troubles.get(&msg).copied();
+                if last.is_none_or(|t| now >= t + 60) {
+                    self.troubles.insert(msg.clone(), now);
+                    // Logged with the engine's Warning events (maar::event).
+                    self.trouble(
+                        core,
+                        events,
+                        Self::lease_ref(),
+                        "cluster".into(),
+                        "KubernetesTrouble",
+                        msg,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Scheduling cycles until no more decisions (at most a few), their decisions
+    /// written.
+    fn settle(&mut self, core: &mut Core, events: &mut Vec<Event>, writes: &mut Vec<Write>) {
+        maar_scheduler::kit::settle(core, events, |core, out, events| {
+            let mut decisions = std::mem::take(&mut self.decided);
+            decisions.extend(out);
+            if decisions.is_empty() {
+                return false;
+            }
+            self.carry_out(core, &decisions, writes);
+            self.drop_foreign(core, events);
+            self.reconcile_all(core, events);
+            true
+        });
+    }
+
+    /// What the watch saw since the last look, at most [`MAX_SEEN_PER_STEP`].
+    fn take_seen(&self) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        if let Some(w) = &self.world {
+            while seen.len() < MAX_SEEN_PER_STEP {
+                match w.try_next() {
+                    Some(s) => seen.push(s),
+                    None => break,
+                }
+            }
+        }
+        seen
+    }
+
+    /// This maar schedules: it holds the lease (or has no cluster attached).
+    pub fn leading(&self) -> bool {
+        self.world.as_ref().is_none_or(|w| w.is_leader())
+    }
+
+    /// The writes made with no cluster attached (what a command wrote), for a look.
+    pub fn take_unsent(&mut self) -> Vec<Write> {
+        std::mem::take(&mut self.unsent)
+    }
+
+    fn flush(&mut self, writes: Vec<Write>) {
+        let Some(w) = &self.world else {
+            self.unsent.extend(writes);
+            return;
+        };
+        // A maar that watches only writes nothing.
+        if !w.is_leader() {
+            return;
+        }
+        for x in writes {
+            w.write(x);
+        }
+    }
+
+    /// One step: what was seen, a cycle when something changed (or each second), the
+    /// waiting pods told. Returns the writes (also sent to the world, when attached).
+    pub fn step(&mut self, core: &mut Core, to: u64, seen: Vec<Seen>) -> (Vec<Event>, Vec<Write>) {
+        self.step_at(core, Some(to), seen)
+    }
+
+    /// A step at the clock's new second `to`, or between seconds (`None`: a poll,
+    /// where the clock stays, a cycle runs only when something waits to be placed and
+    /// waiting pods are told at the next second).
+    fn step_at(
+        &mut self,
+        core: &mut Core,
+        to: Option<u64>,
+        seen: Vec<Seen>,
+    ) -> (Vec<Event>, Vec<Write>) {
+        // What the clock decides (a bind timed out) is carried out after the cycle.
+        let mut events = match to {
+            Some(to) => core.apply_held(Input::Advance { to }).events,
+            None => Vec::new(),
+        };
+        // The clock moved something (a restart due, a bind timed out).
+        if !events.is_empty() {
+            self.dirty = true;
+        }
+        let mut writes = Vec::new();
+        for s in seen {
+            self.see(core, s, &mut events, &mut writes);
+        }
+        if !self.leading() {
+            // Another maar schedules: this one only follows the watch (and does
+            // nothing of what it would decide).
+            core.take_held();
+            self.decided.clear();
+            self.notes.clear();
+            return (events, writes);
+        }
+        let now = core.now();
+        let cycle = match to {
+            // A cycle when something changed; else one every IDLE_CYCLE_S (a cycle
+            // over thousands of waiting pods costs a fraction of a second).
+            Some(to) => self.dirty || self.last_cycle.is_none_or(|t| to >= t + IDLE_CYCLE_S),
+            // Between seconds only when something waits to be placed (a new pod, a
+            // bind refused): the watch's echo of maar's own binds places nothing, and
+            // a cycle over thousands of running jobs every 100 ms would cost more than
+            // the binds. The rest (held decisions, scale-ups) goes with the next second.
+            None => {
+                self.dirty
+                    && (core.cluster().pending_jobs().next().is_some() || !self.decided.is_empty())
+            }
+        };
+        if cycle {
+            self.dirty = false;
+            self.last_cycle = Some(now);
+            self.settle(core, &mut events, &mut writes);
+        }
+        // The binds go out before the waiting pods are explained (explaining can take
+        // a while: proofs on copies).
+        if self.world.is_some() {
+            self.flush(std::mem::take(&mut writes));
+        }
+        if to.is_some() && self.last_told.is_none_or(|t| now > t) {
+            self.last_told = Some(now);
+            self.tell_waiting(core, &mut writes);
+            self.tell_starts(core, &mut writes);
+        }
+        self.answer_requests(core, &mut writes);
+        self.ask_loads(core, &mut writes);
+        writes.append(&mut self.notes);
+        (events, writes)
+    }
+}
+
+impl Driver for KubeDriver {
+    fn kind(&self) -> &'static str {
+        "kube"
+    }
+
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        let seen = self.take_seen();
+        let (events, writes) = self.step(core, to, seen);
+        self.flush(writes);
+        events
+    }
+
+    fn poll(&mut self, core: &mut Core) -> Vec<Event> {
+        // At most every POLL_EVERY: a burst of thousands of pods is placed in a few
+        // cycles, not one per pod.
+        let now = std::time::Instant::now();
+        if self.last_poll.is_some_and(|t| now < t + POLL_EVERY) {
+            return Vec::new();
+        }
+        self.last_poll = Some(now);
+        let seen = self.take_seen();
+        if seen.is_empty() {
+            return Vec::new();
+        }
+        let (events, writes) = self.step_at(core, None, seen);
+        self.flush(writes);
+        events
+    }
+
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        if !self.leading() && !matches!(command, Command::AckAlert { .. }) {
+            return Output {
+                result: Err(maar_scheduler::ClusterError::Invalid(
+                    "this maar watches only: another maar holds the scheduling lease (its holder is named in this maar's Lease event); give the command to that maar, or stop it and this one takes over within 15 s".into(),
+                )),
+                job: None,
+                events: Vec::new(),
+                decisions: Vec::new(),
+            };
+        }
+        if let Command::Submit(spec) = &command {
+            return Output {
+                result: Err(maar_scheduler::ClusterError::Invalid(format!(
+                    "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
+                    spec.name
+                ))),
+                job: None,
+                events: Vec::new(),
+                decisions: Vec::new(),
+            };
+        }
+        let mut writes = Vec::new();
+        let effect = Self::in_cluster(&command);
+        let mut out = core.apply(Input::Command { actor, command });
+        if out.is_ok() {
+            self.write_effect(core, effect, &mut writes);
+            let mut events = std::mem::take(&mut out.events);
+            let decisions = out.decisions.clone();
+            self.carry_out(core, &decisions, &mut writes);
+            self.drop_foreign(core, &mut events);
+            self.settle(core, &mut events, &mut writes);
+            self.answer_requests(core, &mut writes);
+            out.events = events;
+            self.flush(writes);
+        }
+        out
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Previews decide; they write nothing to the cluster.
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(maar_scheduler::kit::Bare)
+    }
+
+    /// The waiting pods' and objects' expected starts, written with the next steps
+    /// where they moved (a maar that only watches writes none).
+    fn starts(&mut self, core: &Core, forecast: &maar_scheduler::forecast::Forecast) {
+        if !self.leading() {
+            return;
+        }
+        let c = core.cluster();
+        self.starts.clear();
+        for (&id, s) in &forecast.starts {
+            let Some(j) = c.jobs.get(id) else {
+                continue;
+            };
+            if j.phase != Phase::Pending {
+                continue;
+            }
+            let key = format!("{}/{}", j.spec.project, j.spec.name);
+            if self.pods.contains_key(&key) || self.objects.contains_key(&key) {
+                self.starts.insert(key, (s.at, s.basis.name()));
+            }
+        }
+        // What no longer waits needs no memory of its start.
+        let starts = &self.starts;
+        self.starts_told.retain(|k, _| starts.contains_key(k));
+    }
+
+    /// The pods keep running in the cluster; the watch stops.
+    fn stop(&mut self, _core: &mut Core) -> Vec<Event> {
+        if let Some(w) = self.world.take() {
+            w.shutdown();
+        }
+        Vec::new()
+    }
+}
+
+/// A Kubernetes cluster's record with no cluster attached (a look at its past, a
+/// command given while no `maar kube` runs): commands change the core; nothing is
+/// scheduled or written until `maar kube` attaches the cluster again.
+pub fn offline() -> maar_scheduler::kit::Offline {
+    maar_scheduler::kit::Offline::new("kube", None)
+}

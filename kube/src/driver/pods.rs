@@ -1,0 +1,356 @@
+//! Pods: maar's own (waiting, bound, ended, deleted) and every other pod that holds
+//! node resources; bound pods the core follows, foreign pods maar's decisions stopped.
+
+use super::*;
+
+impl KubeDriver {
+    pub(super) fn pod_seen(
+        &mut self,
+        core: &mut Core,
+        w: Watched<Box<PodSeen>>,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        match w {
+            Watched::Init => {
+                self.relist_pods = Some(HashSet::new());
+                self.pod_batch.clear();
+            }
+            Watched::InitApply(p) => {
+                if let Some(set) = &mut self.relist_pods {
+                    set.insert(p.key.clone());
+                }
+                self.pod_batch.push(*p);
+            }
+            Watched::Apply(p) => self.pod_applied(core, *p, events, writes),
+            Watched::Delete(p) => match &p.owner {
+                Some(tj) => {
+                    let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
+                    let tj_key = format!("{ns}/{tj}");
+                    if let Some(o) = self.owned.get_mut(&tj_key).and_then(|o| o.get_mut(name)) {
+                        o.deleted = true;
+                    }
+                    self.object_check(core, &tj_key, events, writes);
+                }
+                None => self.pod_deleted(core, &p.key, events),
+            },
+            Watched::InitDone => {
+                let mut batch = std::mem::take(&mut self.pod_batch);
+                batch.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
+                for p in batch {
+                    self.pod_applied(core, p, events, writes);
+                }
+                if let Some(set) = self.relist_pods.take() {
+                    let gone = not_in(&self.pods, &set);
+                    for k in gone {
+                        self.pod_deleted(core, &k, events);
+                    }
+                    // Pods of maar's objects gone while the watch was down.
+                    let mut touched = Vec::new();
+                    for (obj, pods) in &mut self.owned {
+                        let (ns, _) = obj.split_once('/').unwrap_or(("default", obj));
+                        for (name, p) in pods.iter_mut() {
+                            if !p.deleted && !set.contains(&format!("{ns}/{name}")) {
+                                p.deleted = true;
+                                touched.push(obj.clone());
+                            }
+                        }
+                    }
+                    touched.dedup();
+                    for obj in touched {
+                        self.object_check(core, &obj, events, writes);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn pod_applied(
+        &mut self,
+        core: &mut Core,
+        p: PodSeen,
+        events: &mut Vec<Event>,
+        writes: &mut Vec<Write>,
+    ) {
+        if let Some(tj) = &p.owner {
+            let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
+            let tj_key = format!("{ns}/{tj}");
+            self.owned.entry(tj_key.clone()).or_default().insert(
+                name.to_string(),
+                OwnedPod {
+                    node: p.node.clone(),
+                    gpus: p.gpus.clone(),
+                    state: p.state.clone(),
+                    deleted: false,
+                },
+            );
+            self.object_check(core, &tj_key, events, writes);
+            return;
+        }
+        // Another scheduler's pod counts once it is bound (it holds its node's room).
+        if !p.ours && p.node.is_none() && !self.pods.contains_key(&p.key) {
+            return;
+        }
+        let key = p.key.clone();
+        if let Some(f) = self.pods.get_mut(&key) {
+            if f.uid != p.uid {
+                // The same name, a new pod: the old one is gone.
+                self.pod_deleted(core, &key, events);
+            } else {
+                if let Some(node) = &p.node {
+                    f.bound = true;
+                    let now = Some((node.clone(), p.gpus.clone()));
+                    if f.node != now {
+                        // Bound in Kubernetes: maar's books follow (the bind answer may
+                        // come later, or have been taken back meanwhile).
+                        f.node = now;
+                        if f.in_core && !f.ended && p.state == PodState::Live {
+                            self.reconcile.push(key.clone());
+                        }
+                    }
+                }
+                let f = self.pods.get_mut(&key).expect("known");
+                if f.ended || !f.in_core {
+                    self.reconcile_all(core, events);
+                    return;
+                }
+                let outcome = match p.state {
+                    PodState::Live => {
+                        self.reconcile_all(core, events);
+                        return;
+                    }
+                    PodState::Succeeded => JobOutcome::Succeeded,
+                    PodState::Failed { oom: true, message } => JobOutcome::OomKilled { message },
+                    PodState::Failed {
+                        oom: false,
+                        message,
+                    } => JobOutcome::Failed { message },
+                };
+                f.ended = true;
+                let running = core
+                    .cluster()
+                    .job_id(&key)
+                    .is_ok_and(|id| core.cluster().jobs[id as usize].phase == Phase::Running);
+                if running {
+                    Self::observe(core, Observation::JobEnded { job: key, outcome }, events);
+                } else {
+                    // Ended before maar started it (another hand bound it): no longer
+                    // waiting.
+                    Self::observe(
+                        core,
+                        Observation::JobGone {
+                            job: key,
+                            why:
+                                "its pod ended before maar started it (another scheduler bound it)"
+                                    .into(),
+                        },
+                        events,
+                    );
+                }
+                return;
+            }
+        }
+        let mut facts = PodFacts {
+            uid: p.uid.clone(),
+            in_core: false,
+            bound: p.node.is_some(),
+            ended: p.state != PodState::Live,
+            foreign: !p.ours,
+            node: p.node.clone().map(|n| (n, p.gpus.clone())),
+            orphan: None,
+        };
+        if facts.ended {
+            // History is Kubernetes's: a pod that ended before maar saw it is not a job.
+            self.pods.insert(key, facts);
+            return;
+        }
+        let (ns, _) = key.split_once('/').unwrap_or(("default", &key));
+        Self::ensure_project(core, ns, events);
+        let mut spec = match p.spec {
+            Some(Ok(s)) => s,
+            Some(Err(_)) if !p.ours => return,
+            Some(Err(e)) => {
+                let message = format!("maar cannot read this pod: {}: {}", e.field, e.message);
+                writes.push(Write::Unschedulable {
+                    job: key.clone(),
+                    uid: p.uid.clone(),
+                    message,
+                    object: None,
+                });
+                self.pods.insert(key, facts);
+                return;
+            }
+            None => return,
+        };
+        spec.project = ns.to_string();
+        if !p.ours {
+            // Never a victim of maar's preemption: it is not maar's to stop.
+            spec.priority = maar_scheduler::limits::MAX_PRIORITY;
+            spec.pool.clear();
+        }
+        if let Some(node) = p
+            .node
+            .as_ref()
+            .filter(|n| core.cluster().node_id(n).is_err())
+        {
+            // Bound to a node maar does not know: not Pending (it is not maar's to
+            // place again) and holding nothing (no card is known to be its).
+            let name = key.split_once('/').map(|x| x.1).unwrap_or(&key);
+            let message = format!(
+                "pod {key} is bound to node {node}, which is not in the cluster: it holds nothing in maar until the node appears (`kubectl delete pod -n {ns} {name}` if the node is gone for good)"
+            );
+            let pod = object_ref("v1", "Pod", ns, name, &p.uid);
+            self.trouble(
+                core,
+                events,
+                pod,
+                format!("pod/{key}"),
+                "PodOnUnknownNode",
+                message,
+            );
+            facts.orphan = Some(Box::new(spec));
+            self.pods.insert(key, facts);
+            return;
+        }
+        Self::place_on_node_pool(core, &mut spec, p.node.as_deref());
+        let out = match &p.node {
+            Some(node) => Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec: Box::new(spec),
+                    replicas: vec![maar_scheduler::input::Binding {
+                        node: node.clone(),
+                        gpus: p.gpus.clone(),
+                    }],
+                },
+                events,
+            ),
+            None => Self::observe(
+                core,
+                Observation::JobSubmitted {
+                    spec: Box::new(spec),
+                },
+                events,
+            ),
+        };
+        match out.result {
+            Ok(_) => facts.in_core = true,
+            Err(_) if !p.ours => {}
+            Err(e) => writes.push(Write::Unschedulable {
+                job: key.clone(),
+                uid: p.uid.clone(),
+                message: format!("maar cannot queue this pod: {e}"),
+                object: None,
+            }),
+        }
+        self.pods.insert(key, facts);
+    }
+
+    /// A pod bound before this maar saw it is in its node's pool unless it names one.
+    pub(super) fn place_on_node_pool(
+        core: &Core,
+        spec: &mut maar_scheduler::JobSpec,
+        node: Option<&str>,
+    ) {
+        if let Some(pool) = node
+            .filter(|_| spec.pool.is_empty())
+            .and_then(|n| core.cluster().node_id(n).ok())
+            .and_then(|n| core.cluster().nodes[n as usize].pool)
+        {
+            spec.pool = core.cluster().pools[pool as usize].name.clone();
+        }
+        Self::fill_pool(core, spec);
+    }
+
+    /// Pods bound to a node that was not in the cluster, now that it is: running there.
+    pub(super) fn adopt_orphans(&mut self, core: &mut Core, node: &str, events: &mut Vec<Event>) {
+        for (key, f) in &mut self.pods {
+            let Some((n, gpus)) = f.node.clone().filter(|(n, _)| n == node) else {
+                continue;
+            };
+            if f.in_core || f.ended {
+                continue;
+            }
+            let Some(mut spec) = f.orphan.take() else {
+                continue;
+            };
+            Self::place_on_node_pool(core, &mut spec, Some(&n));
+            let out = Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec,
+                    replicas: vec![maar_scheduler::input::Binding { node: n, gpus }],
+                },
+                events,
+            );
+            if out.is_ok() {
+                f.in_core = true;
+            } else {
+                tracing::warn!(target: "maar::kube", "pod {key} on node {node}: {:?}", out.result);
+            }
+        }
+    }
+
+    pub(super) fn pod_deleted(&mut self, core: &mut Core, key: &str, events: &mut Vec<Event>) {
+        let Some(f) = self.pods.remove(key) else {
+            return;
+        };
+        self.told.remove(key);
+        if !f.in_core || f.ended {
+            return;
+        }
+        let live = core.cluster().job_id(key).is_ok_and(|id| {
+            matches!(
+                core.cluster().jobs[id as usize].phase,
+                Phase::Pending | Phase::Running
+            )
+        });
+        if live {
+            Self::observe(
+                core,
+                Observation::JobGone {
+                    job: key.to_string(),
+                    why: "its pod was deleted".into(),
+                },
+                events,
+            );
+        }
+    }
+
+    /// maar's pods that Kubernetes has bound: the core follows where they are.
+    pub(super) fn reconcile_all(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for key in std::mem::take(&mut self.reconcile) {
+            let Some((node, gpus)) = self.pods.get(&key).and_then(|f| f.node.clone()) else {
+                continue;
+            };
+            let c = core.cluster();
+            let Ok(id) = c.job_id(&key) else { continue };
+            let spec = c.jobs[id as usize].spec.clone();
+            Self::observe(
+                core,
+                Observation::JobRunning {
+                    spec: Box::new(spec),
+                    replicas: vec![maar_scheduler::input::Binding { node, gpus }],
+                },
+                events,
+            );
+        }
+    }
+
+    /// Other schedulers' pods that maar's decisions stopped leave maar's books.
+    pub(super) fn drop_foreign(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for job in std::mem::take(&mut self.foreign_stopped) {
+            if let Some(f) = self.pods.get_mut(&job) {
+                f.ended = true;
+            }
+            Self::observe(
+                core,
+                Observation::JobGone {
+                    job,
+                    why: "its pod was stopped for another scheduler's (not maar's) pod".into(),
+                },
+                events,
+            );
+        }
+    }
+}
