@@ -1,11 +1,12 @@
 //! The table every screen draws with: cells, columns fitted to the terminal and the
 //! content, the selected row, a title with the keys its user may use.
 
-use ratatui::layout::Constraint;
+use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::widgets::{Block, Borders, Cell, Row, Table};
 
 use maar_widgets::columns::{self, Column};
+use maar_widgets::window;
 
 use super::state::App;
 
@@ -102,4 +103,27 @@ pub fn bar(used: u64, total: u64, width: usize) -> String {
         "#".repeat(filled.min(width)),
         ".".repeat(width - filled.min(width))
     )
+}
+
+/// A screen's table over its rows (`app.rows`): only the rows that fit `area` around
+/// the selection are built (`cells` of a row's index; `None` skips it), fitted to the
+/// columns, the selection marked, `title` above.
+pub fn rows_table(
+    app: &App,
+    area: Rect,
+    cols: Vec<Column>,
+    cells: impl Fn(usize) -> Option<Cells>,
+    title: String,
+) -> Table<'static> {
+    let (start, end) = window(
+        app.rows.len(),
+        app.selected,
+        area.height.saturating_sub(2) as usize,
+    );
+    let rows: Vec<Cells> = app.rows[start..end]
+        .iter()
+        .filter_map(|&i| cells(i))
+        .collect();
+    let sel = (!app.rows.is_empty()).then_some(app.selected.saturating_sub(start));
+    fitted(app, cols, rows, sel, title, area.width)
 }

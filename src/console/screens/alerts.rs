@@ -7,14 +7,13 @@ use ratatui::Frame;
 
 use maar_scheduler::quantity::fmt_duration;
 use maar_widgets::columns::Column;
-use maar_widgets::window;
 
 use crossterm::event::KeyCode;
 use maar_scheduler::alerts::AlertView;
 
 use super::super::screen::Then;
 use super::super::state::App;
-use super::super::table::{fitted, plain, title, Cells};
+use super::super::table::{plain, rows_table, title, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[
@@ -119,36 +118,22 @@ pub fn alert_columns() -> Vec<Column> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let idx = &app.rows;
-    let (start, end) = window(
-        idx.len(),
-        app.selected,
-        area.height.saturating_sub(2) as usize,
-    );
-    let rows: Vec<Cells> = idx[start..end]
-        .iter()
-        .filter_map(|&i| app.alerts.get(i))
-        .map(|a| alert_cells(app, a))
-        .collect();
     let what = if app.alerts_all {
-        format!("alerts: all ({})", idx.len())
+        format!("alerts: all ({})", app.rows.len())
     } else {
-        format!("alerts: open ({})", idx.len())
+        format!("alerts: open ({})", app.rows.len())
     };
-    f.render_widget(
-        fitted(
-            app,
-            alert_columns(),
-            rows,
-            (!idx.is_empty()).then_some(app.selected.saturating_sub(start)),
-            title(
-                app,
-                what,
-                "Enter go to its job or node, A all/open",
-                "a acknowledge",
-            ),
-            area.width,
-        ),
+    let t = rows_table(
+        app,
         area,
+        alert_columns(),
+        |i| app.alerts.get(i).map(|a| alert_cells(app, a)),
+        title(
+            app,
+            what,
+            "Enter go to its job or node, A all/open",
+            "a acknowledge",
+        ),
     );
+    f.render_widget(t, area);
 }

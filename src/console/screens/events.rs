@@ -6,10 +6,9 @@ use ratatui::Frame;
 
 use maar_scheduler::quantity::fmt_duration;
 use maar_widgets::columns::Column;
-use maar_widgets::window;
 
 use super::super::state::App;
-use super::super::table::{fitted, plain, Cells};
+use super::super::table::{plain, rows_table, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[(
@@ -80,28 +79,15 @@ pub fn event_columns() -> Vec<Column> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let idx = &app.rows;
-    let (start, end) = window(
-        idx.len(),
-        app.selected,
-        area.height.saturating_sub(2) as usize,
-    );
-    let rows: Vec<Cells> = idx[start..end]
-        .iter()
-        .map(|&i| event_cells(app, &app.snapshot.events[i]))
-        .collect();
-    f.render_widget(
-        fitted(
-            app,
-            event_columns(),
-            rows,
-            Some(app.selected.saturating_sub(start)),
-            format!(
-                " events ({}) — / filters by severity, kind, object or text ",
-                idx.len()
-            ),
-            area.width,
-        ),
+    let t = rows_table(
+        app,
         area,
+        event_columns(),
+        |i| Some(event_cells(app, &app.snapshot.events[i])),
+        format!(
+            " events ({}) — / filters by severity, kind, object or text ",
+            app.rows.len()
+        ),
     );
+    f.render_widget(t, area);
 }

@@ -6,13 +6,12 @@ use ratatui::Frame;
 
 use maar_scheduler::quantity::fmt_duration;
 use maar_widgets::columns::Column;
-use maar_widgets::window;
 
 use crossterm::event::KeyCode;
 
 use super::super::screen::Then;
 use super::super::state::{App, Mode};
-use super::super::table::{fitted, plain, title, Cells};
+use super::super::table::{plain, rows_table, title, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[("Enter", "explain the job")];
@@ -137,28 +136,17 @@ pub fn job_columns() -> Vec<Column> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let rows_idx = &app.rows;
-    let (start, end) = window(
-        rows_idx.len(),
-        app.selected,
-        area.height.saturating_sub(2) as usize,
-    );
-    let rows: Vec<Cells> = rows_idx[start..end]
-        .iter()
-        .map(|&i| job_cells(app, &app.snapshot.jobs[i]))
-        .collect();
-    let t = fitted(
+    let t = rows_table(
         app,
+        area,
         job_columns(),
-        rows,
-        Some(app.selected.saturating_sub(start)),
+        |i| Some(job_cells(app, &app.snapshot.jobs[i])),
         title(
             app,
-            format!("queue ({})", rows_idx.len()),
+            format!("queue ({})", app.rows.len()),
             "Enter explain",
             "+/- priority, r requeue, x cancel",
         ),
-        area.width,
     );
     f.render_widget(t, area);
 }

@@ -7,13 +7,13 @@ use ratatui::Frame;
 
 use maar_scheduler::quantity::{fmt_bytes, fmt_cpu};
 use maar_widgets::columns::Column;
-use maar_widgets::{spark, window, GpuGrid};
+use maar_widgets::{spark, GpuGrid};
 
 use crossterm::event::KeyCode;
 
 use super::super::screen::Then;
 use super::super::state::App;
-use super::super::table::{bar, fitted, plain, title, Cells};
+use super::super::table::{bar, fitted, plain, rows_table, title, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[("Enter", "show / hide the node's GPUs")];
@@ -139,27 +139,17 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         }
         None => (area, None),
     };
-    let (start, end) = window(
-        rows_idx.len(),
-        app.selected,
-        body.height.saturating_sub(2) as usize,
-    );
-    let rows: Vec<Cells> = rows_idx[start..end]
-        .iter()
-        .map(|&i| node_cells(app, &app.snapshot.nodes[i]))
-        .collect();
-    let t = fitted(
+    let t = rows_table(
         app,
+        body,
         node_columns(),
-        rows,
-        Some(app.selected.saturating_sub(start)),
+        |i| Some(node_cells(app, &app.snapshot.nodes[i])),
         title(
             app,
             format!("nodes ({})", rows_idx.len()),
             "Enter GPUs",
             "c cordon, u uncordon, d drain",
         ),
-        body.width,
     );
     f.render_widget(t, body);
     if let (Some(d), Some(name)) = (detail, &app.expanded) {
