@@ -127,3 +127,29 @@ pub fn rows_table(
     let sel = (!app.rows.is_empty()).then_some(app.selected.saturating_sub(start));
     fitted(app, cols, rows, sel, title, area.width)
 }
+
+/// The operator's keys on a screen, from their verbs' declarations, for its title:
+/// `c cordon, u uncordon, d drain`; a verb's keys together (`+/- priority`); `(admin)`
+/// when one of them needs an admin.
+pub fn verb_hints(screen: &str) -> String {
+    use maar_scheduler::verbs::VERBS;
+    let mut parts = Vec::new();
+    let mut admin = false;
+    for v in VERBS {
+        let keys: Vec<String> = v
+            .keys
+            .iter()
+            .filter(|k| k.screen == screen)
+            .map(|k| k.key.to_string())
+            .collect();
+        if !keys.is_empty() {
+            parts.push(format!("{} {}", keys.join("/"), v.name));
+            admin |= v.role == maar_scheduler::Role::Admin;
+        }
+    }
+    let mut s = parts.join(", ");
+    if admin {
+        s.push_str(" (admin)");
+    }
+    s
+}

@@ -13,7 +13,7 @@ use maar_scheduler::alerts::AlertView;
 
 use super::super::screen::Then;
 use super::super::state::App;
-use super::super::table::{plain, rows_table, title, Cells};
+use super::super::table::{plain, rows_table, title, verb_hints, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[
@@ -132,7 +132,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             app,
             what,
             "Enter go to its job or node, A all/open",
-            "a acknowledge",
+            &verb_hints("alerts"),
         ),
     );
     f.render_widget(t, area);

@@ -11,7 +11,7 @@ use crossterm::event::KeyCode;
 
 use super::super::screen::Then;
 use super::super::state::{App, Mode};
-use super::super::table::{plain, rows_table, title, Cells};
+use super::super::table::{plain, rows_table, title, verb_hints, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[("Enter", "explain the job")];
@@ -145,7 +145,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             app,
             format!("queue ({})", app.rows.len()),
             "Enter explain",
-            "+/- priority, r requeue, x cancel",
+            &verb_hints("jobs"),
         ),
     );
     f.render_widget(t, area);

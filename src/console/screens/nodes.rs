@@ -13,7 +13,7 @@ use crossterm::event::KeyCode;
 
 use super::super::screen::Then;
 use super::super::state::App;
-use super::super::table::{bar, fitted, plain, rows_table, title, Cells};
+use super::super::table::{bar, fitted, plain, rows_table, title, verb_hints, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[("Enter", "show / hide the node's GPUs")];
@@ -148,7 +148,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             app,
             format!("nodes ({})", rows_idx.len()),
             "Enter GPUs",
-            "c cordon, u uncordon, d drain",
+            &verb_hints("nodes"),
         ),
     );
     f.render_widget(t, body);

@@ -11,7 +11,7 @@ use maar_widgets::columns::Column;
 use maar_widgets::QuotaBar;
 
 use super::super::state::App;
-use super::super::table::{fitted, plain, title, Cells};
+use super::super::table::{fitted, plain, title, verb_hints, Cells};
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[];
@@ -135,7 +135,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 app,
                 format!("pending quota requests ({})", reqs.len()),
                 "",
-                "a approve, r reject (admin)",
+                &verb_hints("quotas"),
             ),
             bottom.width,
         ),
