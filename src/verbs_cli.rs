@@ -24,13 +24,18 @@ fn on_cli(v: &Verb) -> bool {
     matches!(v.build, Build::Words(_))
 }
 
+/// A doc line as clap shows its derived ones: without the closing period.
+pub fn sentence(doc: &str) -> &str {
+    doc.strip_suffix('.').unwrap_or(doc)
+}
+
 fn subcommand(v: &'static Verb) -> clap::Command {
     // The act's own options first: their struct's doc would otherwise be the about.
     let mut c = ActArgs::augment_args(clap::Command::new(v.name))
-        .about(v.doc)
+        .about(sentence(v.doc))
         .allow_negative_numbers(true);
     for a in v.args {
-        let arg = clap::Arg::new(a.name).help(a.doc);
+        let arg = clap::Arg::new(a.name).help(sentence(a.doc));
         c = c.arg(match a.how {
             How::Word => arg.value_name(a.value).required(true),
             How::Words => arg
