@@ -673,7 +673,12 @@ impl App {
             _ => (),
         }
         if verbs::verb(head).is_none() {
-            self.message = format!("unknown command `:{line}` — ? lists them");
+            self.message = match head {
+                "speed" => "speed: give a number from 1 to 86400 (:speed 600)".into(),
+                "at" => "at: give a moment of the history (:at 2h15m)".into(),
+                "now" | "pause" | "resume" | "q" | "quit" => format!(":{head} takes no words"),
+                _ => format!("unknown command `:{line}` — ? lists them"),
+            };
             return;
         }
         let words = match shlex::split(line) {
