@@ -224,6 +224,15 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
         "{}",
         app.message
     );
+    // The console's own commands, incomplete, say how they are written.
+    keys(&mut app, ":speed\n");
+    assert!(
+        app.message.starts_with("speed: give a number"),
+        "{}",
+        app.message
+    );
+    keys(&mut app, ":pause now\n");
+    assert_eq!(app.message, ":pause takes no words");
     // An incomplete line says what is missing and how the command is written (the
     // usage the CLI's --help shows, from the same declaration).
     keys(&mut app, ":cordon\n");
