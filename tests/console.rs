@@ -258,6 +258,10 @@ fn every_action_shows_what_it_would_do_and_asks_first() {
         _ => panic!("no question: {}", app.message),
     }
     keys(&mut app, "n");
+    // `#7` as the tables show a request, not a shell comment.
+    keys(&mut app, ":approve #99\n");
+    assert!(app.message.contains("#99"), "{}", app.message);
+    assert!(!app.message.contains("missing"), "{}", app.message);
 }
 
 #[test]

@@ -618,10 +618,16 @@ impl Verb {
             .filter(|a| matches!(a.how, How::Word | How::Words));
         let mut rest: Option<&Arg> = None;
         let mut it = words.iter();
+        // After a bare `--`, every word is a word (as a shell command takes it).
+        let mut options_end = false;
         while let Some(w) = it.next() {
+            if w == "--" && !options_end {
+                options_end = true;
+                continue;
+            }
             let option = w
                 .strip_prefix("--")
-                .filter(|o| !o.is_empty() && !o.starts_with('-'));
+                .filter(|o| !options_end && !o.is_empty() && !o.starts_with('-'));
             if let Some(o) = option {
                 let (name, inline) = match o.split_once('=') {
                     Some((n, v)) => (n, Some(v.to_string())),
@@ -639,6 +645,9 @@ impl Verb {
                         self.usage()
                     ));
                 };
+                if g.values.contains_key(arg.name) {
+                    return Err(format!("--{} is given twice", arg.name));
+                }
                 if arg.how == How::Flag {
                     if inline.is_some() {
                         return Err(format!("--{} takes no value", arg.name));
@@ -649,6 +658,7 @@ impl Verb {
                         Some(v) => v,
                         None => it
                             .next()
+                            .filter(|v| !v.starts_with("--"))
                             .cloned()
                             .ok_or_else(|| format!("--{} needs a {}", arg.name, arg.value))?,
                     };
@@ -917,6 +927,19 @@ mod tests {
         assert!(e.contains("within ±1000000"), "{e}");
         assert!(line("frobnicate x").unwrap_err().contains("not a command"));
         assert!(line("cordon a --gpu").unwrap_err().contains("--gpu needs"));
+        assert!(line("cordon a --gpu 1 --gpu 2")
+            .unwrap_err()
+            .contains("given twice"));
+        assert!(line("reject 1 --reason --gpu")
+            .unwrap_err()
+            .contains("--reason needs"));
+        // After `--`, words are words: a job named like an option.
+        assert_eq!(
+            line("cancel -- --odd"),
+            Ok(Command::Cancel {
+                job: "--odd".into()
+            })
+        );
     }
 
     #[test]

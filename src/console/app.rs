@@ -681,7 +681,7 @@ impl App {
             };
             return;
         }
-        let words = match shlex::split(line) {
+        let words = match shlex::split(&hash_kept(line)) {
             Some(w) => w,
             None => {
                 self.message = format!("{head}: a quote is not closed");
@@ -728,4 +728,22 @@ pub fn describe(c: &Command) -> String {
 /// event loop for N seconds (to check that signals still restore the terminal).
 pub fn debug_stall_allowed() -> bool {
     std::env::var_os("MAAR_DEBUG_STALL").is_some_and(|v| v == "1")
+}
+
+/// The line with a `#` that starts a word kept as text (`:approve #7`, as the tables
+/// show a request), where a shell would take it for a comment.
+fn hash_kept(line: &str) -> String {
+    let mut out = String::with_capacity(line.len() + 4);
+    let (mut quote, mut word_start) = (None, true);
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (None, '#') if word_start => out.push('\\'),
+            _ => {}
+        }
+        word_start = quote.is_none() && c.is_whitespace();
+        out.push(c);
+    }
+    out
 }

@@ -347,7 +347,8 @@ impl KubeDriver {
                 core,
                 Observation::JobGone {
                     job,
-                    why: "its pod was stopped for another scheduler's (not maar's) pod".into(),
+                    why: "another scheduler's pod, stopped by maar's decision: it leaves maar's books"
+                        .into(),
                 },
                 events,
             );

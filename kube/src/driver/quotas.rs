@@ -67,7 +67,8 @@ impl KubeDriver {
         }
         // Asked before this maar started (its status names the request): the same one.
         Self::ensure_project(core, &r.project, events);
-        let out = core.apply(Input::Observe(Observation::QuotaAsked {
+        // Held: what earlier inputs of this batch decided stays for the cycle.
+        let out = core.apply_held(Input::Observe(Observation::QuotaAsked {
             project: r.project.clone(),
             pool: r.pool.clone(),
             gpus: r.gpus,
