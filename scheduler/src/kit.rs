@@ -60,9 +60,11 @@ impl Driver for Offline {
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
-        let command = match self.localize.map(|f| f(core, command.clone())) {
-            Some(Ok(c)) => c,
-            Some(Err(refused)) => return refused,
+        let command = match self.localize {
+            Some(f) => match f(core, command) {
+                Ok(c) => c,
+                Err(refused) => return refused,
+            },
             None => command,
         };
         core.apply(Input::Command { actor, command })

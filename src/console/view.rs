@@ -11,9 +11,7 @@ use ratatui::Frame;
 use maar_scheduler::quantity::{fmt_cpu, fmt_duration};
 use maar_widgets::columns;
 
-pub use super::rows::{gpu_cells, model_rows, ModelRow};
 use super::screen::Screen;
-pub use super::screens::help::HELP;
 use super::state::{App, Mode};
 
 pub const MIN_W: u16 = 80;

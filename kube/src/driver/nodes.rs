@@ -40,17 +40,6 @@ impl KubeDriver {
                     },
                     events,
                 );
-                for &g in &facts.cordoned_gpus {
-                    Self::observe(
-                        core,
-                        Observation::Cordoned {
-                            node: name.clone(),
-                            gpu: Some(g),
-                            cordoned: true,
-                        },
-                        events,
-                    );
-                }
             }
             Some(b) => {
                 if b.offers != facts.offers {
@@ -94,37 +83,30 @@ impl KubeDriver {
                         events,
                     );
                 }
-                for &g in facts
-                    .cordoned_gpus
-                    .iter()
-                    .filter(|g| !b.cordoned_gpus.contains(g))
-                {
-                    Self::observe(
-                        core,
-                        Observation::Cordoned {
-                            node: name.clone(),
-                            gpu: Some(g),
-                            cordoned: true,
-                        },
-                        events,
-                    );
-                }
-                for &g in b
-                    .cordoned_gpus
-                    .iter()
-                    .filter(|g| !facts.cordoned_gpus.contains(g))
-                {
-                    Self::observe(
-                        core,
-                        Observation::Cordoned {
-                            node: name.clone(),
-                            gpu: Some(g),
-                            cordoned: false,
-                        },
-                        events,
-                    );
-                }
             }
+        }
+        // GPUs cordoned or uncordoned in the world (all of a new node's cordons).
+        let was: &[u32] = before.as_ref().map_or(&[], |b| &b.cordoned_gpus[..]);
+        let changed = facts
+            .cordoned_gpus
+            .iter()
+            .filter(|g| !was.contains(g))
+            .map(|&g| (g, true))
+            .chain(
+                was.iter()
+                    .filter(|g| !facts.cordoned_gpus.contains(g))
+                    .map(|&g| (g, false)),
+            );
+        for (g, cordoned) in changed {
+            Self::observe(
+                core,
+                Observation::Cordoned {
+                    node: name.clone(),
+                    gpu: Some(g),
+                    cordoned,
+                },
+                events,
+            );
         }
         let joined = before.is_none();
         self.nodes.insert(name.clone(), facts);
