@@ -307,6 +307,7 @@ impl Cluster {
             if !j.spec.rules.pod_anti_affinity.is_empty() {
                 c.anti.insert(id);
             }
+            c.by_label.add(id, &j.spec.rules.labels);
             if j.placements.iter().any(|p| !p.bound) {
                 c.assumed.insert(id);
             }

@@ -182,6 +182,8 @@ pub struct Cluster {
     /// Jobs with a required pod anti-affinity (a pod placed later must keep off
     /// their domain), by id.
     pub(crate) anti: BTreeSet<JobId>,
+    /// Held jobs by their pods' labels (what the pod-level rules' selectors look up).
+    pub(crate) by_label: crate::rules::LabelIndex,
     /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
     pub runtimes: crate::runtimes::Runtimes,
     /// When a job last started (derived: not kept in checkpoints; a restored cluster
@@ -316,6 +318,7 @@ impl Cluster {
             restarting: BTreeSet::new(),
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
+            by_label: Default::default(),
             runtimes: Default::default(),
             last_start: None,
             quiet: false,
@@ -776,6 +779,8 @@ impl Cluster {
         {
             self.anti.insert(id);
         }
+        self.by_label
+            .add(id, &self.jobs[id as usize].spec.rules.labels);
         self.emit(Severity::Normal, "Submitted", self.job_ref(id), msg);
         Ok(id)
     }
@@ -978,6 +983,7 @@ impl Cluster {
                 .remove(&(j.spec.project.clone(), j.spec.name.clone()));
             self.services.remove(&old);
             self.anti.remove(&old);
+            self.by_label.remove(old, &j.spec.rules.labels);
         }
     }
 

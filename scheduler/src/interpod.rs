@@ -8,7 +8,7 @@
 //! Jobs without such rules, in a cluster where no placed job has anti-affinity, get
 //! no view and pay nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::cluster::Cluster;
 use crate::fit::NodeReason;
@@ -22,8 +22,9 @@ use crate::rules::PodAffinityTerm;
 #[derive(Clone, Debug, Default)]
 pub struct PodRulesView {
     /// Placed pods whose anti-affinity keeps this job off a domain: (topology key,
-    /// value) -> (the term in words, the job holding the pod), one per such job.
-    existing_anti: HashMap<(String, String), Vec<(String, JobId)>>,
+    /// value) -> (the term in words, the job holding the pod), one per such job;
+    /// ordered, so that the rule named first is the same on every run.
+    existing_anti: BTreeMap<(String, String), Vec<(String, JobId)>>,
     /// Per anti-affinity term of the job: the domains (values of its topology key)
     /// holding a pod it selects, and the jobs of those pods.
     own_anti: Vec<HashMap<String, Vec<JobId>>>,
@@ -39,6 +40,37 @@ pub struct PodRulesView {
     /// job could go to by its selector and node affinity), the least of them, and
     /// whether the job counts itself.
     spread: Vec<(HashMap<String, u64>, u64, bool)>,
+}
+
+/// A node's domains for each of a job's anti-affinity terms, affinity terms and
+/// spread constraints (`None` for a spread constraint on a node the job could not
+/// go to).
+#[derive(Default)]
+struct Doms<'a> {
+    anti: Vec<Option<&'a str>>,
+    aff: Vec<Option<&'a str>>,
+    spread: Vec<Option<&'a str>>,
+}
+
+/// Fills `d` with the node's domains for the job's rules.
+fn node_doms<'a>(node: &'a Node, spec: &JobSpec, d: &mut Doms<'a>) {
+    let r = &spec.rules;
+    d.anti.clear();
+    d.anti.extend(
+        r.pod_anti_affinity
+            .iter()
+            .map(|t| domain(node, &t.topology_key)),
+    );
+    d.aff.clear();
+    d.aff
+        .extend(r.pod_affinity.iter().map(|t| domain(node, &t.topology_key)));
+    d.spread.clear();
+    let eligible = !r.spread.is_empty() && crate::fit::node_selected(node, spec);
+    d.spread.extend(
+        r.spread
+            .iter()
+            .map(|c| eligible.then(|| domain(node, &c.topology_key)).flatten()),
+    );
 }
 
 fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
@@ -60,6 +92,12 @@ impl Cluster {
     /// What the job's pod-level rules need of the placed pods; `None` when no such
     /// rule applies to it.
     pub fn pod_rules_view(&self, spec: &JobSpec) -> Option<PodRulesView> {
+        self.pod_rules_view_by(spec, true)
+    }
+
+    /// The view, counting either the jobs the label index finds for the rules'
+    /// selectors (`by_label`) or every placed job.
+    fn pod_rules_view_by(&self, spec: &JobSpec, by_label: bool) -> Option<PodRulesView> {
         let r = &spec.rules;
         let anti_placed = self
             .anti
@@ -119,72 +157,83 @@ impl Cluster {
                 (HashMap::new(), 0, own)
             })
             .collect();
-        // The domains of each node, looked up once per node (not per pod).
-        let mut anti_dom: Vec<Option<&str>> = vec![None; r.pod_anti_affinity.len()];
-        let mut aff_dom: Vec<Option<&str>> = vec![None; r.pod_affinity.len()];
-        let mut spread_dom: Vec<Option<&str>> = vec![None; r.spread.len()];
-        for (ni, node) in self.nodes.iter().enumerate() {
-            if node.jobs.is_empty() && r.spread.is_empty() {
-                continue;
-            }
-            // Spread counts over the nodes the job could go to by its selector and
-            // node affinity (kube-scheduler's nodeAffinityPolicy: Honor).
-            let eligible = !r.spread.is_empty() && crate::fit::node_selected(node, spec);
-            for (d, t) in anti_dom.iter_mut().zip(&r.pod_anti_affinity) {
-                *d = domain(node, &t.topology_key);
-            }
-            for (d, t) in aff_dom.iter_mut().zip(&r.pod_affinity) {
-                *d = domain(node, &t.topology_key);
-            }
-            for (i, c) in r.spread.iter().enumerate() {
-                spread_dom[i] = if eligible {
-                    domain(node, &c.topology_key)
-                } else {
-                    None
-                };
-                if let Some(val) = spread_dom[i] {
-                    if !spread[i].0.contains_key(val) {
-                        spread[i].0.insert(val.to_string(), 0);
-                    }
-                }
-            }
-            for &id in &node.jobs {
-                let j = &self.jobs[id as usize];
-                let (pns, labels) = (j.spec.project.as_str(), &j.spec.rules.labels);
-                // The job's own pods count for none of its rules: asked only of a pod
-                // some rule selects (most pods are selected by none).
-                let mut mine: Option<bool> = None;
-                let mut is_me =
-                    || *mine.get_or_insert_with(|| (&j.spec.project, &j.spec.name) == me);
-                // A job with several replicas here counts once per replica.
-                let here = || {
-                    j.placements
-                        .iter()
-                        .filter(|p| p.node as usize == ni)
-                        .count() as u64
-                };
-                for (i, t) in r.pod_anti_affinity.iter().enumerate() {
-                    if let Some(val) = anti_dom[i] {
-                        if t.selects(ns, pns, labels) && !is_me() {
-                            push_once(v.own_anti[i].entry(val.to_string()).or_default(), id);
-                        }
-                    }
-                }
-                if matches_all(pns, labels) && !is_me() {
-                    push_once(&mut v.affinity_pods, id);
-                    for (i, val) in aff_dom.iter().enumerate() {
-                        if let Some(val) = val {
-                            push_once(v.affinity[i].entry(val.to_string()).or_default(), id);
-                        }
-                    }
+        // The domains of every node the job could go to by its selector and node
+        // affinity (kube-scheduler's nodeAffinityPolicy: Honor): each counts for the
+        // spread, with no pod in it too.
+        if !r.spread.is_empty() {
+            for node in self.nodes.iter() {
+                if !crate::fit::node_selected(node, spec) {
+                    continue;
                 }
                 for (i, c) in r.spread.iter().enumerate() {
-                    if let Some(val) = spread_dom[i] {
-                        if spread_counts(spec, c, j) && !is_me() {
-                            if let Some(n) = spread[i].0.get_mut(val) {
-                                *n += here();
-                            }
+                    if let Some(val) = domain(node, &c.topology_key) {
+                        if !spread[i].0.contains_key(val) {
+                            spread[i].0.insert(val.to_string(), 0);
                         }
+                    }
+                }
+            }
+        }
+        // One placed job's pods (`count` of them) on a node of domains `d`.
+        let mut visit = |id: JobId, d: &Doms<'_>, count: u64| {
+            let j = &self.jobs[id as usize];
+            let (pns, labels) = (j.spec.project.as_str(), &j.spec.rules.labels);
+            // The job's own pods count for none of its rules: asked only of a pod
+            // some rule selects (most pods are selected by none).
+            let mut mine: Option<bool> = None;
+            let mut is_me = || *mine.get_or_insert_with(|| (&j.spec.project, &j.spec.name) == me);
+            for (i, t) in r.pod_anti_affinity.iter().enumerate() {
+                if let Some(val) = d.anti[i] {
+                    if t.selects(ns, pns, labels) && !is_me() {
+                        push_once(v.own_anti[i].entry(val.to_string()).or_default(), id);
+                    }
+                }
+            }
+            if matches_all(pns, labels) && !is_me() {
+                push_once(&mut v.affinity_pods, id);
+                for (i, val) in d.aff.iter().enumerate() {
+                    if let Some(val) = val {
+                        push_once(v.affinity[i].entry(val.to_string()).or_default(), id);
+                    }
+                }
+            }
+            for (i, c) in r.spread.iter().enumerate() {
+                if let Some(val) = d.spread[i] {
+                    if spread_counts(spec, c, j) && !is_me() {
+                        if let Some(n) = spread[i].0.get_mut(val) {
+                            *n += count;
+                        }
+                    }
+                }
+            }
+        };
+        let mut d = Doms::default();
+        match by_label.then(|| self.rule_candidates(spec)).flatten() {
+            // Only the jobs the label index finds for the rules' selectors, pod by pod.
+            Some(ids) => {
+                for id in ids {
+                    let Some(j) = self.jobs.get(id) else { continue };
+                    for p in &j.placements {
+                        node_doms(&self.nodes[p.node as usize], spec, &mut d);
+                        visit(id, &d, 1);
+                    }
+                }
+            }
+            // Every placed job, node by node (the domains looked up once per node).
+            None => {
+                for (ni, node) in self.nodes.iter().enumerate() {
+                    if node.jobs.is_empty() {
+                        continue;
+                    }
+                    node_doms(node, spec, &mut d);
+                    for &id in &node.jobs {
+                        // A job with several replicas here counts once per replica.
+                        let here = self.jobs[id as usize]
+                            .placements
+                            .iter()
+                            .filter(|p| p.node as usize == ni)
+                            .count() as u64;
+                        visit(id, &d, here);
                     }
                 }
             }
@@ -194,6 +243,25 @@ impl Cluster {
         }
         v.spread = spread;
         Some(v)
+    }
+
+    /// The held jobs that the job's pod affinity, anti-affinity and spread selectors
+    /// could match, found by label; `None` when some selector cannot be narrowed by
+    /// label (every placed job is then looked at).
+    fn rule_candidates(&self, spec: &JobSpec) -> Option<BTreeSet<JobId>> {
+        let r = &spec.rules;
+        let selectors = r
+            .pod_anti_affinity
+            .iter()
+            .chain(&r.pod_affinity)
+            .map(|t| t.label_selector.as_ref())
+            .chain(r.spread.iter().map(|c| c.label_selector.as_ref()));
+        let mut all = BTreeSet::new();
+        // A term without a selector selects no pod.
+        for s in selectors.flatten() {
+            all.extend(self.by_label.candidates(s)?);
+        }
+        Some(all)
     }
 
     /// Whether the pod-level rules let the job on node `n`, the jobs in `except`
@@ -332,4 +400,194 @@ fn spread_counts(spec: &JobSpec, c: &crate::rules::SpreadConstraint, j: &Job) ->
         && c.label_selector
             .as_ref()
             .is_some_and(|s| s.matches(&j.spec.rules.labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::SchedConfig;
+
+    /// The label index finds every pod the rules count: on random clusters of
+    /// labelled pods (some with anti-affinity of their own), for random selectors of
+    /// every kind, each node's verdict is the one a walk over every placed pod gives,
+    /// with and without some jobs taken as gone, before and after pods end and a
+    /// checkpoint is restored.
+    #[test]
+    fn the_label_index_counts_the_pods_a_walk_over_every_pod_counts() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let pick = |r: u64, of: &[&str]| of[r as usize % of.len()].to_string();
+        let mut compared = 0;
+        for case in 0..40 {
+            let mut c = Cluster::new(SchedConfig::default());
+            c.add_pool(Pool {
+                name: "train".into(),
+                kind: PoolKind::Training,
+                selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+                overcommit: Overcommit::default(),
+                lend_to: vec![],
+            });
+            for p in ["ml", "ops"] {
+                c.add_project(Project {
+                    name: p.into(),
+                    department: "d".into(),
+                    quotas: [(0, Quota::default())].into(),
+                });
+            }
+            for i in 0..(3 + rnd(8)) {
+                let name = format!("n{i}");
+                let mut labels: BTreeMap<String, String> = [
+                    (LABEL_ROLE, "train".to_string()),
+                    (LABEL_MODEL, "a100".to_string()),
+                    (LABEL_COUNT, "4".to_string()),
+                    ("kubernetes.io/hostname", name.clone()),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+                if rnd(5) > 0 {
+                    let zone = pick(rnd(3), &["z1", "z2", "z3"]);
+                    labels.insert("zone".into(), zone);
+                }
+                let cards = (0..4)
+                    .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
+                    .collect();
+                c.add_node(Node::new(&name, labels, 64_000, 512 << 30, 1 << 40, cards));
+            }
+            let selector = |rnd: &mut dyn FnMut(u64) -> u64| {
+                let mut s = crate::rules::LabelSelector::default();
+                for _ in 0..rnd(3) {
+                    let key = pick(rnd(2), &["app", "tier"]);
+                    let vals = ["a", "b", "c", "x"];
+                    match rnd(6) {
+                        0 => {
+                            s.match_labels.insert(key, pick(rnd(4), &vals));
+                        }
+                        k => s.match_expressions.push(crate::rules::Requirement {
+                            key,
+                            operator: pick(k, &["", "In", "NotIn", "Exists", "DoesNotExist", "In"]),
+                            values: (0..1 + rnd(2)).map(|_| pick(rnd(4), &vals)).collect(),
+                        }),
+                    }
+                }
+                s
+            };
+            let spec_of = |name: String, rnd: &mut dyn FnMut(u64) -> u64, rules: bool| {
+                let mut spec = JobSpec {
+                    name,
+                    project: pick(rnd(3), &["ml", "ml", "ops"]),
+                    pool: "train".into(),
+                    kind: JobKind::Train,
+                    priority: PRIORITY_MEDIUM,
+                    replicas: 1,
+                    gpu: GpuRequest {
+                        count: 1,
+                        memory_per_card: None,
+                        models: vec![],
+                        shared: false,
+                        milli: None,
+                        vendor: None,
+                        resource: None,
+                    },
+                    cpu_milli: 1000,
+                    memory: 1 << 30,
+                    disk: 0,
+                    affinity: Affinity::Any,
+                    restart: RestartPolicy::Never,
+                    est_runtime_s: None,
+                    image: String::new(),
+                    command: Vec::new(),
+                    node_selector: Default::default(),
+                    rules: Default::default(),
+                };
+                for key in ["app", "tier"] {
+                    if rnd(3) > 0 {
+                        spec.rules
+                            .labels
+                            .insert(key.into(), pick(rnd(4), &["a", "b", "c", "x"]));
+                    }
+                }
+                if rules || rnd(6) == 0 {
+                    spec.rules
+                        .pod_anti_affinity
+                        .push(crate::rules::PodAffinityTerm {
+                            label_selector: Some(selector(rnd)),
+                            namespaces: vec![],
+                            topology_key: pick(rnd(2), &["zone", "kubernetes.io/hostname"]),
+                        });
+                }
+                if rules {
+                    for _ in 0..rnd(2) {
+                        spec.rules.pod_affinity.push(crate::rules::PodAffinityTerm {
+                            label_selector: Some(selector(rnd)),
+                            namespaces: if rnd(2) == 0 {
+                                vec![]
+                            } else {
+                                vec!["ops".into()]
+                            },
+                            topology_key: "zone".into(),
+                        });
+                    }
+                    for _ in 0..1 + rnd(2) {
+                        spec.rules.spread.push(crate::rules::SpreadConstraint {
+                            max_skew: 1 + rnd(2) as u32,
+                            topology_key: pick(rnd(2), &["zone", "kubernetes.io/hostname"]),
+                            label_selector: (rnd(5) > 0).then(|| selector(rnd)),
+                        });
+                    }
+                }
+                spec
+            };
+            for i in 0..(4 + rnd(20)) {
+                let spec = spec_of(format!("p{i}"), &mut rnd, false);
+                let _ = c.submit(spec);
+                c.schedule();
+            }
+            for round in 0..2 {
+                if round == 1 {
+                    // Some pods end; the cluster comes back from a checkpoint.
+                    let running: Vec<String> = c
+                        .jobs
+                        .iter()
+                        .filter(|j| !j.placements.is_empty())
+                        .map(|j| format!("{}/{}", j.spec.project, j.spec.name))
+                        .collect();
+                    for name in running.iter().filter(|_| rnd(3) == 0) {
+                        c.stop_job(name, "test").unwrap();
+                    }
+                    c = Cluster::restore(c.checkpoint()).unwrap();
+                }
+                let placed: Vec<JobId> = c
+                    .jobs
+                    .iter()
+                    .filter(|j| !j.placements.is_empty())
+                    .map(|j| j.id)
+                    .collect();
+                for probe in 0..6 {
+                    let spec = spec_of(format!("probe{probe}"), &mut rnd, true);
+                    let indexed = c.pod_rules_view_by(&spec, true);
+                    let walked = c.pod_rules_view_by(&spec, false);
+                    let except: Vec<JobId> =
+                        placed.iter().copied().filter(|_| rnd(4) == 0).collect();
+                    for n in 0..c.nodes.len() as NodeId {
+                        for ex in [&[][..], &except[..]] {
+                            assert_eq!(
+                                format!("{:?}", c.pod_rules(&spec, indexed.as_ref(), n, ex)),
+                                format!("{:?}", c.pod_rules(&spec, walked.as_ref(), n, ex)),
+                                "case {case} round {round} probe {probe} node {n}: {:?}",
+                                spec.rules
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared}");
+    }
 }

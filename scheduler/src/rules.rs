@@ -9,7 +9,7 @@
 //! Node-level rules (`fit::node_rules`) need only the node; pod-level ones
 //! (`Cluster::pod_rules` in `cluster.rs`) look at the pods already placed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -223,6 +223,67 @@ impl LabelSelector {
         } else {
             parts.join(",")
         }
+    }
+}
+
+/// Held jobs by their pods' labels (key -> value -> job ids), so that a selector
+/// looks only at the pods that could match it instead of every placed pod. Derived
+/// state: kept as jobs come and go, rebuilt when a checkpoint is restored.
+#[derive(Clone, Debug, Default)]
+pub struct LabelIndex(HashMap<String, HashMap<String, BTreeSet<u32>>>);
+
+impl LabelIndex {
+    pub fn add(&mut self, id: u32, labels: &BTreeMap<String, String>) {
+        for (k, v) in labels {
+            self.0
+                .entry(k.clone())
+                .or_default()
+                .entry(v.clone())
+                .or_default()
+                .insert(id);
+        }
+    }
+
+    pub fn remove(&mut self, id: u32, labels: &BTreeMap<String, String>) {
+        for (k, v) in labels {
+            let Some(values) = self.0.get_mut(k) else {
+                continue;
+            };
+            if let Some(ids) = values.get_mut(v) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    values.remove(v);
+                }
+            }
+            if values.is_empty() {
+                self.0.remove(k);
+            }
+        }
+    }
+
+    /// The jobs a selector could match: every job it does match is among them (a
+    /// superset: the caller still asks the selector). `None` when no requirement of
+    /// the selector narrows the jobs (an empty selector; only NotIn or DoesNotExist).
+    pub fn candidates(&self, s: &LabelSelector) -> Option<BTreeSet<u32>> {
+        // Each narrowing requirement as the value sets whose union it allows.
+        let none = HashMap::new();
+        let mut options: Vec<Vec<&BTreeSet<u32>>> = Vec::new();
+        for (k, v) in &s.match_labels {
+            options.push(self.0.get(k).and_then(|m| m.get(v)).into_iter().collect());
+        }
+        for r in &s.match_expressions {
+            let values = self.0.get(&r.key).unwrap_or(&none);
+            match r.operator.as_str() {
+                "In" => options.push(r.values.iter().filter_map(|v| values.get(v)).collect()),
+                // The label must be there, whatever its value.
+                "Exists" | "Gt" | "Lt" => options.push(values.values().collect()),
+                _ => {}
+            }
+        }
+        let best = options
+            .into_iter()
+            .min_by_key(|sets| sets.iter().map(|s| s.len()).sum::<usize>());
+        best.map(|sets| sets.into_iter().flatten().copied().collect())
     }
 }
 
