@@ -856,7 +856,15 @@ pub struct LocalArgs {
     /// Where jobs run (their working folder; its filesystem is the node's disk).
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// No console: run until interrupted (commands reach it through --state).
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// The options of a live cluster's run, the same under `maar local` and `maar kube`.
+#[derive(Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// No console: run until interrupted (commands reach it through the state file,
+    /// or under `maar kube` through the cluster).
     #[arg(long)]
     pub headless: bool,
     /// With --headless: the log on stderr as plain lines or JSON objects.
@@ -870,10 +878,51 @@ pub struct LocalArgs {
     /// Look only (the console session acts as a viewer).
     #[arg(long)]
     pub read_only: bool,
+    /// Let the mouse scroll and click (off by default, so terminal selection works).
     #[arg(long)]
     pub mouse: bool,
+    /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
     #[arg(long, value_name = "NAME|FILE")]
     pub theme: Option<String>,
+}
+
+impl LiveArgs {
+    /// Before anything is opened: the log to stderr when headless, else the theme
+    /// chosen and the terminal checked (so a bad theme or no terminal fails first).
+    fn start(&self) -> Result<Option<crate::console::theme::Theme>, Failure> {
+        if self.headless {
+            crate::logging::to_stderr(self.log_format);
+            return Ok(None);
+        }
+        let theme = crate::console::theme::choose(self.theme.as_deref())?;
+        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
+        Ok(Some(theme))
+    }
+
+    fn live(
+        &self,
+        roles: std::sync::Arc<crate::roles::Roles>,
+        theme: Option<crate::console::theme::Theme>,
+        api: Option<KubeApiStart>,
+    ) -> Live {
+        Live {
+            roles,
+            read_only: self.read_only,
+            mouse: self.mouse,
+            theme,
+            placement: self.placement,
+            api,
+        }
+    }
+}
+
+/// The state file's folder made where it is missing.
+fn state_folder(path: &std::path::Path) -> Result<(), Failure> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone)]
@@ -902,10 +951,6 @@ pub struct KubeArgs {
     /// absent (continued when it exists).
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
-    /// No console: run until interrupted (commands reach it through --state or
-    /// --context).
-    #[arg(long)]
-    pub headless: bool,
     /// Serve maar's API behind the API server (APIService v1alpha1.ops.maar.crater.ai,
     /// deploy/api.yaml) on this address, e.g. 0.0.0.0:8443: operators then act with
     /// their Kubernetes identity (`maar cordon --context NAME`), judged by RBAC.
@@ -917,21 +962,8 @@ pub struct KubeArgs {
     /// With --api-listen: the server's key (PEM).
     #[arg(long, value_name = "PATH", requires_all = ["api_listen", "tls_cert"])]
     pub tls_key: Option<PathBuf>,
-    /// With --headless: the log on stderr as plain lines or JSON objects.
-    #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
-    pub log_format: crate::logging::LogFormat,
-    /// How a node is chosen among those that fit: maar (the default), or a published
-    /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
-    /// bestfit, fgd.
-    #[arg(long, value_name = "POLICY", value_parser = placement_arg, default_value = "maar")]
-    pub placement: maar_scheduler::placement::Policy,
-    /// Look only (the console session acts as a viewer).
-    #[arg(long)]
-    pub read_only: bool,
-    #[arg(long)]
-    pub mouse: bool,
-    #[arg(long, value_name = "NAME|FILE")]
-    pub theme: Option<String>,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// A placement policy by name.
@@ -946,15 +978,7 @@ fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
 }
 
 fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
-    let theme = if a.headless {
-        crate::logging::to_stderr(a.log_format);
-        None
-    } else {
-        Some(crate::console::theme::choose(a.theme.as_deref())?)
-    };
-    if !a.headless {
-        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
-    }
+    let theme = a.live.start()?;
     let opts = maar_kube::ConnectOptions {
         kubeconfig: a.kubeconfig,
         context: a.context.clone(),
@@ -974,10 +998,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             kube_state(&context)
         }
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
-    }
+    state_folder(&path)?;
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
     let note = loaded.note.clone();
@@ -997,14 +1018,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             key: a.tls_key.clone(),
         },
     });
-    let live = Live {
-        roles,
-        read_only: a.read_only,
-        mouse: a.mouse,
-        theme,
-        placement: a.placement,
-        api,
-    };
+    let live = a.live.live(roles, theme, api);
     serve(loaded, rec, live, note, &line, o)
 }
 
@@ -1152,15 +1166,7 @@ fn sysinfo_hostname() -> String {
 }
 
 fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
-    let theme = if a.headless {
-        crate::logging::to_stderr(a.log_format);
-        None
-    } else {
-        Some(crate::console::theme::choose(a.theme.as_deref())?)
-    };
-    if !a.headless {
-        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
-    }
+    let theme = a.live.start()?;
     let workdir = match a.workdir {
         Some(d) => d,
         None => std::env::current_dir()
@@ -1182,10 +1188,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
         shim: std::env::current_exe()
             .map_err(|e| Failure::Usage(format!("cannot find maar's own program: {e}")))?,
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
-    }
+    state_folder(&path)?;
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let (loaded, rec) = backend::open_local(&path, &opts)?;
     let note = loaded.note.clone();
@@ -1194,14 +1197,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
         path.display(),
         std::process::id()
     );
-    let live = Live {
-        roles,
-        read_only: a.read_only,
-        mouse: a.mouse,
-        theme,
-        placement: a.placement,
-        api: None,
-    };
+    let live = a.live.live(roles, theme, None);
     serve(loaded, rec, live, note, &line, o)
 }
 

@@ -143,18 +143,7 @@ pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
         ];
         if wide {
             row.push(if n.gpu_labelled { "yes" } else { "no" }.into());
-            row.push(
-                n.host
-                    .map(|h| {
-                        format!(
-                            "cpu {}% mem {} load {:.2}",
-                            h.cpu_busy_pct,
-                            fmt_bytes(h.memory_used),
-                            h.load1_centi as f64 / 100.0
-                        )
-                    })
-                    .unwrap_or_else(|| "-".into()),
-            );
+            row.push(n.host.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
         }
         t.add_row(row);
     }

@@ -272,6 +272,19 @@ pub struct HostUsage {
     pub load1_centi: u32,
 }
 
+impl std::fmt::Display for HostUsage {
+    /// As the tables show it: `cpu 12% mem 3.1Gi load 0.42`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cpu {}% mem {} load {:.2}",
+            self.cpu_busy_pct,
+            crate::quantity::fmt_bytes(self.memory_used),
+            self.load1_centi as f64 / 100.0
+        )
+    }
+}
+
 /// A node as stored: the same fields, without those derived from the labels.
 #[derive(Deserialize)]
 struct NodeData {

@@ -154,6 +154,15 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new(vec![l1, l2]), area);
         return;
     }
+    // The alert count, bold in the critical colour when there are any.
+    let alerts = Span::styled(
+        format!("alerts {n_alerts}"),
+        if n_alerts > 0 {
+            app.theme.crit.add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        },
+    );
     let l1 = Line::from(vec![
         Span::styled("maar ", app.theme.header),
         Span::raw(format!(
@@ -181,14 +190,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             "jobs {} pending {} running  ",
             m.jobs.pending, m.jobs.running
         )),
-        Span::styled(
-            format!("alerts {n_alerts}"),
-            if n_alerts > 0 {
-                app.theme.crit.add_modifier(Modifier::BOLD)
-            } else {
-                Style::default()
-            },
-        ),
+        alerts.clone(),
         Span::raw(format!("  {} ({})", app.actor.user, app.grant.role)),
     ]);
     // Narrow terminals get the same facts in fewer words, rather than cut.
@@ -206,14 +208,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
                 m.jobs.pending,
                 m.jobs.running
             )),
-            Span::styled(
-                format!("alerts {n_alerts}"),
-                if n_alerts > 0 {
-                    app.theme.crit.add_modifier(Modifier::BOLD)
-                } else {
-                    Style::default()
-                },
-            ),
+            alerts,
             Span::raw(format!(" {}({})", app.actor.user, app.grant.role)),
         ])
     } else {

@@ -99,18 +99,7 @@ pub fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
                 Style::default()
             },
         ),
-        plain(
-            n.host
-                .map(|h| {
-                    format!(
-                        "cpu {}% mem {} load {:.2}",
-                        h.cpu_busy_pct,
-                        fmt_bytes(h.memory_used),
-                        h.load1_centi as f64 / 100.0
-                    )
-                })
-                .unwrap_or_default(),
-        ),
+        plain(n.host.map(|h| h.to_string()).unwrap_or_default()),
     ]
 }
 
