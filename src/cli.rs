@@ -119,6 +119,10 @@ pub enum Cmd {
         /// says (docs/roles.md).
         #[arg(long)]
         read_only: bool,
+        /// Serve Prometheus metrics (/metrics) and probes (/healthz, /readyz) on this
+        /// address, e.g. 127.0.0.1:9464.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
@@ -525,6 +529,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             paused,
             headless,
             read_only,
+            metrics,
         } => {
             let theme = if headless {
                 None
@@ -534,6 +539,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             if !headless {
                 crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
             }
+            let metrics = metrics_listen(metrics)?;
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
             let note = loaded.note.clone();
             let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
@@ -546,12 +552,14 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     speed,
                     paused,
                     roles,
+                    observe: metrics.as_ref().map(|m| m.1.clone()),
                     ..Default::default()
                 },
             );
             if let Some(path) = door {
                 crate::api::serve(&handle, &path, access);
             }
+            metrics_serve(metrics, &handle)?;
             let face = if read_only {
                 handle.capped(maar_scheduler::Role::Viewer)
             } else {
@@ -884,6 +892,36 @@ pub struct LiveArgs {
     /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
     #[arg(long, value_name = "NAME|FILE")]
     pub theme: Option<String>,
+    /// Serve Prometheus metrics (/metrics) and probes (/healthz, /readyz) on this
+    /// address, e.g. 127.0.0.1:9464 (in a pod: 0.0.0.0:9464, deploy/scheduler.yaml).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// `--metrics ADDR` taken at once (a port in use is a usage error before anything
+/// starts), with the metrics the engine will feed.
+type MetricsDoor = (
+    std::net::TcpListener,
+    std::sync::Arc<crate::observe::Observe>,
+);
+
+fn metrics_listen(addr: Option<std::net::SocketAddr>) -> Result<Option<MetricsDoor>, Failure> {
+    addr.map(|a| {
+        std::net::TcpListener::bind(a)
+            .map(|l| (l, crate::observe::Observe::new()))
+            .map_err(|e| Failure::Usage(format!("--metrics {a}: {e}")))
+    })
+    .transpose()
+}
+
+fn metrics_serve(m: Option<MetricsDoor>, handle: &engine::EngineHandle) -> Result<(), Failure> {
+    if let Some((listener, observe)) = m {
+        crate::observe::serve(listener, observe, handle.clone()).map_err(|e| {
+            handle.shutdown();
+            Failure::No(format!("metrics server: {e}"))
+        })?;
+    }
+    Ok(())
 }
 
 impl LiveArgs {
@@ -904,15 +942,16 @@ impl LiveArgs {
         roles: std::sync::Arc<crate::roles::Roles>,
         theme: Option<crate::console::theme::Theme>,
         api: Option<KubeApiStart>,
-    ) -> Live {
-        Live {
+    ) -> Result<Live, Failure> {
+        Ok(Live {
+            metrics: metrics_listen(self.metrics)?,
             roles,
             read_only: self.read_only,
             mouse: self.mouse,
             theme,
             placement: self.placement,
             api,
-        }
+        })
     }
 }
 
@@ -1018,7 +1057,7 @@ fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
             key: a.tls_key.clone(),
         },
     });
-    let live = a.live.live(roles, theme, api);
+    let live = a.live.live(roles, theme, api)?;
     serve(loaded, rec, live, note, &line, o)
 }
 
@@ -1058,6 +1097,8 @@ struct Live {
     placement: maar_scheduler::placement::Policy,
     /// maar's API behind the Kubernetes API server (`maar kube --api-listen`).
     api: Option<KubeApiStart>,
+    /// `--metrics`.
+    metrics: Option<MetricsDoor>,
 }
 
 /// A live cluster's engine started in real time and served: the console (as a viewer
@@ -1079,6 +1120,7 @@ fn serve(
         theme,
         placement,
         api,
+        metrics,
     } = live;
     let state = rec.path().to_path_buf();
     loaded.core.set_placement(placement);
@@ -1095,9 +1137,11 @@ fn serve(
             } else {
                 EngineOptions::default().publish_every
             },
+            observe: metrics.as_ref().map(|m| m.1.clone()),
         },
     );
     crate::api::serve(&handle, &state, access);
+    metrics_serve(metrics, &handle)?;
     let _api = match api.map(|a| a.start(&handle, &state)).transpose() {
         Ok(a) => a,
         Err(e) => {
@@ -1197,7 +1241,7 @@ fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
         path.display(),
         std::process::id()
     );
-    let live = a.live.live(roles, theme, None);
+    let live = a.live.live(roles, theme, None)?;
     serve(loaded, rec, live, note, &line, o)
 }
 

@@ -67,6 +67,8 @@ pub struct EngineOptions {
     /// headless runs (no face draws) publish seldom, since a view of a large cluster
     /// costs milliseconds to build.
     pub publish_every: Duration,
+    /// Metrics to feed (`--metrics`).
+    pub observe: Option<Arc<crate::observe::Observe>>,
 }
 
 impl Default for EngineOptions {
@@ -76,6 +78,7 @@ impl Default for EngineOptions {
             paused: false,
             roles: Arc::new(Roles::default()),
             publish_every: PUBLISH_EVERY,
+            observe: None,
         }
     }
 }
@@ -98,6 +101,8 @@ pub struct Status {
     /// Why this engine stopped for good (it lost the state file: taken over, deleted or
     /// replaced); the face says so and exits non-zero.
     pub fatal: Option<String>,
+    /// This maar schedules (false: a Kubernetes maar standing by on another's lease).
+    pub leading: bool,
 }
 
 /// What faces draw: a snapshot of the cluster and the engine's status.
@@ -189,6 +194,10 @@ enum Request {
         reply: Sender<Arc<View>>,
     },
     Speed(f64),
+    /// Answered at once: the engine thread is alive and not stuck.
+    Ping {
+        reply: Sender<()>,
+    },
     Sync {
         reply: Sender<Arc<View>>,
     },
@@ -218,12 +227,20 @@ pub trait Door: Send {
 
 impl EngineHandle {
     fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> Request) -> Result<T, String> {
+        self.ask_within(ANSWER_WITHIN, make)
+    }
+
+    fn ask_within<T>(
+        &self,
+        within: Duration,
+        make: impl FnOnce(Sender<T>) -> Request,
+    ) -> Result<T, String> {
         let (tx, rx) = mpsc::channel();
         self.tx
             .send(make(tx))
             .map_err(|_| "the engine has stopped".to_string())?;
-        rx.recv_timeout(ANSWER_WITHIN).map_err(|e| match e {
-            RecvTimeoutError::Timeout => format!("no answer within {}s", ANSWER_WITHIN.as_secs()),
+        rx.recv_timeout(within).map_err(|e| match e {
+            RecvTimeoutError::Timeout => format!("no answer within {}s", within.as_secs_f64()),
             RecvTimeoutError::Disconnected => "the engine has stopped".to_string(),
         })
     }
@@ -346,6 +363,14 @@ impl EngineHandle {
         self.ask(|reply| Request::Sync { reply })
     }
 
+    /// Whether the engine thread answers within `within` (it handles requests between
+    /// bounded steps, so a live engine answers in well under a second); the latest
+    /// published view when it does. Nothing is published for it (probes ask often).
+    pub fn alive_within(&self, within: Duration) -> Result<Arc<View>, String> {
+        self.ask_within(within, |reply| Request::Ping { reply })?;
+        Ok(self.view())
+    }
+
     /// The latest published view (never waits).
     pub fn view(&self) -> Arc<View> {
         self.views.borrow().clone()
@@ -409,6 +434,7 @@ struct Engine {
     lost: Option<String>,
     roles: Arc<Roles>,
     publish_every: Duration,
+    observe: Option<Arc<crate::observe::Observe>>,
     /// The owner of the state file (None without one).
     owner: Option<u32>,
     /// The last start-time forecast, and when the next is due (wall clock).
@@ -466,6 +492,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
                 recorded: 0,
                 record_error: None,
                 fatal: None,
+                leading: false,
             },
             version: 0,
         }))
@@ -481,6 +508,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         owner,
         roles: opts.roles.clone(),
         publish_every: opts.publish_every,
+        observe: opts.observe.clone(),
     };
     e.publish();
     let views = e.views.subscribe();
@@ -509,6 +537,7 @@ impl Engine {
             recorded: self.recorded,
             record_error: self.record_error.clone(),
             fatal: self.lost.clone(),
+            leading: self.driver.leading(),
         }
     }
 
@@ -520,6 +549,16 @@ impl Engine {
         self.lost = Some(why);
         self.record = None;
         self.changed = true;
+    }
+
+    /// Events the core and driver gave in a step begun at `began`: kept for the
+    /// record, and counted for the metrics.
+    fn took(&mut self, ev: Vec<Event>, began: Instant) {
+        if let Some(o) = &self.observe {
+            o.step(began.elapsed());
+            o.events(&ev, self.core.cluster());
+        }
+        self.unwritten.extend(ev);
     }
 
     fn publish(&mut self) {
@@ -544,6 +583,9 @@ impl Engine {
             if let Some((_, f)) = &self.forecast {
                 c.fill_starts(&mut snapshot.jobs, f);
             }
+        }
+        if let Some(o) = &self.observe {
+            o.view(&snapshot, self.driver.leading());
         }
         let v = View {
             snapshot: Arc::new(snapshot),
@@ -596,8 +638,9 @@ impl Engine {
                 while debt >= 1.0 {
                     let step = (debt.floor() as u64).min(MAX_STEP_S);
                     let to = self.core.now() + step;
+                    let began = Instant::now();
                     let ev = self.driver.advance(&mut self.core, to);
-                    self.unwritten.extend(ev);
+                    self.took(ev, began);
                     debt -= step as f64;
                     self.changed = true;
                     while let Ok(r) = rx.try_recv() {
@@ -610,9 +653,10 @@ impl Engine {
                     }
                 }
                 // A live world between whole seconds (new pods placed at once).
+                let began = Instant::now();
                 let ev = self.driver.poll(&mut self.core);
                 if !ev.is_empty() {
-                    self.unwritten.extend(ev);
+                    self.took(ev, began);
                     self.changed = true;
                 }
                 let took = now.elapsed().as_secs_f64().max(dt);
@@ -681,7 +725,7 @@ impl Engine {
             }
         }
         let ev = self.driver.stop(&mut self.core);
-        self.unwritten.extend(ev);
+        self.took(ev, Instant::now());
         self.checkpoint();
         if let Some(r) = &mut self.record {
             let _ = r.release();
@@ -734,11 +778,15 @@ impl Engine {
                 let _ = reply.send(self.grant(&actor, false, cap));
             }
             Request::Explain { job, reply } => {
+                let began = Instant::now();
                 let c = self.core.cluster();
                 let res = c
                     .job_id(&job)
                     .map(|id| c.explain(id))
                     .map_err(|e| e.to_string());
+                if let Some(o) = &self.observe {
+                    o.question("explain", began.elapsed());
+                }
                 let _ = reply.send(res);
             }
             Request::WhatIf {
@@ -746,7 +794,11 @@ impl Engine {
                 command,
                 reply,
             } => {
+                let began = Instant::now();
                 let p = what_if(&self.core, self.driver.as_ref(), actor, command);
+                if let Some(o) = &self.observe {
+                    o.question("what_if", began.elapsed());
+                }
                 let _ = reply.send(p);
             }
             Request::At { t, reply } => {
@@ -770,6 +822,9 @@ impl Engine {
                     self.speed = s;
                     self.changed = true;
                 }
+            }
+            Request::Ping { reply } => {
+                let _ = reply.send(());
             }
             Request::Sync { reply } => {
                 self.publish();
@@ -852,15 +907,17 @@ impl Engine {
                 actor.user
             ))
         } else {
+            let began = Instant::now();
             let out = self
                 .driver
                 .command(&mut self.core, actor.clone(), command.clone());
-            self.unwritten.extend(out.events);
+            self.took(out.events, began);
             out.result.map_err(|e| e.to_string())
         };
         let mut seq = None;
+        let began = Instant::now();
         if let Some(r) = &mut self.record {
-            match r.append_keyed(
+            let appended = r.append_keyed(
                 at,
                 &actor,
                 &command,
@@ -869,7 +926,11 @@ impl Engine {
                 key.as_deref(),
                 &self.unwritten,
                 object.as_deref(),
-            ) {
+            );
+            if let Some(o) = &self.observe {
+                o.write("command", began.elapsed());
+            }
+            match appended {
                 Ok(s) => {
                     self.unwritten.clear();
                     self.recorded += 1;
@@ -974,8 +1035,13 @@ impl Engine {
         if self.unwritten.is_empty() {
             return;
         }
+        let began = Instant::now();
         if let Some(r) = &mut self.record {
-            match r.append_events(&self.unwritten) {
+            let written = r.append_events(&self.unwritten);
+            if let Some(o) = &self.observe {
+                o.write("events", began.elapsed());
+            }
+            match written {
                 Ok(()) => {
                     self.unwritten.iter().for_each(crate::logging::event);
                     self.unwritten.clear()
@@ -1000,6 +1066,9 @@ impl Engine {
             self.record_failed(e);
         }
         self.checkpoint_cost = started.elapsed();
+        if let Some(o) = &self.observe {
+            o.write("checkpoint", self.checkpoint_cost);
+        }
     }
 }
 

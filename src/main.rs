@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             paused: false,
             headless: false,
             read_only: false,
+            metrics: None,
         }
     } else {
         Cmd::Sim {

@@ -107,6 +107,21 @@ pub struct Totals {
 pub const NO_POOL: PoolId = PoolId::MAX;
 
 /// The whole cluster as the core knows it.
+/// What the scheduling cycles tried: each Pending job (or scale-up) looked at in a
+/// cycle is one attempt, placed (`scheduled`) or not (`unschedulable`), as
+/// kube-scheduler counts `scheduler_schedule_attempts_total`. maar tries every waiting
+/// job each cycle (a refusal is remembered per shape within the cycle), so the
+/// unschedulable count grows with the queue times the cycles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attempts {
+    pub cycles: u64,
+    pub scheduled: u64,
+    pub unschedulable: u64,
+    /// Preemptions decided, and the victims they evicted.
+    pub preemptions: u64,
+    pub victims: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Cluster {
     pub nodes: Vec<Node>,
@@ -119,6 +134,9 @@ pub struct Cluster {
     pub config: SchedConfig,
     /// Counters over the whole history.
     pub totals_ever: Totals,
+    /// Scheduling attempts since this process started (not checkpointed: a
+    /// Prometheus counter starts again with its process).
+    pub attempts: Attempts,
     /// Price per GPU-hour by GPU model (lower-case); unknown models cost 0.
     pub prices: BTreeMap<String, f64>,
     /// Current time, seconds since the start.
@@ -319,6 +337,7 @@ impl Cluster {
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
             by_label: Default::default(),
+            attempts: Attempts::default(),
             runtimes: Default::default(),
             last_start: None,
             quiet: false,

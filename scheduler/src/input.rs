@@ -719,6 +719,11 @@ pub trait Driver: Send {
     /// views): a live backend tells it where its users look (Kubernetes: an
     /// annotation on the waiting pod). Nothing by default.
     fn starts(&mut self, _core: &Core, _forecast: &crate::forecast::Forecast) {}
+    /// Whether this maar schedules (a Kubernetes maar standing by on another's lease
+    /// watches only). Always, by default.
+    fn leading(&self) -> bool {
+        true
+    }
     /// maar is stopping: release what the driver holds in the world (local processes)
     /// and report it as observations; the events are recorded with the last
     /// checkpoint. Nothing by default.

@@ -1448,6 +1448,7 @@ impl Cluster {
         let constrained = self.constrained_nodes();
 
         let mut last: Option<QueueItem> = None;
+        let mut tried: u64 = 0;
         loop {
             // What the last item did to usage may let held jobs in, from here on.
             if let (true, Some(l)) = (queue.watching(), last) {
@@ -1472,6 +1473,7 @@ impl Cluster {
             if replicas == 0 {
                 continue;
             }
+            tried += 1;
             if let Some(b) = strict_block {
                 let msg: Reason =
                     format!("waiting behind {} (backfill is off)", self.job_ref(b)).into();
@@ -1632,6 +1634,13 @@ impl Cluster {
                     }
                 }
             }
+        }
+        if !self.quiet {
+            let a = &mut self.attempts;
+            let placed = (report.started.len() + report.scaled_up.len()) as u64;
+            a.cycles += 1;
+            a.scheduled += placed;
+            a.unschedulable += tried.saturating_sub(placed);
         }
         report
     }
@@ -1888,6 +1897,10 @@ impl Cluster {
             };
             self.evict(v, reason, msg);
             report.preempted.push(v);
+        }
+        if !self.quiet {
+            self.attempts.preemptions += 1;
+            self.attempts.victims += victims.len() as u64;
         }
         let names: Vec<String> = victims.iter().map(|&v| self.job_ref(v)).collect();
         self.emit(

@@ -832,6 +832,9 @@ impl Driver for KubeDriver {
     fn kind(&self) -> &'static str {
         "kube"
     }
+    fn leading(&self) -> bool {
+        KubeDriver::leading(self)
+    }
 
     fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
         let seen = self.take_seen();

@@ -1,0 +1,515 @@
+//! What Prometheus and the kubelet read of a running maar (`--metrics ADDR`):
+//! `GET /metrics` (prometheus-client's text), `GET /healthz` (the engine answers) and
+//! `GET /readyz` (it answers and has read its cluster: leading, or standing by on
+//! another maar's lease).
+//!
+//! Names follow kube-scheduler's where the meaning is the same
+//! (`scheduler_pending_pods`, `scheduler_schedule_attempts_total`,
+//! `scheduler_preemption_victims`, `scheduler_preemption_attempts_total`,
+//! `scheduler_pod_scheduling_sli_duration_seconds`), so the dashboards and alerts that
+//! watch kube-scheduler watch maar too; maar's own are `maar_*`. kube-scheduler's
+//! per-attempt latency (`scheduler_scheduling_attempt_duration_seconds`) has no
+//! counterpart: maar tries the whole queue in one cycle, timed as
+//! `maar_scheduling_step_duration_seconds`.
+//!
+//! The engine feeds an [`Observe`]: its events as they happen (placements, failed
+//! binds, preemptions, waits), its published views (gauges: GPUs, quota, the queue),
+//! and the time its steps, writes and questions take. The server only encodes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use maar_scheduler::cluster::{Attempts, Cluster};
+use maar_scheduler::metrics::Snapshot;
+use maar_scheduler::Event;
+
+type Labels = Vec<(&'static str, String)>;
+type G = Family<Labels, Gauge<f64, AtomicU64>>;
+type C = Family<Labels, Counter>;
+type H = Family<Labels, Histogram>;
+
+/// The scheduler's profile name in kube-scheduler's `profile` label.
+const PROFILE: &str = "maar";
+
+/// Most distinct values a free-text label (a Pending job's reason) takes; the rest
+/// are counted as `other`, so a queue of odd reasons cannot grow the series without
+/// bound.
+const MAX_REASONS: usize = 40;
+
+/// Buckets of real time: 1 ms to about 33 s.
+fn secs_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Buckets of waiting: 1 s to about 6 days.
+fn wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 20))
+}
+
+/// The families, registered once.
+pub struct Observe {
+    registry: Registry,
+    pending_pods: G,
+    attempts: C,
+    preemption_attempts: Counter,
+    preemption_victims: Histogram,
+    sli: Histogram,
+    wait: H,
+    step: Histogram,
+    gpus: G,
+    fragmented: Gauge<f64, AtomicU64>,
+    quota: G,
+    pending_reasons: G,
+    jobs: G,
+    binds: C,
+    writes: H,
+    questions: H,
+    cost: G,
+    gpu_hours: G,
+    leading: Gauge,
+    /// The counters' last readings of the core's attempts (counters only grow).
+    seen: Mutex<Attempts>,
+    /// Evictions seen since the last `Preempting` event (one preemption's victims).
+    victims_run: AtomicU64,
+    /// The engine has answered and published at least once.
+    started: AtomicBool,
+}
+
+impl std::fmt::Debug for Observe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observe")
+    }
+}
+
+impl Observe {
+    pub fn new() -> Arc<Observe> {
+        let mut r = Registry::default();
+        macro_rules! reg {
+            ($name:expr, $help:expr, $m:expr) => {{
+                let m = $m;
+                r.register($name, $help, m.clone());
+                m
+            }};
+        }
+        let o = Observe {
+            pending_pods: reg!(
+                "scheduler_pending_pods",
+                "Pending jobs (pods) by queue: active (not yet tried), unschedulable (tried, with a reason)",
+                G::default()
+            ),
+            attempts: reg!(
+                "scheduler_schedule_attempts",
+                "Attempts to schedule a job (pod), by result and profile",
+                C::default()
+            ),
+            preemption_attempts: reg!(
+                "scheduler_preemption_attempts",
+                "Preemptions decided",
+                Counter::default()
+            ),
+            preemption_victims: reg!(
+                "scheduler_preemption_victims",
+                "Jobs evicted by one preemption",
+                Histogram::new(exponential_buckets(1.0, 2.0, 8))
+            ),
+            sli: reg!(
+                "scheduler_pod_scheduling_sli_duration_seconds",
+                "From a job's (pod's) arrival in the queue to its start, cluster seconds",
+                wait_histogram()
+            ),
+            wait: reg!(
+                "maar_job_wait_seconds",
+                "Wait from submission to start, by project, cluster seconds",
+                H::new_with_constructor(wait_histogram)
+            ),
+            step: reg!(
+                "maar_scheduling_step_duration_seconds",
+                "Real time of one engine step: the world read, a scheduling cycle, the decisions carried out",
+                secs_histogram()
+            ),
+            gpus: reg!(
+                "maar_gpus",
+                "GPUs by pool, model and state: allocated, idle, down (unhealthy, cordoned or on a node not ready)",
+                G::default()
+            ),
+            fragmented: reg!(
+                "maar_gpus_fragmented",
+                "Idle GPUs that the typical waiting job cannot use where they are",
+                Gauge::<f64, AtomicU64>::default()
+            ),
+            quota: reg!(
+                "maar_quota_gpus",
+                "GPUs of a project's quota in a pool: used, reserved, max",
+                G::default()
+            ),
+            pending_reasons: reg!(
+                "maar_pending_jobs",
+                "Pending jobs by the first words of their reason",
+                G::default()
+            ),
+            jobs: reg!("maar_jobs", "Jobs by phase", G::default()),
+            binds: reg!(
+                "maar_binds",
+                "Placements carried out (bound) and binds the backend refused (failed)",
+                C::default()
+            ),
+            writes: reg!(
+                "maar_state_write_duration_seconds",
+                "Writes to the state file: events, checkpoint, command",
+                H::new_with_constructor(secs_histogram)
+            ),
+            questions: reg!(
+                "maar_question_duration_seconds",
+                "Questions answered by the engine: explain, what_if",
+                H::new_with_constructor(secs_histogram)
+            ),
+            cost: reg!(
+                "maar_project_cost",
+                "Cost so far by project, at the configured GPU-hour prices",
+                G::default()
+            ),
+            gpu_hours: reg!(
+                "maar_project_gpu_hours",
+                "GPU-hours used so far by project",
+                G::default()
+            ),
+            leading: reg!(
+                "maar_leading",
+                "1 when this maar schedules; 0 when it stands by on another's lease",
+                Gauge::default()
+            ),
+            registry: Registry::default(),
+            seen: Mutex::new(Attempts::default()),
+            victims_run: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+        };
+        Arc::new(Observe { registry: r, ..o })
+    }
+
+    /// Events as the engine takes them.
+    pub fn events(&self, events: &[Event], cluster: &Cluster) {
+        for e in events {
+            match &*e.reason {
+                "Scheduled" if e.kind() == "job" => {
+                    self.binds
+                        .get_or_create(&vec![("result", "bound".into())])
+                        .inc();
+                    let name = e.object.trim_start_matches("job/");
+                    if let Some(j) = cluster
+                        .job_id(name)
+                        .ok()
+                        .and_then(|id| cluster.jobs.get(id))
+                    {
+                        let w = j.wait_s as f64;
+                        self.sli.observe(w);
+                        self.wait
+                            .get_or_create(&vec![("project", j.spec.project.clone())])
+                            .observe(w);
+                    }
+                }
+                "BindFailed" => {
+                    self.binds
+                        .get_or_create(&vec![("result", "failed".into())])
+                        .inc();
+                }
+                "Preempted" | "Reclaimed" => {
+                    self.victims_run.fetch_add(1, Ordering::Relaxed);
+                }
+                "Preempting" => {
+                    let n = self.victims_run.swap(0, Ordering::Relaxed);
+                    self.preemption_victims.observe(n as f64);
+                    self.preemption_attempts.inc();
+                }
+                _ => {}
+            }
+        }
+        self.attempts_now(&cluster.attempts);
+    }
+
+    fn attempts_now(&self, now: &Attempts) {
+        let mut seen = self.seen.lock().expect("attempts lock");
+        let add = |result: &str, was: u64, is: u64| {
+            if is > was {
+                self.attempts
+                    .get_or_create(&vec![
+                        ("result", result.to_string()),
+                        ("profile", PROFILE.to_string()),
+                    ])
+                    .inc_by(is - was);
+            }
+        };
+        add("scheduled", seen.scheduled, now.scheduled);
+        add("unschedulable", seen.unschedulable, now.unschedulable);
+        *seen = *now;
+    }
+
+    /// A published view: the gauges.
+    pub fn view(&self, s: &Snapshot, leading: bool) {
+        self.started.store(true, Ordering::Relaxed);
+        self.leading.set(leading as i64);
+        // Gauges are set afresh: a pool, model or project gone is gone from them.
+        for f in [
+            &self.pending_pods,
+            &self.gpus,
+            &self.quota,
+            &self.pending_reasons,
+            &self.jobs,
+            &self.cost,
+            &self.gpu_hours,
+        ] {
+            f.clear();
+        }
+        let (mut active, mut waiting) = (0, 0);
+        let mut reasons: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut phases: std::collections::BTreeMap<&str, u64> = Default::default();
+        for j in &s.jobs {
+            *phases.entry(j.phase.as_str()).or_default() += 1;
+            if j.phase != "Pending" {
+                continue;
+            }
+            match j.reasons.first().filter(|r| !r.is_empty()) {
+                None => active += 1,
+                Some(r) => {
+                    waiting += 1;
+                    *reasons.entry(reason_class(r)).or_default() += 1;
+                }
+            }
+        }
+        let set = |f: &G, l: Labels, v: f64| {
+            f.get_or_create(&l).set(v);
+        };
+        set(
+            &self.pending_pods,
+            vec![("queue", "active".into())],
+            active as f64,
+        );
+        set(
+            &self.pending_pods,
+            vec![("queue", "unschedulable".into())],
+            waiting as f64,
+        );
+        let mut by_count: Vec<(String, u64)> = reasons.into_iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut other = 0;
+        for (i, (r, n)) in by_count.into_iter().enumerate() {
+            if i < MAX_REASONS {
+                set(&self.pending_reasons, vec![("reason", r)], n as f64);
+            } else {
+                other += n;
+            }
+        }
+        if other > 0 {
+            set(
+                &self.pending_reasons,
+                vec![("reason", "other".into())],
+                other as f64,
+            );
+        }
+        for (p, n) in phases {
+            set(&self.jobs, vec![("phase", p.to_string())], n as f64);
+        }
+        let mut gpus: std::collections::BTreeMap<(String, String, &str), u64> = Default::default();
+        for n in &s.nodes {
+            let node_down = n.condition != "Ready" || n.cordoned;
+            for g in &n.gpus {
+                let state = if node_down || g.cordoned || g.health != "Healthy" {
+                    "down"
+                } else if !g.holders.is_empty() || g.mem_allocated > 0 {
+                    "allocated"
+                } else {
+                    "idle"
+                };
+                *gpus
+                    .entry((n.pool.clone(), g.model.clone(), state))
+                    .or_default() += 1;
+            }
+        }
+        for ((pool, model, state), n) in gpus {
+            set(
+                &self.gpus,
+                vec![("pool", pool), ("model", model), ("state", state.into())],
+                n as f64,
+            );
+        }
+        self.fragmented.set(s.metrics.fragmented_gpus);
+        for q in &s.quotas {
+            let l = |kind: &str| {
+                vec![
+                    ("project", q.project.clone()),
+                    ("pool", q.pool.clone()),
+                    ("kind", kind.to_string()),
+                ]
+            };
+            set(&self.quota, l("used"), q.used.gpu_milli as f64 / 1000.0);
+            set(
+                &self.quota,
+                l("reserved"),
+                q.reserved.gpu_milli as f64 / 1000.0,
+            );
+            if let Some(m) = q.max.gpu_milli {
+                set(&self.quota, l("max"), m as f64 / 1000.0);
+            }
+        }
+        for p in &s.costs.projects {
+            let l = vec![("project", p.project.clone())];
+            set(&self.cost, l.clone(), p.cost);
+            set(&self.gpu_hours, l, p.gpu_hours);
+        }
+    }
+
+    /// One engine step took `d`.
+    pub fn step(&self, d: Duration) {
+        self.step.observe(d.as_secs_f64());
+    }
+
+    /// A write to the state file (`events`, `checkpoint`, `command`) took `d`.
+    pub fn write(&self, what: &'static str, d: Duration) {
+        self.writes
+            .get_or_create(&vec![("what", what.to_string())])
+            .observe(d.as_secs_f64());
+    }
+
+    /// A question (`explain`, `what_if`) took `d`.
+    pub fn question(&self, what: &'static str, d: Duration) {
+        self.questions
+            .get_or_create(&vec![("what", what.to_string())])
+            .observe(d.as_secs_f64());
+    }
+
+    /// The metrics as Prometheus text (OpenMetrics).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("encoding to a String does not fail");
+        out
+    }
+}
+
+/// A Pending job's reason as a label: its words up to the first number, colon or
+/// parenthesis (`insufficient free GPUs`, `can never run as asked`, `waiting behind
+/// job/...` becomes `waiting behind job`), at most 60 characters.
+pub fn reason_class(r: &str) -> String {
+    let cut = r
+        .find(|c: char| c.is_ascii_digit() || matches!(c, ':' | '(' | ',' | ';' | '/'))
+        .unwrap_or(r.len());
+    let words: String = r[..cut].chars().take(60).collect();
+    let words = words.trim();
+    if words.is_empty() {
+        "other".into()
+    } else {
+        words.to_string()
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` for `handle`'s engine,
+/// on a thread of its own, bounded as the agent's server is.
+pub fn serve(
+    listener: std::net::TcpListener,
+    observe: Arc<Observe>,
+    handle: crate::engine::EngineHandle,
+) -> std::io::Result<()> {
+    use axum::http::{header, StatusCode};
+    use axum::routing::get;
+    listener.set_nonblocking(true)?;
+    let probe = move |ready: bool| {
+        let handle = handle.clone();
+        move || {
+            let handle = handle.clone();
+            async move {
+                // The engine thread answers (a question through its channel), within
+                // a probe's usual timeout.
+                let asked = tokio::task::spawn_blocking(move || handle.alive_within(PROBE_WITHIN));
+                match asked.await {
+                    Ok(Ok(v)) if v.status.fatal.is_none() => {
+                        let role = if v.status.leading {
+                            "leading"
+                        } else {
+                            "standing by"
+                        };
+                        (StatusCode::OK, format!("ok: {} {role}\n", v.status.kind))
+                    }
+                    Ok(Ok(v)) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("stopped: {}\n", v.status.fatal.clone().unwrap_or_default()),
+                    ),
+                    Ok(Err(e)) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("{} engine: {e}\n", if ready { "not ready:" } else { "no" }),
+                    ),
+                    Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+                }
+            }
+        }
+    };
+    let m = observe.clone();
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = m.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        m.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(probe(false)))
+        .route("/livez", get(probe(false)))
+        .route("/readyz", get(probe(true)));
+    std::thread::Builder::new()
+        .name("maar-metrics".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(target: "maar", "metrics server: {e}");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => {
+                        maar_agent::serve::serve(l, app, maar_agent::serve::Limits::default()).await
+                    }
+                    Err(e) => tracing::error!(target: "maar", "metrics server: {e}"),
+                }
+            });
+        })?;
+    Ok(())
+}
+
+/// How long a probe waits for the engine.
+const PROBE_WITHIN: Duration = Duration::from_secs(3);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_labelled_by_its_first_words() {
+        assert_eq!(
+            reason_class("insufficient free GPUs: 3 nodes have 1 free"),
+            "insufficient free GPUs"
+        );
+        assert_eq!(
+            reason_class("waiting behind job/ml/a (backfill is off)"),
+            "waiting behind job"
+        );
+        assert_eq!(reason_class("12 nodes are cordoned"), "other");
+    }
+}
