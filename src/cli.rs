@@ -916,7 +916,7 @@ fn metrics_listen(addr: Option<std::net::SocketAddr>) -> Result<Option<MetricsDo
 
 fn metrics_serve(m: Option<MetricsDoor>, handle: &engine::EngineHandle) -> Result<(), Failure> {
     if let Some((listener, observe)) = m {
-        crate::observe::serve(listener, observe, handle.clone()).map_err(|e| {
+        crate::metrics_server::serve(listener, observe, handle.clone()).map_err(|e| {
             handle.shutdown();
             Failure::No(format!("metrics server: {e}"))
         })?;

@@ -20,6 +20,7 @@ pub mod load;
 /// Local mode: the `maar-local` crate, a driver beside the demo and Kubernetes ones.
 pub use maar_local as local;
 pub mod logging;
+pub mod metrics_server;
 pub mod observe;
 pub mod out;
 pub mod output;

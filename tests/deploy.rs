@@ -240,12 +240,7 @@ fn the_expression_reader_finds_metrics_and_nothing_else() {
 fn served(text: &str) -> BTreeSet<String> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            l.split(|c| c == '{' || c == ' ')
-                .next()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
         .collect()
 }
 
