@@ -19,6 +19,7 @@ pub mod kube_api;
 pub mod load;
 /// Local mode: the `maar-local` crate, a driver beside the demo and Kubernetes ones.
 pub use maar_local as local;
+pub mod live_cli;
 pub mod logging;
 pub mod metrics_server;
 pub mod observe;
