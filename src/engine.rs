@@ -906,6 +906,12 @@ impl Engine {
                 "{what} needs the {need} role; {} {is} ({why})",
                 actor.user
             ))
+        } else if !self.driver.leading() {
+            // A maar standing by on another's Lease writes nothing to its cluster: a
+            // command applied here would be acknowledged and never in force.
+            Err(format!(
+                "{what}: this maar stands by (another maar holds the scheduler's Lease and schedules); nothing was done: act through the one leading"
+            ))
         } else {
             let began = Instant::now();
             let out = self

@@ -169,3 +169,83 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
     assert!(told.contains(&(1, "never")), "{told:?}");
     assert!(told.iter().all(|&(id, _)| id == 1), "{told:?}");
 }
+
+/// The bare driver of a maar standing by on another's Lease (or leading).
+struct Standby(bool);
+
+impl Driver for Standby {
+    fn kind(&self) -> &'static str {
+        "kube"
+    }
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        maar_scheduler::kit::Bare.advance(core, to)
+    }
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        maar_scheduler::kit::Bare.command(core, actor, command)
+    }
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(Standby(self.0))
+    }
+    fn leading(&self) -> bool {
+        self.0
+    }
+}
+
+/// A maar standing by writes nothing to its cluster, so it acknowledges no command
+/// (two replicas behind one Service: a command reaching the standby would be
+/// acknowledged and never in force). The same command is done by the one leading.
+#[test]
+fn a_maar_standing_by_refuses_commands_and_the_leader_does_them() {
+    let run = |leading: bool| {
+        let mut c = Cluster::new(SchedConfig::default());
+        c.add_node(Node::new(
+            "n1",
+            Default::default(),
+            8000,
+            64 << 30,
+            1 << 40,
+            vec![],
+        ));
+        let loaded = Loaded {
+            core: Core::new(c),
+            driver: Box::new(Standby(leading)),
+            meta: Meta {
+                backend: "kube".into(),
+                cluster: "test".into(),
+                scenario: None,
+                seed: None,
+                created: String::new(),
+            },
+            after_seq: 0,
+            replayed: 0,
+            note: None,
+        };
+        let handle = engine::start(
+            loaded,
+            None,
+            EngineOptions {
+                paused: true,
+                ..Default::default()
+            },
+        );
+        let r = handle.apply(
+            Actor::system("operator"),
+            Command::CordonNode { node: "n1".into() },
+        );
+        let v = handle.sync().unwrap();
+        handle.shutdown();
+        assert_eq!(v.status.leading, leading);
+        (r, v.snapshot.nodes[0].cordoned)
+    };
+    let (r, cordoned) = run(true);
+    assert!(r.is_ok(), "{r:?}");
+    assert!(cordoned);
+    let (r, cordoned) = run(false);
+    let why = r.expect_err("refused").to_string();
+    assert!(why.contains("this maar stands by"), "{why}");
+    assert!(why.contains("nothing was done"), "{why}");
+    assert!(!cordoned);
+}
