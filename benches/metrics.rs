@@ -24,7 +24,7 @@ fn metrics(c: &mut Criterion) {
         b.iter(|| o.encode())
     });
     c.bench_function("metrics/view_5000_nodes_50000_jobs", |b| {
-        b.iter(|| o.view_now(&snapshot, true))
+        b.iter(|| o.view(&snapshot, true))
     });
 }
 

@@ -21,9 +21,7 @@ pub use crate::args::{
 use crate::backend;
 use crate::engine::{self, EngineOptions, Refusal};
 pub use crate::failure::{kube_failure, Failure};
-use crate::live_cli::{
-    console_exit, headless_exit, metrics_listen, metrics_serve, run_kube, run_local,
-};
+use crate::live_cli::{console_theme, face, metrics_listen, metrics_serve, run_kube, run_local};
 pub use crate::live_cli::{KubeArgs, LiveArgs, LocalArgs};
 use crate::load::{load_manifest, load_scenario, scenario_text};
 use crate::out::{Out, WriteFailure};
@@ -535,14 +533,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             read_only,
             metrics,
         } => {
-            let theme = if headless {
-                None
-            } else {
-                Some(crate::console::theme::choose(theme.as_deref())?)
-            };
-            if !headless {
-                crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
-            }
+            let theme = console_theme(headless, theme.as_deref())?;
             let metrics = metrics_listen(metrics)?;
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
             let note = loaded.note.clone();
@@ -564,34 +555,21 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 crate::api::serve(&handle, &path, access);
             }
             metrics_serve(metrics, &handle)?;
-            let face = if read_only {
-                handle.capped(maar_scheduler::Role::Viewer)
-            } else {
-                handle.clone()
-            };
-            let r = match theme {
-                Some(theme) => console_exit(crate::console::run::run(face, mouse, theme, note)),
-                None => {
-                    let v = handle.view();
-                    let at = v
-                        .status
-                        .state
-                        .as_ref()
-                        .map(|p| format!(" on {}", p.display()))
-                        .unwrap_or_default();
-                    if let Some(n) = &note {
-                        o.put(&format!("maar: {n}\n"));
-                    }
-                    o.put(&format!(
-                        "maar: demo running headless{at} (pid {}), {speed}x; interrupt to stop\n",
-                        std::process::id()
-                    ));
-                    o.flush();
-                    headless_exit(&handle)
-                }
-            };
-            handle.shutdown();
-            r
+            let at = handle
+                .view()
+                .status
+                .state
+                .as_ref()
+                .map(|p| format!(" on {}", p.display()))
+                .unwrap_or_default();
+            let line = format!(
+                "{}maar: demo running headless{at} (pid {}), {speed}x; interrupt to stop\n",
+                note.as_ref()
+                    .map(|n| format!("maar: {n}\n"))
+                    .unwrap_or_default(),
+                std::process::id()
+            );
+            face(&handle, read_only, mouse, theme, note, &line, o)
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),

@@ -724,8 +724,9 @@ impl Engine {
                 self.publish();
             }
         }
+        let began = Instant::now();
         let ev = self.driver.stop(&mut self.core);
-        self.took(ev, Instant::now());
+        self.took(ev, began);
         self.checkpoint();
         if let Some(r) = &mut self.record {
             let _ = r.release();
@@ -910,7 +911,7 @@ impl Engine {
             // A maar standing by on another's Lease writes nothing to its cluster: a
             // command applied here would be acknowledged and never in force.
             Err(format!(
-                "{what}: this maar stands by (another maar holds the scheduler's Lease and schedules); nothing was done: act through the one leading"
+                "{what}: nothing was done: this maar stands by while another holds the scheduler's Lease and schedules; act through that one (its pod is the Lease's holder: `kubectl -n kube-system get lease maar-scheduler`)"
             ))
         } else {
             let began = Instant::now();

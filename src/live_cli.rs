@@ -1,7 +1,7 @@
 //! `maar local` and `maar kube`: a live cluster's engine started in real time and
 //! served (the console, or headless until a signal), with the options both share
 //! (`LiveArgs`: headless, logs, placement, read-only, mouse, theme, metrics); and the
-//! console's and a headless run's exit codes, which `maar demo` uses too.
+//! face (the console or a headless wait) and its exit code, which `maar demo` uses too.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,11 +108,8 @@ impl LiveArgs {
     fn start(&self) -> Result<Option<crate::console::theme::Theme>, Failure> {
         if self.headless {
             crate::logging::to_stderr(self.log_format);
-            return Ok(None);
         }
-        let theme = crate::console::theme::choose(self.theme.as_deref())?;
-        crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
-        Ok(Some(theme))
+        console_theme(self.headless, self.theme.as_deref())
     }
 
     fn live(
@@ -327,17 +324,48 @@ fn serve(
             return Err(e);
         }
     };
-    let face = if read_only {
-        handle.capped(maar_scheduler::Role::Viewer)
-    } else {
-        handle.clone()
-    };
+    face(&handle, read_only, mouse, theme, note, line, o)
+}
+
+/// Without `headless`: the console's theme chosen and the terminal checked (a bad
+/// theme or no terminal fails before anything starts); headless: no theme.
+pub(crate) fn console_theme(
+    headless: bool,
+    theme: Option<&str>,
+) -> Result<Option<crate::console::theme::Theme>, Failure> {
+    if headless {
+        return Ok(None);
+    }
+    let theme = crate::console::theme::choose(theme)?;
+    crate::console::run::check_terminal().map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok(Some(theme))
+}
+
+/// A started engine's face until it ends: the console (a viewer's with `read_only`)
+/// when there is a theme, else `line` printed and a headless wait for a signal; the
+/// engine is shut down after either.
+pub(crate) fn face(
+    handle: &engine::EngineHandle,
+    read_only: bool,
+    mouse: bool,
+    theme: Option<crate::console::theme::Theme>,
+    note: Option<String>,
+    line: &str,
+    o: &mut Out,
+) -> Result<i32, Failure> {
     let r = match theme {
-        Some(theme) => console_exit(crate::console::run::run(face, mouse, theme, note)),
+        Some(theme) => {
+            let face = if read_only {
+                handle.capped(maar_scheduler::Role::Viewer)
+            } else {
+                handle.clone()
+            };
+            console_exit(crate::console::run::run(face, mouse, theme, note))
+        }
         None => {
             o.put(line);
             o.flush();
-            headless_exit(&handle)
+            headless_exit(handle)
         }
     };
     handle.shutdown();
@@ -346,7 +374,7 @@ fn serve(
 
 /// How a console session ends, as an exit code: 0 on quit, 128 + a signal, 1 with the
 /// reason when its engine lost the state file.
-pub(crate) fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, Failure> {
+fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, Failure> {
     use crate::console::run::Ended;
     match r.map_err(|e| Failure::Usage(format!("console: {e}")))? {
         Ended::Quit => Ok(0),
@@ -357,7 +385,7 @@ pub(crate) fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Re
 
 /// A headless run until a stop signal (128 + it), or until its engine loses the state
 /// file (exit 1 with the reason).
-pub(crate) fn headless_exit(handle: &engine::EngineHandle) -> Result<i32, Failure> {
+fn headless_exit(handle: &engine::EngineHandle) -> Result<i32, Failure> {
     crate::console::run::wait_headless(handle)
         .map(|sig| 128 + sig)
         .map_err(Failure::No)

@@ -21,33 +21,32 @@ pub fn serve(
     use axum::http::{header, StatusCode};
     use axum::routing::get;
     listener.set_nonblocking(true)?;
-    let probe = move |ready: bool| {
+    // One answer for all three probes: the server starts only once the backend's
+    // first lists were read, so an engine that answers is also ready.
+    let probe = move || {
         let handle = handle.clone();
-        move || {
-            let handle = handle.clone();
-            async move {
-                // The engine thread answers (a question through its channel), within
-                // a probe's usual timeout.
-                let asked = tokio::task::spawn_blocking(move || handle.alive_within(PROBE_WITHIN));
-                match asked.await {
-                    Ok(Ok(v)) if v.status.fatal.is_none() => {
-                        let role = if v.status.leading {
-                            "leading"
-                        } else {
-                            "standing by"
-                        };
-                        (StatusCode::OK, format!("ok: {} {role}\n", v.status.kind))
-                    }
-                    Ok(Ok(v)) => (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("stopped: {}\n", v.status.fatal.clone().unwrap_or_default()),
-                    ),
-                    Ok(Err(e)) => (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("{} engine: {e}\n", if ready { "not ready:" } else { "no" }),
-                    ),
-                    Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+        async move {
+            // The engine thread answers (a question through its channel), within
+            // a probe's usual timeout.
+            let asked = tokio::task::spawn_blocking(move || handle.alive_within(PROBE_WITHIN));
+            match asked.await {
+                Ok(Ok(v)) if v.status.fatal.is_none() => {
+                    let role = if v.status.leading {
+                        "leading"
+                    } else {
+                        "standing by"
+                    };
+                    (StatusCode::OK, format!("ok: {} {role}\n", v.status.kind))
                 }
+                Ok(Ok(v)) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("stopped: {}\n", v.status.fatal.clone().unwrap_or_default()),
+                ),
+                Ok(Err(e)) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the engine did not answer: {e}\n"),
+                ),
+                Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
             }
         }
     };
@@ -68,9 +67,9 @@ pub fn serve(
                 }
             }),
         )
-        .route("/healthz", get(probe(false)))
-        .route("/livez", get(probe(false)))
-        .route("/readyz", get(probe(true)));
+        .route("/healthz", get(probe.clone()))
+        .route("/livez", get(probe.clone()))
+        .route("/readyz", get(probe));
     std::thread::Builder::new()
         .name("maar-metrics".into())
         .spawn(move || {

@@ -49,7 +49,6 @@ fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-    // A chunked body (axum's default for a String is a length): keep as is.
     Ok((status, body.to_string()))
 }
 

@@ -117,9 +117,6 @@ pub struct Attempts {
     pub cycles: u64,
     pub scheduled: u64,
     pub unschedulable: u64,
-    /// Preemptions decided, and the victims they evicted.
-    pub preemptions: u64,
-    pub victims: u64,
 }
 
 #[derive(Clone, Debug)]

@@ -1898,10 +1898,6 @@ impl Cluster {
             self.evict(v, reason, msg);
             report.preempted.push(v);
         }
-        if !self.quiet {
-            self.attempts.preemptions += 1;
-            self.attempts.victims += victims.len() as u64;
-        }
         let names: Vec<String> = victims.iter().map(|&v| self.job_ref(v)).collect();
         self.emit(
             Severity::Warning,
