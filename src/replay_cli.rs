@@ -154,8 +154,10 @@ pub fn run_all(nodes: &[TraceNode], pods: &[TracePod], cfgs: &[ReplayConfig]) ->
         .collect()
 }
 
-/// Published means at 100% arrival by policy, from the reference CSV.
-pub fn read_reference(path: &Path) -> Result<Vec<(Policy, f64)>, InputError> {
+/// Published means at 100% arrival by policy, from the reference CSV. A file of
+/// several workloads (the artifact's `analysis_allo_discrete.csv` holds all 17) is
+/// read for `workload` alone: the pod list's file name without `.csv`.
+pub fn read_reference(path: &Path, workload: &str) -> Result<Vec<(Policy, f64)>, InputError> {
     let file = path.display().to_string();
     let e = |line: Option<u64>, m: String| InputError {
         file: file.clone(),
@@ -177,10 +179,20 @@ pub fn read_reference(path: &Path) -> Result<Vec<(Policy, f64)>, InputError> {
         .iter()
         .position(|h| h == "100")
         .ok_or_else(|| e(Some(1), "missing column `100`".into()))?;
+    let wcol = headers.iter().position(|h| h == "workload");
+    let mut seen: Vec<String> = Vec::new();
     let mut sums: Vec<(Policy, f64, u32)> = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|x| e(x.position().map(|p| p.line()), x.to_string()))?;
         let line = rec.position().map(|p| p.line());
+        if let Some(w) = wcol.and_then(|c| rec.get(c)) {
+            if w != workload {
+                if !seen.iter().any(|s| s == w) && seen.len() < 40 {
+                    seen.push(w.to_string());
+                }
+                continue;
+            }
+        }
         let name = rec.get(pcol).unwrap_or("").to_ascii_lowercase();
         let name = name.split('-').next_back().unwrap_or("");
         let Some(policy) = Policy::parse(name) else {
@@ -202,6 +214,15 @@ pub fn read_reference(path: &Path) -> Result<Vec<(Policy, f64)>, InputError> {
             }
             None => sums.push((policy, v, 1)),
         }
+    }
+    if sums.is_empty() && !seen.is_empty() {
+        return Err(e(
+            None,
+            format!(
+                "no results for workload `{workload}` (the pod list's name); the file has {}",
+                seen.join(", ")
+            ),
+        ));
     }
     Ok(sums
         .into_iter()
@@ -299,7 +320,16 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     }
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
-    let reference = a.reference.as_deref().map(read_reference).transpose()?;
+    let workload = a
+        .pods
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let reference = a
+        .reference
+        .as_deref()
+        .map(|r| read_reference(r, &workload))
+        .transpose()?;
     let cfg = |policy, seed| ReplayConfig {
         policy,
         seed,
@@ -402,4 +432,36 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_of_many_workloads_is_read_for_the_pod_lists_own() {
+        let dir = std::env::temp_dir().join(format!("maar-reference-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("analysis_allo_discrete.csv");
+        std::fs::write(
+            &f,
+            "workload,sc_policy,tune,seed,total_gpus,99,100\n\
+             openb_pod_list_default,06-FGD,1.3,42,6212,90,95.0\n\
+             openb_pod_list_default,06-FGD,1.3,43,6212,90,96.0\n\
+             openb_pod_list_multigpu30,06-FGD,1.3,42,6212,80,81.0\n\
+             openb_pod_list_multigpu30,01-Random,1.3,42,6212,70,71.0\n",
+        )
+        .unwrap();
+        let got = read_reference(&f, "openb_pod_list_default").unwrap();
+        assert_eq!(got, vec![(Policy::Fgd, 95.5)]);
+        let got = read_reference(&f, "openb_pod_list_multigpu30").unwrap();
+        assert_eq!(got, vec![(Policy::Fgd, 81.0), (Policy::Random, 71.0)]);
+        let err = read_reference(&f, "mine").unwrap_err().to_string();
+        assert!(
+            err.contains("no results for workload `mine`")
+                && err.contains("openb_pod_list_multigpu30"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

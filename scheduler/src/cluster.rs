@@ -182,6 +182,13 @@ pub struct Cluster {
     /// (pool, model id, free whole GPUs, node): candidate generation for placement.
     pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
+    /// By node: when its first running job is expected to end (`u64::MAX`: none with
+    /// an estimate), once a backfill reservation asked; forgotten whenever the node's
+    /// jobs or one of their ends change. A cache: a reservation otherwise reads every
+    /// job on every node.
+    pub(crate) first_end: Vec<std::cell::Cell<Option<u64>>>,
+    /// Jobs' asks, interned (a cycle tells shapes apart by number).
+    pub(crate) asks: crate::shape::AsksTable,
     /// By model id: the most memory of a card on any node indexed under the model
     /// (never lowered): a request for more per card need not look at the model's nodes.
     pub(crate) model_max_mem: Vec<u64>,
@@ -205,8 +212,8 @@ pub struct Cluster {
     /// takes its jobs' latest start).
     pub(crate) last_start: Option<u64>,
     /// A copy run ahead by a forecast: its cycles place jobs but do not word the
-    /// reasons of those they cannot (nobody reads them; the first line is most of a
-    /// cycle's cost when few jobs can start).
+    /// reasons of those they cannot, emit no events, keep no bill and note no touched
+    /// placements (nobody reads them; wording them was most of a forward run's cost).
     pub(crate) quiet: bool,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
@@ -326,6 +333,8 @@ impl Cluster {
             project_gen: Vec::new(),
             index: BTreeSet::new(),
             index_key: Vec::new(),
+            first_end: Vec::new(),
+            asks: Default::default(),
             model_max_mem: Vec::new(),
             node_by_name: HashMap::new(),
             job_by_name: HashMap::new(),
@@ -378,6 +387,7 @@ impl Cluster {
         self.nodes.push(node);
         self.account_node(id, true);
         self.index_key.push((NO_POOL, 0, 0, id));
+        self.first_end.push(Default::default());
         self.summaries.push(NodeSummary::default());
         self.reindex(id);
         id
@@ -464,8 +474,51 @@ impl Cluster {
             .map(|i| i as u16)
     }
 
+    /// When node `n`'s first running job is expected to end (`u64::MAX`: none with
+    /// an estimate), from the cache where it holds.
+    pub(crate) fn first_end(&self, n: NodeId) -> u64 {
+        let cell = self.first_end.get(n as usize);
+        let cached = cell.and_then(|c| c.get());
+        if let (Some(t), false) = (cached, cfg!(debug_assertions)) {
+            return t;
+        }
+        let t = self.nodes[n as usize]
+            .jobs
+            .iter()
+            .map(|&v| {
+                let j = &self.jobs[v as usize];
+                match (j.started, j.remaining_s) {
+                    (Some(s), Some(r)) => s + r,
+                    _ => u64::MAX,
+                }
+            })
+            .min()
+            .unwrap_or(u64::MAX);
+        debug_assert!(
+            cached.is_none_or(|c| c == t),
+            "node {n}'s cached first end went stale"
+        );
+        if let Some(c) = cell {
+            c.set(Some(t));
+        }
+        t
+    }
+
+    /// A job's expected end changed (it started, or its estimate was set): its nodes'
+    /// first ends are read again.
+    pub(crate) fn forget_first_ends(&self, id: JobId) {
+        for p in &self.jobs[id as usize].placements {
+            if let Some(c) = self.first_end.get(p.node as usize) {
+                c.set(None);
+            }
+        }
+    }
+
     /// Recomputes a node's key in the free-GPU index after any change to it.
     pub(crate) fn reindex(&mut self, id: NodeId) {
+        if let Some(e) = self.first_end.get(id as usize) {
+            e.set(None);
+        }
         let node = &self.nodes[id as usize];
         let g = node.sched_gpus();
         self.summaries[id as usize] = NodeSummary {
@@ -641,6 +694,10 @@ impl Cluster {
         let reason = reason.into();
         let seq = self.next_event;
         self.next_event += 1;
+        // A forecast's copy: nobody reads its events.
+        if self.quiet {
+            return;
+        }
         match reason.as_ref() {
             "Preempted" | "Reclaimed" => self.totals_ever.preemptions += 1,
             "OOMKilled" => self.totals_ever.oom_kills += 1,
@@ -674,7 +731,7 @@ impl Cluster {
 
     /// Notes that a job's placements are about to change (first change only).
     fn touch(&mut self, id: JobId) {
-        if self.touched_ids.insert(id) {
+        if !self.quiet && self.touched_ids.insert(id) {
             let before = self.jobs[id as usize].placements.clone();
             self.touched.push((id, before));
         }
@@ -704,6 +761,10 @@ impl Cluster {
 
     /// Adds the GPU time a running job used since its last accrual to its project's bill.
     pub(crate) fn accrue(&mut self, id: JobId) {
+        // A forecast's copy keeps no bill.
+        if self.quiet {
+            return;
+        }
         let now = self.now;
         let j = &self.jobs[id as usize];
         let since = j.accrued_at;
@@ -780,6 +841,7 @@ impl Cluster {
             aged: 0,
             peak_pct: 0,
             spec,
+            asks: Default::default(),
         });
         self.job_by_name.insert(key, id);
         self.pending_insert(id);
@@ -958,6 +1020,7 @@ impl Cluster {
                     .insert((j.rank(), std::cmp::Reverse(now), id));
                 *self.running_base.entry(j.spec.priority).or_default() += 1;
                 self.last_start = Some(now);
+                self.forget_first_ends(id);
             }
             Phase::Restarting => {
                 self.restarting.insert(id);
@@ -978,6 +1041,10 @@ impl Cluster {
 
     /// Drops the oldest ended jobs beyond the retention from memory.
     fn prune_ended(&mut self) {
+        // A forecast's copy is dropped whole.
+        if self.quiet {
+            return;
+        }
         while self.ended.len() > self.config.retain_ended {
             let Some(old) = self.ended.pop_front() else {
                 break;
@@ -1146,6 +1213,9 @@ impl Cluster {
             Phase::Failed
         };
         self.set_phase(id, phase);
+        if self.quiet {
+            return;
+        }
         self.jobs[id as usize].reason = reason.into();
         let (sev, r) = if success {
             (Severity::Normal, "Completed")

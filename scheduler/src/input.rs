@@ -847,6 +847,7 @@ impl Cluster {
         let j = &mut self.jobs[id as usize];
         j.remaining_s = j.spec.est_runtime_s;
         j.reason = "".into();
+        self.forget_first_ends(id);
         let _ = self.confirm_bind(id);
         let on: Vec<String> = self.jobs[id as usize]
             .placements

@@ -49,6 +49,7 @@ pub mod replay;
 pub mod rules;
 pub mod runtimes;
 pub mod schedule;
+pub(crate) mod shape;
 pub mod verbs;
 pub mod verdict;
 pub mod whatif;

@@ -669,6 +669,40 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// A training job of one replica with `gpus` whole cards of any model, 1 CPU and
+    /// 1 GiB of memory each card (at least one of each), medium priority, no estimate:
+    /// what tests and tools start from before setting the fields they care about.
+    pub fn train(name: &str, project: &str, pool: &str, gpus: u32) -> JobSpec {
+        let per = u64::from(gpus.max(1));
+        JobSpec {
+            name: name.to_string(),
+            project: project.to_string(),
+            pool: pool.to_string(),
+            kind: JobKind::Train,
+            priority: PRIORITY_MEDIUM,
+            replicas: 1,
+            gpu: GpuRequest {
+                count: gpus,
+                memory_per_card: None,
+                models: Vec::new(),
+                shared: false,
+                milli: None,
+                vendor: None,
+                resource: None,
+            },
+            cpu_milli: 1000 * per,
+            memory: per << 30,
+            disk: 0,
+            affinity: Affinity::Any,
+            restart: RestartPolicy::Never,
+            est_runtime_s: None,
+            image: String::new(),
+            command: Vec::new(),
+            node_selector: BTreeMap::new(),
+            rules: Default::default(),
+        }
+    }
+
     /// Per-replica GPU milli on one card.
     pub fn milli_per_card(&self, card_memory: u64) -> u32 {
         if !self.gpu.shared {
@@ -858,6 +892,25 @@ pub struct Job {
     /// request (telemetry): what right-sizing reads when the run ends well.
     #[serde(default, skip_serializing_if = "is_zero_u")]
     pub peak_pct: u32,
+    /// The number its asks were interned under (derived: never stored, never
+    /// compared; see `shape.rs`).
+    #[serde(skip)]
+    pub asks: AsksCache,
+}
+
+/// A job's asks number in the cluster's table of asks, valid while `epoch` is the
+/// table's. Two jobs are equal whatever their caches say.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AsksCache {
+    pub(crate) epoch: u32,
+    pub(crate) id: u32,
+    pub(crate) looks_at_pods: bool,
+}
+
+impl PartialEq for AsksCache {
+    fn eq(&self, _: &AsksCache) -> bool {
+        true
+    }
 }
 
 fn is_zero_u(x: &u32) -> bool {

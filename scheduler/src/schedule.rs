@@ -12,10 +12,10 @@ use serde::Serialize;
 use crate::cluster::Cluster;
 use crate::event::Severity;
 use crate::fit::{fit, fit_except, split, Except, NodeReason};
-use crate::fxhash::FxHashMap;
 use crate::model::*;
 use crate::placement::{self, Shape};
 use crate::quantity::fmt_duration;
+use crate::shape::{ShapeKey, ShapeMap};
 
 /// The quota decision for a job, with the numbers behind it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -85,118 +85,6 @@ pub(crate) struct Reservation {
     /// When it is expected to fit (None: not known, e.g. no runtime estimates).
     pub until: Option<u64>,
     pub nodes: Vec<NodeId>,
-}
-
-/// What makes two queued jobs equal for placement in one cycle. The allowed models
-/// are in the key as a hash; [`ShapeMap`] compares the lists themselves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct ShapeKey {
-    pool: Option<PoolId>,
-    count: u32,
-    mem: Option<u64>,
-    models: u64,
-    shared: bool,
-    milli: Option<u32>,
-    cpu: u64,
-    memory: u64,
-    disk: u64,
-    affinity: Affinity,
-    replicas: u32,
-    avoid: bool,
-}
-
-fn shape_key(j: &Job, replicas: u32, avoid: bool) -> ShapeKey {
-    use std::hash::{Hash, Hasher};
-    let s = &j.spec;
-    let mut h = crate::fxhash::FxHasher::default();
-    s.gpu.models.hash(&mut h);
-    // Everything else `fit` reads of the job: a job refused for its selector, vendor,
-    // device or Kubernetes rules says nothing of another that lacks them.
-    s.node_selector.hash(&mut h);
-    s.gpu.vendor.hash(&mut h);
-    s.gpu.resource.hash(&mut h);
-    s.rules.hash(&mut h);
-    ShapeKey {
-        pool: j.pool,
-        count: s.gpu.count,
-        mem: s.gpu.memory_per_card,
-        models: h.finish(),
-        shared: s.gpu.shared,
-        milli: s.gpu.milli,
-        cpu: s.cpu_milli,
-        memory: s.memory,
-        disk: s.disk,
-        affinity: s.affinity,
-        replicas,
-        avoid,
-    }
-}
-
-/// What a job asks of a node beyond its shape: compared in full where the shape key
-/// holds only a hash of it.
-#[derive(Clone, PartialEq)]
-struct Asks {
-    models: Vec<String>,
-    node_selector: BTreeMap<String, String>,
-    vendor: Option<String>,
-    resource: Option<String>,
-    rules: crate::rules::PodRules,
-}
-
-impl Asks {
-    fn of(s: &JobSpec) -> Asks {
-        Asks {
-            models: s.gpu.models.clone(),
-            node_selector: s.node_selector.clone(),
-            vendor: s.gpu.vendor.clone(),
-            resource: s.gpu.resource.clone(),
-            rules: s.rules.clone(),
-        }
-    }
-    fn same(&self, s: &JobSpec) -> bool {
-        self.models == s.gpu.models
-            && self.node_selector == s.node_selector
-            && self.vendor == s.gpu.vendor
-            && self.resource == s.gpu.resource
-            && self.rules == s.rules
-    }
-}
-
-/// A per-cycle map by job shape: looking up costs no allocation, and jobs whose asks
-/// merely hash alike are told apart. An answer for a job whose pod-level rules (pod
-/// affinity, spread, host ports) read what is placed holds only while nothing was
-/// placed or taken back since (`gen`: the cluster's usage generation).
-struct ShapeMap<V> {
-    map: FxHashMap<ShapeKey, Vec<(Asks, u64, V)>>,
-}
-
-impl<V> ShapeMap<V> {
-    fn new() -> Self {
-        ShapeMap {
-            map: FxHashMap::default(),
-        }
-    }
-    fn get(&self, k: &ShapeKey, spec: &JobSpec, gen: u64) -> Option<&V> {
-        let placed = spec.rules.looks_at_pods();
-        self.map
-            .get(k)?
-            .iter()
-            .find(|(a, g, _)| a.same(spec) && (!placed || *g == gen))
-            .map(|(_, _, v)| v)
-    }
-    fn insert(&mut self, k: ShapeKey, spec: &JobSpec, gen: u64, v: V) {
-        let bucket = self.map.entry(k).or_default();
-        match bucket.iter_mut().find(|(a, _, _)| a.same(spec)) {
-            Some(e) => {
-                e.1 = gen;
-                e.2 = v;
-            }
-            None => bucket.push((Asks::of(spec), gen, v)),
-        }
-    }
-    fn clear(&mut self) {
-        self.map.clear();
-    }
 }
 
 /// Adds a placement's usage to a node (shared by real allocation and what-if copies).
@@ -1102,15 +990,21 @@ impl Cluster {
             // Nodes that could take the job at all. When a constraint leaves few of
             // them, look only at their jobs; otherwise walk the preference index,
             // which usually stops at its first entry.
-            let compatible: Vec<NodeId> = pools
-                .iter()
-                .flat_map(|&(p, _)| self.pool_nodes(p))
-                .filter(|&n| statically_fits(&self.nodes[n as usize], spec))
-                .collect();
             let total: usize = pools
                 .iter()
                 .map(|&(p, _)| self.pool_members[p as usize].len())
                 .sum();
+            // Only whether they are few matters once they are not: the count stops
+            // at a quarter.
+            let mut compatible: Vec<NodeId> = Vec::new();
+            for n in pools.iter().flat_map(|&(p, _)| self.pool_nodes(p)) {
+                if compatible.len() * 4 >= total {
+                    break;
+                }
+                if statically_fits(&self.nodes[n as usize], spec) {
+                    compatible.push(n);
+                }
+            }
             let single = |v: JobId, n: NodeId| {
                 let node = &self.nodes[n as usize];
                 let ex = self.except_on(n, std::slice::from_ref(&v));
@@ -1319,18 +1213,7 @@ impl Cluster {
             .candidate_pools(j.pool)
             .iter()
             .flat_map(|&(pool, _)| self.pool_nodes(pool))
-            .map(|n| {
-                let first = self.nodes[n as usize]
-                    .jobs
-                    .iter()
-                    .map(|&v| {
-                        self.expected_end(&self.jobs[v as usize])
-                            .unwrap_or(u64::MAX)
-                    })
-                    .min()
-                    .unwrap_or(u64::MAX);
-                (first, n)
-            })
+            .map(|n| (self.first_end(n), n))
             .collect();
         order.sort_unstable();
         // `found` is kept in order (end, node) as it grows.
@@ -1443,6 +1326,10 @@ impl Cluster {
         let mut queue = self.cycle_queue();
         let mut failed: ShapeMap<Reason> = ShapeMap::new();
         let mut no_victims: ShapeMap<i64> = ShapeMap::new();
+        // Runtime bounds by asks and estimate (what the slowest card accepted makes of
+        // the estimate: the same for every job that asks alike, all cycle long).
+        let mut bounds: crate::fxhash::FxHashMap<(u32, u32, Option<u64>), Option<u64>> =
+            Default::default();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         let constrained = self.constrained_nodes();
@@ -1459,8 +1346,12 @@ impl Cluster {
             };
             last = Some(item);
             let (id, scale_up) = (item.3, item.4);
-            // Evictions earlier in this cycle may have changed the job.
-            let phase = self.jobs[id as usize].phase;
+            // Evictions earlier in this cycle may have changed the job. (What the rest
+            // reads of it, read at once: a long queue's cost is mostly these lookups.)
+            let (phase, pool, est, asks) = {
+                let j = &mut self.jobs[id as usize];
+                (j.phase, j.pool, j.spec.est_runtime_s, self.asks.intern(j))
+            };
             if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
                 continue;
             }
@@ -1487,17 +1378,16 @@ impl Cluster {
                 }
                 continue;
             }
+            let looks = asks.looks_at_pods;
             // Where it lands is not known yet: the slowest card it accepts bounds it.
-            let fits_before = |c: &Cluster, r: &Reservation| match (
-                r.until,
-                c.runtime_bound(&c.jobs[id as usize].spec),
-            ) {
-                (Some(t), Some(rt)) => c.now + rt <= t,
-                _ => false,
-            };
-            let use_avoid = reservation.as_ref().is_some_and(|r| !fits_before(self, r));
-            let key = shape_key(&self.jobs[id as usize], replicas, use_avoid);
-            if let Some(r) = failed.get(&key, &self.jobs[id as usize].spec, self.usage_gen) {
+            let use_avoid = reservation.as_ref().is_some_and(|r| {
+                let bound = *bounds
+                    .entry((asks.epoch, asks.id, est))
+                    .or_insert_with(|| self.runtime_bound(&self.jobs[id as usize].spec));
+                !matches!((r.until, bound), (Some(t), Some(rt)) if self.now + rt <= t)
+            });
+            let key = ShapeKey::new(pool, asks, replicas, use_avoid);
+            if let Some(r) = failed.get(&key, looks, self.usage_gen) {
                 if !scale_up {
                     let r = r.clone();
                     self.set_reason(id, &r);
@@ -1536,13 +1426,13 @@ impl Cluster {
                 // Evictions never give a job of this shape new victims in this cycle.
                 let prio = self.effective_priority(&self.jobs[id as usize]);
                 if no_victims
-                    .get(&key, &self.jobs[id as usize].spec, self.usage_gen)
+                    .get(&key, looks, self.usage_gen)
                     .is_some_and(|&p| p >= prio)
                 {
                     break;
                 }
                 let Some(victims) = self.find_victims(id, want, !verdict.borrowing) else {
-                    no_victims.insert(key, &self.jobs[id as usize].spec, self.usage_gen, prio);
+                    no_victims.insert(key, self.usage_gen, prio);
                     break;
                 };
                 self.evict_for(id, &victims, &mut report);
@@ -1566,7 +1456,11 @@ impl Cluster {
                     continue;
                 }
                 let borrowing = self.above_reserved(id);
-                let summary = self.placement_summary(id, before);
+                let summary = if self.quiet {
+                    String::new()
+                } else {
+                    self.placement_summary(id, before)
+                };
                 if scale_up {
                     if borrowing {
                         self.jobs[id as usize].borrowed = true;
@@ -1589,18 +1483,22 @@ impl Cluster {
                         .est_runtime_s
                         .map(|r| Cluster::scaled_runtime(r, speed));
                     j.borrowed = borrowing;
+                    self.forget_first_ends(id);
+                    let j = &mut self.jobs[id as usize];
                     j.reason = "".into();
-                    let wait = self.wait_s(&self.jobs[id as usize]);
-                    self.emit(
-                        Severity::Normal,
-                        "Scheduled",
-                        self.job_ref(id),
-                        format!(
-                            "placed on {summary} after {}{}",
-                            fmt_duration(wait),
-                            if borrowing { " (borrowing quota)" } else { "" }
-                        ),
-                    );
+                    if !self.quiet {
+                        let wait = self.wait_s(&self.jobs[id as usize]);
+                        self.emit(
+                            Severity::Normal,
+                            "Scheduled",
+                            self.job_ref(id),
+                            format!(
+                                "placed on {summary} after {}{}",
+                                fmt_duration(wait),
+                                if borrowing { " (borrowing quota)" } else { "" }
+                            ),
+                        );
+                    }
                     report.started.push(id);
                 }
                 continue;
@@ -1618,12 +1516,7 @@ impl Cluster {
                 self.headline(id, if scale_up { 1 } else { replicas })
             };
             let reason: Reason = reason.into();
-            failed.insert(
-                key,
-                &self.jobs[id as usize].spec,
-                self.usage_gen,
-                reason.clone(),
-            );
+            failed.insert(key, self.usage_gen, reason.clone());
             if !scale_up {
                 self.jobs[id as usize].reason = reason;
                 if reservation.is_none() {
