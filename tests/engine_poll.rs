@@ -43,33 +43,7 @@ impl Driver for Live {
         if self.said.swap(true, Ordering::SeqCst) {
             return Vec::new();
         }
-        let spec = JobSpec {
-            name: "new".into(),
-            project: "ml".into(),
-            pool: "train".into(),
-            kind: JobKind::Train,
-            priority: PRIORITY_MEDIUM,
-            replicas: 1,
-            gpu: GpuRequest {
-                count: 1,
-                memory_per_card: None,
-                models: vec![],
-                shared: false,
-                milli: None,
-                vendor: None,
-                resource: None,
-            },
-            cpu_milli: 1000,
-            memory: 1 << 30,
-            disk: 0,
-            affinity: Affinity::Any,
-            restart: RestartPolicy::Never,
-            est_runtime_s: None,
-            image: String::new(),
-            command: Vec::new(),
-            node_selector: Default::default(),
-            rules: Default::default(),
-        };
+        let spec = JobSpec::train("new", "ml", "train", 1);
         // And one that asks more cards than any node has.
         let mut never = spec.clone();
         never.name = "never".into();

@@ -478,33 +478,8 @@ mod tests {
                 s
             };
             let spec_of = |name: String, rnd: &mut dyn FnMut(u64) -> u64, rules: bool| {
-                let mut spec = JobSpec {
-                    name,
-                    project: pick(rnd(3), &["ml", "ml", "ops"]),
-                    pool: "train".into(),
-                    kind: JobKind::Train,
-                    priority: PRIORITY_MEDIUM,
-                    replicas: 1,
-                    gpu: GpuRequest {
-                        count: 1,
-                        memory_per_card: None,
-                        models: vec![],
-                        shared: false,
-                        milli: None,
-                        vendor: None,
-                        resource: None,
-                    },
-                    cpu_milli: 1000,
-                    memory: 1 << 30,
-                    disk: 0,
-                    affinity: Affinity::Any,
-                    restart: RestartPolicy::Never,
-                    est_runtime_s: None,
-                    image: String::new(),
-                    command: Vec::new(),
-                    node_selector: Default::default(),
-                    rules: Default::default(),
-                };
+                let project = pick(rnd(3), &["ml", "ml", "ops"]);
+                let mut spec = JobSpec::train(&name, &project, "train", 1);
                 for key in ["app", "tier"] {
                     if rnd(3) > 0 {
                         spec.rules

@@ -669,11 +669,10 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
-    /// A training job of one replica with `gpus` whole cards of any model, 1 CPU and
-    /// 1 GiB of memory each card (at least one of each), medium priority, no estimate:
-    /// what tests and tools start from before setting the fields they care about.
+    /// A training job of one replica with `gpus` whole cards of any model, 1 CPU, 1 GiB
+    /// of memory, medium priority, no estimate: what tests and tools start from before
+    /// setting the fields they care about.
     pub fn train(name: &str, project: &str, pool: &str, gpus: u32) -> JobSpec {
-        let per = u64::from(gpus.max(1));
         JobSpec {
             name: name.to_string(),
             project: project.to_string(),
@@ -690,8 +689,8 @@ impl JobSpec {
                 vendor: None,
                 resource: None,
             },
-            cpu_milli: 1000 * per,
-            memory: per << 30,
+            cpu_milli: 1000,
+            memory: 1 << 30,
             disk: 0,
             affinity: Affinity::Any,
             restart: RestartPolicy::Never,

@@ -64,31 +64,10 @@ fn cluster(nodes: Vec<Node>, projects: &[(&str, u32, Option<u32>)]) -> Cluster {
 
 fn job(name: &str, project: &str, gpus: u32, prio: i32, runtime: Option<u64>) -> JobSpec {
     JobSpec {
-        name: name.into(),
-        project: project.into(),
-        pool: "train".into(),
-        kind: JobKind::Train,
         priority: prio,
-        replicas: 1,
-        gpu: GpuRequest {
-            count: gpus,
-            memory_per_card: None,
-            models: vec![],
-            shared: false,
-            milli: None,
-            vendor: None,
-            resource: None,
-        },
-        cpu_milli: 1000,
-        memory: 1 << 30,
-        disk: 0,
         affinity: Affinity::SameNode,
-        restart: RestartPolicy::Never,
         est_runtime_s: runtime,
-        image: String::new(),
-        command: Vec::new(),
-        node_selector: Default::default(),
-        rules: Default::default(),
+        ..JobSpec::train(name, project, "train", gpus)
     }
 }
 

@@ -50,31 +50,8 @@ fn core(nodes: &[(&str, u32)]) -> Core {
 
 fn job(name: &str, gpus: u32) -> JobSpec {
     JobSpec {
-        name: name.into(),
-        project: "ml".into(),
-        pool: "train".into(),
-        kind: JobKind::Train,
-        priority: PRIORITY_MEDIUM,
-        replicas: 1,
-        gpu: GpuRequest {
-            count: gpus,
-            memory_per_card: None,
-            models: vec![],
-            shared: false,
-            milli: None,
-            vendor: None,
-            resource: None,
-        },
-        cpu_milli: 1000,
-        memory: 1 << 30,
-        disk: 0,
-        affinity: Affinity::Any,
-        restart: RestartPolicy::Never,
         est_runtime_s: Some(600),
-        image: String::new(),
-        command: Vec::new(),
-        node_selector: Default::default(),
-        rules: Default::default(),
+        ..JobSpec::train(name, "ml", "train", gpus)
     }
 }
 
