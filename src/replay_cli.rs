@@ -219,7 +219,9 @@ pub fn read_reference(path: &Path, workload: &str) -> Result<Vec<(Policy, f64)>,
         return Err(e(
             None,
             format!(
-                "no results for workload `{workload}` (the pod list's name); the file has {}",
+                "no results for workload `{workload}` (the pod list's file name without .csv); \
+                 the file has results for {}: give the pod list of one of those, or leave \
+                 out --reference",
                 seen.join(", ")
             ),
         ));

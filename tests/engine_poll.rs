@@ -10,6 +10,34 @@ use maar::engine::{self, EngineOptions};
 use maar::record::Meta;
 use maar_scheduler::*;
 
+/// An engine on `core` and `driver` with no record, at speed 1.
+fn start(core: Core, driver: Box<dyn Driver>, paused: bool) -> engine::EngineHandle {
+    let backend = driver.kind().to_string();
+    let loaded = Loaded {
+        core,
+        driver,
+        meta: Meta {
+            backend,
+            cluster: "test".into(),
+            scenario: None,
+            seed: None,
+            created: String::new(),
+        },
+        after_seq: 0,
+        replayed: 0,
+        note: None,
+    };
+    engine::start(
+        loaded,
+        None,
+        EngineOptions {
+            speed: 1.0,
+            paused,
+            ..Default::default()
+        },
+    )
+}
+
 /// The bare driver, with a world that says "a job appeared" once when polled.
 struct Live {
     polls: Arc<AtomicUsize>,
@@ -98,33 +126,12 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
     }));
     let polls = Arc::new(AtomicUsize::new(0));
     let told = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let loaded = Loaded {
-        core,
-        driver: Box::new(Live {
-            polls: polls.clone(),
-            said: Arc::new(AtomicBool::new(false)),
-            told: told.clone(),
-        }),
-        meta: Meta {
-            backend: "live".into(),
-            cluster: "test".into(),
-            scenario: None,
-            seed: None,
-            created: String::new(),
-        },
-        after_seq: 0,
-        replayed: 0,
-        note: None,
+    let driver = Live {
+        polls: polls.clone(),
+        said: Arc::new(AtomicBool::new(false)),
+        told: told.clone(),
     };
-    let handle = engine::start(
-        loaded,
-        None,
-        EngineOptions {
-            speed: 1.0,
-            paused: false,
-            ..Default::default()
-        },
-    );
+    let handle = start(core, Box::new(driver), false);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let v = handle.sync().unwrap();
     handle.shutdown();
@@ -183,28 +190,7 @@ fn a_maar_standing_by_refuses_commands_and_the_leader_does_them() {
             1 << 40,
             vec![],
         ));
-        let loaded = Loaded {
-            core: Core::new(c),
-            driver: Box::new(Standby(leading)),
-            meta: Meta {
-                backend: "kube".into(),
-                cluster: "test".into(),
-                scenario: None,
-                seed: None,
-                created: String::new(),
-            },
-            after_seq: 0,
-            replayed: 0,
-            note: None,
-        };
-        let handle = engine::start(
-            loaded,
-            None,
-            EngineOptions {
-                paused: true,
-                ..Default::default()
-            },
-        );
+        let handle = start(Core::new(c), Box::new(Standby(leading)), true);
         let r = handle.apply(
             Actor::system("operator"),
             Command::CordonNode { node: "n1".into() },

@@ -1911,35 +1911,14 @@ mod tests {
             }
             let spec =
                 |name: String, gpus: u32, replicas: u32, same: bool, rt: Option<u64>| JobSpec {
-                    name,
-                    project: "p".into(),
-                    pool: "train".into(),
-                    kind: JobKind::Train,
-                    priority: PRIORITY_MEDIUM,
                     replicas,
-                    gpu: GpuRequest {
-                        count: gpus,
-                        memory_per_card: None,
-                        models: vec![],
-                        shared: false,
-                        milli: None,
-                        vendor: None,
-                        resource: None,
-                    },
-                    cpu_milli: 1000,
-                    memory: 1 << 30,
-                    disk: 0,
                     affinity: if same {
                         Affinity::SameNode
                     } else {
                         Affinity::Any
                     },
-                    restart: RestartPolicy::Never,
                     est_runtime_s: rt,
-                    image: String::new(),
-                    command: Vec::new(),
-                    node_selector: Default::default(),
-                    rules: Default::default(),
+                    ..JobSpec::train(&name, "p", "train", gpus)
                 };
             for k in 0..(5 + rnd(20)) {
                 // Few distinct ends, so ties between nodes are common.
