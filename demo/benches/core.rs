@@ -191,9 +191,110 @@ fn forecast(c: &mut Criterion) {
     g.finish();
 }
 
+/// One cycle over 5,000 single-GPU pods written as Kubernetes holds them, on 1,000
+/// nodes of 8 GPUs in zones z1-z3 (every 10th tainted `dedicated=team-a:NoSchedule`):
+/// a third of the pods carry one rule each in turn (a toleration for the taint, a
+/// required node affinity to zones z1-z2, a zone spread of skew 1), as workload B of
+/// the Kubernetes runs (BENCHMARKS.md) with `--split`.
+fn pod_rules(c: &mut Criterion) {
+    use maar_scheduler::rules::{Taint, TaintEffect};
+    use maar_scheduler::*;
+    let mut base = Cluster::new(SchedConfig::default());
+    base.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    for i in 0..1_000 {
+        let name = format!("gpu-node-{i}");
+        let labels = [
+            (LABEL_ROLE.to_string(), "train".to_string()),
+            (LABEL_MODEL.to_string(), "a100".to_string()),
+            (LABEL_COUNT.to_string(), "8".to_string()),
+            (
+                "topology.kubernetes.io/zone".to_string(),
+                format!("z{}", i % 3 + 1),
+            ),
+            ("kubernetes.io/hostname".to_string(), name.clone()),
+        ]
+        .into();
+        let cards = (0..8)
+            .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
+            .collect();
+        let mut n = Node::new(name, labels, 64_000, 512 << 30, 1 << 40, cards);
+        if i % 10 == 0 {
+            n.taints.push(Taint {
+                key: "dedicated".into(),
+                value: "team-a".into(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
+        base.add_node(n);
+    }
+    base.add_project(Project {
+        name: "bench".into(),
+        department: "d".into(),
+        quotas: [(0, Quota::default())].into(),
+    });
+    for i in 0..5_000 {
+        let rule = match (i % 3 == 0).then_some((i / 3) % 3) {
+            Some(0) => serde_json::json!({"tolerations": [{
+                "key": "dedicated", "operator": "Equal", "value": "team-a", "effect": "NoSchedule"}]}),
+            Some(1) => serde_json::json!({"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                    "matchExpressions": [{"key": "topology.kubernetes.io/zone",
+                        "operator": "In", "values": ["z1", "z2"]}]}]}}}}),
+            Some(_) => serde_json::json!({"topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "spread"}}}]}),
+            None => serde_json::json!({}),
+        };
+        let mut spec = serde_json::json!({"containers": [{"name": "main", "image": "img",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]});
+        for (k, v) in rule.as_object().cloned().unwrap_or_default() {
+            spec[k] = v;
+        }
+        let spread = i % 3 == 0 && (i / 3) % 3 == 2;
+        let pod: maar_scheduler::manifest::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("p{i}"), "namespace": "bench",
+                "labels": if spread { serde_json::json!({"app": "spread"}) } else { serde_json::json!({}) },
+                "annotations": {"crater.ai/pool": "train"}},
+            "spec": spec,
+        }))
+        .expect("a pod");
+        base.submit(pod.to_job_spec().expect("a job"))
+            .expect("submitted");
+    }
+    let mut g = c.benchmark_group("rules");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.throughput(Throughput::Elements(5_000));
+    g.bench_function("1000_nodes_5000_pods_b_split", |b| {
+        b.iter_batched(
+            || base.clone(),
+            |mut c| {
+                // Cycles until every pod is placed (a spread pod may wait a cycle for
+                // the others of its cycle).
+                let mut cycles = 0;
+                while c.pending_jobs().next().is_some() {
+                    c.schedule();
+                    cycles += 1;
+                    assert!(cycles <= 20, "every pod placed within 20 cycles");
+                }
+                c
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     forecast,
+    pod_rules,
     placements,
     explain,
     what_if,

@@ -206,6 +206,8 @@ pub struct Cluster {
     pub(crate) anti: BTreeSet<JobId>,
     /// Held jobs by their pods' labels (what the pod-level rules' selectors look up).
     pub(crate) by_label: crate::rules::LabelIndex,
+    /// Nodes' topology domains, as the spread constraints ask for them (a cache).
+    pub(crate) topology: std::cell::RefCell<crate::topology::Topology>,
     /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
     pub runtimes: crate::runtimes::Runtimes,
     /// When a job last started (derived: not kept in checkpoints; a restored cluster
@@ -343,6 +345,7 @@ impl Cluster {
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
             by_label: Default::default(),
+            topology: Default::default(),
             attempts: Attempts::default(),
             runtimes: Default::default(),
             last_start: None,

@@ -14,6 +14,7 @@ use crate::cluster::Cluster;
 use crate::fit::NodeReason;
 use crate::model::*;
 use crate::rules::PodAffinityTerm;
+use crate::topology::domain;
 
 /// The placed pods as the pod-level rules of one job see them. Each rule remembers
 /// which jobs make it bind, so that a question with some jobs taken as gone (the
@@ -71,10 +72,6 @@ fn node_doms<'a>(node: &'a Node, spec: &JobSpec, d: &mut Doms<'a>) {
             .iter()
             .map(|c| eligible.then(|| domain(node, &c.topology_key)).flatten()),
     );
-}
-
-fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.labels().get(key).map(String::as_str)
 }
 
 fn push_once(v: &mut Vec<JobId>, id: JobId) {
@@ -161,17 +158,11 @@ impl Cluster {
         // affinity (kube-scheduler's nodeAffinityPolicy: Honor): each counts for the
         // spread, with no pod in it too.
         if !r.spread.is_empty() {
-            for node in self.nodes.iter() {
-                if !crate::fit::node_selected(node, spec) {
-                    continue;
-                }
-                for (i, c) in r.spread.iter().enumerate() {
-                    if let Some(val) = domain(node, &c.topology_key) {
-                        if !spread[i].0.contains_key(val) {
-                            spread[i].0.insert(val.to_string(), 0);
-                        }
-                    }
-                }
+            let mut topo = self.topology.borrow_mut();
+            for (i, c) in r.spread.iter().enumerate() {
+                topo.picked_domains(&self.nodes, &c.topology_key, spec, |val| {
+                    spread[i].0.insert(val.to_string(), 0);
+                });
             }
         }
         // One placed job's pods (`count` of them) on a node of domains `d`.

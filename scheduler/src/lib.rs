@@ -50,6 +50,7 @@ pub mod rules;
 pub mod runtimes;
 pub mod schedule;
 pub(crate) mod shape;
+pub(crate) mod topology;
 pub mod verbs;
 pub mod verdict;
 pub mod whatif;

@@ -335,6 +335,9 @@ impl From<NodeData> for Node {
     }
 }
 
+/// Bumped by every [`Node::set_labels`] (see [`Node::labels_generation`]).
+static LABELS_GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl Node {
     /// A Ready, uncordoned node with nothing placed on it.
     pub fn new(
@@ -369,6 +372,13 @@ impl Node {
         n
     }
 
+    /// Changes each time any node's labels are set, in any cluster: what is derived
+    /// from nodes' labels and cached (the pod rules' topology domains) is kept while it
+    /// stays the same.
+    pub fn labels_generation() -> u64 {
+        LABELS_GEN.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn labels(&self) -> &BTreeMap<String, String> {
         &self.labels
     }
@@ -376,6 +386,7 @@ impl Node {
     /// Replaces the labels. (Within a cluster, use `Cluster::relabel_node`, which also
     /// moves the node between pools.)
     pub fn set_labels(&mut self, labels: BTreeMap<String, String>) {
+        LABELS_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.vendor_label = labels.get(LABEL_VENDOR).map(|v| v.to_lowercase().into());
         self.gpu_label = match (labels.get(LABEL_MODEL), labels.contains_key(LABEL_COUNT)) {
             (Some(m), true) => Some(m.to_lowercase().into()),

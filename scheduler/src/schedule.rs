@@ -651,7 +651,24 @@ impl Cluster {
             return None;
         }
         let view = self.pod_rules_view(spec);
-        let skip = |n: NodeId| exclude.contains(&n) || avoid.contains(&n);
+        // Nodes to pass over, as a bit set once there are more than a few: the nodes
+        // that constrained jobs need can be most of a large pool, and every candidate
+        // is checked.
+        let off: Option<Vec<u64>> = (exclude.len() + avoid.len() > 16).then(|| {
+            let mut m = vec![0u64; self.nodes.len().div_ceil(64)];
+            for &n in exclude.iter().chain(avoid) {
+                if let Some(w) = m.get_mut(n as usize / 64) {
+                    *w |= 1 << (n % 64);
+                }
+            }
+            m
+        });
+        let skip = |n: NodeId| match &off {
+            Some(m) => m
+                .get(n as usize / 64)
+                .is_some_and(|w| w >> (n % 64) & 1 == 1),
+            None => exclude.contains(&n) || avoid.contains(&n),
+        };
         let try_node = |n: NodeId| -> Option<Placement> {
             if skip(n) {
                 return None;

@@ -1,0 +1,120 @@
+//! Nodes' topology domains (the values of a label key such as
+//! `topology.kubernetes.io/zone`), as the pod-level rules ask for them: a cache the
+//! cluster keeps, below the rules that read it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::model::{JobSpec, Node};
+
+/// The node's value of the topology key `key`, if it has one.
+pub(crate) fn domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.labels().get(key).map(String::as_str)
+}
+
+/// The domains of each topology key a spread constraint asked for, per node, and the
+/// domains of the nodes a job's node selector and node affinity pick: what a spread
+/// constraint counts (every domain it could go to, with no pod in it too). Asked for
+/// every spread pod, this walked every node's labels each time; now once, while no
+/// node's labels change and no node joins ([`Node::labels_generation`]). In debug
+/// builds every answer is checked against a fresh walk.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Topology {
+    /// The labels generation and node count the keys were read at.
+    stamp: (u64, usize),
+    keys: HashMap<String, TopoKey>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct TopoKey {
+    /// Per node: its domain, as an index into `names`.
+    of: Vec<Option<u32>>,
+    names: Vec<String>,
+    /// By (node selector, node affinity): the domains of the nodes they pick.
+    picked: Vec<(Selection, Vec<u32>)>,
+}
+
+type Selection = (
+    BTreeMap<String, String>,
+    Option<Vec<crate::rules::NodeSelectorTerm>>,
+);
+
+/// At most this many selections are kept per key (then forgotten all at once).
+const PICKED_KEPT: usize = 64;
+
+impl Topology {
+    /// The domains of `key` among the nodes the job could go to by its node selector
+    /// and node affinity, for `each` in turn.
+    pub(crate) fn picked_domains(
+        &mut self,
+        nodes: &[Node],
+        key: &str,
+        spec: &JobSpec,
+        mut each: impl FnMut(&str),
+    ) {
+        let stamp = (Node::labels_generation(), nodes.len());
+        if self.stamp != stamp {
+            self.keys.clear();
+            self.stamp = stamp;
+        }
+        let k = self.keys.entry(key.to_string()).or_insert_with(|| {
+            let mut ids: HashMap<&str, u32> = HashMap::new();
+            let mut names = Vec::new();
+            let of = nodes
+                .iter()
+                .map(|n| {
+                    domain(n, key).map(|v| {
+                        *ids.entry(v).or_insert_with(|| {
+                            names.push(v.to_string());
+                            names.len() as u32 - 1
+                        })
+                    })
+                })
+                .collect();
+            TopoKey {
+                of,
+                names,
+                picked: Vec::new(),
+            }
+        });
+        let r = &spec.rules;
+        let found = k
+            .picked
+            .iter()
+            .position(|((sel, aff), _)| *sel == spec.node_selector && *aff == r.node_affinity);
+        let at = match found {
+            Some(at) => at,
+            None => {
+                let mut seen = vec![false; k.names.len()];
+                for (node, d) in nodes.iter().zip(&k.of) {
+                    if let Some(d) = d {
+                        if !seen[*d as usize] && crate::fit::node_selected(node, spec) {
+                            seen[*d as usize] = true;
+                        }
+                    }
+                }
+                let doms = (0..seen.len() as u32)
+                    .filter(|&d| seen[d as usize])
+                    .collect();
+                if k.picked.len() >= PICKED_KEPT {
+                    k.picked.clear();
+                }
+                k.picked
+                    .push(((spec.node_selector.clone(), r.node_affinity.clone()), doms));
+                k.picked.len() - 1
+            }
+        };
+        let names = &k.names;
+        let doms = &k.picked[at].1;
+        #[cfg(debug_assertions)]
+        {
+            let mine: BTreeSet<&str> = doms.iter().map(|&d| names[d as usize].as_str()).collect();
+            let fresh: BTreeSet<&str> = nodes
+                .iter()
+                .filter(|n| crate::fit::node_selected(n, spec))
+                .filter_map(|n| domain(n, key))
+                .collect();
+            debug_assert_eq!(mine, fresh, "cached topology domains of {key}");
+        }
+        doms.iter().for_each(|&d| each(&names[d as usize]));
+    }
+}
