@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use maar_scheduler::manifest::SpecError;
 use maar_scheduler::model::{Gpu, JobSpec, Node, LABEL_MEMORY, LABEL_MODEL};
 use maar_scheduler::quantity::{parse_bytes, parse_cpu_milli};
@@ -111,15 +112,34 @@ pub fn pod_state(p: &KPod) -> PodState {
 /// The pod as maar's job: read through the manifests' own `Pod` (one place for the
 /// request rules).
 pub fn job_of(p: &KPod) -> Result<JobSpec, SpecError> {
-    let v = serde_json::to_value(p).map_err(|e| SpecError {
-        field: "pod".into(),
-        message: e.to_string(),
-    })?;
-    let pod: maar_scheduler::manifest::Pod = serde_json::from_value(v).map_err(|e| SpecError {
-        field: "spec".into(),
-        message: e.to_string(),
-    })?;
-    pod.to_job_spec()
+    let text = match &p.spec {
+        Some(s) => Some(serde_json::to_string(s).map_err(|e| SpecError {
+            field: "spec".into(),
+            message: e.to_string(),
+        })?),
+        None => None,
+    };
+    job_of_text(&p.metadata, text.as_deref())
+}
+
+/// The job of a pod of `meta` whose spec is the JSON `spec` (as the API server sent
+/// it): the spec is read straight into the manifests' `PodSpec`.
+pub fn job_of_text(meta: &ObjectMeta, spec: Option<&str>) -> Result<JobSpec, SpecError> {
+    let spec: maar_scheduler::manifest::PodSpec = serde_json::from_str(spec.unwrap_or("null"))
+        .map_err(|e| SpecError {
+            field: "spec".into(),
+            message: e.to_string(),
+        })?;
+    maar_scheduler::manifest::Pod {
+        metadata: maar_scheduler::manifest::K8sMeta {
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+        },
+        spec,
+    }
+    .to_job_spec()
 }
 
 /// The node's labels.

@@ -213,6 +213,29 @@ impl PodSeen {
         read: &mut std::collections::HashSet<String>,
         scope: Option<&str>,
     ) -> PodSeen {
+        Self::seen(p, read, scope, || map::job_of(p))
+    }
+
+    /// As [`PodSeen::of_unless`], for a pod as the watch reads it (its job read from
+    /// the spec's text).
+    pub fn of_slim(
+        p: SlimPod,
+        read: &mut std::collections::HashSet<String>,
+        scope: Option<&str>,
+    ) -> PodSeen {
+        let text = p.spec_text.clone();
+        let pod = p.into_pod();
+        Self::seen(&pod, read, scope, || {
+            map::job_of_text(&pod.metadata, text.as_deref().map(|t| t.get()))
+        })
+    }
+
+    fn seen(
+        p: &KPod,
+        read: &mut std::collections::HashSet<String>,
+        scope: Option<&str>,
+        job: impl FnOnce() -> Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError>,
+    ) -> PodSeen {
         let ours = map::is_ours(p)
             && scope.is_none_or(|ns| p.metadata.namespace.as_deref().unwrap_or("default") == ns);
         let uid = p.metadata.uid.clone().unwrap_or_default();
@@ -238,7 +261,7 @@ impl PodSeen {
             state: map::pod_state(p),
             // maar's pods, and pods of other schedulers once bound (what they hold on
             // their node counts); once.
-            spec: first.then(|| map::job_of(p)),
+            spec: first.then(job),
             gpus: p
                 .metadata
                 .annotations
@@ -250,61 +273,61 @@ impl PodSeen {
     }
 }
 
-/// A pod as the watch reads it: only the fields maar reads (the `map` functions and
-/// the manifests' `Pod`). The rest (`managedFields` above all, volumes, env, probes,
-/// tolerations) is skipped unread: decoding whole pods was a good part of the CPU a
-/// watched pod cost. A test checks that a pod read so is seen as the whole pod is.
+/// A pod as the watch reads it: only the fields maar reads (the `map` functions and,
+/// once per pod, its job). The rest (`managedFields` above all, volumes, env, probes)
+/// is skipped unread: decoding whole pods was a good part of the CPU a watched pod
+/// cost. The spec is kept as the API server's text and read in full only for the
+/// pod's job ([`SlimPod::job`]; a pod changes several times on its way, and only its
+/// node changes in the spec); otherwise only who schedules it and its node are read.
+/// A test checks that a pod read so is seen as the whole pod is.
 #[derive(Clone, Debug, serde::Deserialize)]
+#[serde(try_from = "SlimRead")]
 pub struct SlimPod {
-    #[serde(deserialize_with = "slim_meta", default)]
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    #[serde(deserialize_with = "slim_spec", default)]
+    /// Its scheduler name and node only.
     pub spec: Option<k8s_openapi::api::core::v1::PodSpec>,
-    #[serde(deserialize_with = "slim_status", default)]
     pub status: Option<k8s_openapi::api::core::v1::PodStatus>,
+    spec_text: Option<Box<serde_json::value::RawValue>>,
 }
 
-/// The spec fields maar reads: who schedules it, its node, its node selector and its
-/// containers' requests (and the first one's image and command).
-#[derive(Default, serde::Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct SpecRead {
+#[derive(serde::Deserialize)]
+struct SlimRead {
+    #[serde(deserialize_with = "slim_meta", default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    spec: Option<Box<serde_json::value::RawValue>>,
+    #[serde(deserialize_with = "slim_status", default)]
+    status: Option<k8s_openapi::api::core::v1::PodStatus>,
+}
+
+/// The spec fields read on every change: who schedules the pod and its node.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecHead {
+    #[serde(default)]
     scheduler_name: Option<String>,
+    #[serde(default)]
     node_name: Option<String>,
-    node_selector: Option<BTreeMap<String, String>>,
-    containers: Vec<ContainerRead>,
-    // The rules kube-scheduler's filters read (rules.rs) and what counts in requests.
-    init_containers: Option<Vec<ContainerRead>>,
-    overhead: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-    tolerations: Option<Vec<k8s_openapi::api::core::v1::Toleration>>,
-    affinity: Option<k8s_openapi::api::core::v1::Affinity>,
-    topology_spread_constraints: Option<Vec<k8s_openapi::api::core::v1::TopologySpreadConstraint>>,
-    priority: Option<i32>,
-    priority_class_name: Option<String>,
 }
 
-#[derive(Default, serde::Deserialize)]
-#[serde(default)]
-struct ContainerRead {
-    name: String,
-    image: Option<String>,
-    command: Option<Vec<String>>,
-    args: Option<Vec<String>>,
-    resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
-    ports: Option<Vec<k8s_openapi::api::core::v1::ContainerPort>>,
-}
+impl TryFrom<SlimRead> for SlimPod {
+    type Error = serde_json::Error;
 
-impl ContainerRead {
-    fn container(self) -> k8s_openapi::api::core::v1::Container {
-        k8s_openapi::api::core::v1::Container {
-            name: self.name,
-            image: self.image,
-            command: self.command,
-            args: self.args,
-            resources: self.resources,
-            ports: self.ports,
-            ..Default::default()
-        }
+    fn try_from(r: SlimRead) -> Result<SlimPod, serde_json::Error> {
+        let head = match &r.spec {
+            Some(text) => Some(serde_json::from_str::<SpecHead>(text.get())?),
+            None => None,
+        };
+        Ok(SlimPod {
+            metadata: r.metadata,
+            spec: head.map(|h| k8s_openapi::api::core::v1::PodSpec {
+                scheduler_name: h.scheduler_name,
+                node_name: h.node_name,
+                ..Default::default()
+            }),
+            status: r.status,
+            spec_text: r.spec,
+        })
     }
 }
 
@@ -324,35 +347,6 @@ struct StatusRead {
 struct ContainerStatusRead {
     state: Option<k8s_openapi::api::core::v1::ContainerState>,
     last_state: Option<k8s_openapi::api::core::v1::ContainerState>,
-}
-
-fn slim_spec<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<k8s_openapi::api::core::v1::PodSpec>, D::Error> {
-    use k8s_openapi::api::core::v1::PodSpec;
-    let Some(s) = <Option<SpecRead> as serde::Deserialize>::deserialize(d)? else {
-        return Ok(None);
-    };
-    Ok(Some(PodSpec {
-        scheduler_name: s.scheduler_name,
-        node_name: s.node_name,
-        node_selector: s.node_selector,
-        containers: s
-            .containers
-            .into_iter()
-            .map(ContainerRead::container)
-            .collect(),
-        init_containers: s
-            .init_containers
-            .map(|cs| cs.into_iter().map(ContainerRead::container).collect()),
-        overhead: s.overhead,
-        tolerations: s.tolerations,
-        affinity: s.affinity,
-        topology_spread_constraints: s.topology_spread_constraints,
-        priority: s.priority,
-        priority_class_name: s.priority_class_name,
-        ..Default::default()
-    }))
 }
 
 fn slim_status<'de, D: serde::Deserializer<'de>>(
@@ -380,12 +374,23 @@ fn slim_status<'de, D: serde::Deserializer<'de>>(
 }
 
 impl SlimPod {
+    /// The pod, its spec cut to its scheduler name and node.
     pub fn into_pod(self) -> KPod {
         KPod {
             metadata: self.metadata,
             spec: self.spec,
             status: self.status,
         }
+    }
+
+    /// Its job, read from the spec as the API server sent it (see [`map::job_of`]).
+    pub fn job(&self) -> Result<maar_scheduler::JobSpec, maar_scheduler::manifest::SpecError> {
+        map::job_of_text(
+            &self.metadata,
+            self.spec_text
+                .as_deref()
+                .map(serde_json::value::RawValue::get),
+        )
     }
 }
 
@@ -921,22 +926,17 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
     spawn_watch(pods, "pods", None, tx.clone(), move |ev| match ev {
         watcher::Event::Delete(p) => {
             // Gone: its job is not read, and its uid is forgotten.
-            let p = p.into_pod();
             let uid = p.metadata.uid.clone().unwrap_or_default();
             read.remove(&uid);
             let mut skip = std::collections::HashSet::from([uid]);
-            Seen::Pod(Watched::Delete(Box::new(PodSeen::of_unless(
-                &p,
+            Seen::Pod(Watched::Delete(Box::new(PodSeen::of_slim(
+                p,
                 &mut skip,
                 scope.as_deref(),
             ))))
         }
         ev => Seen::Pod(forward(ev, |p| {
-            Box::new(PodSeen::of_unless(
-                &p.into_pod(),
-                &mut read,
-                scope.as_deref(),
-            ))
+            Box::new(PodSeen::of_slim(p, &mut read, scope.as_deref()))
         })),
     });
     for owner in Owner::ALL {

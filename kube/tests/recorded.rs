@@ -94,14 +94,18 @@ fn a_pod_read_slim_is_seen_as_the_whole_pod_is() {
         }]);
         let whole: KPod = serde_json::from_value(v.clone()).unwrap();
         assert!(whole.metadata.managed_fields.is_some());
-        let slim: SlimPod = serde_json::from_value(v).unwrap();
-        let slim = slim.into_pod();
-        assert!(slim.metadata.managed_fields.is_none(), "{f}");
+        // From the text, as the watch reads it.
+        let slim: SlimPod = serde_json::from_str(&v.to_string()).unwrap();
         assert_eq!(
             format!("{:?}", PodSeen::of(&whole)),
-            format!("{:?}", PodSeen::of(&slim)),
+            format!(
+                "{:?}",
+                PodSeen::of_slim(slim.clone(), &mut Default::default(), None)
+            ),
             "{f}"
         );
+        let slim = slim.into_pod();
+        assert!(slim.metadata.managed_fields.is_none(), "{f}");
         assert_eq!(
             slim.metadata.resource_version,
             whole.metadata.resource_version
@@ -118,15 +122,20 @@ fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
     ))
     .unwrap();
     let whole: KPod = serde_json::from_str(&text).unwrap();
-    let slim: SlimPod = serde_json::from_str(&text).unwrap();
-    let slim = slim.into_pod();
-    // What maar does not read is not kept.
+    let read: SlimPod = serde_json::from_str(&text).unwrap();
+    // Its job, read from the spec's text once, is the whole pod's: tolerations
+    // (TaintToleration) and requests alike.
+    let job = read.job().unwrap();
+    let whole_job = map::job_of(&whole).unwrap();
+    assert_eq!(format!("{job:?}"), format!("{whole_job:?}"));
+    assert!(!job.rules.tolerations.is_empty());
+    let seen = PodSeen::of_slim(read.clone(), &mut Default::default(), None);
+    let slim = read.into_pod();
+    // What maar does not read on every change is not kept.
     let spec = slim.spec.as_ref().unwrap();
     assert!(whole.spec.as_ref().unwrap().volumes.is_some());
-    assert!(spec.volumes.is_none());
-    // Tolerations are read (TaintToleration), as the whole pod has them.
-    assert_eq!(spec.tolerations, whole.spec.as_ref().unwrap().tolerations);
-    assert!(spec.containers.iter().all(|c| c.env.is_none()));
+    assert!(spec.volumes.is_none() && spec.tolerations.is_none());
+    assert!(spec.containers.is_empty());
     assert!(slim.metadata.managed_fields.is_none());
     for p in [&whole, &slim] {
         match map::pod_state(p) {
@@ -139,18 +148,14 @@ fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
             }
             other => panic!("{other:?}"),
         }
-        // Both containers' requests; the node selector's model; its node.
-        let job = map::job_of(p).unwrap();
-        assert_eq!(job.gpu.count, 2);
-        assert_eq!(job.cpu_milli, 8_500);
-        assert_eq!(job.memory, (32u64 << 30) + (256 << 20));
         assert_eq!(map::pod_node(p), Some("gpu-node-1"));
         assert!(map::is_ours(p));
     }
-    assert_eq!(
-        format!("{:?}", PodSeen::of(&whole)),
-        format!("{:?}", PodSeen::of(&slim))
-    );
+    // Both containers' requests; the node selector's model.
+    assert_eq!(job.gpu.count, 2);
+    assert_eq!(job.cpu_milli, 8_500);
+    assert_eq!(job.memory, (32u64 << 30) + (256 << 20));
+    assert_eq!(format!("{:?}", PodSeen::of(&whole)), format!("{seen:?}"));
 }
 
 #[test]
@@ -170,9 +175,7 @@ fn a_recorded_tainted_node_and_a_pod_with_rules_are_read_as_kube_scheduler_reads
     ))
     .unwrap();
     let slim: SlimPod = serde_json::from_str(&text).unwrap();
-    let slim = slim.into_pod();
-    for p in [&whole, &slim] {
-        let spec = map::job_of(p).unwrap();
+    for spec in [map::job_of(&whole).unwrap(), slim.job().unwrap()] {
         let r = &spec.rules;
         // PriorityClass team-critical (value 1000), set by the API server's admission.
         assert_eq!(spec.priority, 1000);

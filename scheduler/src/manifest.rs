@@ -590,11 +590,41 @@ pub struct K8sMeta {
 }
 
 /// A Kubernetes quantity: a number (`1`) or a string (`"48Gi"`, `"500m"`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug)]
 pub enum K8sQuantity {
     Number(f64),
     Text(String),
+}
+
+/// Read as whatever the document holds, number or string. Not `#[serde(untagged)]`:
+/// that buffers the value and builds an error for each variant that does not match,
+/// and every pod the Kubernetes watch delivers carries its requests as strings.
+impl<'de> Deserialize<'de> for K8sQuantity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Q;
+        impl Visitor<'_> for Q {
+            type Value = K8sQuantity;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a quantity: a number or a string such as \"48Gi\"")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<K8sQuantity, E> {
+                Ok(K8sQuantity::Number(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<K8sQuantity, E> {
+                Ok(K8sQuantity::Number(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<K8sQuantity, E> {
+                Ok(K8sQuantity::Number(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<K8sQuantity, E> {
+                Ok(K8sQuantity::Text(v.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<K8sQuantity, E> {
+                Ok(K8sQuantity::Text(v))
+            }
+        }
+        d.deserialize_any(Q)
+    }
 }
 
 impl K8sQuantity {
