@@ -41,6 +41,30 @@ type Selection = (
 /// At most this many selections are kept per key (then forgotten all at once).
 const PICKED_KEPT: usize = 64;
 
+impl TopoKey {
+    /// Every node's domain of `key`.
+    fn read(nodes: &[Node], key: &str) -> TopoKey {
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut names = Vec::new();
+        let of = nodes
+            .iter()
+            .map(|n| {
+                domain(n, key).map(|v| {
+                    *ids.entry(v).or_insert_with(|| {
+                        names.push(v.to_string());
+                        names.len() as u32 - 1
+                    })
+                })
+            })
+            .collect();
+        TopoKey {
+            of,
+            names,
+            picked: Vec::new(),
+        }
+    }
+}
+
 impl Topology {
     /// The domains of `key` among the nodes the job could go to by its node selector
     /// and node affinity, for `each` in turn.
@@ -56,26 +80,13 @@ impl Topology {
             self.keys.clear();
             self.stamp = stamp;
         }
-        let k = self.keys.entry(key.to_string()).or_insert_with(|| {
-            let mut ids: HashMap<&str, u32> = HashMap::new();
-            let mut names = Vec::new();
-            let of = nodes
-                .iter()
-                .map(|n| {
-                    domain(n, key).map(|v| {
-                        *ids.entry(v).or_insert_with(|| {
-                            names.push(v.to_string());
-                            names.len() as u32 - 1
-                        })
-                    })
-                })
-                .collect();
-            TopoKey {
-                of,
-                names,
-                picked: Vec::new(),
-            }
-        });
+        // (Looked up before an entry is made: nearly every call finds its key.)
+        if !self.keys.contains_key(key) {
+            self.keys.insert(key.to_string(), TopoKey::read(nodes, key));
+        }
+        let Some(k) = self.keys.get_mut(key) else {
+            return;
+        };
         let r = &spec.rules;
         let found = k
             .picked
