@@ -219,11 +219,12 @@ impl PodSeen {
     /// As [`PodSeen::of_unless`], for a pod as the watch reads it (its job read from
     /// the spec's text).
     pub fn of_slim(
-        p: SlimPod,
+        mut p: SlimPod,
         read: &mut std::collections::HashSet<String>,
         scope: Option<&str>,
     ) -> PodSeen {
-        let text = p.spec_text.clone();
+        // Taken, not copied: every watch event passes here.
+        let text = p.spec_text.take();
         let pod = p.into_pod();
         Self::seen(&pod, read, scope, || {
             map::job_of_text(&pod.metadata, text.as_deref().map(|t| t.get()))

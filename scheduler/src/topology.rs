@@ -129,3 +129,49 @@ impl Topology {
         doms.iter().for_each(|&d| each(&names[d as usize]));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, zone: &str) -> Node {
+        let labels = [("zone".to_string(), zone.to_string())].into();
+        Node::new(name, labels, 1000, 1 << 30, 0, Vec::new())
+    }
+
+    fn domains(t: &mut Topology, nodes: &[Node], spec: &JobSpec) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        t.picked_domains(nodes, "zone", spec, |d| {
+            out.insert(d.to_string());
+        });
+        out
+    }
+
+    #[test]
+    fn the_domains_follow_relabelled_and_new_nodes_and_the_selection() {
+        let mut nodes = vec![node("a", "z1"), node("b", "z2")];
+        let mut t = Topology::default();
+        let any = JobSpec::train("j", "p", "pool", 1);
+        assert_eq!(
+            domains(&mut t, &nodes, &any),
+            ["z1", "z2"].map(String::from).into()
+        );
+        // A node's labels changed: its old zone is gone, its new one counts.
+        nodes[1].set_labels([("zone".to_string(), "z3".to_string())].into());
+        assert_eq!(
+            domains(&mut t, &nodes, &any),
+            ["z1", "z3"].map(String::from).into()
+        );
+        // A node joined.
+        nodes.push(node("c", "z4"));
+        assert_eq!(domains(&mut t, &nodes, &any).len(), 3);
+        // Another selection, kept apart from the first.
+        let mut picky = any.clone();
+        picky.node_selector = [("zone".to_string(), "z4".to_string())].into();
+        assert_eq!(
+            domains(&mut t, &nodes, &picky),
+            ["z4"].map(String::from).into()
+        );
+        assert_eq!(domains(&mut t, &nodes, &any).len(), 3);
+    }
+}
