@@ -81,6 +81,10 @@ pub struct Observe {
     seen: Mutex<Attempts>,
     /// Evictions seen since the last `Preempting` event (one preemption's victims).
     victims_run: AtomicU64,
+    /// Held while a view resets and sets the gauges, and while a scrape encodes: a
+    /// scrape never reads a family cleared and not yet set again (a series missing
+    /// from one scrape is a gap in every dashboard and fires `absent()` alerts).
+    gauges: Mutex<()>,
 }
 
 impl std::fmt::Debug for Observe {
@@ -189,6 +193,7 @@ impl Observe {
             registry: Registry::default(),
             seen: Mutex::new(Attempts::default()),
             victims_run: AtomicU64::new(0),
+            gauges: Mutex::new(()),
         };
         Arc::new(Observe { registry: r, ..o })
     }
@@ -253,6 +258,7 @@ impl Observe {
     /// A published view: the gauges, set afresh from it (every view, so the last
     /// one published is what a scrape reads).
     pub fn view(&self, s: &Snapshot, leading: bool) {
+        let _whole = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
         self.leading.set(leading as i64);
         // Gauges are set afresh: a pool, model or project gone is gone from them.
         for f in [
@@ -394,6 +400,7 @@ impl Observe {
     /// The metrics as Prometheus text (OpenMetrics).
     pub fn encode(&self) -> String {
         let mut out = String::new();
+        let _whole = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
         encode(&mut out, &self.registry).expect("encoding to a String does not fail");
         out
     }
@@ -434,5 +441,34 @@ mod tests {
             "waiting behind job"
         );
         assert_eq!(reason_class("12 nodes are cordoned"), "other");
+    }
+
+    /// A scrape while views are published reads every series of the last whole view:
+    /// none is missing because a view had cleared its family and not yet set it.
+    #[test]
+    fn a_scrape_during_a_view_sees_every_series() {
+        let sc = crate::load::load_scenario(None).unwrap();
+        let mut sim = maar_demo::Demo::new(sc, None).unwrap();
+        sim.run_until(3600);
+        let snap = sim.cluster().snapshot();
+        assert!(!snap.costs.projects.is_empty() && !snap.jobs.is_empty());
+        let o = Observe::new();
+        o.view(&snap, true);
+        std::thread::scope(|s| {
+            let viewer = s.spawn(|| {
+                for _ in 0..300 {
+                    o.view(&snap, true);
+                    std::thread::yield_now();
+                }
+            });
+            let mut scrapes = 0;
+            while !viewer.is_finished() || scrapes == 0 {
+                let text = o.encode();
+                for family in ["maar_project_cost{", "maar_jobs{", "maar_quota_gpus{"] {
+                    assert!(text.contains(family), "{family} missing from a scrape");
+                }
+                scrapes += 1;
+            }
+        });
     }
 }
