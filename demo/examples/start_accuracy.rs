@@ -3,7 +3,7 @@
 //! jobs' ends (maar's: the job's own estimate, else the last two similar runs; the
 //! last-two average alone, Tsafrir et al.; the users' estimates alone), and compared
 //! with when it really started. A hit is a start within 20% of the wait, or within 10
-//! minutes. `cargo run --release -p maar-demo --example start_accuracy -- [SEED] [HOURS]`
+//! minutes. `cargo run --release -p maar-demo --example start_accuracy -- [SEED] [HOURS] [BATCH_PCT]`
 //! (figures in BENCHMARKS.md).
 
 use std::collections::BTreeMap;
@@ -15,6 +15,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let seed: Option<u64> = args.next().map(|a| a.parse().expect("a seed"));
     let hours: u64 = args.next().map(|a| a.parse().expect("hours")).unwrap_or(24);
+    // Ends batched within this share of the lead (percent), as `Reach::batch_pct`.
+    let batch_pct: u64 = args
+        .next()
+        .map(|a| a.parse().expect("a batch share in percent"))
+        .unwrap_or(Reach::default().batch_pct);
     let sc: maar_demo::Scenario = serde_saphyr::from_str(maar_demo::LAB_YAML).expect("the lab");
     let mut d = maar_demo::Demo::new(sc, seed).expect("the lab builds");
     let predictors = [
@@ -49,6 +54,7 @@ fn main() {
                 c.forecast(
                     Reach {
                         predictor: *p,
+                        batch_pct,
                         ..Reach::default()
                     },
                     None,

@@ -64,7 +64,7 @@ fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
         for s in &ex.suggestions {
             let what = format!("at {at}s, {name} (path proof: {path_only}): `{s}`");
             let resubmit = |f: &dyn Fn(&mut maar_scheduler::JobSpec)| {
-                let mut spec = j.spec.clone();
+                let mut spec = maar_scheduler::JobSpec::clone(&j.spec);
                 f(&mut spec);
                 spec.name = format!("{}-fix", spec.name);
                 let fixed = format!("{}/{}", spec.project, spec.name);

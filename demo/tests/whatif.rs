@@ -40,7 +40,7 @@ fn commands(d: &Demo) -> Vec<Command> {
             job: name(j),
             priority: PRIORITY_HIGH,
         });
-        let mut spec = j.spec.clone();
+        let mut spec = maar_scheduler::JobSpec::clone(&j.spec);
         spec.name = format!("{}-copy", spec.name);
         v.push(Command::Submit(Box::new(spec)));
     }

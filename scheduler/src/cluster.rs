@@ -182,6 +182,10 @@ pub struct Cluster {
     /// (pool, model id, free whole GPUs, node): candidate generation for placement.
     pub(crate) index: BTreeSet<(PoolId, u16, u32, NodeId)>,
     pub(crate) index_key: Vec<(PoolId, u16, u32, NodeId)>,
+    /// Idle whole GPUs per (pool, model id): the sum of the free counts in `index`,
+    /// kept as it changes (model pressure read it by walking every node of a model at
+    /// each placement).
+    pub(crate) idle_by_model: crate::fxhash::FxHashMap<(PoolId, u16), u64>,
     /// By node: when its first running job is expected to end (`u64::MAX`: none with
     /// an estimate), once a backfill reservation asked; forgotten whenever the node's
     /// jobs or one of their ends change. A cache: a reservation otherwise reads every
@@ -335,6 +339,7 @@ impl Cluster {
             project_gen: Vec::new(),
             index: BTreeSet::new(),
             index_key: Vec::new(),
+            idle_by_model: Default::default(),
             first_end: Vec::new(),
             asks: Default::default(),
             model_max_mem: Vec::new(),
@@ -567,13 +572,28 @@ impl Cluster {
         let m = &mut self.model_max_mem[mid as usize];
         *m = (*m).max(max_mem);
         let old = self.index_key[id as usize];
-        if old != key {
-            self.index.remove(&old);
-            self.index.insert(key);
-            self.index_key[id as usize] = key;
-        } else if !self.index.contains(&key) {
-            self.index.insert(key);
+        if old == key && self.index.contains(&key) {
+            return;
         }
+        if self.index.remove(&old) {
+            *self.idle_by_model.entry((old.0, old.1)).or_default() -= old.2 as u64;
+        }
+        if self.index.insert(key) {
+            *self.idle_by_model.entry((key.0, key.1)).or_default() += key.2 as u64;
+        }
+        self.index_key[id as usize] = key;
+        // (Checked where the walk is short: a large replay would walk a model's nodes
+        // at every placement, as pressure did.)
+        debug_assert!(
+            self.index.len() > 2048 || {
+                let walked: u64 = self
+                    .index
+                    .range((pool, mid, 0, 0)..=(pool, mid, u32::MAX, NodeId::MAX))
+                    .map(|k| k.2 as u64)
+                    .sum();
+                self.idle_by_model.get(&(pool, mid)).copied().unwrap_or(0) == walked
+            }
+        );
     }
 
     // ----- lookups ------------------------------------------------------------------
@@ -843,7 +863,7 @@ impl Cluster {
             evicted: None,
             aged: 0,
             peak_pct: 0,
-            spec,
+            spec: spec.into(),
             asks: Default::default(),
         });
         self.job_by_name.insert(key, id);

@@ -468,7 +468,7 @@ impl Cluster {
                     crate::cluster::running_base_remove(&mut self.running_base, old);
                     *self.running_base.entry(priority).or_default() += 1;
                 }
-                j.spec.priority = priority;
+                std::sync::Arc::make_mut(&mut j.spec).priority = priority;
                 if let Some(k) = self.pending.get_mut(&id) {
                     k.priority = priority;
                 }

@@ -828,7 +828,7 @@ impl Cluster {
         }
         let mut c = self.clone();
         let name = format!("{}/{}", j.spec.project, j.spec.name);
-        let mut s = spec.clone();
+        let mut s = JobSpec::clone(spec);
         s.name = format!("{}-explain-proof", spec.name);
         if let Some(p) = pool {
             s.pool = self.pools[p as usize].name.clone();
@@ -1830,7 +1830,7 @@ impl Cluster {
         // A smaller GPU count (proven: quota and nodes).
         if spec.gpu.count > 1 {
             for k in (1..spec.gpu.count).rev() {
-                let mut s = spec.clone();
+                let mut s = JobSpec::clone(spec);
                 s.gpu.count = k;
                 if self.resubmit_starts(j, &s, j.pool, replicas) {
                     out.push(format!(
@@ -1859,7 +1859,7 @@ impl Cluster {
                 .unwrap_or(0);
             // Only when memory is what stops it: asking what the free cards have starts it.
             if biggest > 0 && biggest < m {
-                let mut s = spec.clone();
+                let mut s = JobSpec::clone(spec);
                 s.gpu.memory_per_card = Some(biggest);
                 if self.resubmit_starts(j, &s, j.pool, replicas) {
                     out.push(format!(
@@ -1877,7 +1877,7 @@ impl Cluster {
             // A quarter above the peak, in whole Gi.
             let enough = (peak + peak / 4).div_ceil(GI).max(1) * GI;
             if peak > 0 && peak * 2 <= m && enough < m {
-                let mut s = spec.clone();
+                let mut s = JobSpec::clone(spec);
                 s.gpu.memory_per_card = Some(enough);
                 if self.resubmit_starts(j, &s, j.pool, replicas) {
                     out.push(format!(
@@ -1891,7 +1891,7 @@ impl Cluster {
             }
         }
         if !spec.gpu.models.is_empty() {
-            let mut s = spec.clone();
+            let mut s = JobSpec::clone(spec);
             s.gpu.models.clear();
             if self.resubmit_starts(j, &s, j.pool, replicas) {
                 out.push(format!(
@@ -2084,7 +2084,7 @@ impl Cluster {
             } else {
                 ("Equal", format!(", value: {}", t.value))
             };
-            let mut s = spec.clone();
+            let mut s = JobSpec::clone(spec);
             s.rules.tolerations.push(crate::rules::Toleration {
                 key: Some(t.key.clone()),
                 operator: Some(operator.into()),
@@ -2108,7 +2108,7 @@ impl Cluster {
                 out.push(format!("preemption would evict: {}", names.join(", ")));
             } else if spec.priority < PRIORITY_HIGH {
                 let mut hi = j.clone();
-                hi.spec.priority = PRIORITY_HIGH;
+                std::sync::Arc::make_mut(&mut hi.spec).priority = PRIORITY_HIGH;
                 if let Some(v) = self.find_victims_for(&hi, replicas, !quota.borrowing) {
                     let name = format!("{}/{}", spec.project, spec.name);
                     let change = [crate::Command::SetPriority {

@@ -83,6 +83,10 @@ pub struct Reach {
     pub horizon_s: u64,
     pub max_steps: usize,
     pub predictor: Predictor,
+    /// Ends within this share of how far ahead they are (percent; at least a minute)
+    /// are taken as one step: a start is never said earlier than the ends it waits
+    /// for, and at most this much later. Fewer steps, a quicker forecast.
+    pub batch_pct: u64,
 }
 
 impl Default for Reach {
@@ -91,6 +95,7 @@ impl Default for Reach {
             horizon_s: 14 * 86_400,
             max_steps: 1_024,
             predictor: Predictor::EstimateThenHistory,
+            batch_pct: 5,
         }
     }
 }
@@ -181,7 +186,12 @@ impl Cluster {
             }
         };
         step(&mut c, &mut ends, &mut out, Basis::Estimate, None);
-        let done = |out: &Forecast| job.is_some_and(|j| out.starts.contains_key(&j));
+        // Done when the job asked about has started, or every Pending job has: the
+        // ends after that change no start (nothing new is foreseen to arrive).
+        let done = |out: &Forecast| match job {
+            Some(j) => out.starts.contains_key(&j),
+            None => out.starts.len() == pending.len(),
+        };
         while !done(&out) && out.steps < reach.max_steps {
             let Some(Reverse((t, ..))) = ends.peek().copied() else {
                 break;
@@ -189,10 +199,10 @@ impl Cluster {
             if t > now.saturating_add(reach.horizon_s) {
                 break;
             }
-            // Ends close together are taken as one step: within a minute, or 2% of
-            // how far ahead they are (so a start is never said earlier than the ends
-            // it waits for, and at most that much later).
-            let quantum = 60u64.max((t - now) / 50);
+            // Ends close together are taken as one step: within a minute, or
+            // `batch_pct` of how far ahead they are (so a start is never said earlier
+            // than the ends it waits for, and at most that much later).
+            let quantum = 60u64.max((t - now) * reach.batch_pct.min(100) / 100);
             let mut batch = Vec::new();
             while let Some(&Reverse(e)) = ends.peek() {
                 if e.0 > t + quantum {

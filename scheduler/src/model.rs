@@ -852,7 +852,7 @@ pub struct Placement {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
-    pub spec: JobSpec,
+    pub spec: std::sync::Arc<JobSpec>,
     pub project: Option<ProjectId>,
     pub pool: Option<PoolId>,
     pub phase: Phase,

@@ -298,8 +298,7 @@ impl Cluster {
             .get(model as usize)
             .copied()
             .unwrap_or(0.0);
-        let range = (pool, model, 0u32, 0u32)..=(pool, model, u32::MAX, NodeId::MAX);
-        let idle: u64 = self.index.range(range).map(|k| k.2 as u64).sum();
+        let idle = self.idle_by_model.get(&(pool, model)).copied().unwrap_or(0);
         bound / (idle.max(1) * GPU_MILLI as u64) as f64
     }
 
@@ -920,8 +919,11 @@ impl Cluster {
             return lower && on_loan_here();
         }
         // Lower (aged) priority; or reclaim: borrowed quota in the same pool, or a
-        // loan on this pool's node.
-        lower || (within_reserved && v.borrowed && v.pool == j.pool) || on_loan_here()
+        // loan on this pool's node (a job on loan here is of another pool: asked only
+        // then, since the placements' walk is the dear part of a long search).
+        lower
+            || (within_reserved && v.borrowed && v.pool == j.pool)
+            || (v.pool != j.pool && on_loan_here())
     }
 
     /// The smallest set of running jobs whose eviction lets `replicas` replicas of `id`
@@ -1014,7 +1016,27 @@ impl Cluster {
             // Only whether they are few matters once they are not: the count stops
             // at a quarter.
             let mut compatible: Vec<NodeId> = Vec::new();
-            for n in pools.iter().flat_map(|&(p, _)| self.pool_nodes(p)) {
+            // A job that names its models looks only at nodes of those models (the
+            // free-GPU index holds each node once under its pool and model).
+            let scan: Box<dyn Iterator<Item = NodeId> + '_> =
+                if spec.gpu.count > 0 && !spec.gpu.models.is_empty() {
+                    let mids: Vec<u16> = spec
+                        .gpu
+                        .models
+                        .iter()
+                        .filter_map(|m| self.model_id_of(m))
+                        .collect();
+                    Box::new(pools.iter().flat_map(move |&(p, _)| {
+                        mids.clone().into_iter().flat_map(move |m| {
+                            self.index
+                                .range((p, m, 0, 0)..=(p, m, u32::MAX, NodeId::MAX))
+                                .map(|k| k.3)
+                        })
+                    }))
+                } else {
+                    Box::new(pools.iter().flat_map(|&(p, _)| self.pool_nodes(p)))
+                };
+            for n in scan {
                 if compatible.len() * 4 >= total {
                     break;
                 }
@@ -1558,6 +1580,11 @@ impl Cluster {
     /// Sets a job's one-line reason (shared, so a queue of jobs refused for one reason
     /// holds one copy and an unchanged reason costs nothing).
     fn set_reason(&mut self, id: JobId, why: &Reason) {
+        // A forecast's copy reads no reasons (only starts): a long queue's walk each
+        // cycle of the copy is spared the lookup.
+        if self.quiet {
+            return;
+        }
         let j = &mut self.jobs[id as usize];
         if !std::sync::Arc::ptr_eq(&j.reason, why) {
             j.reason = why.clone();

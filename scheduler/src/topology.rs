@@ -2,7 +2,7 @@
 //! `topology.kubernetes.io/zone`), as the pod-level rules ask for them: a cache the
 //! cluster keeps, below the rules that read it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{JobSpec, Node};
 
@@ -118,6 +118,7 @@ impl Topology {
         let doms = &k.picked[at].1;
         #[cfg(debug_assertions)]
         {
+            use std::collections::BTreeSet;
             let mine: BTreeSet<&str> = doms.iter().map(|&d| names[d as usize].as_str()).collect();
             let fresh: BTreeSet<&str> = nodes
                 .iter()
@@ -133,6 +134,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn node(name: &str, zone: &str) -> Node {
         let labels = [("zone".to_string(), zone.to_string())].into();

@@ -1023,3 +1023,94 @@ fn a_priority_beyond_the_limit_is_refused_by_the_core_whoever_sends_it() {
     assert_eq!(parse_priority("-1000000"), Ok(-1_000_000));
     assert!(parse_priority("1000001").is_err());
 }
+
+/// A Pending job's start is the end it waits for (never earlier), on the basis of the
+/// running job's own estimate; once every Pending job has a start the forward run
+/// stops (the later ends change no start).
+#[test]
+fn a_forecast_starts_a_job_at_the_end_it_waits_for_and_stops_when_all_have_started() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    c.submit(job("short", "p", 1, PRIORITY_MEDIUM, Some(1_000)))
+        .unwrap();
+    c.submit(job("long", "p", 1, PRIORITY_MEDIUM, Some(100_000)))
+        .unwrap();
+    c.schedule();
+    c.set_time(10);
+    c.submit(job("waits", "p", 1, PRIORITY_MEDIUM, Some(500)))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "waits"), Phase::Pending);
+    let f = c.forecast(forecast::Reach::default(), None);
+    let s = &f.starts[&c.job_id("waits").unwrap()];
+    assert_eq!(s.at, Some(1_000), "it starts when `short` ends");
+    assert_eq!(s.basis, forecast::Basis::Estimate);
+    assert_eq!(s.after, c.job_id("short").ok());
+    // The first cycle, then the one after `short` ends: not the ends of `long` and of
+    // `waits` itself.
+    assert_eq!(f.steps, 2);
+}
+
+/// Ends close together are one step, within 5% of how far ahead they are: the start is
+/// said at the last end of the batch (never before the end it waits for), and a job
+/// that waits for nothing foreseen (a running job without an estimate) is `unknown`.
+#[test]
+fn a_forecast_batches_close_ends_and_never_says_a_start_before_its_end() {
+    let mut c = cluster(
+        vec![
+            node("a", "train", 1, "a100", 80, false),
+            node("b", "train", 1, "a100", 80, false),
+            node("c", "train", 1, "h100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    let h100 = |mut s: JobSpec| {
+        s.gpu.models = vec!["h100".into()];
+        s
+    };
+    c.submit(h100(job("never-ends", "p", 1, PRIORITY_MEDIUM, None)))
+        .unwrap();
+    c.submit(job("ends-10000", "p", 1, PRIORITY_MEDIUM, Some(10_000)))
+        .unwrap();
+    c.submit(job("ends-10300", "p", 1, PRIORITY_MEDIUM, Some(10_300)))
+        .unwrap();
+    c.schedule();
+    c.set_time(10);
+    c.submit(job("first", "p", 1, PRIORITY_MEDIUM, Some(50)))
+        .unwrap();
+    c.submit(job("second", "p", 1, PRIORITY_MEDIUM, Some(50)))
+        .unwrap();
+    c.submit(job("third", "p", 1, PRIORITY_MEDIUM, Some(50)))
+        .unwrap();
+    c.schedule();
+    let f = c.forecast(forecast::Reach::default(), None);
+    let at = |n: &str| f.starts[&c.job_id(n).unwrap()].clone();
+    // 10,300 is within 5% of 9,990 s ahead: one step at the later end.
+    assert_eq!(at("first").at, Some(10_300));
+    assert_eq!(at("second").at, Some(10_300));
+    // `third` waits for `first` or `second` to end (50 s later) after that step.
+    assert_eq!(at("third").at, Some(10_350));
+    let f2 = c.forecast(
+        forecast::Reach {
+            batch_pct: 2,
+            ..Default::default()
+        },
+        None,
+    );
+    // With 2% (199 s), the two ends are two steps: `first` starts at the first end,
+    // `second` when `first` ends, before the second end.
+    assert_eq!(f2.starts[&c.job_id("first").unwrap()].at, Some(10_000));
+    assert_eq!(f2.starts[&c.job_id("second").unwrap()].at, Some(10_050));
+    // A job only node c can take waits for `never-ends`, which has no estimate and no
+    // history: its start is not foreseen.
+    c.submit(h100(job("on-c", "p", 1, PRIORITY_LOW, Some(50))))
+        .unwrap();
+    c.schedule();
+    let f = c.forecast(forecast::Reach::default(), None);
+    let s = &f.starts[&c.job_id("on-c").unwrap()];
+    assert_eq!((s.at, s.basis), (None, forecast::Basis::Unknown));
+}

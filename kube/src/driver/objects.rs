@@ -305,7 +305,10 @@ impl KubeDriver {
                 let c = core.cluster();
                 let Ok(id) = c.job_id(key) else { return };
                 let j = &c.jobs[id as usize];
-                (j.spec.clone(), j.desired_replicas as usize)
+                (
+                    maar_scheduler::JobSpec::clone(&j.spec),
+                    j.desired_replicas as usize,
+                )
             };
             Self::note(
                 core,

@@ -325,7 +325,7 @@ impl KubeDriver {
             };
             let c = core.cluster();
             let Ok(id) = c.job_id(&key) else { continue };
-            let spec = c.jobs[id as usize].spec.clone();
+            let spec = maar_scheduler::JobSpec::clone(&c.jobs[id as usize].spec);
             Self::observe(
                 core,
                 Observation::JobRunning {

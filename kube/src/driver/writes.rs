@@ -150,7 +150,7 @@ impl KubeDriver {
                                 job: job.clone(),
                                 uid: f.uid.clone(),
                                 labels: f.labels.clone(),
-                                spec: Box::new(j.spec.clone()),
+                                spec: Box::new(maar_scheduler::JobSpec::clone(&j.spec)),
                                 pods,
                                 of: (j.desired_replicas as usize).max(replicas.len()),
                                 answer: true,
@@ -281,7 +281,7 @@ impl KubeDriver {
             self.not_told.remove(&key);
             let mut message = j.reason.to_string();
             let shape = {
-                let mut s = j.spec.clone();
+                let mut s = maar_scheduler::JobSpec::clone(&j.spec);
                 s.name.clear();
                 format!(
                     "{}\u{0}{}",
