@@ -26,8 +26,43 @@ pub use crate::alertbook::{AlertAck, AlertBook, AlertView};
 pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
     use crate::model::{LABEL_COUNT, LABEL_MODEL};
     let labels = n.labels();
-    let model = labels.get(LABEL_MODEL).map(|m| m.to_lowercase());
     let count = labels.get(LABEL_COUNT);
+    // The usual case, said without building anything: the model label names every
+    // card, and the count label is the number of plain whole cards.
+    // (As below: the label lowercased equals the card's model as it is.)
+    let model_agrees = labels.get(LABEL_MODEL).is_none_or(|m| {
+        if !m.bytes().any(|b| b.is_ascii_uppercase()) {
+            return m.is_ascii() && n.gpus.iter().all(|g| g.model == *m);
+        }
+        m.is_ascii()
+            && n.gpus.iter().all(|g| {
+                g.model.len() == m.len()
+                    && g.model
+                        .bytes()
+                        .zip(m.bytes())
+                        .all(|(a, b)| a == b.to_ascii_lowercase())
+            })
+    });
+    let plain = n.gpus.iter().all(|g| g.resource.is_none())
+        && !labels.contains_key("nvidia.com/gpu.replicas")
+        && !labels.contains_key("nvidia.com/gpu.product");
+    if !n.gpus.is_empty()
+        && model_agrees
+        && plain
+        && count.is_none_or(|c| c.parse::<usize>().ok() == Some(n.gpus.len()))
+    {
+        return None;
+    }
+    label_mismatch_said(n)
+}
+
+/// [`label_mismatch`] without its quick agreement check: what it says when the labels
+/// and cards may disagree.
+fn label_mismatch_said(n: &crate::model::Node) -> Option<String> {
+    use crate::model::{LABEL_COUNT, LABEL_MODEL};
+    let labels = n.labels();
+    let count = labels.get(LABEL_COUNT);
+    let model = labels.get(LABEL_MODEL).map(|m| m.to_lowercase());
     if model.is_none() && count.is_none() {
         return None;
     }
@@ -312,5 +347,77 @@ impl Cluster {
                 self.alert_book.resolved.pop_front();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Gpu, Node, LABEL_COUNT, LABEL_MODEL};
+
+    /// The quick agreement check never hides what the full comparison says: over
+    /// labels and cards that agree, differ in case, differ in model or count, carry
+    /// time-slicing replicas or MIG instances, or are missing.
+    #[test]
+    fn the_quick_check_says_what_the_full_one_says() {
+        let mut nodes = 0;
+        for label in [None, Some("a100"), Some("A100"), Some("h100"), Some("ä100")] {
+            for cards in [
+                vec!["a100", "a100"],
+                vec!["A100", "A100"],
+                vec!["a100", "h100"],
+                vec![],
+            ] {
+                for count in [None, Some("2"), Some("4"), Some("x")] {
+                    for extra in [None, Some(("nvidia.com/gpu.replicas", "2"))] {
+                        for mig in [false, true] {
+                            let mut labels = std::collections::BTreeMap::new();
+                            if let Some(m) = label {
+                                labels.insert(LABEL_MODEL.to_string(), m.to_string());
+                            }
+                            if let Some(c) = count {
+                                labels.insert(LABEL_COUNT.to_string(), c.to_string());
+                            }
+                            if let Some((k, v)) = extra {
+                                labels.insert(k.to_string(), v.to_string());
+                            }
+                            let gpus = cards
+                                .iter()
+                                .enumerate()
+                                .map(|(i, m)| {
+                                    let mut g =
+                                        Gpu::new(i as u32, format!("u{i}"), *m, 80 << 30, false);
+                                    if mig {
+                                        g.resource = Some("nvidia.com/mig-1g.10gb".into());
+                                    }
+                                    g
+                                })
+                                .collect();
+                            let n = Node::new("n", labels, 1000, 1 << 30, 0, gpus);
+                            assert_eq!(
+                                label_mismatch(&n),
+                                label_mismatch_said(&n),
+                                "{label:?} {cards:?} {count:?} {extra:?} mig {mig}"
+                            );
+                            nodes += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(nodes, 320);
+        // And the quick check does answer the usual node.
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(LABEL_MODEL.to_string(), "a100".to_string());
+        labels.insert(LABEL_COUNT.to_string(), "1".to_string());
+        let n = Node::new(
+            "n",
+            labels,
+            1000,
+            1 << 30,
+            0,
+            vec![Gpu::new(0, "u", "a100", 1, false)],
+        );
+        assert_eq!(label_mismatch(&n), None);
     }
 }

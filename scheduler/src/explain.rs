@@ -2014,6 +2014,10 @@ impl Cluster {
             let mut holders: Vec<String> = Vec::new();
             for (p, _) in self.candidate_pools(j.pool) {
                 for n in self.pool_nodes(p) {
+                    // (A node's summary counts its partly used cards: most have none.)
+                    if self.summaries[n as usize].partial == 0 {
+                        continue;
+                    }
                     for g in self.nodes[n as usize].sched_gpus() {
                         let used: u32 = g.allocs.iter().map(|a| a.milli).sum();
                         let its_kind = (spec.gpu.models.is_empty()

@@ -95,7 +95,7 @@ impl Default for Reach {
             horizon_s: 14 * 86_400,
             max_steps: 1_024,
             predictor: Predictor::EstimateThenHistory,
-            batch_pct: 5,
+            batch_pct: 2,
         }
     }
 }

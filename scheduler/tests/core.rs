@@ -1054,9 +1054,10 @@ fn a_forecast_starts_a_job_at_the_end_it_waits_for_and_stops_when_all_have_start
     assert_eq!(f.steps, 2);
 }
 
-/// Ends close together are one step, within 5% of how far ahead they are: the start is
-/// said at the last end of the batch (never before the end it waits for), and a job
-/// that waits for nothing foreseen (a running job without an estimate) is `unknown`.
+/// Ends close together are one step, within `batch_pct` of how far ahead they are: the
+/// start is said at the last end of the batch (never before the end it waits for), and
+/// a job that waits for nothing foreseen (a running job without an estimate) is
+/// `unknown`.
 #[test]
 fn a_forecast_batches_close_ends_and_never_says_a_start_before_its_end() {
     let mut c = cluster(
@@ -1087,20 +1088,21 @@ fn a_forecast_batches_close_ends_and_never_says_a_start_before_its_end() {
     c.submit(job("third", "p", 1, PRIORITY_MEDIUM, Some(50)))
         .unwrap();
     c.schedule();
-    let f = c.forecast(forecast::Reach::default(), None);
+    let f = c.forecast(
+        forecast::Reach {
+            batch_pct: 5,
+            ..Default::default()
+        },
+        None,
+    );
     let at = |n: &str| f.starts[&c.job_id(n).unwrap()].clone();
     // 10,300 is within 5% of 9,990 s ahead: one step at the later end.
     assert_eq!(at("first").at, Some(10_300));
     assert_eq!(at("second").at, Some(10_300));
     // `third` waits for `first` or `second` to end (50 s later) after that step.
     assert_eq!(at("third").at, Some(10_350));
-    let f2 = c.forecast(
-        forecast::Reach {
-            batch_pct: 2,
-            ..Default::default()
-        },
-        None,
-    );
+    // The default.
+    let f2 = c.forecast(forecast::Reach::default(), None);
     // With 2% (199 s), the two ends are two steps: `first` starts at the first end,
     // `second` when `first` ends, before the second end.
     assert_eq!(f2.starts[&c.job_id("first").unwrap()].at, Some(10_000));
