@@ -125,6 +125,26 @@ fn label_mismatch_said(n: &crate::model::Node) -> Option<String> {
 }
 
 impl Cluster {
+    /// Whether node `n`'s GPU labels agree with its cards ([`label_mismatch`] says
+    /// nothing), from the cache while the node is unchanged.
+    pub(crate) fn labels_agree(&self, n: crate::model::NodeId) -> bool {
+        let node = &self.nodes[n as usize];
+        let Some(cell) = self.labels_agree.get(n as usize) else {
+            return label_mismatch(node).is_none();
+        };
+        match cell.get() {
+            Some(agree) => {
+                debug_assert_eq!(agree, label_mismatch(node).is_none(), "node {}", node.name);
+                agree
+            }
+            None => {
+                let agree = label_mismatch(node).is_none();
+                cell.set(Some(agree));
+                agree
+            }
+        }
+    }
+
     /// Every alert whose condition holds now, critical first, each marked open or
     /// acknowledged.
     pub fn alerts(&self) -> Vec<AlertView> {

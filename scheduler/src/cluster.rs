@@ -191,6 +191,10 @@ pub struct Cluster {
     /// jobs or one of their ends change. A cache: a reservation otherwise reads every
     /// job on every node.
     pub(crate) first_end: Vec<std::cell::Cell<Option<u64>>>,
+    /// By node: whether its GPU labels agree with its cards (see
+    /// `alerts::label_mismatch`), once explain asked; forgotten by `reindex`, which
+    /// every change of a node's labels or cards goes through.
+    pub(crate) labels_agree: Vec<std::cell::Cell<Option<bool>>>,
     /// Jobs' asks, interned (a cycle tells shapes apart by number).
     pub(crate) asks: crate::shape::AsksTable,
     /// By model id: the most memory of a card on any node indexed under the model
@@ -341,6 +345,7 @@ impl Cluster {
             index_key: Vec::new(),
             idle_by_model: Default::default(),
             first_end: Vec::new(),
+            labels_agree: Vec::new(),
             asks: Default::default(),
             model_max_mem: Vec::new(),
             node_by_name: HashMap::new(),
@@ -396,6 +401,7 @@ impl Cluster {
         self.account_node(id, true);
         self.index_key.push((NO_POOL, 0, 0, id));
         self.first_end.push(Default::default());
+        self.labels_agree.push(Default::default());
         self.summaries.push(NodeSummary::default());
         self.reindex(id);
         id
@@ -525,6 +531,9 @@ impl Cluster {
     /// Recomputes a node's key in the free-GPU index after any change to it.
     pub(crate) fn reindex(&mut self, id: NodeId) {
         if let Some(e) = self.first_end.get(id as usize) {
+            e.set(None);
+        }
+        if let Some(e) = self.labels_agree.get(id as usize) {
             e.set(None);
         }
         let node = &self.nodes[id as usize];

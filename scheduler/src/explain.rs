@@ -1941,6 +1941,9 @@ impl Cluster {
                 if !matches!(v, Err(NodeReason::ModelNotAllowed { .. })) {
                     continue;
                 }
+                if self.labels_agree(*n) {
+                    continue;
+                }
                 let node = &self.nodes[*n as usize];
                 let (Some(wrong), Some(g)) =
                     (crate::alerts::label_mismatch(node), node.gpus.first())
