@@ -165,6 +165,9 @@ pub struct Cluster {
         crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeSet<JobId>>,
     /// Pending jobs without a verdict key (unknown project or pool).
     pub(crate) pending_loose: BTreeSet<JobId>,
+    /// Pending jobs with a node selector or a required node affinity (the few whose
+    /// nodes loose jobs keep off: a cycle looks at these, not at the whole queue).
+    pub(crate) pending_constrained: BTreeSet<JobId>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.
     pub(crate) told: crate::fxhash::FxHashMap<crate::verdict::VerdictKey, Reason>,
@@ -337,6 +340,7 @@ impl Cluster {
             verdicts: Default::default(),
             pending_by_key: Default::default(),
             pending_loose: BTreeSet::new(),
+            pending_constrained: BTreeSet::new(),
             told: Default::default(),
             shape_counts: BTreeMap::new(),
             admission_gen: 0,
@@ -1131,6 +1135,9 @@ impl Cluster {
                 self.pending_loose.insert(id);
             }
         }
+        if self.jobs[id as usize].spec.is_constrained() {
+            self.pending_constrained.insert(id);
+        }
         self.pending.insert(id, k);
     }
 
@@ -1151,6 +1158,7 @@ impl Cluster {
                     self.pending_loose.remove(&id);
                 }
             }
+            self.pending_constrained.remove(&id);
         }
     }
 

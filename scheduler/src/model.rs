@@ -680,6 +680,12 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// Whether it names the nodes it may use: a node selector or a required node
+    /// affinity (loose jobs keep off the few nodes such jobs need).
+    pub fn is_constrained(&self) -> bool {
+        !self.node_selector.is_empty() || self.rules.node_affinity.is_some()
+    }
+
     /// A training job of one replica with `gpus` whole cards of any model, 1 CPU, 1 GiB
     /// of memory, medium priority, no estimate: what tests and tools start from before
     /// setting the fields they care about.

@@ -1324,12 +1324,10 @@ impl Cluster {
         );
         let mut seen: Vec<Key> = Vec::new();
         let mut out = Vec::new();
-        for &id in self.pending.keys() {
+        for &id in &self.pending_constrained {
             let j = &self.jobs[id as usize];
             let s = &j.spec;
-            if s.node_selector.is_empty() && s.rules.node_affinity.is_none() {
-                continue;
-            }
+            debug_assert!(s.is_constrained());
             let key = (&s.node_selector, &s.rules.node_affinity, j.pool);
             if seen.contains(&key) {
                 continue;
@@ -1410,13 +1408,6 @@ impl Cluster {
                 self.set_reason(id, &msg);
                 continue;
             }
-            let verdict = self.cached_verdict(id, replicas);
-            if !verdict.ok {
-                if !scale_up {
-                    self.set_reason(id, &verdict.message);
-                }
-                continue;
-            }
             let looks = asks.looks_at_pods;
             // Where it lands is not known yet: the slowest card it accepts bounds it.
             let use_avoid = reservation.as_ref().is_some_and(|r| {
@@ -1426,6 +1417,19 @@ impl Cluster {
                 !matches!((r.until, bound), (Some(t), Some(rt)) if self.now + rt <= t)
             });
             let key = ShapeKey::new(pool, asks, replicas, use_avoid);
+            // A forecast's copy tells no reasons, so a job whose shape found no room
+            // this cycle ends its turn before its quota is asked: refused by either, it
+            // is not placed and nothing else changes.
+            if self.quiet && failed.get(&key, looks, self.usage_gen).is_some() {
+                continue;
+            }
+            let verdict = self.cached_verdict(id, replicas);
+            if !verdict.ok {
+                if !scale_up {
+                    self.set_reason(id, &verdict.message);
+                }
+                continue;
+            }
             if let Some(r) = failed.get(&key, looks, self.usage_gen) {
                 if !scale_up {
                     let r = r.clone();
@@ -1445,10 +1449,7 @@ impl Cluster {
             let gang = !scale_up;
             // A job that may go anywhere keeps off the nodes that waiting jobs with a
             // node selector or node affinity need, while it fits elsewhere.
-            let loose = {
-                let s = &self.jobs[id as usize].spec;
-                s.node_selector.is_empty() && s.rules.node_affinity.is_none()
-            };
+            let loose = !self.jobs[id as usize].spec.is_constrained();
             let mut placed = 0;
             if loose && !constrained.is_empty() {
                 let mut soft = avoid.clone();
@@ -1987,5 +1988,132 @@ mod tests {
             checked += usize::from(want.is_some());
         }
         assert!(checked > 100, "{checked} cases had a reservation");
+    }
+
+    /// The victim a walk over every job on the job's nodes finds, one by one in the
+    /// preference order (lowest rank, most recent start, id, node): the reference
+    /// preemption's search among the few nodes a job names must agree with.
+    fn first_victim_walking_every_job(c: &Cluster, id: JobId) -> Option<JobId> {
+        let j = &c.jobs[id as usize];
+        let mut cands = Vec::new();
+        for (n, node) in c.nodes.iter().enumerate() {
+            let n = n as NodeId;
+            if !statically_fits(node, &j.spec) || node.pool != j.pool {
+                continue;
+            }
+            for &v in &node.jobs {
+                let vj = &c.jobs[v as usize];
+                let lower = vj.spec.priority < j.spec.priority
+                    && (vj.rank() as i64) < c.effective_priority(j);
+                if vj.phase == Phase::Running && vj.started != Some(c.now) && lower {
+                    cands.push((vj.rank(), Reverse(vj.started.unwrap_or(0)), v, n));
+                }
+            }
+        }
+        cands.sort_unstable();
+        cands
+            .into_iter()
+            .map(|(_, _, v, n)| (v, n))
+            .find_map(|(v, n)| {
+                let node = &c.nodes[n as usize];
+                let ex = c.except_on(n, std::slice::from_ref(&v));
+                fit_except(node, n, c.overcommit_of(node), &j.spec, 1, &ex)
+                    .is_ok()
+                    .then_some(v)
+            })
+    }
+
+    #[test]
+    fn the_victim_of_one_is_the_first_a_walk_over_every_job_finds() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut found = 0;
+        for case in 0..200 {
+            let mut c = Cluster::new(SchedConfig::default());
+            c.add_pool(Pool {
+                name: "train".into(),
+                kind: PoolKind::Training,
+                selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+                overcommit: Overcommit::default(),
+                lend_to: vec![],
+            });
+            c.add_project(Project {
+                name: "p".into(),
+                department: "d".into(),
+                quotas: [(0, Quota::default())].into(),
+            });
+            // Many nodes of a common model and a few of a rare one, so the job that
+            // names the rare one has few nodes it could use.
+            let nodes = 12 + rnd(12);
+            for i in 0..nodes {
+                let model = if i < 1 + rnd(3) { "h100" } else { "t4" };
+                let gpus = 1 + rnd(4) as u32;
+                let name = format!("n{i}");
+                let count = gpus.to_string();
+                let labels = [
+                    (LABEL_ROLE, "train"),
+                    (LABEL_MODEL, model),
+                    (LABEL_COUNT, &count),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+                c.add_node(Node::new(
+                    &name,
+                    labels,
+                    64_000,
+                    512 << 30,
+                    1 << 40,
+                    (0..gpus)
+                        .map(|g| Gpu::new(g, format!("{name}/{g}"), model, 80 << 30, false))
+                        .collect(),
+                ));
+            }
+            // Fill every card with jobs of low and medium priority, started at a few
+            // different times (ties in start time are common).
+            for k in 0..(4 * nodes) {
+                let spec = JobSpec {
+                    priority: [PRIORITY_LOW, PRIORITY_MEDIUM][rnd(2) as usize],
+                    ..JobSpec::train(&format!("r{k}"), "p", "train", 1 + rnd(2) as u32)
+                };
+                let _ = c.submit(spec);
+                if rnd(4) == 0 {
+                    c.set_time(c.now + 60);
+                    c.schedule();
+                }
+            }
+            c.set_time(c.now + 60);
+            c.schedule();
+            c.set_time(c.now + 60);
+            let mut spec = JobSpec {
+                priority: [PRIORITY_MEDIUM, PRIORITY_HIGH][rnd(2) as usize],
+                ..JobSpec::train(&format!("hi{case}"), "p", "train", 1 + rnd(2) as u32)
+            };
+            spec.gpu.models = vec!["h100".into()];
+            let id = c.submit(spec).expect("a new name");
+            let want = first_victim_walking_every_job(&c, id);
+            if c.find_node(
+                &c.jobs[id as usize].spec,
+                1,
+                &c.candidate_pools(Some(0)),
+                &[],
+                &[],
+            )
+            .is_some()
+            {
+                continue;
+            }
+            let got = c.find_victims(id, 1, false);
+            if want.is_some() {
+                assert_eq!(got, want.map(|v| vec![v]), "case {case}");
+                found += 1;
+            }
+        }
+        assert!(found > 50, "{found} cases had a victim");
     }
 }
