@@ -25,6 +25,7 @@
 //! - [`forecast`]: when Pending jobs will start (a forward run on a copy), and the
 //!   runtimes of ended jobs that predict it.
 
+pub mod admission;
 pub mod alertbook;
 pub mod alerts;
 pub mod checkpoint;
@@ -44,12 +45,17 @@ pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod placement;
+pub(crate) mod preempt;
 pub mod quantity;
+pub(crate) mod queue;
 pub mod replay;
+pub(crate) mod reserve;
 pub mod rules;
 pub mod runtimes;
 pub mod schedule;
 pub(crate) mod shape;
+#[cfg(test)]
+mod testkit;
 pub(crate) mod topology;
 pub mod verbs;
 pub mod verdict;

@@ -1,0 +1,177 @@
+//! The async side of the Kubernetes backend: watchers whose events reach the (sync)
+//! driver through a channel, and the writes maar makes.
+//!
+//! - Nodes, pods (one namespace or all) and namespaces are watched with kube-rs's
+//!   `watcher` (list, then watch; relisted after a dropped watch, with back-off). A
+//!   relist is told to the driver as `Init` .. `InitDone`, so objects deleted while the
+//!   watch was down are seen as gone.
+//! - Writes run concurrently (at most [`MAX_WRITES`] at once): a bind (the Binding
+//!   subresource, the GPU indices riding on it as an annotation), a pod that cannot be
+//!   placed (`PodScheduled=False`, reason `Unschedulable`, with maar's explanation, and
+//!   a `FailedScheduling` event), a preempted pod deleted. Their outcome comes back on
+//!   the same channel.
+//! - A bound pod's `Scheduled` event is written after the writes waiting then: binds
+//!   first. At most [`MAX_QUEUED_EVENTS`] wait; past that they are not written and
+//!   counted ([`Seen::EventsDropped`]), as client-go's event broadcaster (which
+//!   kube-scheduler uses) drops events when its queue of 1,000 is full.
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use kube::api::Api;
+
+mod events;
+mod seen;
+mod watch;
+mod write;
+
+pub use events::*;
+pub use seen::*;
+pub use watch::*;
+pub use write::*;
+
+/// The async side, on a thread and a runtime of its own.
+pub struct World {
+    /// Stops the runtime's thread (dropped: stops it too).
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    writes: tokio::sync::mpsc::UnboundedSender<Write>,
+    seen: mpsc::Receiver<Seen>,
+    /// This maar holds the scheduling lease.
+    leader: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl World {
+    /// Connects (see [`crate::connect()`]) and starts the watchers and the writer, on a
+    /// runtime of their own (the client lives on it).
+    pub fn connect(
+        opts: &crate::ConnectOptions,
+    ) -> Result<(World, crate::Connected), crate::KubeError> {
+        // One thread runs it all: the watches and writes wait on the API server, not on
+        // CPU. Two workers cost about 15% more CPU per bound pod in hand-offs between
+        // them, and one worker beside the thread that drives it still more than this
+        // (BENCHMARKS.md), for no more binds a second.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
+        let conn = rt.block_on(crate::connect(opts))?;
+        let (tx, seen) = mpsc::channel();
+        let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
+        let leader = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // One lease per scheduler name, whatever namespace a maar schedules: two
+        // maars of one name never both lead (kube-scheduler's lease is in kube-system
+        // too).
+        let lease_ns = crate::lease::NAMESPACE.to_string();
+        let me = format!(
+            "{}_{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
+            std::process::id()
+        );
+        let (lease, writes_task) = {
+            let _guard = rt.enter();
+            spawn_watchers(&conn.client, conn.namespace.clone(), tx.clone());
+            let t = tx.clone();
+            let lease = tokio::spawn(crate::lease::run(
+                conn.client.clone(),
+                lease_ns.clone(),
+                me.clone(),
+                leader.clone(),
+                move |m| {
+                    let _ = t.send(Seen::Lease(m));
+                },
+            ));
+            let writes = tokio::spawn(writer(
+                conn.client.clone(),
+                wrx,
+                tx,
+                WriterLimits::default(),
+            ));
+            (lease, writes)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (client, held) = (conn.client.clone(), leader.clone());
+        let thread = std::thread::Builder::new()
+            .name("maar-kube".into())
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+                // No more writes and no more renewals: then the lease is given up, so
+                // that another maar schedules at once (not after the lease runs out),
+                // and never while this one still writes.
+                rt.block_on(async {
+                    for task in [writes_task, lease] {
+                        task.abort();
+                        let _ = task.await;
+                    }
+                });
+                if held.load(std::sync::atomic::Ordering::SeqCst) {
+                    let api = Api::namespaced(client, &lease_ns);
+                    let release = crate::lease::release(&api, &me);
+                    // The timer is made inside the runtime (it needs its clock).
+                    let within = async {
+                        tokio::time::timeout(std::time::Duration::from_secs(2), release).await
+                    };
+                    match rt.block_on(within) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(target: "maar::kube", "giving the lease up: {e}")
+                        }
+                        Err(_) => {
+                            tracing::warn!(target: "maar::kube", "giving the lease up: no answer within 2 s")
+                        }
+                    }
+                }
+                rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            })
+            .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
+        Ok((
+            World {
+                stop: Some(stop),
+                thread: Some(thread),
+                writes,
+                seen,
+                leader,
+            },
+            conn,
+        ))
+    }
+
+    /// This maar holds the scheduling lease (schedules and writes).
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The next thing seen, if any (never waits).
+    pub fn try_next(&self) -> Option<Seen> {
+        self.seen.try_recv().ok()
+    }
+
+    /// Queues a write.
+    pub fn write(&self, w: Write) {
+        let _ = self.writes.send(w);
+    }
+
+    /// Waits up to `d` for the first thing seen (start-up: the first lists).
+    pub fn next_within(&self, d: std::time::Duration) -> Option<Seen> {
+        self.seen.recv_timeout(d).ok()
+    }
+
+    /// Stops the watchers and drops writes not yet made.
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}

@@ -1,0 +1,288 @@
+//! The queue's order: aged priority, fair share, submission; one cycle's queue with the
+//! keys the quota holds back, decided again as usage changes during the cycle.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::cluster::Cluster;
+use crate::model::*;
+use crate::schedule::CycleReport;
+use crate::verdict::VerdictKey;
+
+/// A queue item's sort key: (effective priority, share, submitted, job, scale-up).
+pub(crate) type QueueItem = (Reverse<i64>, u64, u64, JobId, bool);
+
+/// A verdict key whose jobs the quota refuses at the start of a cycle.
+#[derive(Debug)]
+struct Held {
+    key: VerdictKey,
+    /// The project's usage generation the verdict was made at.
+    project_gen: u64,
+    message: Reason,
+}
+
+/// One cycle's queue: the ordered items (a stack, next last), items that joined during
+/// the cycle (a min-heap), and the keys held back by quota.
+#[derive(Debug, Default)]
+pub(crate) struct CycleQueue {
+    items: Vec<(QueueItem, u32)>,
+    extra: BinaryHeap<Reverse<(QueueItem, u32)>>,
+    held: Vec<Held>,
+    shares: Vec<u64>,
+    watch: bool,
+}
+
+impl CycleQueue {
+    /// The next item in order.
+    pub(crate) fn next(&mut self) -> Option<(QueueItem, u32)> {
+        match (self.items.last(), self.extra.peek()) {
+            (Some(a), Some(Reverse(b))) if b < a => self.extra.pop().map(|r| r.0),
+            (Some(_), _) => self.items.pop(),
+            (None, _) => self.extra.pop().map(|r| r.0),
+        }
+    }
+
+    /// Whether held keys may need deciding again.
+    pub(crate) fn watching(&self) -> bool {
+        self.watch
+    }
+}
+
+impl Cluster {
+    /// Effective priority, the one notion of priority the queue and preemption both
+    /// use: base priority plus one per `aging_s` seconds waited (while Pending), or
+    /// what waiting gave it before it started (while Running, [`Job::rank`]).
+    pub fn effective_priority(&self, j: &Job) -> i64 {
+        if j.phase == Phase::Pending {
+            let waited = self.now.saturating_sub(j.queued_since);
+            j.spec.priority as i64 + (waited / self.config.aging_s.max(1)) as i64
+        } else {
+            j.rank() as i64
+        }
+    }
+
+    /// Dominant resource share per project (parts per million of the cluster).
+    pub(crate) fn drf_shares(&self) -> Vec<u64> {
+        let total = self.totals;
+        (0..self.projects.len())
+            .map(|p| {
+                let mut used = Resources::default();
+                for u in self.usage[p].values() {
+                    used.add(u);
+                }
+                [Dim::Gpu, Dim::Cpu, Dim::Memory]
+                    .iter()
+                    .map(|&d| {
+                        let t = total.get(d);
+                        if t == 0 {
+                            0
+                        } else {
+                            (used.get(d) as u128 * 1_000_000 / t as u128) as u64
+                        }
+                    })
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Queue items with their sort keys: (key, job, replicas to place, is a scale-up).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn queue_items(&self) -> Vec<((Reverse<i64>, u64, u64, JobId, bool), u32)> {
+        let shares = self.drf_shares();
+        let share = |j: &Job| j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+        let mut items = Vec::with_capacity(self.pending.len());
+        for (&id, k) in &self.pending {
+            items.push((self.item_key(id, k, &shares), k.replicas));
+        }
+        for &id in &self.services {
+            let j = &self.jobs[id as usize];
+            if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
+                let key = (Reverse(j.rank() as i64), share(j), j.submitted, j.id, true);
+                items.push((key, j.desired_replicas - j.running_replicas()));
+            }
+        }
+        items
+    }
+
+    /// The queue in scheduling order: (job, replicas to place, is a scale-up).
+    /// Priority (with aging), then fair share (lower dominant share first), then age.
+    pub fn queue(&self) -> Vec<(JobId, u32, bool)> {
+        let mut items = self.queue_items();
+        items.sort_unstable();
+        items.into_iter().map(|(k, r)| (k.3, r, k.4)).collect()
+    }
+
+    /// A pending job's 1-based queue position, the queue's length and the first five
+    /// jobs ahead of it, without sorting the whole queue.
+    pub fn queue_position(&self, id: JobId) -> (Option<usize>, usize, Vec<JobId>) {
+        let items = self.queue_items();
+        let Some(me) = items.iter().find(|(k, _)| k.3 == id && !k.4).map(|x| x.0) else {
+            return (None, items.len(), Vec::new());
+        };
+        let mut ahead: BinaryHeap<(Reverse<i64>, u64, u64, JobId, bool)> = BinaryHeap::new();
+        let mut count = 0;
+        for (k, _) in &items {
+            if *k < me {
+                count += 1;
+                if ahead.len() < 5 {
+                    ahead.push(*k);
+                } else if ahead.peek().is_some_and(|top| k < top) {
+                    ahead.pop();
+                    ahead.push(*k);
+                }
+            }
+        }
+        (
+            Some(count + 1),
+            items.len(),
+            ahead.into_sorted_vec().into_iter().map(|k| k.3).collect(),
+        )
+    }
+
+    /// The sort key of a queue item: effective priority (with aging), fair share,
+    /// submission time, id, and whether it is a scale-up.
+    fn item_key(&self, id: JobId, k: &crate::cluster::QueueKey, shares: &[u64]) -> QueueItem {
+        let aging = self.config.aging_s.max(1);
+        let eff = k.priority as i64 + (self.now.saturating_sub(k.queued_since) / aging) as i64;
+        let share = k.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+        (Reverse(eff), share, k.submitted, id, false)
+    }
+
+    /// This cycle's queue. Quota is decided once per verdict key first: the jobs of a
+    /// key the quota refuses are held back whole (told why), the others are ordered.
+    /// Held keys are checked again whenever their project's usage changes during the
+    /// cycle, so the order and the verdicts are exactly those of deciding every job at
+    /// its turn, at a cost that follows the jobs that can move.
+    pub(crate) fn cycle_queue(&mut self) -> CycleQueue {
+        let shares = self.drf_shares();
+        let mut q = CycleQueue::default();
+        let mut hold = self.config.backfill;
+        if !hold {
+            // With backfill off, jobs behind the first blocked one wait behind it
+            // whatever their quota says: every job is taken in turn.
+            q.items = self.queue_items();
+        } else {
+            let keys: Vec<VerdictKey> = self.pending_by_key.keys().copied().collect();
+            for key in keys {
+                let rep = *self.pending_by_key[&key].iter().next().expect("non-empty");
+                let replicas = self.pending[&rep].replicas;
+                let v = self.cached_verdict(rep, replicas);
+                if v.ok {
+                    self.told.remove(&key);
+                    for &id in &self.pending_by_key[&key] {
+                        let k = self.pending[&id];
+                        q.items.push((self.item_key(id, &k, &shares), k.replicas));
+                    }
+                } else {
+                    let same = self
+                        .told
+                        .get(&key)
+                        .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
+                    if !same {
+                        let ids: Vec<JobId> = self.pending_by_key[&key].iter().copied().collect();
+                        for id in ids {
+                            self.set_reason(id, &v.message);
+                        }
+                        self.told.insert(key, v.message.clone());
+                    }
+                    q.held.push(Held {
+                        key,
+                        project_gen: self.project_gen[key.0 as usize],
+                        message: v.message.clone(),
+                    });
+                }
+            }
+            for &id in &self.pending_loose {
+                let k = self.pending[&id];
+                q.items.push((self.item_key(id, &k, &shares), k.replicas));
+            }
+            for &id in &self.services {
+                let j = &self.jobs[id as usize];
+                if j.phase == Phase::Running && j.desired_replicas > j.running_replicas() {
+                    let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
+                    let key = (Reverse(j.rank() as i64), share, j.submitted, j.id, true);
+                    q.items
+                        .push((key, j.desired_replicas - j.running_replicas()));
+                }
+            }
+            hold = !q.held.is_empty();
+        }
+        q.items.sort_unstable();
+        q.items.reverse();
+        q.shares = shares;
+        q.watch = hold;
+        q
+    }
+
+    /// After a change of usage: held keys whose project's usage moved are decided
+    /// again, for their jobs still to come in the order (those before `at` had their
+    /// turn while the key was refused).
+    pub(crate) fn recheck_held(
+        &mut self,
+        q: &mut CycleQueue,
+        at: &QueueItem,
+        report: &CycleReport,
+    ) {
+        let mut i = 0;
+        while i < q.held.len() {
+            let h = &q.held[i];
+            let p = h.key.0 as usize;
+            if self.project_gen[p] == h.project_gen {
+                i += 1;
+                continue;
+            }
+            let key = h.key;
+            let old = h.message.clone();
+            // Jobs of this key still pending, that were in the queue at the start of
+            // the cycle (not this cycle's victims), and whose turn is still to come.
+            let ids: Vec<JobId> = self
+                .pending_by_key
+                .get(&key)
+                .map(|set| {
+                    set.iter()
+                        .filter(|id| !report.preempted.contains(id))
+                        .copied()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Some(&rep) = ids.first() else {
+                q.held.swap_remove(i);
+                continue;
+            };
+            let v = self.cached_verdict(rep, self.pending[&rep].replicas);
+            let later: Vec<(JobId, QueueItem, u32)> = ids
+                .iter()
+                .map(|&id| {
+                    let k = self.pending[&id];
+                    (id, self.item_key(id, &k, &q.shares), k.replicas)
+                })
+                .filter(|x| x.1 > *at)
+                .collect();
+            if later.is_empty() {
+                q.held.swap_remove(i);
+                continue;
+            }
+            if v.ok {
+                // Its jobs take their turns from here on.
+                for (_, item, r) in later {
+                    q.extra.push(Reverse((item, r)));
+                }
+                q.held.swap_remove(i);
+                continue;
+            }
+            if !std::sync::Arc::ptr_eq(&old, &v.message) {
+                for &(id, _, _) in &later {
+                    self.set_reason(id, &v.message);
+                }
+                // Only the later ones were told: the key's jobs no longer agree.
+                self.told.remove(&key);
+            }
+            let h = &mut q.held[i];
+            h.project_gen = self.project_gen[p];
+            h.message = v.message;
+            i += 1;
+        }
+        q.watch = !q.held.is_empty();
+    }
+}

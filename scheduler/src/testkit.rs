@@ -1,0 +1,45 @@
+//! Small clusters the core's unit tests start from.
+
+use crate::cluster::{Cluster, SchedConfig};
+use crate::model::*;
+
+/// A cluster of one training pool "train" and one project "p" without limits.
+pub(crate) fn train_cluster() -> Cluster {
+    let mut c = Cluster::new(SchedConfig::default());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    c.add_project(Project {
+        name: "p".into(),
+        department: "d".into(),
+        quotas: [(0, Quota::default())].into(),
+    });
+    c
+}
+
+/// Adds a node of the "train" pool with `gpus` cards of `model`.
+pub(crate) fn add_train_node(c: &mut Cluster, name: &str, model: &str, gpus: u32) {
+    let count = gpus.to_string();
+    let labels = [
+        (LABEL_ROLE, "train"),
+        (LABEL_MODEL, model),
+        (LABEL_COUNT, &count),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    c.add_node(Node::new(
+        name,
+        labels,
+        64_000,
+        512 << 30,
+        1 << 40,
+        (0..gpus)
+            .map(|g| Gpu::new(g, format!("{name}/{g}"), model, 80 << 30, false))
+            .collect(),
+    ));
+}
