@@ -405,13 +405,7 @@ mod tests {
     /// checkpoint is restored.
     #[test]
     fn the_label_index_counts_the_pods_a_walk_over_every_pod_counts() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rnd = crate::testkit::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let pick = |r: u64, of: &[&str]| of[r as usize % of.len()].to_string();
         let mut compared = 0;
         for case in 0..40 {

@@ -415,13 +415,7 @@ mod tests {
 
     #[test]
     fn the_victim_of_one_is_the_first_a_walk_over_every_job_finds() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rnd = crate::testkit::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut found = 0;
         for case in 0..200 {
             let mut c = train_cluster();

@@ -135,13 +135,7 @@ mod tests {
 
     #[test]
     fn a_reservation_pruned_by_first_ends_is_the_one_a_walk_over_every_node_finds() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rnd = crate::testkit::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut checked = 0;
         for case in 0..300 {
             let mut c = train_cluster();

@@ -43,3 +43,14 @@ pub(crate) fn add_train_node(c: &mut Cluster, name: &str, model: &str, gpus: u32
             .collect(),
     ));
 }
+
+/// A small deterministic random source (xorshift64) for randomised tests: each call
+/// gives a number below `n`.
+pub(crate) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
