@@ -160,9 +160,10 @@ pub struct Cluster {
     /// Bumped whenever quota usage changes (cached quota verdicts check it).
     pub(crate) usage_gen: u64,
     /// Pending jobs by the key of their quota verdict (project, pool, request), so that
-    /// a cycle decides quota once per key, not once per job.
+    /// a cycle decides quota once per key, not once per job; with a copy of their queue
+    /// keys, so a cycle orders them without looking each up again.
     pub(crate) pending_by_key:
-        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeSet<JobId>>,
+        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeMap<JobId, QueueKey>>,
     /// Pending jobs without a verdict key (unknown project or pool).
     pub(crate) pending_loose: BTreeSet<JobId>,
     /// Pending jobs with a node selector or a required node affinity (the few whose
@@ -1128,7 +1129,7 @@ impl Cluster {
         let k = self.queue_key(id);
         match self.verdict_key(id, k.replicas) {
             Some(vk) => {
-                self.pending_by_key.entry(vk).or_default().insert(id);
+                self.pending_by_key.entry(vk).or_default().insert(id, k);
                 self.told.remove(&vk);
             }
             None => {

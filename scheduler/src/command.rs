@@ -471,6 +471,15 @@ impl Cluster {
                 std::sync::Arc::make_mut(&mut j.spec).priority = priority;
                 if let Some(k) = self.pending.get_mut(&id) {
                     k.priority = priority;
+                    let replicas = k.replicas;
+                    // (and its copy, kept with its quota verdict's key)
+                    if let Some(k) = self
+                        .verdict_key(id, replicas)
+                        .and_then(|vk| self.pending_by_key.get_mut(&vk))
+                        .and_then(|m| m.get_mut(&id))
+                    {
+                        k.priority = priority;
+                    }
                 }
                 let m = format!(
                     "priority {} -> {}",

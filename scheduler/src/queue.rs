@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, QueueKey};
 use crate::model::*;
 use crate::schedule::CycleReport;
 use crate::verdict::VerdictKey;
@@ -165,14 +165,13 @@ impl Cluster {
         } else {
             let keys: Vec<VerdictKey> = self.pending_by_key.keys().copied().collect();
             for key in keys {
-                let rep = *self.pending_by_key[&key].iter().next().expect("non-empty");
-                let replicas = self.pending[&rep].replicas;
-                let v = self.cached_verdict(rep, replicas);
+                let (&rep, rk) = self.pending_by_key[&key].iter().next().expect("non-empty");
+                let v = self.cached_verdict(rep, rk.replicas);
                 if v.ok {
                     self.told.remove(&key);
-                    for &id in &self.pending_by_key[&key] {
-                        let k = self.pending[&id];
-                        q.items.push((self.item_key(id, &k, &shares), k.replicas));
+                    for (&id, k) in &self.pending_by_key[&key] {
+                        debug_assert_eq!(*k, self.pending[&id], "a queue key's copy went stale");
+                        q.items.push((self.item_key(id, k, &shares), k.replicas));
                     }
                 } else {
                     let same = self
@@ -180,7 +179,7 @@ impl Cluster {
                         .get(&key)
                         .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
                     if !same {
-                        let ids: Vec<JobId> = self.pending_by_key[&key].iter().copied().collect();
+                        let ids: Vec<JobId> = self.pending_by_key[&key].keys().copied().collect();
                         for id in ids {
                             self.set_reason(id, &v.message);
                         }
@@ -236,27 +235,24 @@ impl Cluster {
             let old = h.message.clone();
             // Jobs of this key still pending, that were in the queue at the start of
             // the cycle (not this cycle's victims), and whose turn is still to come.
-            let ids: Vec<JobId> = self
+            let ids: Vec<(JobId, QueueKey)> = self
                 .pending_by_key
                 .get(&key)
                 .map(|set| {
                     set.iter()
-                        .filter(|id| !report.preempted.contains(id))
-                        .copied()
+                        .filter(|(id, _)| !report.preempted.contains(id))
+                        .map(|(&id, &k)| (id, k))
                         .collect()
                 })
                 .unwrap_or_default();
-            let Some(&rep) = ids.first() else {
+            let Some(&(rep, rk)) = ids.first() else {
                 q.held.swap_remove(i);
                 continue;
             };
-            let v = self.cached_verdict(rep, self.pending[&rep].replicas);
+            let v = self.cached_verdict(rep, rk.replicas);
             let later: Vec<(JobId, QueueItem, u32)> = ids
                 .iter()
-                .map(|&id| {
-                    let k = self.pending[&id];
-                    (id, self.item_key(id, &k, &q.shares), k.replicas)
-                })
+                .map(|&(id, k)| (id, self.item_key(id, &k, &q.shares), k.replicas))
                 .filter(|x| x.1 > *at)
                 .collect();
             if later.is_empty() {
