@@ -1,4 +1,4 @@
-//! A quota verdict as the cluster caches it between cycles (`schedule.rs` computes
+//! A quota verdict as the cluster caches it between cycles (`admission.rs` computes
 //! it; `cluster.rs` keeps it, keyed, and drops it when what it read changes).
 
 use crate::model::*;
