@@ -396,7 +396,6 @@ fn spread_counts(spec: &JobSpec, c: &crate::rules::SpreadConstraint, j: &Job) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::SchedConfig;
 
     /// The label index finds every pod the rules count: on random clusters of
     /// labelled pods (some with anti-affinity of their own), for random selectors of
@@ -409,14 +408,7 @@ mod tests {
         let pick = |r: u64, of: &[&str]| of[r as usize % of.len()].to_string();
         let mut compared = 0;
         for case in 0..40 {
-            let mut c = Cluster::new(SchedConfig::default());
-            c.add_pool(Pool {
-                name: "train".into(),
-                kind: PoolKind::Training,
-                selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
-                overcommit: Overcommit::default(),
-                lend_to: vec![],
-            });
+            let mut c = crate::testkit::train_pool_cluster();
             for p in ["ml", "ops"] {
                 c.add_project(Project {
                     name: p.into(),

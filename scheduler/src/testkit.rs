@@ -3,8 +3,8 @@
 use crate::cluster::{Cluster, SchedConfig};
 use crate::model::*;
 
-/// A cluster of one training pool "train" and one project "p" without limits.
-pub(crate) fn train_cluster() -> Cluster {
+/// A cluster of one training pool "train" (nodes labelled for it join it), no projects.
+pub(crate) fn train_pool_cluster() -> Cluster {
     let mut c = Cluster::new(SchedConfig::default());
     c.add_pool(Pool {
         name: "train".into(),
@@ -13,6 +13,12 @@ pub(crate) fn train_cluster() -> Cluster {
         overcommit: Overcommit::default(),
         lend_to: vec![],
     });
+    c
+}
+
+/// A cluster of one training pool "train" and one project "p" without limits.
+pub(crate) fn train_cluster() -> Cluster {
+    let mut c = train_pool_cluster();
     c.add_project(Project {
         name: "p".into(),
         department: "d".into(),
