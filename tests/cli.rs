@@ -4,16 +4,20 @@ use std::process::{Command, Output};
 
 /// Runs maar with its state folder in a fresh temporary place (never the user's).
 fn maar(args: &[&str]) -> Output {
+    isolated(args).output().expect("run maar")
+}
+
+/// The maar command with its state folder in a fresh temporary place: what a test
+/// reads never depends on a state file the machine's user left behind.
+fn isolated(args: &[&str]) -> Command {
     let state = std::env::temp_dir().join(format!(
         "maar-cli-state-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     ));
-    Command::new(env!("CARGO_BIN_EXE_maar"))
-        .args(args)
-        .env("XDG_STATE_HOME", &state)
-        .output()
-        .expect("run maar")
+    let mut c = Command::new(env!("CARGO_BIN_EXE_maar"));
+    c.args(args).env("XDG_STATE_HOME", &state);
+    c
 }
 
 static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -273,8 +277,7 @@ fn a_failed_write_exits_1_and_a_closed_pipe_exits_quietly() {
             {
                 continue;
             }
-            let o = Command::new(env!("CARGO_BIN_EXE_maar"))
-                .args(&args)
+            let o = isolated(&args)
                 .stdout(full.try_clone().unwrap())
                 .output()
                 .unwrap();
@@ -287,8 +290,7 @@ fn a_failed_write_exits_1_and_a_closed_pipe_exits_quietly() {
         }
     }
     // A reader that stops early (as `head` does): no message, exit 0.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maar"))
-        .args(["sim", "--until", "24h", "--output", "json"])
+    let mut child = isolated(&["sim", "--until", "24h", "--output", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
