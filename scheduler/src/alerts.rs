@@ -31,9 +31,6 @@ pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
     // card, and the count label is the number of plain whole cards.
     // (As below: the label lowercased equals the card's model as it is.)
     let model_agrees = labels.get(LABEL_MODEL).is_none_or(|m| {
-        if !m.bytes().any(|b| b.is_ascii_uppercase()) {
-            return m.is_ascii() && n.gpus.iter().all(|g| g.model == *m);
-        }
         m.is_ascii()
             && n.gpus.iter().all(|g| {
                 g.model.len() == m.len()
@@ -129,9 +126,8 @@ impl Cluster {
     /// nothing), from the cache while the node is unchanged.
     pub(crate) fn labels_agree(&self, n: crate::model::NodeId) -> bool {
         let node = &self.nodes[n as usize];
-        let Some(cell) = self.labels_agree.get(n as usize) else {
-            return label_mismatch(node).is_none();
-        };
+        // (Every node has its slot: `add_node` pushes it.)
+        let cell = &self.labels_agree[n as usize];
         match cell.get() {
             Some(agree) => {
                 debug_assert_eq!(agree, label_mismatch(node).is_none(), "node {}", node.name);

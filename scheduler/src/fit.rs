@@ -647,7 +647,7 @@ pub fn split(p: Placement, mult: u32, per_replica_gpus: u32) -> Vec<Placement> {
 /// Whether a node could ever take the job, whatever runs on it: ready, uncordoned,
 /// GPUs labelled, an allowed model, cards large enough. Cheap: no allocation.
 pub(crate) fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
-    if !node.ready() || crate::fit::node_rules(node, spec).is_err() {
+    if !node.ready() || node_rules(node, spec).is_err() {
         return false;
     }
     if spec.gpu.count == 0 {

@@ -142,7 +142,7 @@ impl Cluster {
 
     /// The sort key of a queue item: effective priority (with aging), fair share,
     /// submission time, id, and whether it is a scale-up.
-    fn item_key(&self, id: JobId, k: &crate::cluster::QueueKey, shares: &[u64]) -> QueueItem {
+    fn item_key(&self, id: JobId, k: &QueueKey, shares: &[u64]) -> QueueItem {
         let aging = self.config.aging_s.max(1);
         let eff = k.priority as i64 + (self.now.saturating_sub(k.queued_since) / aging) as i64;
         let share = k.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
