@@ -8,8 +8,10 @@ use clap::ValueEnum;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use maar_scheduler::bound::{bound, Bound};
 use maar_scheduler::replay::{
-    replay, Policy, ReplayConfig, ReplayResult, ShapeWeight, Ties, TraceNode, TracePod,
+    arrival_order, arrived_by, gpu_capacity, hindsight, replay, Policy, ReplayConfig, ReplayResult,
+    ShapeWeight, Ties, TraceNode, TracePod,
 };
 
 use crate::failure::Failure;
@@ -111,6 +113,11 @@ pub struct ReplayArgs {
     pub ties: TiesArg,
     #[arg(long, value_enum, default_value_t = crate::args::SimOutput::Table)]
     pub output: crate::args::SimOutput,
+    /// Also compute an upper bound on the allocation any placement could reach at 100%
+    /// arrival (the same arrived pods per seed; an LP relaxation of the packing), and
+    /// how far each policy is from it.
+    #[arg(long)]
+    pub bound: bool,
 }
 
 /// The sweep's seeds, as in the paper's artifact.
@@ -120,6 +127,13 @@ pub const SEEDS: std::ops::RangeInclusive<u64> = 42..=51;
 struct SweepRow {
     policy: Policy,
     mean_alloc_pct_at_100: f64,
+    /// With --bound: the mean over seeds of the bound at 100% arrival.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_bound_pct_at_100: Option<f64>,
+    /// With --bound: the mean over seeds of a placement with hindsight (a lower bound on
+    /// the best placement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_hindsight_pct_at_100: Option<f64>,
     reference_alloc_pct_at_100: Option<f64>,
     mean_unallocated_gpus_at_100: f64,
     mean_elapsed_ms: f64,
@@ -232,6 +246,11 @@ pub fn read_reference(path: &Path, workload: &str) -> Result<Vec<(Policy, f64)>,
         .collect())
 }
 
+/// `milli` as a share of `capacity`, percent.
+fn pct(milli: u64, capacity: u64) -> f64 {
+    milli as f64 * 100.0 / capacity.max(1) as f64
+}
+
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0), |a, x| (a.0 + x, a.1 + 1));
     if n == 0 {
@@ -304,6 +323,41 @@ pub fn plot(path: &Path, runs: &[ReplayResult]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// For each seed's arrivals at 100% (in the order of `seeds`, on all cores): the bound
+/// no placement beats (an LP), and what a placement with hindsight allocates
+/// (GPU-milli); the best placement lies between them.
+pub fn bounds(
+    nodes: &[TraceNode],
+    pods: &[TracePod],
+    seeds: &[ReplayConfig],
+) -> Result<Vec<(Bound, u64)>, Failure> {
+    let capacity = gpu_capacity(nodes);
+    let out = std::sync::Mutex::new(vec![None; seeds.len()]);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(seeds.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(cfg) = seeds.get(i) else { break };
+                let order = arrival_order(pods, capacity, cfg);
+                let arrived = arrived_by(pods, &order, capacity, 100);
+                let b = bound(nodes, arrived.iter().copied())
+                    .map(|b| (b, hindsight(nodes, arrived.iter().copied())));
+                out.lock().expect("no thread panics while holding it")[i] = Some(b);
+            });
+        }
+    });
+    out.into_inner()
+        .expect("threads joined")
+        .into_iter()
+        .map(|b| {
+            b.expect("every seed bounded")
+                .map_err(|e| Failure::No(e.to_string()))
+        })
+        .collect()
+}
+
 pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     if !(a.inflate > 0.0 && a.inflate <= 10.0) {
         return Err(Failure::Usage(format!(
@@ -348,19 +402,40 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     };
     let mut w = |s: String| o.put(&s);
     if !a.sweep {
-        let r = replay(&nodes, &pods, &cfg(a.policy.policy(), a.seed));
+        let one = cfg(a.policy.policy(), a.seed);
+        let r = replay(&nodes, &pods, &one);
+        let b = if a.bound {
+            Some(bounds(&nodes, &pods, std::slice::from_ref(&one))?[0])
+        } else {
+            None
+        };
         if let Some(p) = &a.plot {
             plot(p, std::slice::from_ref(&r))?;
         }
         match a.output {
             crate::args::SimOutput::Json => {
-                w(serde_json::to_string_pretty(&r).expect("serialisable") + "\n")
+                let mut v = serde_json::to_value(&r).expect("serialisable");
+                if let (Some((b, h)), Some(m)) = (b, v.as_object_mut()) {
+                    m.insert("bound_pct_at_100".into(), b.pct().into());
+                    m.insert("bound_idle_gpus_at_100".into(), b.idle_gpus().into());
+                    m.insert("hindsight_pct_at_100".into(), pct(h, b.capacity).into());
+                }
+                w(serde_json::to_string_pretty(&v).expect("serialisable") + "\n")
             }
             crate::args::SimOutput::Table => {
                 w(format!(
                     "policy {} seed {}: {} GPUs, allocation at 100% arrival {:.2}% ({:.1} GPUs idle), {} pods placed, {} failed, {} ms\n",
                     r.policy.name(), r.seed, r.total_gpus, r.alloc_pct_at_100, r.unallocated_gpus_at_100, r.pods_placed, r.pods_failed, r.elapsed_ms
                 ));
+                if let Some((b, h)) = b {
+                    w(format!(
+                        "bound at 100% arrival {:.2}% (no placement leaves fewer than {:.1} GPUs idle); with hindsight {:.2}% is reached: {:.1} GPUs between this policy and the bound\n",
+                        b.pct(),
+                        b.idle_gpus(),
+                        pct(h, b.capacity),
+                        r.unallocated_gpus_at_100 - b.idle_gpus()
+                    ));
+                }
                 w("ARRIVED  ALLOC   FRAG\n".into());
                 for c in r.curve.iter().filter(|c| c.arrived_pct % 10 == 0) {
                     w(format!(
@@ -379,6 +454,22 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         .map(|(p, s)| cfg(p, s))
         .collect();
     let runs = run_all(&nodes, &pods, &cfgs);
+    let seeds: Vec<ReplayConfig> = SEEDS.map(|s| cfg(Policy::Maar, s)).collect();
+    let bound_started = Instant::now();
+    let bounds = if a.bound {
+        Some(bounds(&nodes, &pods, &seeds)?)
+    } else {
+        None
+    };
+    let bound_s = bound_started.elapsed().as_secs_f64();
+    let total_gpus = gpu_capacity(&nodes) as f64 / 1000.0;
+    let bound_pct = bounds.as_ref().map(|b| mean(b.iter().map(|b| b.0.pct())));
+    let bound_idle = bounds
+        .as_ref()
+        .map(|b| mean(b.iter().map(|b| b.0.idle_gpus())));
+    let hindsight_pct = bounds
+        .as_ref()
+        .map(|b| mean(b.iter().map(|(b, h)| pct(*h, b.capacity))));
     let rows: Vec<SweepRow> = Policy::ALL
         .iter()
         .map(|&p| {
@@ -386,6 +477,8 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
             SweepRow {
                 policy: p,
                 mean_alloc_pct_at_100: mean(mine.iter().map(|r| r.alloc_pct_at_100)),
+                mean_bound_pct_at_100: bound_pct,
+                mean_hindsight_pct_at_100: hindsight_pct,
                 reference_alloc_pct_at_100: reference
                     .as_ref()
                     .and_then(|v| v.iter().find(|x| x.0 == p).map(|x| x.1)),
@@ -410,7 +503,10 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                 SEEDS.end(),
                 a.inflate
             ));
-            w("POLICY         ALLOC@100  REFERENCE  DIFF    IDLE GPUS  MS/RUN\n".into());
+            w(format!(
+                "POLICY         ALLOC@100  REFERENCE  DIFF    IDLE GPUS  MS/RUN{}\n",
+                if a.bound { "  GPUS TO BOUND" } else { "" }
+            ));
             for r in &rows {
                 let (refv, diff) = match r.reference_alloc_pct_at_100 {
                     Some(x) => (
@@ -419,12 +515,31 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                     ),
                     None => ("        -".into(), "    -".into()),
                 };
+                let to_bound = match bound_idle {
+                    Some(b) => format!("  {:>13.1}", r.mean_unallocated_gpus_at_100 - b),
+                    None => String::new(),
+                };
                 w(format!(
-                    "{:<14} {:>8.2}%  {refv}  {diff}  {:>9.1}  {:>6.0}\n",
+                    "{:<14} {:>8.2}%  {refv}  {diff}  {:>9.1}  {:>6.0}{to_bound}\n",
                     r.policy.name(),
                     r.mean_alloc_pct_at_100,
                     r.mean_unallocated_gpus_at_100,
                     r.mean_elapsed_ms
+                ));
+            }
+            if let (Some(b), Some(idle), Some(h)) = (bound_pct, bound_idle, hindsight_pct) {
+                w(format!(
+                    "{:<14} {:>8.2}%          -      -  {:>9.1}          (every arrival known at once)\n",
+                    "hindsight",
+                    h,
+                    (100.0 - h) * total_gpus / 100.0,
+                ));
+                w(format!(
+                    "{:<14} {:>8.2}%          -      -  {:>9.1}  {:>6.0}  (an LP bound: no placement allocates more)\n",
+                    "bound",
+                    b,
+                    idle,
+                    bound_s * 1000.0 / SEEDS.count() as f64
                 ));
             }
             w(format!(

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::process::Command;
 
 use maar::trace::{read_nodes, read_pods};
-use maar_scheduler::replay::{replay, Policy, ReplayConfig};
+use maar_scheduler::bound::bound;
+use maar_scheduler::replay::{
+    arrival_order, arrived_by, gpu_capacity, hindsight, replay, Policy, ReplayConfig,
+};
 
 const DATA: &str = "../shared/data/openb";
 
@@ -66,6 +69,32 @@ fn the_published_order_and_means_hold_and_maar_beats_fgd_on_the_shared_trace() {
     }
 }
 
+#[test]
+fn no_policy_and_no_hindsight_placement_beats_the_bound_on_the_shared_trace() {
+    let Some((n, p)) = data() else { return };
+    let nodes = read_nodes(Path::new(&n)).unwrap();
+    let pods = read_pods(Path::new(&p)).unwrap();
+    let capacity = gpu_capacity(&nodes);
+    let cfg = ReplayConfig::new(Policy::Maar, 42);
+    let order = arrival_order(&pods, capacity, &cfg);
+    let arrived = arrived_by(&pods, &order, capacity, 100);
+    let b = bound(&nodes, arrived.iter().copied()).unwrap();
+    let h = hindsight(&nodes, arrived.iter().copied()) as f64;
+    assert!(h <= b.milli, "hindsight {h} over the bound {}", b.milli);
+    for policy in Policy::ALL {
+        let r = replay(&nodes, &pods, &ReplayConfig::new(policy, 42));
+        assert!(
+            r.alloc_pct_at_100 <= b.pct(),
+            "{} {:.2}% over the bound {:.2}%",
+            policy.name(),
+            r.alloc_pct_at_100,
+            b.pct()
+        );
+    }
+    // Not the trivial 100%: the 810-milli slices' gaps, among others, are seen.
+    assert!(b.pct() < 99.0 && b.pct() > 95.0, "{:.2}%", b.pct());
+}
+
 fn maar(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_maar"))
         .args(args)
@@ -102,6 +131,7 @@ fn replay_json_has_the_documented_fields() {
     }
     assert_eq!(v["policy"], "maar");
     assert_eq!(v["total_gpus"], 6212);
+    assert!(v.get("bound_pct_at_100").is_none(), "only with --bound");
     let curve = v["curve"].as_array().unwrap();
     assert_eq!(curve.len(), 131);
     for k in ["arrived_pct", "alloc_pct", "frag_pct"] {
@@ -286,4 +316,53 @@ fn variants_are_seeded_and_shaped_as_asked() {
             "total demand {all} vs {base}"
         );
     }
+}
+
+#[test]
+fn replay_bound_says_what_no_placement_beats_on_a_small_trace() {
+    let dir = std::env::temp_dir().join(format!("maar-bound-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let nodes = dir.join("nodes.csv");
+    // One card: two 600-milli slices cannot share it, whatever the policy.
+    std::fs::write(
+        &nodes,
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,1,T4\n",
+    )
+    .unwrap();
+    let pods = dir.join("pods.csv");
+    std::fs::write(
+        &pods,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,600\np2,1000,1024,1,600\n",
+    )
+    .unwrap();
+    let o = replay_on(
+        &nodes,
+        &pods,
+        &["--bound", "--output", "json", "--inflate", "1.2"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        (v["bound_pct_at_100"].as_f64().unwrap() - 60.0).abs() < 1e-6,
+        "{v}"
+    );
+    assert!((v["bound_idle_gpus_at_100"].as_f64().unwrap() - 0.4).abs() < 1e-6);
+    assert!((v["hindsight_pct_at_100"].as_f64().unwrap() - 60.0).abs() < 1e-6);
+    let o = replay_on(&nodes, &pods, &["--bound", "--sweep"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = text.lines().find(|l| l.starts_with("bound ")).expect(&text);
+    assert!(row.contains("60.00%"), "{text}");
+    assert!(text.contains("GPUS TO BOUND"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -20,7 +20,8 @@
 //! - [`checkpoint`]: the state as plain data, and back.
 //! - [`limits`]: the documented bounds on every count, rate, quantity and duration.
 //! - [`manifest`]: the YAML-facing job types (parsed by the application).
-//! - [`replay`]: trace replay and the placement policies.
+//! - [`replay`]: trace replay and the placement policies; [`bound`]: what no placement
+//!   of a replay can beat (an LP relaxation).
 //! - [`whatif`]: what an operator command would do, computed on a copy.
 //! - [`forecast`]: when Pending jobs will start (a forward run on a copy), and the
 //!   runtimes of ended jobs that predict it.
@@ -28,6 +29,7 @@
 pub mod admission;
 pub mod alertbook;
 pub mod alerts;
+pub mod bound;
 pub mod checkpoint;
 pub mod cluster;
 pub mod command;

@@ -542,12 +542,16 @@ impl Replayer {
     }
 }
 
-/// Runs one replay.
-pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> ReplayResult {
-    let started = Instant::now();
+/// The nodes' GPU capacity, GPU-milli.
+pub fn gpu_capacity(nodes: &[TraceNode]) -> u64 {
+    nodes.iter().map(|n| n.gpus as u64 * 1000).sum()
+}
+
+/// The order pods arrive in (indices into `pods`): the trace shuffled by the seed,
+/// then random copies until the GPU request reaches `inflate` x `capacity`. The same
+/// for every policy of a seed.
+pub fn arrival_order(pods: &[TracePod], capacity: u64, cfg: &ReplayConfig) -> Vec<usize> {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    // Arrival order: the trace shuffled, then random copies up to inflate x capacity.
-    let capacity: u64 = nodes.iter().map(|n| n.gpus as u64 * 1000).sum();
     let mut order: Vec<usize> = (0..pods.len()).collect();
     order.shuffle(&mut rng);
     let mut demand: u64 = pods.iter().map(|p| p.gpu_request()).sum();
@@ -559,6 +563,62 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
             order.push(i);
         }
     }
+    order
+}
+
+/// The pods arrived when the GPU request that arrived first reaches `pct`% of
+/// `capacity`: the prefix of `order` whose last pod crosses it (the replay records the
+/// curve's point after placing that pod), or all of it.
+pub fn arrived_by<'a>(
+    pods: &'a [TracePod],
+    order: &[usize],
+    capacity: u64,
+    pct: u32,
+) -> Vec<&'a TracePod> {
+    let mut arrived: u64 = 0;
+    let mut out = Vec::new();
+    for &i in order {
+        out.push(&pods[i]);
+        arrived += pods[i].gpu_request();
+        if arrived * 100 >= pct as u64 * capacity {
+            break;
+        }
+    }
+    out
+}
+
+/// What a placement with hindsight allocates, GPU-milli: the arrived GPU pods all known
+/// at once and placed largest GPU request first (then most CPU), each by maar's policy;
+/// CPU-only pods left out. A feasible placement, so a lower bound on the best one: with
+/// [`crate::bound::bound`] it brackets what any placement of these pods could reach.
+pub fn hindsight<'a>(nodes: &[TraceNode], arrived: impl IntoIterator<Item = &'a TracePod>) -> u64 {
+    let mut gpu: Vec<&TracePod> = arrived
+        .into_iter()
+        .filter(|p| p.gpu_request() > 0)
+        .collect();
+    gpu.sort_by_key(|p| std::cmp::Reverse((p.num_gpu, p.gpu_milli, p.cpu_milli, p.memory_mib)));
+    let shapes = typical_shapes(
+        &gpu.iter().map(|&p| p.clone()).collect::<Vec<_>>(),
+        ShapeWeight::Pods,
+        false,
+    );
+    let mut r = Replayer::new(nodes, shapes, Policy::Maar, 0);
+    for p in gpu {
+        r.place(p);
+    }
+    r.cluster
+        .nodes
+        .iter()
+        .flat_map(|n| n.gpus.iter())
+        .map(|g| g.used_milli() as u64)
+        .sum()
+}
+
+/// Runs one replay.
+pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> ReplayResult {
+    let started = Instant::now();
+    let capacity = gpu_capacity(nodes);
+    let order = arrival_order(pods, capacity, cfg);
     let shapes = typical_shapes(pods, cfg.shape_weight, cfg.cpu_shapes);
     let mut r =
         Replayer::new(nodes, shapes, cfg.policy, cfg.seed.wrapping_add(1)).with_ties(cfg.ties);

@@ -1,0 +1,569 @@
+//! An upper bound on the GPU share that any placement could allocate, for the trace
+//! experiment ([`crate::replay`]): given the nodes and the pods that have arrived, no
+//! placement (online or offline, any order, any choice of which pods to leave out)
+//! allocates more GPU-milli than [`bound`] says.
+//!
+//! # The bound: an LP relaxation of the packing, by node type
+//!
+//! Nodes with the same model, card count, CPU and memory form a *type* `t` of `N_t`
+//! nodes; pods with the same request form a *class* `p` of `c_p` pods. A placement
+//! puts `n_pt` pods of class `p` on nodes of type `t` (a whole number). Every placement
+//! satisfies the constraints below, so their linear relaxation (`y_pt >= 0` real) has a
+//! maximum at least as large as what any placement allocates:
+//!
+//! 1. `sum_t y_pt <= c_p`: no more pods than arrived.
+//! 2. `y_pt = 0` where one pod of `p` does not fit an empty node of `t` (card count,
+//!    CPU, memory, or a GPU model the pod does not accept).
+//! 3. Per type, the sums of CPU, memory and GPU-milli: each node's capacity summed over
+//!    the type's nodes bounds what its pods take.
+//! 4. Per card: every card is empty, given whole to one pod, or shared by slices. A
+//!    shared card holds at most one slice of more than 500 milli (a *large* slice, of
+//!    size `a`); its gap of `1000 - a` takes only slices that fit in it, at most one of
+//!    them larger than half the gap. A shared card without a large slice holds at most
+//!    `j` slices of more than `1000/(j+1)` milli (`j = 2..=CUTS`). Over a type, with the
+//!    slices split by where they sit (in whose gap, or on such a card): whole cards +
+//!    large slices + cards of small slices `<= N_t x cards`, the gaps' sums within
+//!    `(1000 - a)` per large slice, and the small-only cards' sums and counts within
+//!    their cards. This is what makes the bound see that two 600-milli pods cannot share
+//!    a card, and that an 810-milli slice leaves 190 that only a slice of 190 or less
+//!    can use; the milli sum alone allows both.
+//! 5. Per node ("at most `j` large pods"), in each of CPU, memory and whole cards: a
+//!    node holds at most `j` pods that each take more than `1/(j+1)` of it, so over a
+//!    type such pods number at most `j x N_t`.
+//!
+//! Each constraint holds node by node (or card by card) for every placement, and
+//! summing over a type's nodes keeps it, so every placement is a feasible point of the
+//! relaxation: the LP's optimum is an upper bound. It is not the best possible bound
+//! (a node's CPU and cards are only tied through the sums), and the tests check it
+//! against exhaustive search on small instances, where it must never be lower.
+//!
+//! The objective counts what [`crate::replay::Replayer::alloc_pct`] counts: a whole
+//! card as 1000 milli, a shared slice as its milli.
+//!
+//! Solved with good_lp's pure-Rust `microlp` simplex.
+
+use std::collections::BTreeMap;
+
+use good_lp::{microlp, variable, Expression, ProblemVariables, Solution, SolverModel, Variable};
+use serde::Serialize;
+
+use crate::model::GPU_MILLI;
+use crate::replay::{TraceNode, TracePod};
+
+/// How many "at most `j` large items" cuts are added per card and per node.
+const CUTS: u64 = 4;
+
+/// An upper bound on the GPU-milli any placement allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Bound {
+    /// At most this much GPU-milli is allocated by any placement.
+    pub milli: f64,
+    /// The nodes' GPU capacity, GPU-milli.
+    pub capacity: u64,
+}
+
+impl Bound {
+    /// The bound as a share of capacity, percent.
+    pub fn pct(&self) -> f64 {
+        self.milli * 100.0 / self.capacity.max(1) as f64
+    }
+
+    /// GPUs that every placement leaves idle.
+    pub fn idle_gpus(&self) -> f64 {
+        (self.capacity as f64 - self.milli) / GPU_MILLI as f64
+    }
+}
+
+/// Why no bound was computed.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("the placement bound's LP could not be solved: {0}")]
+pub struct BoundError(String);
+
+/// The shared cards of one node type in the LP: slices of more than half a card
+/// (`large`) take a card each and leave its gap to smaller ones; the rest (`small`)
+/// fill those gaps (`v`: size, the large size whose gap, variable) or cards of small
+/// slices only (`u`: size, variable), of which there are `cards`.
+struct SharedCards {
+    small: Vec<u64>,
+    large: Vec<u64>,
+    v: Vec<(u64, u64, Variable)>,
+    u: Vec<(u64, Variable)>,
+    cards: Variable,
+}
+
+/// One dimension of a pod's size on a node.
+type Size<'a> = &'a dyn Fn(&PodClass) -> u64;
+
+/// Identical nodes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct NodeType {
+    model: String,
+    cards: u64,
+    cpu: u64,
+    mem: u64,
+}
+
+/// Identical GPU pods.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct PodClass {
+    /// Whole cards taken (0 for a shared slice).
+    cards: u64,
+    /// Milli of one shared card (0 for whole cards).
+    slice: u64,
+    cpu: u64,
+    mem: u64,
+    /// Accepted models, lowercase; empty: any.
+    models: Vec<String>,
+}
+
+impl PodClass {
+    /// What the replay counts as allocated for one pod.
+    fn milli(&self) -> u64 {
+        self.cards * GPU_MILLI as u64 + self.slice
+    }
+
+    fn fits_empty(&self, t: &NodeType) -> bool {
+        let cards = if self.cards > 0 { self.cards } else { 1 };
+        cards <= t.cards
+            && self.cpu <= t.cpu
+            && self.mem <= t.mem
+            && (self.models.is_empty() || self.models.contains(&t.model))
+    }
+}
+
+/// The pod's class, as the replay places it (`trace_spec`): a single-GPU pod asking
+/// less than a card shares one, any other GPU pod takes whole cards; `None` for a pod
+/// that allocates no GPU (it only takes CPU and memory, so leaving it out never lowers
+/// the bound).
+fn class_of(p: &TracePod) -> Option<PodClass> {
+    if p.num_gpu == 0 || p.gpu_milli == 0 {
+        return None;
+    }
+    let sharing = p.num_gpu == 1 && p.gpu_milli < GPU_MILLI;
+    let mut models: Vec<String> = p.gpu_spec.iter().map(|m| m.to_lowercase()).collect();
+    models.sort();
+    models.dedup();
+    Some(PodClass {
+        cards: if sharing { 0 } else { p.num_gpu as u64 },
+        slice: if sharing { p.gpu_milli as u64 } else { 0 },
+        cpu: p.cpu_milli,
+        mem: p.memory_mib,
+        models,
+    })
+}
+
+/// An upper bound on the GPU-milli that any placement of (a subset of) `pods` on
+/// `nodes` allocates. See the module's documentation for why it is one.
+pub fn bound<'a>(
+    nodes: &[TraceNode],
+    pods: impl IntoIterator<Item = &'a TracePod>,
+) -> Result<Bound, BoundError> {
+    let capacity: u64 = nodes.iter().map(|n| n.gpus as u64 * GPU_MILLI as u64).sum();
+    let mut types: BTreeMap<NodeType, u64> = BTreeMap::new();
+    for n in nodes.iter().filter(|n| n.gpus > 0) {
+        let t = NodeType {
+            model: n.model.to_lowercase(),
+            cards: n.gpus as u64,
+            cpu: n.cpu_milli,
+            mem: n.memory_mib,
+        };
+        *types.entry(t).or_default() += 1;
+    }
+    let mut classes: BTreeMap<PodClass, u64> = BTreeMap::new();
+    for c in pods.into_iter().filter_map(class_of) {
+        *classes.entry(c).or_default() += 1;
+    }
+    let types: Vec<(NodeType, u64)> = types.into_iter().collect();
+    let classes: Vec<(PodClass, u64)> = classes.into_iter().collect();
+
+    let mut vars = ProblemVariables::new();
+    // y[(p, t)]: pods of class p on nodes of type t, where one fits.
+    let mut y: Vec<(usize, usize, Variable)> = Vec::new();
+    for (pi, (p, count)) in classes.iter().enumerate() {
+        for (ti, (t, _)) in types.iter().enumerate() {
+            if p.fits_empty(t) {
+                y.push((pi, ti, vars.add(variable().min(0.0).max(*count as f64))));
+            }
+        }
+    }
+    if y.is_empty() {
+        return Ok(Bound {
+            milli: 0.0,
+            capacity,
+        });
+    }
+    // Shared cards, per type: a card with a large slice (> 500) fills its gap with
+    // small ones (v: small slices of size s in the gaps of large slices of size a); the
+    // other small slices (u) share cards of small slices only (as many as `small`).
+    let full = GPU_MILLI as u64;
+    let mut cards_of: Vec<SharedCards> = Vec::new();
+    for ti in 0..types.len() {
+        let mut sizes: Vec<u64> = y
+            .iter()
+            .filter(|e| e.1 == ti && classes[e.0].0.slice > 0)
+            .map(|e| classes[e.0].0.slice)
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let (large, small): (Vec<u64>, Vec<u64>) = sizes.iter().partition(|&&s| 2 * s > full);
+        let mut v = Vec::new();
+        for &s in &small {
+            for &a in &large {
+                if s <= full - a {
+                    v.push((s, a, vars.add(variable().min(0.0))));
+                }
+            }
+        }
+        let u = small
+            .iter()
+            .map(|&s| (s, vars.add(variable().min(0.0))))
+            .collect();
+        let cards = vars.add(variable().min(0.0));
+        cards_of.push(SharedCards {
+            small,
+            large,
+            v,
+            u,
+            cards,
+        });
+    }
+    // In thousands of milli (cards), so the LP's numbers stay near the node counts.
+    let objective: Expression = y
+        .iter()
+        .map(|&(pi, _, v)| v * (classes[pi].0.milli() as f64 / GPU_MILLI as f64))
+        .sum();
+    let mut model = vars.maximise(objective.clone()).using(microlp);
+
+    // 1. No more pods than arrived.
+    for (pi, (_, count)) in classes.iter().enumerate() {
+        let used: Expression = y.iter().filter(|e| e.0 == pi).map(|e| e.2).sum();
+        model = model.with(used.leq(*count as f64));
+    }
+    for (ti, (t, n)) in types.iter().enumerate() {
+        let on: Vec<(&PodClass, Variable)> = y
+            .iter()
+            .filter(|e| e.1 == ti)
+            .map(|e| (&classes[e.0].0, e.2))
+            .collect();
+        if on.is_empty() {
+            continue;
+        }
+        let n = *n as f64;
+        let cards = (t.cards * n as u64) as f64;
+        let sum = |f: &dyn Fn(&PodClass) -> f64| -> Expression {
+            on.iter()
+                .filter(|(p, _)| f(p) != 0.0)
+                .map(|&(p, v)| v * f(p))
+                .sum()
+        };
+        // 3. CPU, memory and GPU-milli, each relative to one node (or card).
+        if t.cpu > 0 {
+            model = model.with(sum(&|p| p.cpu as f64 / t.cpu as f64).leq(n));
+        }
+        if t.mem > 0 {
+            model = model.with(sum(&|p| p.mem as f64 / t.mem as f64).leq(n));
+        }
+        model = model.with(sum(&|p| p.milli() as f64 / GPU_MILLI as f64).leq(cards));
+        // 4. Shared cards (see `SharedCards`).
+        let sc = &cards_of[ti];
+        let slices = |size: u64| -> Expression {
+            on.iter()
+                .filter(|(p, _)| p.cards == 0 && p.slice == size)
+                .map(|&(_, v)| v)
+                .sum()
+        };
+        for &s in &sc.small {
+            let placed: Expression =
+                sc.v.iter()
+                    .filter(|e| e.0 == s)
+                    .map(|e| e.2)
+                    .sum::<Expression>()
+                    + sc.u
+                        .iter()
+                        .filter(|e| e.0 == s)
+                        .map(|e| e.1)
+                        .sum::<Expression>();
+            model = model.with(slices(s).leq(placed));
+        }
+        for &a in &sc.large {
+            let gap = (full - a) as f64 / full as f64;
+            let filled: Expression =
+                sc.v.iter()
+                    .filter(|e| e.1 == a)
+                    .map(|e| e.2 * (e.0 as f64 / full as f64))
+                    .sum();
+            model = model.with(filled.leq(slices(a) * gap));
+            // At most one slice of more than half the gap.
+            let halves: Expression =
+                sc.v.iter()
+                    .filter(|e| e.1 == a && 2 * e.0 > full - a)
+                    .map(|e| e.2)
+                    .sum();
+            model = model.with(halves.leq(slices(a)));
+        }
+        let whole_and_large = sum(&|p| {
+            if p.cards > 0 {
+                p.cards as f64
+            } else if 2 * p.slice > full {
+                1.0
+            } else {
+                0.0
+            }
+        });
+        model = model.with((whole_and_large + sc.cards).leq(cards));
+        let small_milli: Expression =
+            sc.u.iter()
+                .map(|&(s, v)| v * (s as f64 / full as f64))
+                .sum();
+        model = model.with(small_milli.leq(sc.cards));
+        for j in 2..=CUTS {
+            let over: Vec<Variable> =
+                sc.u.iter()
+                    .filter(|e| e.0 * (j + 1) > full)
+                    .map(|e| e.1)
+                    .collect();
+            if !over.is_empty() {
+                let count: Expression = over.into_iter().sum();
+                model = model.with(count.leq(sc.cards * j as f64));
+            }
+        }
+        // 5. At most j pods of more than 1/(j+1) of a node, per dimension.
+        for j in 1..=CUTS {
+            let big = |size: u64, cap: u64| size * (j + 1) > cap;
+            let dims: [(Size, u64); 3] = [
+                (&|p| p.cpu, t.cpu),
+                (&|p| p.mem, t.mem),
+                (&|p| p.cards, t.cards),
+            ];
+            for (size, cap) in dims {
+                if on.iter().any(|(p, _)| big(size(p), cap)) {
+                    let count = sum(&|p| if big(size(p), cap) { 1.0 } else { 0.0 });
+                    model = model.with(count.leq(j as f64 * n));
+                }
+            }
+        }
+    }
+    let solution = model.solve().map_err(|e| BoundError(e.to_string()))?;
+    let cards = solution.eval(&objective);
+    // The simplex works in floating point: a hair over a whole count is its rounding.
+    let milli = (cards * GPU_MILLI as f64).min(capacity as f64);
+    Ok(Bound { milli, capacity })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, gpus: u32, cpu: u64, mem: u64, model: &str) -> TraceNode {
+        TraceNode {
+            name: name.into(),
+            cpu_milli: cpu,
+            memory_mib: mem,
+            gpus,
+            model: model.into(),
+        }
+    }
+
+    fn pod(num_gpu: u32, gpu_milli: u32, cpu: u64, mem: u64, spec: &[&str]) -> TracePod {
+        TracePod {
+            name: "p".into(),
+            cpu_milli: cpu,
+            memory_mib: mem,
+            num_gpu,
+            gpu_milli,
+            gpu_spec: spec.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// The most GPU-milli any placement allocates, by trying every placement: each pod
+    /// left out, or on a node (a whole-card pod on cards no slice touches, a slice on a
+    /// card of its choice).
+    fn exact(nodes: &[TraceNode], pods: &[TracePod]) -> u64 {
+        struct N {
+            cpu: u64,
+            mem: u64,
+            model: String,
+            /// Per card: milli used, and whether a whole-card pod holds it.
+            cards: Vec<(u64, bool)>,
+        }
+        fn go(i: usize, pods: &[TracePod], ns: &mut [N]) -> u64 {
+            let Some(p) = pods.get(i) else { return 0 };
+            let mut best = go(i + 1, pods, ns);
+            let Some(c) = class_of(p) else { return best };
+            for k in 0..ns.len() {
+                let n = &ns[k];
+                if n.cpu < c.cpu
+                    || n.mem < c.mem
+                    || !(c.models.is_empty() || c.models.contains(&n.model))
+                {
+                    continue;
+                }
+                let mut tries: Vec<Vec<usize>> = Vec::new();
+                if c.cards > 0 {
+                    let free: Vec<usize> = (0..n.cards.len())
+                        .filter(|&g| n.cards[g] == (0, false))
+                        .collect();
+                    if free.len() as u64 >= c.cards {
+                        // Which untouched cards does not matter: they are alike.
+                        tries.push(free[..c.cards as usize].to_vec());
+                    }
+                } else {
+                    for g in 0..n.cards.len() {
+                        if !n.cards[g].1 && n.cards[g].0 + c.slice <= 1000 {
+                            tries.push(vec![g]);
+                        }
+                    }
+                }
+                for cards in tries {
+                    let n = &mut ns[k];
+                    n.cpu -= c.cpu;
+                    n.mem -= c.mem;
+                    for &g in &cards {
+                        if c.cards > 0 {
+                            n.cards[g] = (1000, true);
+                        } else {
+                            n.cards[g].0 += c.slice;
+                        }
+                    }
+                    best = best.max(c.milli() + go(i + 1, pods, ns));
+                    let n = &mut ns[k];
+                    n.cpu += c.cpu;
+                    n.mem += c.mem;
+                    for &g in &cards {
+                        if c.cards > 0 {
+                            n.cards[g] = (0, false);
+                        } else {
+                            n.cards[g].0 -= c.slice;
+                        }
+                    }
+                }
+            }
+            best
+        }
+        let mut ns: Vec<N> = nodes
+            .iter()
+            .map(|n| N {
+                cpu: n.cpu_milli,
+                mem: n.memory_mib,
+                model: n.model.to_lowercase(),
+                cards: vec![(0, false); n.gpus as usize],
+            })
+            .collect();
+        go(0, pods, &mut ns)
+    }
+
+    #[test]
+    fn two_slices_of_more_than_half_do_not_share_a_card() {
+        let nodes = [node("a", 1, 8000, 1000, "T4")];
+        let pods = [pod(1, 600, 1000, 10, &[]), pod(1, 600, 1000, 10, &[])];
+        let b = bound(&nodes, &pods).unwrap();
+        assert_eq!(exact(&nodes, &pods), 600);
+        // The milli sum alone would allow 1000.
+        assert!((b.milli - 600.0).abs() < 1e-6, "{b:?}");
+        // An 810-milli slice leaves 190 that a 250 cannot use; a 190 can. The LP may
+        // split the card (a quarter of it to the 250: 0.75 x 810 + 250 = 857.5), but no
+        // longer counts the 1,000 the milli sum allows.
+        let gap = [pod(1, 810, 1000, 10, &[]), pod(1, 250, 1000, 10, &[])];
+        assert_eq!(exact(&nodes, &gap), 810);
+        let b = bound(&nodes, &gap).unwrap().milli;
+        assert!((b - 857.5).abs() < 1e-6, "{b}");
+        let filled = [pod(1, 810, 1000, 10, &[]), pod(1, 190, 1000, 10, &[])];
+        assert!((bound(&nodes, &filled).unwrap().milli - 1000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn cpu_that_runs_out_leaves_cards_idle_in_the_bound() {
+        // Two 8-card nodes of 16 CPUs; pods of 1 card and 12 CPUs: one a node.
+        let nodes = [
+            node("a", 8, 16000, 1000, "G2"),
+            node("b", 8, 16000, 1000, "G2"),
+        ];
+        let pods: Vec<TracePod> = (0..6).map(|_| pod(1, 1000, 12000, 10, &[])).collect();
+        let b = bound(&nodes, &pods).unwrap();
+        assert_eq!(exact(&nodes, &pods), 2000);
+        assert!((b.milli - 2000.0).abs() < 1e-6, "{b:?}");
+        assert!((b.idle_gpus() - 14.0).abs() < 1e-9);
+        assert_eq!(crate::replay::hindsight(&nodes, pods.iter()), 2000);
+    }
+
+    #[test]
+    fn a_pod_asking_for_another_model_counts_for_nothing() {
+        let nodes = [node("a", 2, 8000, 1000, "V100M16")];
+        let pods = [
+            pod(1, 1000, 1000, 10, &["T4"]),
+            pod(2, 1000, 1000, 10, &["v100m16"]),
+        ];
+        let b = bound(&nodes, &pods).unwrap();
+        assert_eq!(exact(&nodes, &pods), 2000);
+        assert!((b.milli - 2000.0).abs() < 1e-6, "{b:?}");
+        assert!(bound(&nodes, &pods[..1]).unwrap().milli.abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_placement_beats_the_bound_on_small_random_instances() {
+        let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % m
+        };
+        let models = ["T4", "G2"];
+        let (mut tight, mut total) = (0, 0);
+        for _ in 0..600 {
+            let nodes: Vec<TraceNode> = (0..1 + next(3))
+                .map(|i| {
+                    node(
+                        &format!("n{i}"),
+                        [1, 2, 4][next(3) as usize],
+                        [4000, 8000, 16000][next(3) as usize],
+                        [1000, 4000][next(2) as usize],
+                        models[next(2) as usize],
+                    )
+                })
+                .collect();
+            let pods: Vec<TracePod> = (0..1 + next(5))
+                .map(|_| {
+                    let gpus = [0, 1, 1, 1, 2, 4][next(6) as usize];
+                    let milli = if gpus == 1 {
+                        [1000, 600, 460, 250, 810, 190, 110, 550][next(8) as usize]
+                    } else {
+                        1000
+                    };
+                    let spec: &[&str] = match next(4) {
+                        0 => &["t4"],
+                        _ => &[],
+                    };
+                    pod(
+                        gpus,
+                        milli,
+                        [1000, 3000, 6000, 9000][next(4) as usize],
+                        [100, 900, 2500][next(3) as usize],
+                        spec,
+                    )
+                })
+                .collect();
+            let best = exact(&nodes, &pods) as f64;
+            let greedy = crate::replay::hindsight(&nodes, pods.iter());
+            assert!(
+                greedy as f64 <= best,
+                "hindsight {greedy} over the best {best}"
+            );
+            let b = bound(&nodes, &pods).unwrap();
+            assert!(
+                b.milli + 1e-6 >= best,
+                "bound {} under a placement's {best}: {nodes:?} {pods:?}",
+                b.milli
+            );
+            assert!(b.milli <= b.capacity as f64 + 1e-9);
+            let demand: u64 = pods.iter().filter_map(class_of).map(|c| c.milli()).sum();
+            assert!(b.milli <= demand as f64 + 1e-6);
+            total += 1;
+            if (b.milli - best).abs() < 1e-6 {
+                tight += 1;
+            }
+        }
+        // Not a vacuous bound: on most small instances it is the optimum itself.
+        assert!(tight * 10 >= total * 6, "tight on {tight} of {total}");
+    }
+}
