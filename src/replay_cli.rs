@@ -323,14 +323,22 @@ pub fn plot(path: &Path, runs: &[ReplayResult]) -> Result<(), Failure> {
     Ok(())
 }
 
-/// For each seed's arrivals at 100% (in the order of `seeds`, on all cores): the bound
-/// no placement beats (an LP), and what a placement with hindsight allocates
-/// (GPU-milli); the best placement lies between them.
+/// One seed's arrivals at 100%: the bound no placement beats, what a placement with
+/// hindsight allocates (GPU-milli; the best placement lies between them), and how long
+/// the bound's LP took on its own.
+#[derive(Clone, Copy)]
+pub struct SeedBound {
+    pub bound: Bound,
+    pub hindsight: u64,
+    pub lp_ms: f64,
+}
+
+/// [`SeedBound`] for each of `seeds` (in their order, on all cores).
 pub fn bounds(
     nodes: &[TraceNode],
     pods: &[TracePod],
     seeds: &[ReplayConfig],
-) -> Result<Vec<(Bound, u64)>, Failure> {
+) -> Result<Vec<SeedBound>, Failure> {
     let capacity = gpu_capacity(nodes);
     let out = std::sync::Mutex::new(vec![None; seeds.len()]);
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -342,8 +350,12 @@ pub fn bounds(
                 let Some(cfg) = seeds.get(i) else { break };
                 let order = arrival_order(pods, capacity, cfg);
                 let arrived = arrived_by(pods, &order, capacity, 100);
-                let b = bound(nodes, arrived.iter().copied())
-                    .map(|b| (b, hindsight(nodes, arrived.iter().copied())));
+                let lp = Instant::now();
+                let b = bound(nodes, arrived.iter().copied()).map(|bound| SeedBound {
+                    bound,
+                    lp_ms: lp.elapsed().as_secs_f64() * 1000.0,
+                    hindsight: hindsight(nodes, arrived.iter().copied()),
+                });
                 out.lock().expect("no thread panics while holding it")[i] = Some(b);
             });
         }
@@ -415,7 +427,15 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         match a.output {
             crate::args::SimOutput::Json => {
                 let mut v = serde_json::to_value(&r).expect("serialisable");
-                if let (Some((b, h)), Some(m)) = (b, v.as_object_mut()) {
+                if let (
+                    Some(SeedBound {
+                        bound: b,
+                        hindsight: h,
+                        ..
+                    }),
+                    Some(m),
+                ) = (b, v.as_object_mut())
+                {
                     m.insert("bound_pct_at_100".into(), b.pct().into());
                     m.insert("bound_idle_gpus_at_100".into(), b.idle_gpus().into());
                     m.insert("hindsight_pct_at_100".into(), pct(h, b.capacity).into());
@@ -427,7 +447,12 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                     "policy {} seed {}: {} GPUs, allocation at 100% arrival {:.2}% ({:.1} GPUs idle), {} pods placed, {} failed, {} ms\n",
                     r.policy.name(), r.seed, r.total_gpus, r.alloc_pct_at_100, r.unallocated_gpus_at_100, r.pods_placed, r.pods_failed, r.elapsed_ms
                 ));
-                if let Some((b, h)) = b {
+                if let Some(SeedBound {
+                    bound: b,
+                    hindsight: h,
+                    ..
+                }) = b
+                {
                     w(format!(
                         "bound at 100% arrival {:.2}% (no placement leaves fewer than {:.1} GPUs idle); with hindsight {:.2}% is reached: {:.1} GPUs between this policy and the bound\n",
                         b.pct(),
@@ -455,21 +480,24 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         .collect();
     let runs = run_all(&nodes, &pods, &cfgs);
     let seeds: Vec<ReplayConfig> = SEEDS.map(|s| cfg(Policy::Maar, s)).collect();
-    let bound_started = Instant::now();
-    let bounds = if a.bound {
+    let per_seed = if a.bound {
         Some(bounds(&nodes, &pods, &seeds)?)
     } else {
         None
     };
-    let bound_s = bound_started.elapsed().as_secs_f64();
+    let lp_ms = per_seed
+        .as_ref()
+        .map_or(0.0, |b| mean(b.iter().map(|b| b.lp_ms)));
     let total_gpus = gpu_capacity(&nodes) as f64 / 1000.0;
-    let bound_pct = bounds.as_ref().map(|b| mean(b.iter().map(|b| b.0.pct())));
-    let bound_idle = bounds
+    let bound_pct = per_seed
         .as_ref()
-        .map(|b| mean(b.iter().map(|b| b.0.idle_gpus())));
-    let hindsight_pct = bounds
+        .map(|b| mean(b.iter().map(|b| b.bound.pct())));
+    let bound_idle = per_seed
         .as_ref()
-        .map(|b| mean(b.iter().map(|(b, h)| pct(*h, b.capacity))));
+        .map(|b| mean(b.iter().map(|b| b.bound.idle_gpus())));
+    let hindsight_pct = per_seed
+        .as_ref()
+        .map(|b| mean(b.iter().map(|b| pct(b.hindsight, b.bound.capacity))));
     let rows: Vec<SweepRow> = Policy::ALL
         .iter()
         .map(|&p| {
@@ -539,7 +567,7 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                     "bound",
                     b,
                     idle,
-                    bound_s * 1000.0 / SEEDS.count() as f64
+                    lp_ms
                 ));
             }
             w(format!(

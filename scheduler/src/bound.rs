@@ -136,16 +136,21 @@ impl PodClass {
 /// that allocates no GPU (it only takes CPU and memory, so leaving it out never lowers
 /// the bound).
 fn class_of(p: &TracePod) -> Option<PodClass> {
-    if p.num_gpu == 0 || p.gpu_milli == 0 {
+    if p.num_gpu == 0 {
         return None;
     }
-    let sharing = p.num_gpu == 1 && p.gpu_milli < GPU_MILLI;
+    let sharing = p.shares();
     let mut models: Vec<String> = p.gpu_spec.iter().map(|m| m.to_lowercase()).collect();
     models.sort();
     models.dedup();
     Some(PodClass {
         cards: if sharing { 0 } else { p.num_gpu as u64 },
-        slice: if sharing { p.gpu_milli as u64 } else { 0 },
+        // The core gives a slice of no milli one milli of its card.
+        slice: if sharing {
+            p.gpu_milli.max(1) as u64
+        } else {
+            0
+        },
         cpu: p.cpu_milli,
         mem: p.memory_mib,
         models,
@@ -158,7 +163,7 @@ pub fn bound<'a>(
     nodes: &[TraceNode],
     pods: impl IntoIterator<Item = &'a TracePod>,
 ) -> Result<Bound, BoundError> {
-    let capacity: u64 = nodes.iter().map(|n| n.gpus as u64 * GPU_MILLI as u64).sum();
+    let capacity = crate::replay::gpu_capacity(nodes);
     let mut types: BTreeMap<NodeType, u64> = BTreeMap::new();
     for n in nodes.iter().filter(|n| n.gpus > 0) {
         let t = NodeType {
@@ -344,9 +349,11 @@ pub fn bound<'a>(
         }
     }
     let solution = model.solve().map_err(|e| BoundError(e.to_string()))?;
-    let cards = solution.eval(&objective);
-    // The simplex works in floating point: a hair over a whole count is its rounding.
-    let milli = (cards * GPU_MILLI as f64).min(capacity as f64);
+    let optimum = solution.eval(&objective) * GPU_MILLI as f64;
+    // Every placement allocates a whole number of milli, so the LP's optimum rounded
+    // down is a bound too; the simplex's floating point may land a hair under a whole
+    // optimum, which the slack keeps from rounding down a whole milli.
+    let milli = (optimum + 1e-6).floor().min(capacity as f64);
     Ok(Bound { milli, capacity })
 }
 
@@ -461,12 +468,12 @@ mod tests {
         // The milli sum alone would allow 1000.
         assert!((b.milli - 600.0).abs() < 1e-6, "{b:?}");
         // An 810-milli slice leaves 190 that a 250 cannot use; a 190 can. The LP may
-        // split the card (a quarter of it to the 250: 0.75 x 810 + 250 = 857.5), but no
-        // longer counts the 1,000 the milli sum allows.
+        // split the card (a quarter of it to the 250: 0.75 x 810 + 250 = 857.5, a bound
+        // of 857), but no longer counts the 1,000 the milli sum allows.
         let gap = [pod(1, 810, 1000, 10, &[]), pod(1, 250, 1000, 10, &[])];
         assert_eq!(exact(&nodes, &gap), 810);
         let b = bound(&nodes, &gap).unwrap().milli;
-        assert!((b - 857.5).abs() < 1e-6, "{b}");
+        assert_eq!(b, 857.0);
         let filled = [pod(1, 810, 1000, 10, &[]), pod(1, 190, 1000, 10, &[])];
         assert!((bound(&nodes, &filled).unwrap().milli - 1000.0).abs() < 1e-6);
     }
@@ -515,7 +522,7 @@ mod tests {
                 .map(|i| {
                     node(
                         &format!("n{i}"),
-                        [1, 2, 4][next(3) as usize],
+                        [0, 1, 2, 4][next(4) as usize],
                         [4000, 8000, 16000][next(3) as usize],
                         [1000, 4000][next(2) as usize],
                         models[next(2) as usize],
@@ -526,12 +533,13 @@ mod tests {
                 .map(|_| {
                     let gpus = [0, 1, 1, 1, 2, 4][next(6) as usize];
                     let milli = if gpus == 1 {
-                        [1000, 600, 460, 250, 810, 190, 110, 550][next(8) as usize]
+                        [1000, 600, 460, 250, 810, 190, 110, 550, 500][next(9) as usize]
                     } else {
                         1000
                     };
-                    let spec: &[&str] = match next(4) {
+                    let spec: &[&str] = match next(5) {
                         0 => &["t4"],
+                        1 => &["G2", "t4"],
                         _ => &[],
                     };
                     pod(
@@ -544,12 +552,27 @@ mod tests {
                 })
                 .collect();
             let best = exact(&nodes, &pods) as f64;
+            let b = bound(&nodes, &pods).unwrap();
+            // The real replay, every policy, in the pods' order: never over the bound.
+            for policy in crate::replay::Policy::ALL {
+                let shapes =
+                    crate::replay::typical_shapes(&pods, crate::replay::ShapeWeight::Pods, true);
+                let mut r = crate::replay::Replayer::new(&nodes, shapes, policy, 7);
+                for p in &pods {
+                    r.place(p);
+                }
+                let got = r.allocated_milli() as f64;
+                assert!(
+                    got <= b.milli + 1e-9,
+                    "{policy:?} {got} over the bound {}",
+                    b.milli
+                );
+            }
             let greedy = crate::replay::hindsight(&nodes, pods.iter());
             assert!(
                 greedy as f64 <= best,
                 "hindsight {greedy} over the best {best}"
             );
-            let b = bound(&nodes, &pods).unwrap();
             assert!(
                 b.milli + 1e-6 >= best,
                 "bound {} under a placement's {best}: {nodes:?} {pods:?}",

@@ -60,6 +60,12 @@ impl TracePod {
     pub fn gpu_request(&self) -> u64 {
         self.num_gpu as u64 * self.gpu_milli as u64
     }
+
+    /// A slice of one shared card (a single-GPU pod asking less than a whole one), as
+    /// the replay places it; any other GPU pod takes whole cards.
+    pub fn shares(&self) -> bool {
+        self.ask().sharing()
+    }
 }
 
 /// How a tie between equally scored nodes is broken.
@@ -242,7 +248,7 @@ pub fn trace_cluster(nodes: &[TraceNode], config: SchedConfig) -> Cluster {
 /// A trace pod as a job of project and pool `trace`, named `name`: a single-GPU pod
 /// asking less than a whole card shares one.
 pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
-    let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
+    let sharing = pod.shares();
     JobSpec {
         name,
         project: "trace".into(),
@@ -386,7 +392,7 @@ impl Replayer {
     /// Places one pod; returns the node it went to, or None (it is marked Failed).
     pub fn place(&mut self, pod: &TracePod) -> Option<NodeId> {
         self.serial += 1;
-        let sharing = pod.num_gpu == 1 && pod.gpu_milli < 1000;
+        let sharing = pod.shares();
         let spec = trace_spec(pod, format!("{}-{}", pod.name, self.serial));
         let c = &mut self.cluster;
         let job = c.submit(spec).expect("unique pod names");
@@ -522,14 +528,17 @@ impl Replayer {
 
     /// Allocated GPU-milli as a share of capacity, percent.
     pub fn alloc_pct(&self) -> f64 {
-        let allocated: u64 = self
-            .cluster
+        self.allocated_milli() as f64 * 100.0 / self.capacity.max(1) as f64
+    }
+
+    /// Allocated GPU-milli.
+    pub fn allocated_milli(&self) -> u64 {
+        self.cluster
             .nodes
             .iter()
             .flat_map(|n| n.gpus.iter())
             .map(|g| g.used_milli() as u64)
-            .sum();
-        allocated as f64 * 100.0 / self.capacity.max(1) as f64
+            .sum()
     }
 
     /// Cluster fragmentation as a share of GPU capacity, percent.
@@ -606,12 +615,7 @@ pub fn hindsight<'a>(nodes: &[TraceNode], arrived: impl IntoIterator<Item = &'a 
     for p in gpu {
         r.place(p);
     }
-    r.cluster
-        .nodes
-        .iter()
-        .flat_map(|n| n.gpus.iter())
-        .map(|g| g.used_milli() as u64)
-        .sum()
+    r.allocated_milli()
 }
 
 /// Runs one replay.
@@ -757,7 +761,7 @@ pub fn variant(
             out.extend(cpu.iter().map(|p| (*p).clone()));
         }
         VariantKind::Sharing => {
-            let is_in = |p: &TracePod| p.num_gpu == 1 && p.gpu_milli < 1000;
+            let is_in = |p: &TracePod| p.shares();
             let inside: Vec<&TracePod> = gpu.iter().copied().filter(|p| is_in(p)).collect();
             let outside: Vec<&TracePod> = gpu.iter().copied().filter(|p| !is_in(p)).collect();
             for _ in 0..gpu.len() {
