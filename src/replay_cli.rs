@@ -140,22 +140,17 @@ struct SweepRow {
     runs: Vec<ReplayResult>,
 }
 
-/// Runs the given configurations on all cores; results come back in input order.
-pub fn run_all(nodes: &[TraceNode], pods: &[TracePod], cfgs: &[ReplayConfig]) -> Vec<ReplayResult> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .max(1);
+/// `f` of each item, on all cores; results come back in input order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(vec![None; cfgs.len()]);
+    let results = std::sync::Mutex::new((0..items.len()).map(|_| None).collect::<Vec<_>>());
     std::thread::scope(|s| {
-        for _ in 0..threads.min(cfgs.len()) {
+        for _ in 0..threads.min(items.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= cfgs.len() {
-                    break;
-                }
-                let r = replay(nodes, pods, &cfgs[i]);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
                 results.lock().expect("no thread panics while holding it")[i] = Some(r);
             });
         }
@@ -164,8 +159,13 @@ pub fn run_all(nodes: &[TraceNode], pods: &[TracePod], cfgs: &[ReplayConfig]) ->
         .into_inner()
         .expect("threads joined")
         .into_iter()
-        .map(|r| r.expect("every run finished"))
+        .map(|r| r.expect("every item done"))
         .collect()
+}
+
+/// Runs the given configurations on all cores; results come back in input order.
+pub fn run_all(nodes: &[TraceNode], pods: &[TracePod], cfgs: &[ReplayConfig]) -> Vec<ReplayResult> {
+    par_map(cfgs, |cfg| replay(nodes, pods, cfg))
 }
 
 /// Published means at 100% arrival by policy, from the reference CSV. A file of
@@ -340,34 +340,19 @@ pub fn bounds(
     seeds: &[ReplayConfig],
 ) -> Result<Vec<SeedBound>, Failure> {
     let capacity = gpu_capacity(nodes);
-    let out = std::sync::Mutex::new(vec![None; seeds.len()]);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(seeds.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(cfg) = seeds.get(i) else { break };
-                let order = arrival_order(pods, capacity, cfg);
-                let arrived = arrived_by(pods, &order, capacity, 100);
-                let lp = Instant::now();
-                let b = bound(nodes, arrived.iter().copied()).map(|bound| SeedBound {
-                    bound,
-                    lp_ms: lp.elapsed().as_secs_f64() * 1000.0,
-                    hindsight: hindsight(nodes, arrived.iter().copied()),
-                });
-                out.lock().expect("no thread panics while holding it")[i] = Some(b);
-            });
-        }
-    });
-    out.into_inner()
-        .expect("threads joined")
-        .into_iter()
-        .map(|b| {
-            b.expect("every seed bounded")
-                .map_err(|e| Failure::No(e.to_string()))
+    par_map(seeds, |cfg| {
+        let order = arrival_order(pods, capacity, cfg);
+        let arrived = arrived_by(pods, &order, capacity, 100);
+        let lp = Instant::now();
+        bound(nodes, arrived.iter().copied()).map(|bound| SeedBound {
+            bound,
+            lp_ms: lp.elapsed().as_secs_f64() * 1000.0,
+            hindsight: hindsight(nodes, arrived.iter().copied()),
         })
-        .collect()
+    })
+    .into_iter()
+    .map(|b| b.map_err(|e| Failure::No(e.to_string())))
+    .collect()
 }
 
 pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {

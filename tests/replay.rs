@@ -1,7 +1,7 @@
 //! Trace replay on the shared Alibaba trace, and the `maar replay` command line.
 //! Tests that need `../shared/data/openb/` skip with a message when it is absent.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use maar::trace::{read_nodes, read_pods};
@@ -152,22 +152,23 @@ fn replay_on(nodes: &Path, pods: &Path, extra: &[&str]) -> std::process::Output 
     maar(&args)
 }
 
+/// A node list and a pod list written to a fresh temporary folder named by `tag`.
+fn trace_files(tag: &str, nodes: &str, pods: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("maar-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (n, p) = (dir.join("nodes.csv"), dir.join("pods.csv"));
+    std::fs::write(&n, nodes).unwrap();
+    std::fs::write(&p, pods).unwrap();
+    (dir, n, p)
+}
+
 #[test]
 fn bad_csv_rows_name_file_line_and_column() {
-    let dir = std::env::temp_dir().join(format!("maar-replay-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let nodes = dir.join("nodes.csv");
-    std::fs::write(
-        &nodes,
+    let (dir, nodes, pods) = trace_files(
+        "replay",
         "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,A100\nn2,32000,lots,2,A100\n",
-    )
-    .unwrap();
-    let pods = dir.join("pods.csv");
-    std::fs::write(
-        &pods,
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,500\n",
-    )
-    .unwrap();
+    );
     let o = replay_on(&nodes, &pods, &[]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -320,21 +321,12 @@ fn variants_are_seeded_and_shaped_as_asked() {
 
 #[test]
 fn replay_bound_says_what_no_placement_beats_on_a_small_trace() {
-    let dir = std::env::temp_dir().join(format!("maar-bound-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let nodes = dir.join("nodes.csv");
     // One card: two 600-milli slices cannot share it, whatever the policy.
-    std::fs::write(
-        &nodes,
+    let (dir, nodes, pods) = trace_files(
+        "bound",
         "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,1,T4\n",
-    )
-    .unwrap();
-    let pods = dir.join("pods.csv");
-    std::fs::write(
-        &pods,
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,600\np2,1000,1024,1,600\n",
-    )
-    .unwrap();
+    );
     let o = replay_on(
         &nodes,
         &pods,

@@ -14,6 +14,17 @@ pub(crate) struct Reservation {
     pub nodes: Vec<NodeId>,
 }
 
+/// How a job's `replicas` are placed for a reservation: on how many nodes (`units`),
+/// each holding how many replicas (`mult`): all on one node when they must share it
+/// (or there is one), else one a node.
+fn units_of(spec: &JobSpec, replicas: u32) -> (usize, u32) {
+    if spec.affinity == Affinity::SameNode || replicas == 1 {
+        (1, replicas)
+    } else {
+        (replicas as usize, 1)
+    }
+}
+
 impl Cluster {
     /// Estimated end of a running job (start + estimate), if it has an estimate.
     pub fn expected_end(&self, v: &Job) -> Option<u64> {
@@ -28,11 +39,7 @@ impl Cluster {
     pub(crate) fn reserve(&self, id: JobId, replicas: u32) -> Option<Reservation> {
         let j = &self.jobs[id as usize];
         let spec = &j.spec;
-        let (units, mult) = if spec.affinity == Affinity::SameNode || replicas == 1 {
-            (1usize, replicas)
-        } else {
-            (replicas as usize, 1)
-        };
+        let (units, mult) = units_of(spec, replicas);
         let mut found: Vec<(u64, NodeId)> = Vec::new();
         let view = self.pod_rules_view(spec);
         // A node frees room for it no sooner than its first job ends: nodes are tried
@@ -98,11 +105,7 @@ mod tests {
     ) -> Option<(Option<u64>, Vec<NodeId>)> {
         let j = &c.jobs[id as usize];
         let spec = &j.spec;
-        let (units, mult) = if spec.affinity == Affinity::SameNode || replicas == 1 {
-            (1usize, replicas)
-        } else {
-            (replicas as usize, 1)
-        };
+        let (units, mult) = units_of(spec, replicas);
         let mut found: Vec<(u64, NodeId)> = Vec::new();
         for (pool, _) in c.candidate_pools(j.pool) {
             for n in c.pool_nodes(pool) {
