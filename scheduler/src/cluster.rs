@@ -47,7 +47,7 @@ pub struct SchedConfig {
     /// member's pace).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub speeds: BTreeMap<String, f64>,
-    /// How a node is chosen among those that fit (`placement.rs`): maar's own key by
+    /// How a node is chosen among those that fit (`placement/`): maar's own policy by
     /// default, or one of the published policies, to compare on a real cluster.
     #[serde(default, skip_serializing_if = "is_maar")]
     pub placement: crate::placement::Policy,

@@ -27,10 +27,7 @@ use serde::Serialize;
 use crate::cluster::{Cluster, SchedConfig};
 use crate::fit::fit;
 use crate::model::*;
-use crate::placement::{
-    affinity_tag, bound_demand, ease_pressure, gpu_shapes, maar_leftover, score, Ask, Measure,
-    Memo, NodeView, Verdict,
-};
+use crate::placement::{affinity_tag, bound_demand, rank, Ask, Measures, NodeView, Verdict};
 pub use crate::placement::{capacity_fragmentation, cover_95, fragmentation, Policy, Shape};
 
 /// A node row of the trace.
@@ -198,12 +195,6 @@ struct State {
     affinity: Vec<u32>,
 }
 
-impl State {
-    fn free_total(&self) -> u64 {
-        self.free.iter().map(|&f| f as u64).sum()
-    }
-}
-
 /// Places trace pods one at a time on a cluster built from a node list, under one
 /// policy. [`replay`] drives it through the whole experiment; tests drive it pod by pod.
 /// A cluster of the trace's nodes: one pool `trace` that takes every node, one open
@@ -282,7 +273,9 @@ pub struct Replayer {
     pub cluster: Cluster,
     policy: Policy,
     rng: ChaCha8Rng,
-    frag: Memo,
+    /// FGD's fragmentation against the typical shapes, and maar's capacity
+    /// fragmentation against the GPU ones.
+    measures: Measures<'static>,
     node_model: Vec<u16>,
     affinity: Vec<Vec<u32>>,
     groups: BTreeMap<State, Vec<NodeId>>,
@@ -292,8 +285,6 @@ pub struct Replayer {
     ties: Ties,
     /// Each node's place in the node list (a seeded shuffle), for [`Ties::NodeOrder`].
     rank: Vec<u32>,
-    /// maar's capacity fragmentation, against the GPU shapes among `shapes`.
-    cap: Memo,
     /// Per GPU model: idle GPU-milli, and the typical demand that only it can serve
     /// (shapes restricted to it, shared among their allowed models). maar's pressure.
     free_by_model: Vec<u64>,
@@ -329,7 +320,6 @@ impl Replayer {
             } as u16;
             node_model.push(if n.gpus == 0 { 0 } else { mid });
         }
-        let cap_shapes = gpu_shapes(&shapes);
         let bound_demand = bound_demand(&shapes, &models);
         let mut free_by_model = vec![0u64; models.len()];
         for (n, &m) in nodes.iter().zip(&node_model) {
@@ -342,8 +332,7 @@ impl Replayer {
             cluster: c,
             policy,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            cap: Memo::new(Measure::Capacity, cap_shapes, models.clone()),
-            frag: Memo::new(Measure::Fgd, shapes, models),
+            measures: Measures::new(shapes, models),
             node_model,
             affinity: vec![Vec::new(); nodes.len()],
             groups: BTreeMap::new(),
@@ -366,7 +355,7 @@ impl Replayer {
         let n = &self.cluster.nodes[id];
         let mut free: Vec<u16> = n.gpus.iter().map(|g| g.free_milli() as u16).collect();
         free.sort_unstable_by(|a, b| b.cmp(a));
-        let mut affinity = if self.policy == Policy::GpuClustering {
+        let mut affinity = if self.policy.plugin().reads_affinity() {
             self.affinity[id].clone()
         } else {
             Vec::new()
@@ -398,8 +387,9 @@ impl Replayer {
         let job = c.submit(spec).expect("unique pod names");
         let ask = pod.ask();
 
-        // Score each distinct feasible state once.
-        let mut cands: Vec<(&State, &Vec<NodeId>, Verdict)> = Vec::new();
+        // Each distinct feasible state once, ranked by the policy (the loop the live
+        // cycle shares).
+        let mut cands: Vec<((&State, &Vec<NodeId>), NodeView)> = Vec::new();
         for (s, ids) in &self.groups {
             if s.free_cpu < pod.cpu_milli || s.free_mem < pod.memory_mib << 20 {
                 continue;
@@ -432,44 +422,15 @@ impl Replayer {
                 free_cpu: s.free_cpu,
                 free: &s.free,
                 affinity: &s.affinity,
+                card: None,
             };
-            let v = score(self.policy, &view, &ask, &mut self.frag, &mut self.cap);
-            cands.push((s, ids, v));
+            cands.push(((s, ids), view));
         }
-        if self.policy == Policy::BestFit && !cands.is_empty() {
-            // The simulator normalises BestFit scores to 0..=100 over the nodes.
-            let hi = cands.iter().map(|c| c.2.score).max().unwrap_or(0);
-            let lo = cands.iter().map(|c| c.2.score).min().unwrap_or(0);
-            for x in &mut cands {
-                x.2.score = if hi == lo {
-                    0
-                } else {
-                    (x.2.score - lo) * 100 / (hi - lo)
-                };
-            }
-        }
-        if self.policy == Policy::Maar && pod.gpu_request() > 0 {
-            // maar, first: stay off GPU models that typical pods restricted to them will
-            // need (pressure well above the least pressed candidate model).
-            let (bound, free) = (&self.bound_demand, &self.free_by_model);
-            ease_pressure(&mut cands, |x| {
-                bound[x.0.model as usize] / free[x.0.model as usize].max(1) as f64
-            });
-        }
-        let top = cands.iter().map(|x| x.2.score).max().unwrap_or(0);
-        let mut ties: Vec<&(&State, &Vec<NodeId>, Verdict)> =
-            cands.iter().filter(|x| x.2.score == top).collect();
-        if self.policy == Policy::Maar {
-            // maar, then: FGD's score of the fragmentation change, the most capacity
-            // fragmentation removed; then a CPU-only pod goes where the fewest GPUs are
-            // idle (its CPU strands no GPU) and a GPU pod where the fewest resources are
-            // left (best fit); then the node order.
-            let most = ties.iter().map(|x| x.2.aux).max().unwrap_or(0);
-            ties.retain(|x| x.2.aux == most);
-            let key = |st: &State| maar_leftover(&ask, st.free_cpu, st.free_total());
-            let best = ties.iter().map(|x| key(x.0)).min().unwrap_or(0);
-            ties.retain(|x| key(x.0) == best);
-        }
+        // maar's pressure on a model: the typical demand only it can serve, per idle
+        // GPU-milli.
+        let (bound, free) = (&self.bound_demand, &self.free_by_model);
+        let pressure = |m: u16| bound[m as usize] / free[m as usize].max(1) as f64;
+        let ties = rank::best(self.policy, &ask, cands, &mut self.measures, pressure);
         let picked = if self.policy == Policy::Random || self.ties == Ties::Random {
             pick(&ties, &mut self.rng)
         } else {
@@ -509,7 +470,7 @@ impl Replayer {
         self.free_by_model[self.node_model[node_id as usize] as usize] -= pod.gpu_request();
         c.allocate(job, p);
         c.set_phase(job, Phase::Running);
-        if self.policy == Policy::GpuClustering && pod.num_gpu > 0 {
+        if self.policy.plugin().reads_affinity() && pod.num_gpu > 0 {
             self.affinity[node_id as usize].push(affinity_tag(&ask));
         }
         // Move the node to its new state group.
@@ -545,7 +506,7 @@ impl Replayer {
     pub fn frag_pct(&mut self) -> f64 {
         let mut sum = 0.0;
         for s in &self.node_state {
-            sum += self.frag.of(s.model, s.free_cpu, &s.free);
+            sum += self.measures.frag.of(s.model, s.free_cpu, &s.free);
         }
         sum * 100.0 / self.capacity.max(1) as f64
     }
@@ -667,30 +628,34 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
 
 /// The tied node that comes first in the node list.
 fn first_in_order(
-    ties: &[&(&State, &Vec<NodeId>, Verdict)],
+    ties: &[((&State, &Vec<NodeId>), Verdict)],
     rank: &[u32],
 ) -> Option<(NodeId, Option<u16>)> {
     ties.iter()
-        .flat_map(|t| t.1.iter().map(move |&id| (rank[id as usize], id, t.2.card)))
+        .flat_map(|t| {
+            t.0 .1
+                .iter()
+                .map(move |&id| (rank[id as usize], id, t.1.card))
+        })
         .min_by_key(|x| x.0)
         .map(|(_, id, card)| (id, card))
 }
 
 /// Uniformly random node among the tied best states (by node count).
 fn pick(
-    ties: &[&(&State, &Vec<NodeId>, Verdict)],
+    ties: &[((&State, &Vec<NodeId>), Verdict)],
     rng: &mut ChaCha8Rng,
 ) -> Option<(NodeId, Option<u16>)> {
-    let total: usize = ties.iter().map(|t| t.1.len()).sum();
+    let total: usize = ties.iter().map(|t| t.0 .1.len()).sum();
     if total == 0 {
         return None;
     }
     let mut r = rng.gen_range(0..total);
-    for t in ties {
-        if r < t.1.len() {
-            return Some((t.1[r], t.2.card));
+    for ((_, ids), v) in ties {
+        if r < ids.len() {
+            return Some((ids[r], v.card));
         }
-        r -= t.1.len();
+        r -= ids.len();
     }
     None
 }

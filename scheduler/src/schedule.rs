@@ -64,155 +64,128 @@ pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
 
-/// maar's ordering key (lower is better): FGD's score of the fragmentation decrease, then
-/// the capacity fragmentation removed (both higher first), then what is left.
-type MaarKey = (Reverse<i64>, Reverse<i64>, i64);
-
 impl Cluster {
-    /// maar's ordering key for placing `p` on node `n`: the fragmentation decrease
-    /// against the typical shapes as FGD scores it, then the decrease of capacity
-    /// fragmentation (idle GPU that copies of the typical GPU shapes could not use),
-    /// then the CPU and GPU left over (best fit).
-    fn maar_key(&self, n: NodeId, p: &Placement) -> MaarKey {
+    /// The node `policy` ranks best among `cands` for `spec` in `pool`: each candidate
+    /// is a node, a placement that fits there, and the caller's tie-break (smaller
+    /// first, then the node id). The policy's ranking is the loop the trace replay
+    /// shares ([`placement::rank::best`]). A shared slice stays on the card the
+    /// placement chose (by card memory and MIG profile, which the policies do not see),
+    /// and the policy scores that card.
+    fn rank_nodes(
+        &self,
+        spec: &JobSpec,
+        pool: PoolId,
+        policy: placement::Policy,
+        cands: Vec<(u64, NodeId, Placement)>,
+    ) -> Option<Placement> {
+        use placement::{Ask, Measures, NodeView};
+        let first = &cands.first()?.2;
+        let ask = Ask {
+            cpu: first.cpu,
+            count: first.gpus.len() as u32,
+            gpu_milli: first
+                .gpus
+                .first()
+                .map(|g| g.milli)
+                .unwrap_or(if spec.gpu.count > 0 { GPU_MILLI } else { 0 }),
+        };
+        let plugin = policy.plugin();
+        let mut measures = if plugin.reads_fragmentation() {
+            Measures::of(&self.typical, &self.typical_gpu, &self.models)
+        } else {
+            Measures::none()
+        };
+        let states: Vec<(Vec<u16>, Vec<u32>)> = cands
+            .iter()
+            .map(|c| self.policy_state(c.1, plugin.reads_affinity()))
+            .collect();
+        let views = cands.into_iter().zip(&states).map(|(c, (free, tags))| {
+            let node = &self.nodes[c.1 as usize];
+            let card = c.2.gpus.first().filter(|_| ask.sharing());
+            let view = NodeView {
+                model: self.node_model_id(node),
+                free_cpu: crate::fit::free_cpu(node, self.overcommit_of(node)),
+                free,
+                affinity: tags,
+                card: card.map(|s| node.gpus[s.gpu as usize].free_milli() as u16),
+            };
+            (c, view)
+        });
+        let pressure = |model| self.pressure(pool, model);
+        let ties = placement::rank::best(policy, &ask, views.collect(), &mut measures, pressure);
+        let ((_, _, p), _) = ties.into_iter().min_by_key(|((tie, n, _), _)| (*tie, *n))?;
+        Some(p)
+    }
+
+    /// A node's GPU model as an id of the cluster's model list (0: none).
+    fn node_model_id(&self, node: &Node) -> u16 {
+        node.gpu_model()
+            .and_then(|m| self.model_id_of(m))
+            .unwrap_or(0)
+    }
+
+    /// Node `n` as the policies see it: the free GPU-milli of each card, largest first
+    /// (a card that cannot be used has none), and with `tags` the GPU-clustering tags of
+    /// the GPU jobs on it (sorted, distinct).
+    fn policy_state(&self, n: NodeId, tags: bool) -> (Vec<u16>, Vec<u32>) {
         let node = &self.nodes[n as usize];
-        let oc = self.overcommit_of(node);
-        let model = node.gpu_model().unwrap_or("");
-        let cpu = crate::fit::free_cpu(node, oc);
-        let free: Vec<u32> = node
+        let mut free: Vec<u16> = node
             .sched_gpus()
             .iter()
-            .map(|g| if g.usable() { g.free_milli() } else { 0 })
+            .map(|g| if g.usable() { g.free_milli() as u16 } else { 0 })
             .collect();
-        let mut after = free.clone();
-        for s in &p.gpus {
-            after[s.gpu as usize] -= s.milli;
-        }
-        let cpu_after = cpu.saturating_sub(p.cpu);
-        use placement::{capacity_fragmentation as capacity, fragmentation};
-        let fgd = fragmentation(model, cpu, &free, &self.typical)
-            - fragmentation(model, cpu_after, &after, &self.typical);
-        let cap = capacity(model, cpu, &free, &self.typical_gpu)
-            - capacity(model, cpu_after, &after, &self.typical_gpu);
-        let (steps, cap) = placement::maar_order(fgd, cap);
-        let ask = placement::Ask {
-            cpu: p.cpu,
-            count: p.gpus.len() as u32,
-            gpu_milli: p.gpus.first().map(|s| s.milli).unwrap_or(0),
+        free.sort_unstable_by(|a, b| b.cmp(a));
+        let mut affinity: Vec<u32> = if tags {
+            node.jobs
+                .iter()
+                .map(|&j| &self.jobs[j as usize].spec)
+                .filter(|s| s.gpu.count > 0)
+                .map(|s| {
+                    placement::affinity_tag(&placement::Ask {
+                        cpu: s.cpu_milli,
+                        count: s.gpu.count,
+                        gpu_milli: s.gpu.milli.filter(|_| s.gpu.shared).unwrap_or(GPU_MILLI),
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
-        let left = placement::maar_leftover(&ask, cpu, free.iter().map(|&f| f as u64).sum());
-        (Reverse(steps), Reverse(cap), left)
+        affinity.sort_unstable();
+        affinity.dedup();
+        (free, affinity)
     }
 
     /// The node a published policy (`config.placement`) picks in `pool`: every node
-    /// that fits scored as the trace replay scores it ([`placement::score`]), the
-    /// highest first, then the lowest node id (Random: a node drawn by the job's name);
-    /// a shared slice goes on the card the policy chose.
+    /// that fits, ranked as the trace replay ranks it, then the lowest node id (Random:
+    /// a node drawn by the job's name).
     fn pick_by_policy(
         &self,
         spec: &JobSpec,
         pool: PoolId,
         try_node: &dyn Fn(NodeId) -> Option<Placement>,
     ) -> Option<Placement> {
-        use placement::{Ask, Measure, Memo, NodeView, Policy};
         let policy = self.config.placement;
-        let memo = |kind, shapes: &[(Shape, f64)]| {
-            if policy == Policy::Fgd {
-                Memo::new(kind, shapes.to_vec(), self.models.clone())
-            } else {
-                Memo::new(kind, Vec::new(), Vec::new())
-            }
-        };
-        let (mut frag, mut cap) = (
-            memo(Measure::Fgd, &self.typical),
-            memo(Measure::Capacity, &self.typical_gpu),
-        );
-        let ask_of = |spec: &JobSpec, p: &Placement| Ask {
-            cpu: p.cpu,
-            count: p.gpus.len() as u32,
-            gpu_milli: p
-                .gpus
-                .first()
-                .map(|g| g.milli)
-                .unwrap_or(if spec.gpu.count > 0 { GPU_MILLI } else { 0 }),
-        };
         let drawn = |n: NodeId| {
             let mut h = crate::fxhash::FxHasher::default();
             std::hash::Hash::hash(&(&spec.name, &spec.project, n), &mut h);
             std::hash::Hasher::finish(&h)
         };
         let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
-        // The best so far: (score, maar's aux, the tie-break: larger wins), the
-        // placement and the card.
-        type Best = ((i64, i64, u64), Placement, Option<u16>);
-        let mut best: Option<Best> = None;
-        for k in self.index.range(all) {
-            let Some(p) = try_node(k.3) else { continue };
-            let node = &self.nodes[k.3 as usize];
-            let mut free: Vec<u16> = node
-                .sched_gpus()
-                .iter()
-                .map(|g| if g.usable() { g.free_milli() as u16 } else { 0 })
-                .collect();
-            free.sort_unstable_by(|a, b| b.cmp(a));
-            let mut affinity: Vec<u32> = if policy == Policy::GpuClustering {
-                node.jobs
-                    .iter()
-                    .map(|&j| &self.jobs[j as usize].spec)
-                    .filter(|s| s.gpu.count > 0)
-                    .map(|s| {
-                        placement::affinity_tag(&Ask {
-                            cpu: s.cpu_milli,
-                            count: s.gpu.count,
-                            gpu_milli: s.gpu.milli.filter(|_| s.gpu.shared).unwrap_or(GPU_MILLI),
-                        })
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            affinity.sort_unstable();
-            affinity.dedup();
-            let view = NodeView {
-                model: node
-                    .gpu_model()
-                    .and_then(|m| self.model_id_of(m))
-                    .unwrap_or(0),
-                free_cpu: crate::fit::free_cpu(node, self.overcommit_of(node)),
-                free: &free,
-                affinity: &affinity,
-            };
-            let v = placement::score(policy, &view, &ask_of(spec, &p), &mut frag, &mut cap);
-            let tie = if policy == Policy::Random {
-                drawn(k.3)
-            } else {
-                u64::MAX - k.3 as u64
-            };
-            let key = (v.score, v.aux, tie);
-            if best.as_ref().is_none_or(|b| key > b.0) {
-                best = Some((key, p, v.card));
-            }
-        }
-        let (_, mut p, card) = best?;
-        if let (Some(card), Some(slot)) = (card, p.gpus.first_mut()) {
-            // The policy's card: one of the job's device resource with that much free
-            // compute and room for the slice's memory (else fit's own choice stays).
-            let node = &self.nodes[p.node as usize];
-            let free_mem = |g: &Gpu| {
-                g.memory
-                    .saturating_sub(g.allocs.iter().map(|a| a.mem).sum::<u64>())
-            };
-            if let Some(g) = node.sched_gpus().iter().find(|g| {
-                g.usable()
-                    && g.resource.as_deref() == spec.gpu.resource.as_deref()
-                    && g.free_milli() as u16 == card
-                    && g.free_milli() >= slot.milli
-                    && free_mem(g) >= slot.mem
-                    && g.memory == node.gpus[slot.gpu as usize].memory
-            }) {
-                slot.gpu = g.index;
-            }
-        }
-        Some(p)
+        let cands: Vec<(u64, NodeId, Placement)> = self
+            .index
+            .range(all)
+            .filter_map(|k| {
+                let p = try_node(k.3)?;
+                let tie = if policy == placement::Policy::Random {
+                    u64::MAX - drawn(k.3)
+                } else {
+                    0
+                };
+                Some((tie, k.3, p))
+            })
+            .collect();
+        self.rank_nodes(spec, pool, policy, cands)
     }
 
     /// maar's pressure on a GPU model in a pool: the typical demand only that model can
@@ -225,31 +198,6 @@ impl Cluster {
             .unwrap_or(0.0);
         let idle = self.idle_by_model.get(&(pool, model)).copied().unwrap_or(0);
         bound / (idle.max(1) * GPU_MILLI as u64) as f64
-    }
-
-    /// Keeps the candidates whose model is not under pressure (maar's first criterion
-    /// for jobs that could use several models).
-    fn ease_pressure<T>(&self, pool: PoolId, cands: &mut Vec<T>, node_of: impl Fn(&T) -> NodeId) {
-        let model = |c: &T| {
-            let node = &self.nodes[node_of(c) as usize];
-            node.gpu_model()
-                .and_then(|m| self.model_id_of(m))
-                .unwrap_or(0)
-        };
-        if self.bound_demand.iter().all(|&d| d == 0.0) {
-            return; // no typical shape is bound to a model: no pressure anywhere
-        }
-        let mut seen: Vec<(u16, f64)> = Vec::new();
-        for c in cands.iter() {
-            let m = model(c);
-            if !seen.iter().any(|x| x.0 == m) {
-                seen.push((m, self.pressure(pool, m)));
-            }
-        }
-        placement::ease_pressure(cands, |c| {
-            let m = model(c);
-            seen.iter().find(|x| x.0 == m).map(|x| x.1).unwrap_or(0.0)
-        });
     }
 
     /// The workload's typical task shapes (queued and running jobs, CPU-only ones too,
@@ -394,13 +342,10 @@ impl Cluster {
             }
             cands
         };
-        // The best of them by maar's key, then fewer free cards, then node id.
-        let best_by_maar = |cands: Vec<(u32, NodeId, Placement)>| {
-            cands
-                .into_iter()
-                .map(|(free, n, p)| (self.maar_key(n, &p), free, n, p))
-                .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
-                .map(|b| b.3)
+        // The best of them as maar ranks them, then fewer free cards, then node id.
+        let best_by_maar = |pool: PoolId, cands: Vec<(u32, NodeId, Placement)>| {
+            let cands = cands.into_iter().map(|(free, n, p)| (free as u64, n, p));
+            self.rank_nodes(spec, pool, placement::Policy::Maar, cands.collect())
         };
         for &(pool, on_loan) in pools {
             let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
@@ -417,7 +362,7 @@ impl Cluster {
                     on_cpu_node.or_else(|| self.index.range(all).find_map(|k| try_node(k.3)))
                 } else {
                     let gpu_models: Vec<u16> = (1..self.models.len() as u16).collect();
-                    best_by_maar(first_fits(pool, &gpu_models, 0))
+                    best_by_maar(pool, first_fits(pool, &gpu_models, 0))
                 }
             } else if spec.gpu.shared {
                 // Slices: the tightest fits over the pool (least left on the cards
@@ -452,13 +397,7 @@ impl Cluster {
                     }
                 }
                 if maar {
-                    if spec.gpu.models.len() != 1 {
-                        self.ease_pressure(pool, &mut best, |c| c.1);
-                    }
-                    best.into_iter()
-                        .map(|(left, n, p)| (self.maar_key(n, &p), left, n, p))
-                        .min_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)))
-                        .map(|b| b.3)
+                    self.rank_nodes(spec, pool, placement::Policy::Maar, best)
                 } else {
                     best.into_iter().next().map(|b| b.2)
                 }
@@ -477,11 +416,7 @@ impl Cluster {
                     // maar's placement: among the first few fitting nodes of each model
                     // (fewest free cards first), off models under pressure, the best by
                     // maar's key (fragmentation, capacity fragmentation, best fit).
-                    let mut cands = first_fits(pool, &models, need);
-                    if models.len() > 1 {
-                        self.ease_pressure(pool, &mut cands, |c| c.1);
-                    }
-                    best_by_maar(cands)
+                    best_by_maar(pool, first_fits(pool, &models, need))
                 } else {
                     let mut best: Option<(u32, NodeId, Placement)> = None;
                     let want = spec.gpu.memory_per_card;
