@@ -21,6 +21,26 @@ pub const DURATION_S: i64 = 15;
 /// How often the lease is renewed (or its holder looked at).
 pub const RETRY: Duration = Duration::from_secs(2);
 
+/// This maar's name on the lease, as client-go names a leader: the host (a pod's name
+/// in a cluster) and a random part, new for every process. A restarted container keeps
+/// its host name and, being process 1 again, its pid: with those alone it would take
+/// itself for the holder while the process it replaced may still run (a force-deleted
+/// pod, a paused one), and two maars would schedule at once. With the random part a
+/// new process waits until the old one gives the lease up or stops renewing it.
+pub fn identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "maar".into());
+    format!(
+        "{host}_{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    )
+}
+
 /// What one look at the lease found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {

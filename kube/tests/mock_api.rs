@@ -919,3 +919,32 @@ async fn writes_that_come_while_the_writer_waits_are_carried_out_and_it_ends_whe
         .count();
     assert_eq!(bound, 3);
 }
+
+#[tokio::test]
+async fn a_restarted_maar_on_the_same_host_waits_for_the_lease_it_held_before() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use maar_kube::lease::{identity, step, Step};
+    // A container restarted in its pod keeps the host name and, as process 1, its pid:
+    // the old process (force-deleted, paused) may still renew. Each process is its own
+    // holder, so the new one watches until the old one stops renewing.
+    let (before, after) = (identity(), identity());
+    assert_ne!(before, after);
+    let host = |id: &str| id.rsplit_once('_').map(|x| x.0.to_string());
+    assert_eq!(host(&before), host(&after));
+    assert!(!host(&before).unwrap().is_empty());
+    let now = 1_800_000_000;
+    let (client, handle) = mock_client();
+    let held = before.clone();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let (m, _, _, send) = next(&mut h).await;
+        assert_eq!(m, Method::GET);
+        send.send_response(ok(lease(&held, now - 5, 3)));
+    });
+    let api: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+    assert_eq!(
+        step(&api, "kube-system", &after, now).await.unwrap(),
+        Step::Other { holder: before }
+    );
+    server.await.unwrap();
+}

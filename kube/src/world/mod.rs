@@ -62,11 +62,7 @@ impl World {
         // maars of one name never both lead (kube-scheduler's lease is in kube-system
         // too).
         let lease_ns = crate::lease::NAMESPACE.to_string();
-        let me = format!(
-            "{}_{}",
-            std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into()),
-            std::process::id()
-        );
+        let me = crate::lease::identity();
         let (lease, writes_task) = {
             let _guard = rt.enter();
             spawn_watchers(&conn.client, conn.namespace.clone(), tx.clone());
