@@ -156,7 +156,7 @@ fn the_metrics_of_a_running_demo_move_with_the_cluster_and_the_probes_answer() {
         assert!(y > x, "{key}: {x} then {y}");
     };
     grew("scheduler_schedule_attempts_total{profile=maar,result=scheduled}");
-    grew("maar_binds_total{result=bound}");
+    grew("maar_binds_total{result=placed}");
     grew("scheduler_pod_scheduling_sli_duration_seconds{");
     grew("maar_job_wait_seconds{");
     grew("maar_scheduling_step_duration_seconds{");
