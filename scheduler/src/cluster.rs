@@ -645,6 +645,13 @@ impl Cluster {
         }
         if self.pool_id(pool).is_none() {
             let known: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+            if pool.is_empty() {
+                // A pod as users write it, before any pool could take it.
+                return Some(format!(
+                    "no pool takes it yet (pools: {}); a node labelled {LABEL_ROLE}=NAME makes pool NAME, and it starts there at the next cycle",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ));
+            }
             return Some(format!(
                 "pool `{pool}` does not exist (pools: {})",
                 known.join(", ")

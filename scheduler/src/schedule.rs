@@ -456,6 +456,40 @@ impl Cluster {
         None
     }
 
+    /// Pending jobs whose pool did not exist when they came, given it now that it
+    /// does: the pool a job names, once created (a Pool applied after its TrainJob), or
+    /// for a job that names none (a pod as users write it), the pool it would be given
+    /// now (the first node labelled with a role makes one). Only the jobs with no pool
+    /// are looked at (kept apart from the quota's queue keys), so a cycle pays nothing
+    /// when every job has one.
+    fn pool_homeless(&mut self) {
+        let homeless: Vec<JobId> = self
+            .pending_loose
+            .iter()
+            .copied()
+            .filter(|&id| {
+                let j = &self.jobs[id as usize];
+                j.pool.is_none() && j.project.is_some()
+            })
+            .collect();
+        for id in homeless {
+            let spec = &self.jobs[id as usize].spec;
+            let name = if spec.pool.is_empty() {
+                self.pool_for_unnamed(spec).ok()
+            } else {
+                Some(spec.pool.clone())
+            };
+            let Some(pool) = name.and_then(|n| self.pool_id(&n).map(|p| (n, p))) else {
+                continue;
+            };
+            self.pending_remove(id);
+            let j = &mut self.jobs[id as usize];
+            std::sync::Arc::make_mut(&mut j.spec).pool = pool.0;
+            j.pool = Some(pool.1);
+            self.pending_insert(id);
+        }
+    }
+
     /// Places `replicas` replicas of a job, all or none. On success the placements are
     /// committed; on failure nothing changes.
     pub(crate) fn place_gang(
@@ -594,6 +628,7 @@ impl Cluster {
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         self.restart_due();
+        self.pool_homeless();
         self.refresh_typical();
         let mut queue = self.cycle_queue();
         let mut failed: ShapeMap<Reason> = ShapeMap::new();

@@ -699,3 +699,67 @@ fn preemption_takes_the_victims_pods_as_gone_for_topology_spread() {
         "a pod that changes no rule stays"
     );
 }
+
+/// A pod that came before any pool existed (no node labelled with a role yet) starts
+/// once one does, at the next cycle; and a job naming a pool applied after it goes
+/// there. Neither waits for a restart of maar.
+#[test]
+fn a_pod_that_came_before_its_pool_gets_it_when_it_exists() {
+    let mut c = Cluster::new(SchedConfig::default());
+    c.add_project(Project {
+        name: "ml".into(),
+        department: "d".into(),
+        quotas: BTreeMap::new(),
+    });
+    let mut unnamed = plain("early", 1);
+    unnamed.pool = String::new();
+    let early = c.submit(unnamed).unwrap();
+    let mut named = plain("named", 1);
+    named.pool = "infer".into();
+    let later = c.submit(named).unwrap();
+    c.schedule();
+    assert_eq!(c.jobs[early as usize].phase, Phase::Pending);
+    let why = &c.jobs[early as usize].reason;
+    assert!(
+        why.contains("no pool takes it yet (pools: none)") && why.contains(LABEL_ROLE),
+        "{why}"
+    );
+    assert_eq!(c.jobs[later as usize].phase, Phase::Pending);
+    let why = &c.jobs[later as usize].reason;
+    assert!(why.contains("pool `infer` does not exist"), "{why}");
+    // The first node labelled with a role: its pool, the project's open quota in it.
+    let train = c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    c.projects[0].quotas.insert(train, Quota::default());
+    c.add_node(gpu_node("n1", "z1", 8));
+    c.schedule();
+    assert_eq!(c.jobs[early as usize].phase, Phase::Running);
+    assert_eq!(c.jobs[early as usize].spec.pool, "train");
+    assert_eq!(
+        c.jobs[later as usize].phase,
+        Phase::Pending,
+        "its pool is not here yet"
+    );
+    // The pool it names, applied later.
+    let infer = c.add_pool(Pool {
+        name: "infer".into(),
+        kind: PoolKind::Inference,
+        selector: [(LABEL_ROLE.to_string(), "infer".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    c.projects[0].quotas.insert(infer, Quota::default());
+    let mut n2 = gpu_node("n2", "z1", 8);
+    let mut labels = n2.labels().clone();
+    labels.insert(LABEL_ROLE.into(), "infer".into());
+    n2.set_labels(labels);
+    c.add_node(n2);
+    c.schedule();
+    assert_eq!(c.jobs[later as usize].phase, Phase::Running);
+    assert_eq!(c.jobs[later as usize].placements[0].node, 1);
+}
