@@ -84,9 +84,9 @@ impl Drop for KubeApi {
 
 impl KubeApi {
     /// Reads the front proxy's settings with `client` (maar's own credentials), binds
-    /// `opts.listen` and serves `handle` (whose state file is `state`). Errors name
-    /// what failed: the configmap (and the RoleBinding it needs), the certificate, the
-    /// address.
+    /// `opts.listen` and serves `handle` (whose state file is `state`). A configmap it
+    /// may not read is logged, with the RoleBinding it needs, and the API takes bearer
+    /// tokens only; errors name what failed: the certificate, the address.
     pub fn start(
         handle: EngineHandle,
         state: &Path,
@@ -102,11 +102,18 @@ impl KubeApi {
         let (listener, tls, auth) = rt.block_on(async {
             // Made on this runtime: the client's worker runs here.
             let client = maar_kube::connect::client_of(cfg).map_err(|e| e.to_string())?;
-            let fp = ops::front_proxy(&client).await.map_err(|e| {
-                format!("--api-listen: {e}; maar needs to read it (RoleBinding to extension-apiserver-authentication-reader in kube-system, deploy/api.yaml)")
-            })?;
+            // As Kubernetes' own aggregated API servers do: a configmap maar may not
+            // read is said, and the API goes on with bearer tokens alone (maar keeps
+            // scheduling; without deploy/api.yaml no APIService routes to it anyway).
+            let fp = match ops::front_proxy(&client).await {
+                Ok(fp) => fp,
+                Err(e) => {
+                    tracing::warn!(target: "maar::api", "--api-listen: {e}; continuing without the front proxy (only bearer tokens are taken). Usually fixed by deploy/api.yaml: a RoleBinding to extension-apiserver-authentication-reader in kube-system, and system:auth-delegator");
+                    None
+                }
+            };
             if fp.is_none() {
-                tracing::warn!(target: "maar::api", "the API server has no front proxy (no requestheader CA in configmap kube-system/extension-apiserver-authentication): only bearer tokens are taken");
+                tracing::warn!(target: "maar::api", "the API server's front proxy is not known (no requestheader CA read from configmap kube-system/extension-apiserver-authentication): only bearer tokens are taken");
             }
             let tls = tls_config(opts, fp.as_ref())?;
             let listener = tokio::net::TcpListener::bind(opts.listen)
