@@ -28,7 +28,9 @@ pub struct AgentArgs {
     /// call for, and exit.
     #[arg(long)]
     pub labels: bool,
-    /// The node's name in the labels line (this machine's host name by default).
+    /// The node's name, as its samples, its metrics' `Hostname` label and the labels
+    /// line give it (this machine's host name by default; in a DaemonSet, where the
+    /// host name is the pod's, the node's name: deploy/agent.yaml passes it).
     #[arg(long, value_name = "NAME")]
     pub node: Option<String>,
     /// With --once: `json` prints the sample as `/sample` serves it.
@@ -104,6 +106,9 @@ pub fn sample_text(s: &NodeSample) -> String {
 
 pub fn run(a: AgentArgs, o: &mut Out) -> Result<i32, Failure> {
     let mut agent = Agent::local();
+    if let Some(node) = a.node.as_deref().filter(|n| !n.is_empty()) {
+        agent.host = Box::new(maar_agent::host::Named::new(agent.host, node));
+    }
     if a.labels {
         let s = agent.sample(now_ms());
         let l = labels::from_hardware(&s.gpus);
@@ -114,8 +119,7 @@ pub fn run(a: AgentArgs, o: &mut Out) -> Result<i32, Failure> {
             ));
             return Ok(0);
         }
-        let node = a.node.unwrap_or(s.hostname);
-        o.put(&labels::kubectl_line(&node, &l));
+        o.put(&labels::kubectl_line(&s.hostname, &l));
         o.put("\n# crater.ai/node-role is yours to set (e.g. crater.ai/node-role=gpu)\n");
         return Ok(0);
     }

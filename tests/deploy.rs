@@ -55,6 +55,9 @@ fn the_kustomization_holds_every_manifest_with_the_namespace_and_image_as_knobs(
             let spec = &d["spec"]["template"]["spec"];
             for c in spec["containers"].as_array().into_iter().flatten() {
                 assert_eq!(c["image"], "maar", "{f}: {}", c["name"]);
+                // An image built and loaded on the nodes is used: a `latest` tag's
+                // default, Always, would pull `docker.io/library/maar` and fail.
+                assert_eq!(c["imagePullPolicy"], "IfNotPresent", "{f}: {}", c["name"]);
             }
         }
     }
@@ -123,6 +126,34 @@ fn the_scheduler_runs_two_replicas_with_probes_state_and_what_the_cli_accepts() 
     let svc = one(&all, "Service", "maar-scheduler");
     assert_eq!(svc["spec"]["selector"], *labels);
     assert_eq!(sts["spec"]["serviceName"], "maar-scheduler");
+}
+
+#[test]
+fn the_agent_names_its_node_as_kubernetes_does() {
+    let all = docs("agent.yaml");
+    let ds = one(&all, "DaemonSet", "maar-agent");
+    let c = &ds["spec"]["template"]["spec"]["containers"][0];
+    let mut argv = vec!["maar".to_string()];
+    argv.extend(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    let cli = maar::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    let Some(maar::cli::Cmd::Agent(a)) = cli.command else {
+        panic!("not `maar agent`: {argv:?}");
+    };
+    // The pod's host name is the pod's: the node's name comes from the downward API,
+    // expanded by the kubelet in the arguments.
+    assert_eq!(a.node.as_deref(), Some("$(NODE_NAME)"));
+    let env = c["env"].as_array().expect("env");
+    let node = env
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .expect("NODE_NAME");
+    assert_eq!(node["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
 }
 
 /// The metric names a PromQL expression reads (labels, functions, keywords, numbers,

@@ -7,6 +7,31 @@ pub trait HostSource: Send {
     fn sample(&mut self) -> HostReading;
 }
 
+/// A host source under another name: the node's name where the host name is not it
+/// (in a DaemonSet's pod the host name is the pod's).
+pub struct Named {
+    inner: Box<dyn HostSource>,
+    name: String,
+}
+
+impl Named {
+    pub fn new(inner: Box<dyn HostSource>, name: &str) -> Named {
+        Named {
+            inner,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl HostSource for Named {
+    fn sample(&mut self) -> HostReading {
+        HostReading {
+            hostname: self.name.clone(),
+            ..self.inner.sample()
+        }
+    }
+}
+
 /// This machine, through sysinfo. CPU usage is the busy share since the previous
 /// sample (the first sample reports the share since boot).
 pub struct SysinfoHost {

@@ -266,3 +266,20 @@ fn slow_header_clients_are_dropped_and_connections_are_capped() {
         assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
     }
 }
+
+#[test]
+fn a_named_agent_labels_its_metrics_with_the_node_it_runs_on() {
+    // In a DaemonSet's pod the host name is the pod's; the node's name is given.
+    let samples = fixture();
+    let host = RecordedHost::new(samples.iter().map(|s| s.host.clone()).collect());
+    let mut agent = Agent {
+        host: Box::new(maar_agent::host::Named::new(Box::new(host), "gpu-node-7")),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let s = agent.sample(1);
+    assert_eq!(s.hostname, "gpu-node-7");
+    assert_eq!(s.host.hostname, "gpu-node-7");
+    let text = render(&s, &[]);
+    assert!(text.contains("Hostname=\"gpu-node-7\""));
+    assert!(!text.contains(&format!("Hostname=\"{}\"", samples[0].host.hostname)));
+}
