@@ -63,6 +63,19 @@ fn the_kustomization_holds_every_manifest_with_the_namespace_and_image_as_knobs(
     }
 }
 
+/// A container's arguments as the real CLI parses them (`maar` before them).
+fn parsed(container: &Value) -> maar::cli::Cli {
+    let mut argv = vec!["maar".to_string()];
+    argv.extend(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    maar::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+}
+
 #[test]
 fn the_scheduler_runs_two_replicas_with_probes_state_and_what_the_cli_accepts() {
     let all = docs("scheduler.yaml");
@@ -75,17 +88,8 @@ fn the_scheduler_runs_two_replicas_with_probes_state_and_what_the_cli_accepts() 
     let c = &spec["containers"][0];
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     // The arguments as the real CLI parses them.
-    let mut argv = vec!["maar".to_string()];
-    argv.extend(
-        c["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
-    let cli = maar::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let Some(maar::cli::Cmd::Kube(k)) = cli.command else {
-        panic!("not `maar kube`: {argv:?}");
+    let Some(maar::cli::Cmd::Kube(k)) = parsed(c).command else {
+        panic!("not `maar kube`: {}", c["args"]);
     };
     assert!(k.live.headless);
     let metrics = k.live.metrics.expect("--metrics");
@@ -133,17 +137,8 @@ fn the_agent_names_its_node_as_kubernetes_does() {
     let all = docs("agent.yaml");
     let ds = one(&all, "DaemonSet", "maar-agent");
     let c = &ds["spec"]["template"]["spec"]["containers"][0];
-    let mut argv = vec!["maar".to_string()];
-    argv.extend(
-        c["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
-    let cli = maar::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let Some(maar::cli::Cmd::Agent(a)) = cli.command else {
-        panic!("not `maar agent`: {argv:?}");
+    let Some(maar::cli::Cmd::Agent(a)) = parsed(c).command else {
+        panic!("not `maar agent`: {}", c["args"]);
     };
     // The pod's host name is the pod's: the node's name comes from the downward API,
     // expanded by the kubelet in the arguments.

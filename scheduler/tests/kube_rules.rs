@@ -728,13 +728,14 @@ fn a_pod_that_came_before_its_pool_gets_it_when_it_exists() {
     let why = &c.jobs[later as usize].reason;
     assert!(why.contains("pool `infer` does not exist"), "{why}");
     // The first node labelled with a role: its pool, the project's open quota in it.
-    let train = c.add_pool(Pool {
-        name: "train".into(),
-        kind: PoolKind::Training,
-        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+    let role_pool = |name: &str, kind| Pool {
+        name: name.into(),
+        kind,
+        selector: [(LABEL_ROLE.to_string(), name.to_string())].into(),
         overcommit: Overcommit::default(),
         lend_to: vec![],
-    });
+    };
+    let train = c.add_pool(role_pool("train", PoolKind::Training));
     c.projects[0].quotas.insert(train, Quota::default());
     c.add_node(gpu_node("n1", "z1", 8));
     c.schedule();
@@ -746,13 +747,7 @@ fn a_pod_that_came_before_its_pool_gets_it_when_it_exists() {
         "its pool is not here yet"
     );
     // The pool it names, applied later.
-    let infer = c.add_pool(Pool {
-        name: "infer".into(),
-        kind: PoolKind::Inference,
-        selector: [(LABEL_ROLE.to_string(), "infer".to_string())].into(),
-        overcommit: Overcommit::default(),
-        lend_to: vec![],
-    });
+    let infer = c.add_pool(role_pool("infer", PoolKind::Inference));
     c.projects[0].quotas.insert(infer, Quota::default());
     let mut n2 = gpu_node("n2", "z1", 8);
     let mut labels = n2.labels().clone();
