@@ -495,7 +495,7 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
 }
 
 #[test]
-fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
+fn a_trainjob_in_a_pool_not_here_waits_and_starts_when_the_pool_appears() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();
     let spec = json!({"image": "i", "resources": {"pool": "training-gpu", "gpu": {"count": 1}}});
@@ -529,13 +529,18 @@ fn a_trainjob_in_a_pool_not_here_waits_and_is_queued_when_the_pool_appears() {
             overcommit: Default::default(),
         })))],
     );
-    // gpu-a was in pool `training` (its role) and stays there: the new pool is empty,
-    // and the TrainJob is queued in it, told why it waits.
-    assert_eq!(phase(&core, "ml/t"), Phase::Pending);
+    // The Pool, defined for itself, takes gpu-a from its role pool `training`; the
+    // TrainJob that waited for it gets it at the next cycle and starts there (its pods
+    // made), without maar restarting.
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("ml/t").unwrap() as usize];
+    assert_eq!(j.pool, c.pool_id("training-gpu"));
+    assert_eq!(c.nodes[j.placements[0].node as usize].name, "gpu-a");
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
     assert!(
         writes
             .iter()
-            .any(|w| matches!(w, Write::Unschedulable { job, .. } if job == "ml/t")),
+            .any(|w| matches!(w, Write::CreatePods { job, .. } if job == "ml/t")),
         "{writes:?}"
     );
 }
