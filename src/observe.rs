@@ -70,7 +70,8 @@ pub struct Observe {
     wait: H,
     step: Histogram,
     gpus: G,
-    fragmented: Gauge<f64, AtomicU64>,
+    /// A family with no labels, so that a standby can drop it as it drops the others.
+    fragmented: G,
     quota: G,
     pending_reasons: G,
     jobs: G,
@@ -150,7 +151,7 @@ impl Observe {
             fragmented: reg!(
                 "maar_gpus_fragmented",
                 "Idle GPUs that the typical waiting job cannot use where they are",
-                Gauge::<f64, AtomicU64>::default()
+                G::default()
             ),
             quota: reg!(
                 "maar_quota_gpus",
@@ -275,11 +276,11 @@ impl Observe {
             &self.jobs,
             &self.cost,
             &self.gpu_hours,
+            &self.fragmented,
         ] {
             f.clear();
         }
         if !leading {
-            self.fragmented.set(0.0);
             return;
         }
         let (mut active, mut waiting) = (0, 0);
@@ -298,8 +299,9 @@ impl Observe {
                 }
             }
         }
+        // `+ 0.0` writes a negative zero (a cost of nothing, summed) as 0.
         let set = |f: &G, l: Labels, v: f64| {
-            f.get_or_create(&l).set(v);
+            f.get_or_create(&l).set(v + 0.0);
         };
         set(
             &self.pending_pods,
@@ -362,7 +364,7 @@ impl Observe {
                 n as f64,
             );
         }
-        self.fragmented.set(s.metrics.fragmented_gpus);
+        set(&self.fragmented, Vec::new(), s.metrics.fragmented_gpus);
         for q in &s.quotas {
             let l = |kind: &str| {
                 vec![
@@ -460,8 +462,11 @@ mod tests {
         let sc = crate::load::load_scenario(None).unwrap();
         let mut sim = maar_demo::Demo::new(sc, None).unwrap();
         sim.run_until(3600);
-        let snap = sim.cluster().snapshot();
+        let mut snap = sim.cluster().snapshot();
+        // A project that cost nothing, its sum a negative zero: written as 0.
+        snap.costs.projects[0].cost = -0.0;
         let families = [
+            "maar_gpus_fragmented ",
             "maar_gpus{",
             "maar_jobs{",
             "maar_quota_gpus{",
@@ -472,6 +477,7 @@ mod tests {
         o.view(&snap, true);
         let text = o.encode();
         assert!(text.contains("maar_leading 1"));
+        assert!(!text.contains(" -0.0"), "{text}");
         for f in families {
             assert!(text.contains(f), "the leader exports {f}");
         }
@@ -482,7 +488,7 @@ mod tests {
         for f in families {
             assert!(!text.contains(f), "a standby exports {f}");
         }
-        assert!(text.contains("maar_gpus_fragmented 0"));
+        assert!(!text.contains("maar_gpus_fragmented"), "{text}");
     }
 
     /// Waits of 0 s (pods bound within the second they arrived) are counted in a bucket
