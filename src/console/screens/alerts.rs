@@ -50,6 +50,11 @@ pub fn open(app: &App) -> usize {
 }
 
 /// What row `i` is, by name (the selection follows it).
+/// Its rows: every alert, in the order the list shows them.
+pub fn rows(app: &App) -> Vec<usize> {
+    (0..app.alerts.len()).collect()
+}
+
 pub fn row_key(app: &App, i: usize) -> String {
     app.alerts.get(i).map(|a| a.key.clone()).unwrap_or_default()
 }

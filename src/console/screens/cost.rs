@@ -8,6 +8,8 @@ use maar_widgets::columns::Column;
 use super::super::state::App;
 use super::super::table::{fitted, plain, Cells};
 
+pub use super::still::{key, row_key, rows};
+
 /// The screen's own keys.
 pub const KEYS: &[(&str, &str)] = &[];
 

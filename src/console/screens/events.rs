@@ -10,6 +10,8 @@ use maar_widgets::columns::Column;
 use super::super::state::App;
 use super::super::table::{plain, rows_table, Cells};
 
+pub use super::still::key;
+
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[(
     "/severity:warning kind:job object:a100 oom",

@@ -13,6 +13,7 @@ use maar_widgets::window;
 use super::super::screen::Screen;
 use super::super::state::App;
 use super::super::table::{fitted, plain, Cells};
+pub use super::still::{key, row_key};
 
 /// The screen's own keys.
 pub const KEYS: &[(&str, &str)] = &[];
@@ -73,7 +74,7 @@ fn key_does(v: &maar_scheduler::verbs::Verb, does: &str) -> String {
 /// the console's, then each screen's operator keys, then every `:` command.
 pub fn help_entries(on: Screen) -> Vec<(String, String, Option<maar_scheduler::Role>)> {
     use maar_scheduler::verbs::VERBS;
-    let mut out: Vec<(String, String, Option<maar_scheduler::Role>)> = screen_keys(on)
+    let mut out: Vec<(String, String, Option<maar_scheduler::Role>)> = super::keys(on)
         .iter()
         .map(|(k, v)| (k.to_string(), format!("{v} (on {})", on.name()), None))
         .collect();
@@ -179,19 +180,4 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
 /// Its rows: the "you are" line, then every entry.
 pub fn rows(app: &App) -> Vec<usize> {
     (0..1 + help_entries(app.help_for).len()).collect()
-}
-
-/// A screen's own keys, for the help.
-fn screen_keys(s: Screen) -> &'static [(&'static str, &'static str)] {
-    match s {
-        Screen::Overview => super::overview::KEYS,
-        Screen::Nodes => super::nodes::KEYS,
-        Screen::Jobs => super::jobs::KEYS,
-        Screen::Quotas => super::quotas::KEYS,
-        Screen::Events => super::events::KEYS,
-        Screen::Alerts => super::alerts::KEYS,
-        Screen::Cost => super::cost::KEYS,
-        Screen::Logs => super::logs::KEYS,
-        Screen::Help => KEYS,
-    }
 }

@@ -6,6 +6,8 @@ use ratatui::Frame;
 
 use super::super::state::App;
 
+pub use super::still::{key, row_key, rows};
+
 /// The screen's own keys.
 pub const KEYS: &[(&str, &str)] = &[];
 

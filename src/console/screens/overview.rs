@@ -30,6 +30,9 @@ pub fn rows(app: &App) -> Vec<usize> {
 }
 
 /// Enter explains the selected Pending job, as on the Jobs screen.
+/// Its rows are jobs (the Pending queue), named as the Jobs screen names them.
+pub use super::jobs::row_key;
+
 pub fn key(app: &mut App, k: KeyCode) -> Option<Then> {
     super::jobs::key(app, k)
 }

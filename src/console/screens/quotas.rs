@@ -13,6 +13,8 @@ use maar_widgets::QuotaBar;
 use super::super::state::App;
 use super::super::table::{fitted, plain, title, verb_hints, Cells};
 
+pub use super::still::key;
+
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[];
 
