@@ -546,6 +546,64 @@ fn a_trainjob_in_a_pool_not_here_waits_and_starts_when_the_pool_appears() {
 }
 
 #[test]
+fn a_pool_deleted_gives_its_nodes_back_to_their_role_and_keeps_its_jobs() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let pool = maar_kube::map::PoolObject {
+        name: "training-gpu".into(),
+        kind: maar_scheduler::model::PoolKind::Training,
+        selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
+        lend_to: vec![],
+        overcommit: Default::default(),
+    };
+    let spec = json!({"image": "i", "resources": {"pool": "training-gpu", "gpu": {"count": 1}}});
+    let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
+    seen.push(Seen::Pool(Watched::Apply(Ok(pool.clone()))));
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob("ml", "t", spec)),
+    ));
+    d.step(&mut core, 1, seen);
+    let pool_of = |core: &Core, node: &str| {
+        let c = core.cluster();
+        let n = c.node_id(node).unwrap();
+        c.nodes[n as usize]
+            .pool
+            .map(|p| c.pools[p as usize].name.clone())
+    };
+    assert_eq!(pool_of(&core, "gpu-a").as_deref(), Some("training-gpu"));
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
+    // The Pool object deleted: gpu-a goes back to its role's pool; the job it runs
+    // keeps running, in its pool, which stays (now the pool of role training-gpu).
+    let (_, writes) = d.step(&mut core, 2, vec![Seen::Pool(Watched::Delete(Ok(pool)))]);
+    assert_eq!(pool_of(&core, "gpu-a").as_deref(), Some("training"));
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
+    let c = core.cluster();
+    let kept = &c.pools[c.pool_id("training-gpu").unwrap() as usize];
+    assert_eq!(
+        kept.selector.get("crater.ai/node-role").map(String::as_str),
+        Some("training-gpu")
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Note { reason, .. } if reason == "PoolDeleted")),
+        "{writes:?}"
+    );
+    // A new job of pool `training` runs on gpu-a again.
+    let spec = json!({"image": "i", "resources": {"pool": "training", "gpu": {"count": 1}}});
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Object(
+            Owner::TrainJob,
+            Watched::Apply(trainjob("ml", "u", spec)),
+        )],
+    );
+    assert_eq!(phase(&core, "ml/u"), Phase::Running);
+}
+
+#[test]
 fn another_schedulers_bound_pod_holds_its_cards_and_is_never_maars_to_stop() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

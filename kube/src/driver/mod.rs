@@ -478,8 +478,9 @@ impl KubeDriver {
                     self.pool_appeared(core, events);
                 }
                 Watched::InitDone => self.listed_now(0, core, events, writes),
-                // A pool is not taken away while maar runs (its jobs would be lost).
-                _ => {}
+                Watched::Delete(Ok(p)) => self.pool_deleted(core, &p.name, events),
+                Watched::Delete(Err((name, _))) => self.pool_deleted(core, &name, events),
+                Watched::Init => {}
             },
             Seen::QuotaRequest(w) => match w {
                 Watched::Apply(r) | Watched::InitApply(r) => {

@@ -39,6 +39,60 @@ impl KubeDriver {
         }
     }
 
+    /// A Pool object deleted: its nodes follow their labels again (their role's pool,
+    /// made when missing), as if it had never been applied. The pool itself stays, as
+    /// the pool of its role (selector `crater.ai/node-role=NAME`), so that its jobs
+    /// are not lost: running ones keep running, waiting ones wait there, told why.
+    pub(super) fn pool_deleted(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
+        let c = core.cluster();
+        let Some(id) = c.pool_id(name) else {
+            return;
+        };
+        let was = &c.pools[id as usize];
+        let as_role = Pool {
+            name: name.to_string(),
+            kind: was.kind,
+            selector: BTreeMap::from([(LABEL_ROLE.to_string(), name.to_string())]),
+            overcommit: Overcommit::default(),
+            lend_to: Vec::new(),
+        };
+        if (&was.selector, &was.lend_to, was.overcommit)
+            == (&as_role.selector, &as_role.lend_to, as_role.overcommit)
+        {
+            return; // a role's own pool: nothing was taken by the object
+        }
+        Self::observe(
+            core,
+            Observation::PoolSeen {
+                pool: Box::new(as_role),
+            },
+            events,
+        );
+        // Nodes it let go whose role has no pool yet: their role's pool.
+        let homeless: Vec<BTreeMap<String, String>> = core
+            .cluster()
+            .nodes
+            .iter()
+            .filter(|n| n.pool.is_none())
+            .map(|n| n.labels().clone())
+            .collect();
+        for labels in homeless {
+            Self::ensure_pool(core, &labels, events);
+        }
+        let pool = object_ref("crater.ai/v1", "Pool", "", name, "");
+        let msg = format!(
+            "Pool {name} was deleted: its nodes follow their labels again (their role's pool); pool {name} stays as the pool of role {name}, with its jobs"
+        );
+        self.trouble(
+            core,
+            events,
+            pool,
+            format!("pool/{name}"),
+            "PoolDeleted",
+            msg,
+        );
+    }
+
     /// A QuotaRequest object: asked in maar once (the operator approves it there);
     /// one already answered is history.
     pub(super) fn quota_request_seen(
