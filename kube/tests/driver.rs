@@ -590,11 +590,31 @@ fn a_pool_deleted_gives_its_nodes_back_to_their_role_and_keeps_its_jobs() {
             .any(|w| matches!(w, Write::Note { reason, .. } if reason == "PoolDeleted")),
         "{writes:?}"
     );
+    // Applied again, then deleted while the watch was away: a relist without it
+    // undoes it too.
+    let (_, _) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
+            name: "zone-a".into(),
+            kind: maar_scheduler::model::PoolKind::Training,
+            selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
+            lend_to: vec![],
+            overcommit: Default::default(),
+        })))],
+    );
+    assert_eq!(pool_of(&core, "gpu-a").as_deref(), Some("zone-a"));
+    d.step(
+        &mut core,
+        4,
+        vec![Seen::Pool(Watched::Init), Seen::Pool(Watched::InitDone)],
+    );
+    assert_eq!(pool_of(&core, "gpu-a").as_deref(), Some("training"));
     // A new job of pool `training` runs on gpu-a again.
     let spec = json!({"image": "i", "resources": {"pool": "training", "gpu": {"count": 1}}});
     d.step(
         &mut core,
-        3,
+        5,
         vec![Seen::Object(
             Owner::TrainJob,
             Watched::Apply(trainjob("ml", "u", spec)),

@@ -155,6 +155,10 @@ pub struct KubeDriver {
     pods: HashMap<String, PodFacts>,
     /// Names seen during a relist, per kind (nodes, pods), while one is under way.
     relist_nodes: Option<HashSet<String>>,
+    /// Pool objects seen and not deleted, and those a relist has shown so far (a Pool
+    /// missing from a relist was deleted while the watch was away).
+    pool_objects: HashSet<String>,
+    relist_pools: Option<HashSet<String>>,
     relist_pods: Option<HashSet<String>>,
     /// The pods of a (re)list, applied when it is done, oldest first (as
     /// kube-scheduler's queue takes pods of one priority), not in the list's name
@@ -254,6 +258,8 @@ impl KubeDriver {
             nodes: HashMap::new(),
             pods: HashMap::new(),
             relist_nodes: None,
+            pool_objects: HashSet::new(),
+            relist_pools: None,
             relist_pods: None,
             pod_batch: Vec::new(),
             relist_objects: HashMap::new(),
@@ -473,14 +479,36 @@ impl KubeDriver {
         }
         match s {
             Seen::Pool(w) => match w {
+                Watched::Init => self.relist_pools = Some(HashSet::new()),
                 Watched::Apply(p) | Watched::InitApply(p) => {
+                    let name = match &p {
+                        Ok(p) => p.name.clone(),
+                        Err((name, _)) => name.clone(),
+                    };
+                    if let Some(set) = &mut self.relist_pools {
+                        set.insert(name.clone());
+                    }
+                    self.pool_objects.insert(name);
                     self.pool_seen(core, p, events);
                     self.pool_appeared(core, events);
                 }
-                Watched::InitDone => self.listed_now(0, core, events, writes),
+                Watched::InitDone => {
+                    if let Some(set) = self.relist_pools.take() {
+                        let mut gone: Vec<String> = self
+                            .pool_objects
+                            .iter()
+                            .filter(|n| !set.contains(*n))
+                            .cloned()
+                            .collect();
+                        gone.sort();
+                        for name in gone {
+                            self.pool_deleted(core, &name, events);
+                        }
+                    }
+                    self.listed_now(0, core, events, writes)
+                }
                 Watched::Delete(Ok(p)) => self.pool_deleted(core, &p.name, events),
                 Watched::Delete(Err((name, _))) => self.pool_deleted(core, &name, events),
-                Watched::Init => {}
             },
             Seen::QuotaRequest(w) => match w {
                 Watched::Apply(r) | Watched::InitApply(r) => {

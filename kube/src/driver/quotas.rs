@@ -44,6 +44,7 @@ impl KubeDriver {
     /// the pool of its role (selector `crater.ai/node-role=NAME`), so that its jobs
     /// are not lost: running ones keep running, waiting ones wait there, told why.
     pub(super) fn pool_deleted(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
+        self.pool_objects.remove(name);
         let c = core.cluster();
         let Some(id) = c.pool_id(name) else {
             return;
