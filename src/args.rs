@@ -135,5 +135,60 @@ pub enum TextOrJson {
 /// The state file `maar kube --context NAME` records.
 pub fn kube_state(context: &str) -> PathBuf {
     // default_path makes the name safe for a file.
-    record::default_path(&format!("kube-{context}"))
+    record::default_path(&maar_kube::backend::state_name(context))
+}
+
+/// The options of a live cluster's run, the same under `maar local` and `maar kube`.
+#[derive(Args, Debug, Clone)]
+pub struct LiveArgs {
+    /// No console: run until interrupted (commands reach it through the state file,
+    /// or under `maar kube` through the cluster).
+    #[arg(long)]
+    pub headless: bool,
+    /// With --headless: the log on stderr as plain lines or JSON objects.
+    #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
+    pub log_format: crate::logging::LogFormat,
+    /// How a node is chosen among those that fit: maar (the default), or a published
+    /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
+    /// bestfit, fgd.
+    #[arg(long, value_name = "POLICY", value_parser = placement_arg, default_value = "maar")]
+    pub placement: maar_scheduler::placement::Policy,
+    /// Look only (the console session acts as a viewer).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Let the mouse scroll and click (off by default, so terminal selection works).
+    #[arg(long)]
+    pub mouse: bool,
+    /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub theme: Option<String>,
+    /// Serve Prometheus metrics (/metrics) and probes (/healthz, /readyz) on this
+    /// address, e.g. 127.0.0.1:9464 (in a pod: 0.0.0.0:9464, deploy/scheduler.yaml).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// A live backend's run (`maar NAME` of `crate::backends`): its own options and those
+/// every live run shares.
+#[derive(Args, Debug, Clone)]
+pub struct Run<A: Args> {
+    #[command(flatten)]
+    pub backend: A,
+    /// State file (history, audit); when absent `$XDG_STATE_HOME/maar/` and the
+    /// cluster's name (`local-HOST.db`, `kube-CONTEXT.db`), continued when it exists.
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// A placement policy by name.
+fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
+    maar_scheduler::placement::Policy::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = maar_scheduler::placement::Policy::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        format!("`{s}` is not a placement policy ({})", names.join(", "))
+    })
 }

@@ -1,8 +1,8 @@
 //! Backends: how a cluster is set up for the engine, fresh or from its record.
 //!
-//! Today the demo (the simulation of a scenario); the node agent and the Kubernetes
-//! watcher plug in here as other drivers, and the engine and the console stay as they
-//! are.
+//! The demo (the simulation of a scenario), and the live backends of
+//! `crate::backends` (local mode, Kubernetes), each from its crate: opened fresh or
+//! continued (`open_live`), restored from their record with no world attached.
 
 use std::path::Path;
 
@@ -185,11 +185,8 @@ fn restore_until(
 ) -> Result<Loaded, LoadError> {
     let path = record.path();
     let meta = record.meta()?;
-    if meta.backend == "local" {
-        return restore_offline(record, meta, until, &mut crate::local::offline());
-    }
-    if meta.backend == "kube" {
-        return restore_offline(record, meta, until, &mut maar_kube::driver::offline());
+    if let Some(mut offline) = crate::backends::offline(&meta.backend) {
+        return restore_offline(record, meta, until, &mut offline);
     }
     if meta.backend != "demo" {
         return Err(content(
@@ -339,187 +336,115 @@ fn restore_offline<D: Driver + Clone + 'static>(
     })
 }
 
-/// Opens a Kubernetes cluster for `maar kube`: connects (one-line errors naming the
-/// context), starts the watch, and builds the cluster from the first lists. The record
-/// at `path` is continued when it holds this context's cluster (its history and audit
-/// stay; the cluster itself is always taken from Kubernetes, the truth), else created.
-pub fn open_kube(
+/// Opens a live backend's cluster (`maar local`, `maar kube`) recorded at `path`: the
+/// state file is continued when it holds one of this backend's clusters (the backend
+/// restores it, or takes its world as the truth and keeps the history), else created;
+/// what opening caused is recorded, and a cluster built from the world is checkpointed
+/// at once. Returns the cluster, its record (held) and the world's name for the
+/// operator.
+pub fn open_live<B: maar_scheduler::kit::Backend>(
     path: &Path,
-    opts: &maar_kube::ConnectOptions,
-) -> Result<(Loaded, Record, maar_kube::Connected), crate::failure::Failure> {
-    let (world, conn) =
-        maar_kube::world::World::connect(opts).map_err(crate::failure::kube_failure)?;
-    let (mut rec, meta, from) = if path.exists() {
+    args: &B::Args,
+) -> Result<(Loaded, Record, String), crate::failure::Failure> {
+    use maar_scheduler::kit::{OpenError, Prior};
+    use std::cell::{Cell, RefCell};
+    let failure = |e: OpenError| match e {
+        OpenError::Usage(m) => crate::failure::Failure::Usage(m),
+        OpenError::No(m) => crate::failure::Failure::No(m),
+    };
+    // What a restore found: the record's own error (kept with its exit code), and
+    // where the restored cluster stands in the commands.
+    let trouble: RefCell<Option<LoadError>> = RefCell::new(None);
+    let restored: Cell<Option<(i64, usize)>> = Cell::new(None);
+    let (mut rec, meta, opened) = if path.exists() {
         let mut rec = Record::open(path)?;
         let meta = rec.meta()?;
-        if meta.backend != "kube" || meta.cluster != conn.context {
+        if meta.backend != B::NAME {
             return Err(crate::failure::Failure::Usage(format!(
-                "{}: holds the {} cluster {}, not the Kubernetes context {}; give another --state",
+                "{}: holds the {} cluster {}, not a {} one; give another --state",
                 path.display(),
                 meta.backend,
                 meta.cluster,
-                conn.context
+                B::NAME
             )));
         }
         rec.acquire()?;
-        let from = rec.latest_time()?;
-        (rec, meta, from)
+        let latest = rec.latest_time()?;
+        let held = &mut rec;
+        let prior = Prior {
+            cluster: meta.cluster.clone(),
+            latest,
+            restore: Box::new(|| {
+                let keep = |e: LoadError| {
+                    let m = e.to_string();
+                    *trouble.borrow_mut() = Some(e);
+                    m
+                };
+                let l = restore(&*held, false).map_err(keep)?;
+                // Events written after the checkpoint are told again as the cluster
+                // goes on.
+                held.drop_events_from(l.core.cluster().next_event_seq())
+                    .map_err(|e| keep(e.into()))?;
+                let saved = held
+                    .checkpoint_before(None)
+                    .map_err(|e| keep(e.into()))?
+                    .and_then(|cp| serde_json::from_str(&cp.driver).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                restored.set(Some((l.after_seq, l.replayed)));
+                Ok((l.core, saved))
+            }),
+        };
+        let opened = B::open(args, path, Some(prior));
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = rec.release();
+                return Err(match trouble.into_inner() {
+                    Some(t) => t.into(),
+                    None => failure(e),
+                });
+            }
+        };
+        (rec, meta, opened)
     } else {
+        let opened = B::open(args, path, None).map_err(failure)?;
         let meta = Meta {
-            backend: "kube".into(),
-            cluster: conn.context.clone(),
+            backend: B::NAME.into(),
+            cluster: opened.cluster.clone(),
             scenario: None,
             seed: None,
             created: crate::record::now_rfc3339(),
         };
         let mut rec = Record::create(path, &meta)?;
         rec.acquire()?;
-        (rec, meta, 0)
+        (rec, meta, opened)
     };
-    // Binds go through the API server at its pace (thousands may queue in a burst);
-    // a bind is taken back only after 5 minutes without an answer (the watch also
-    // tells where each pod went).
-    let config = maar_scheduler::SchedConfig {
-        bind_timeout_s: 300,
-        ..Default::default()
+    let (after_seq, replayed) = match restored.get() {
+        Some(r) => r,
+        None => (rec.last_seq()?, 0),
     };
-    let mut core = Core::new(maar_scheduler::Cluster::new(config));
-    let mut first = Vec::new();
-    if from > 0 {
-        first = core
-            .apply(maar_scheduler::Input::Advance { to: from })
-            .events;
+    rec.append_events(&opened.events)?;
+    opened.events.iter().for_each(crate::logging::event);
+    if opened.fresh {
+        // The cluster as the world shows it: a moment of its history.
+        rec.checkpoint(
+            after_seq,
+            opened.core.now(),
+            &opened.core.checkpoint_json(false),
+            "null",
+        )?;
     }
-    let mut driver = maar_kube::KubeDriver::new(world);
-    let (seen, complete, listed) = driver.first_lists(&mut core, opts.timeout * 3);
-    first.extend(listed);
-    let after_seq = rec.last_seq()?;
-    // What the first lists caused (nodes joined, pools and projects seen, jobs found,
-    // troubles) is history too: every event, not only the core's newest (50,000 pods
-    // listed are 50,000 events).
-    rec.append_events(&first)?;
-    first.iter().for_each(crate::logging::event);
-    rec.checkpoint(after_seq, core.now(), &core.checkpoint_json(false), "null")?;
-    let note = format!(
-        "Kubernetes {} ({}, {}): {} nodes, {} jobs{}",
-        conn.context,
-        conn.url,
-        conn.version,
-        core.cluster().nodes.len(),
-        core.cluster().jobs.len(),
-        if complete {
-            String::new()
-        } else {
-            format!(" (the first lists are not complete yet: {seen} objects so far)")
-        }
-    );
     Ok((
         Loaded {
-            core,
-            driver: Box::new(driver),
+            core: opened.core,
+            driver: opened.driver,
             meta,
             after_seq,
-            replayed: 0,
-            note: Some(note),
+            replayed,
+            note: opened.note,
         },
         rec,
-        conn,
-    ))
-}
-
-/// Opens this machine's cluster for `maar local`: the record at `path` when it exists
-/// (the cluster as it was; jobs whose processes still run are adopted, those that
-/// ended while no maar ran are recorded as they ended: `LocalDriver::adopt`), else a
-/// new cluster from the agents' first samples. The driver is the live one
-/// (`local::LocalDriver`).
-pub fn open_local(
-    path: &Path,
-    opts: &crate::local::LocalOptions,
-) -> Result<(Loaded, Record), LoadError> {
-    let mut feeds = crate::local::LocalDriver::feeds(opts);
-    let fail = |why: String| content(path, why);
-    if path.exists() {
-        let mut rec = Record::open(path)?;
-        let meta = rec.meta()?;
-        if meta.backend != "local" {
-            return Err(fail(format!(
-                "holds a {} cluster, not this machine's; give another --state",
-                meta.backend
-            )));
-        }
-        rec.acquire()?;
-        let restored = match restore(&rec, false) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = rec.release();
-                return Err(e);
-            }
-        };
-        rec.drop_events_from(restored.core.cluster().next_event_seq())?;
-        let mut core = restored.core;
-        // Agents not answering now: their nodes (from the record, or new) follow when
-        // they do.
-        let names: Vec<String> = feeds
-            .iter_mut()
-            .map(|f| f.sample().map(|s| s.hostname).unwrap_or_default())
-            .collect();
-        let mut driver = crate::local::LocalDriver::new(feeds, names, opts);
-        // Jobs whose processes still run are adopted; the others end as they ended
-        // while no maar was running (the driver's state of the newest checkpoint names
-        // the processes).
-        let saved = rec
-            .checkpoint_before(None)?
-            .and_then(|cp| serde_json::from_str(&cp.driver).ok())
-            .unwrap_or(serde_json::Value::Null);
-        let events = driver.adopt(&mut core, &saved);
-        rec.append_events(&events)?;
-        events.iter().for_each(crate::logging::event);
-        return Ok((
-            Loaded {
-                core,
-                driver: Box::new(driver),
-                meta: restored.meta,
-                after_seq: restored.after_seq,
-                replayed: restored.replayed,
-                note: Some(format!(
-                    "this machine's cluster, continued from {}",
-                    path.display()
-                )),
-            },
-            rec,
-        ));
-    }
-    let (cluster, names) = crate::local::build(&mut feeds, opts).map_err(fail)?;
-    let meta = Meta {
-        backend: "local".into(),
-        cluster: format!("local-{}", names[0]),
-        scenario: None,
-        seed: None,
-        created: crate::record::now_rfc3339(),
-    };
-    let mut rec = Record::create(path, &meta)?;
-    rec.acquire()?;
-    let core = Core::new(cluster);
-    // The cluster as it started: the first moment of its history.
-    let mut st = core.checkpoint();
-    st.events.clear();
-    rec.checkpoint(
-        0,
-        core.now(),
-        &serde_json::to_string(&st).expect("state serialises"),
-        "null",
-    )?;
-    let driver = crate::local::LocalDriver::new(feeds, names, opts);
-    Ok((
-        Loaded {
-            core,
-            driver: Box::new(driver),
-            meta,
-            after_seq: 0,
-            replayed: 0,
-            note: None,
-        },
-        rec,
+        opened.what,
     ))
 }
 

@@ -21,8 +21,8 @@ pub use crate::args::{
 use crate::backend;
 use crate::engine::{self, EngineOptions, Refusal};
 pub use crate::failure::{kube_failure, Failure};
-use crate::live_cli::{console_theme, face, metrics_listen, metrics_serve, run_kube, run_local};
-pub use crate::live_cli::{KubeArgs, LiveArgs, LocalArgs};
+pub use crate::live_cli::LiveArgs;
+use crate::live_cli::{console_theme, face, metrics_listen, metrics_serve};
 use crate::load::{load_manifest, load_scenario, scenario_text};
 use crate::out::{Out, WriteFailure};
 use crate::output::*;
@@ -204,14 +204,8 @@ pub enum Cmd {
     /// Inspect or check a state file.
     #[command(subcommand)]
     State(StateCmd),
-    /// The console on this machine: its real CPU, memory, disks and GPUs (through the
-    /// agent), jobs submitted to it run as local processes with the GPUs they were
-    /// given (`CUDA_VISIBLE_DEVICES`).
-    Local(LocalArgs),
-    /// The console on a Kubernetes cluster (the kubeconfig's context, or in-cluster):
-    /// its nodes and pods watched live; pods with `schedulerName: maar` scheduled by
-    /// maar (bound, or told why not in a FailedScheduling event).
-    Kube(KubeArgs),
+    #[command(flatten)]
+    Live(crate::backends::LiveCmd),
     /// The node agent: sample this machine (CPU, memory, filesystems, load, and every
     /// NVIDIA GPU through NVML) and serve /metrics (DCGM names), /healthz and /sample.
     Agent(crate::agent_cli::AgentArgs),
@@ -573,8 +567,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
-        Cmd::Local(args) => run_local(args, o),
-        Cmd::Kube(args) => run_kube(args, o),
+        Cmd::Live(live) => live.visit(crate::live_cli::Runner(o)),
         Cmd::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "maar", &mut buf);
@@ -1138,12 +1131,27 @@ fn dry_run_submit(
     output: TextOrJson,
     o: &mut Out,
 ) -> Result<i32, Failure> {
-    let mut spec = spec;
     let (mut core, mut driver) = Source::open(source)?.into_parts();
-    if driver.kind() == "local" {
-        // Local mode runs manifests in its one pool and project, as a real submit does.
-        crate::local::localize_spec(core.cluster(), &mut spec);
-    }
+    // As its world would take it (local mode runs manifests in its one pool and
+    // project), as a real submit does.
+    let mut spec = match driver.localize(&core, Command::Submit(Box::new(spec))) {
+        Ok(Command::Submit(spec)) => *spec,
+        Ok(other) => {
+            return Err(Failure::No(format!(
+                "{}: this cluster would not take it as a submit ({})",
+                file.display(),
+                other.describe()
+            )))
+        }
+        Err(refused) => {
+            let why = refused
+                .result
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return Err(Failure::Usage(format!("{}: {why}", file.display())));
+        }
+    };
     let full = format!("{}/{}", spec.project, spec.name);
     if core.cluster().job_id(&full).is_ok() {
         // Evaluate a copy under another name, and say what a real submit would do.

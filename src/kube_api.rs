@@ -508,6 +508,40 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     None
 }
 
+/// `maar kube --api-listen`: maar's API served behind the API server beside the
+/// engine, asking the API server with maar's own credentials (TokenReview,
+/// SubjectAccessReview); nothing without `--api-listen`.
+pub fn beside(
+    args: &dyn std::any::Any,
+    handle: &EngineHandle,
+    state: &Path,
+) -> Result<Option<Box<dyn std::any::Any>>, crate::failure::Failure> {
+    use crate::failure::{kube_failure, Failure};
+    let Some(a) = args.downcast_ref::<maar_kube::KubeArgs>() else {
+        return Err(Failure::No(
+            "maar's API behind the API server is Kubernetes' only".into(),
+        ));
+    };
+    let Some(listen) = a.api_listen else {
+        return Ok(None);
+    };
+    let opts = ApiOptions {
+        listen,
+        cert: a.tls_cert.clone(),
+        key: a.tls_key.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::No(e.to_string()))?;
+    let (cfg, _) = rt
+        .block_on(maar_kube::connect::config(&a.connect_options()))
+        .map_err(kube_failure)?;
+    drop(rt);
+    let api = KubeApi::start(handle.clone(), state, cfg, &opts).map_err(Failure::No)?;
+    Ok(Some(Box::new(api)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub mod agent_cli;
 pub mod api;
 pub mod args;
 pub mod backend;
+pub mod backends;
 pub mod cli;
 pub mod console;
 pub mod engine;

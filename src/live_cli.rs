@@ -1,74 +1,41 @@
-//! `maar local` and `maar kube`: a live cluster's engine started in real time and
-//! served (the console, or headless until a signal), with the options both share
-//! (`LiveArgs`: headless, logs, placement, read-only, mouse, theme, metrics); and the
+//! `maar local`, `maar kube` and any live backend of `crate::backends`: its cluster
+//! opened and its engine started in real time and served (the console, or headless
+//! until a signal), with the options every live run shares (`Run`: the state file;
+//! `LiveArgs`: headless, logs, placement, read-only, mouse, theme, metrics); and the
 //! face (the console or a headless wait) and its exit code, which `maar demo` uses too.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use clap::Args;
+use maar_scheduler::kit::{Backend, OpenError};
 
-use crate::args::duration;
-use crate::args::kube_state;
+pub use crate::args::{LiveArgs, Run};
 use crate::backend;
-use crate::engine::{self, EngineOptions};
-use crate::failure::{kube_failure, Failure};
+use crate::backends::Visit;
+use crate::engine::{self, EngineHandle, EngineOptions};
+use crate::failure::Failure;
 use crate::out::Out;
 use crate::record::{self, Record};
 
-#[derive(Args, Debug, Clone)]
-pub struct LocalArgs {
-    /// Also watch the node of another agent (`maar agent --listen ...` there), e.g.
-    /// gpu-02:9400; repeatable. Jobs run on this machine only.
-    #[arg(long = "agent", value_name = "HOST:PORT")]
-    pub agents: Vec<String>,
-    /// A label this machine's node carries (as `kubectl label node` writes it), e.g.
-    /// crater.ai/node-role=gpu; repeatable. Labels that disagree with the hardware
-    /// raise an alert.
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_arg)]
-    pub labels: Vec<(String, String)>,
-    /// How often to sample, e.g. 1s, 5s.
-    #[arg(long, default_value = "1s", value_parser = duration)]
-    pub interval: u64,
-    /// State file; `$XDG_STATE_HOME/maar/local-<host>.db` when absent (continued when
-    /// it exists).
-    #[arg(long, value_name = "PATH")]
-    pub state: Option<PathBuf>,
-    /// Where jobs run (their working folder; its filesystem is the node's disk).
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    #[command(flatten)]
-    pub live: LiveArgs,
-}
+/// What the application serves beside a backend's engine, by the backend's name,
+/// kept until the run ends: Kubernetes' `--api-listen` (maar's API behind the API
+/// server). It reads the backend's own options.
+type Beside =
+    fn(&dyn std::any::Any, &EngineHandle, &Path) -> Result<Option<Box<dyn std::any::Any>>, Failure>;
 
-/// The options of a live cluster's run, the same under `maar local` and `maar kube`.
-#[derive(Args, Debug, Clone)]
-pub struct LiveArgs {
-    /// No console: run until interrupted (commands reach it through the state file,
-    /// or under `maar kube` through the cluster).
-    #[arg(long)]
-    pub headless: bool,
-    /// With --headless: the log on stderr as plain lines or JSON objects.
-    #[arg(long, value_enum, default_value = "plain", value_name = "FORMAT")]
-    pub log_format: crate::logging::LogFormat,
-    /// How a node is chosen among those that fit: maar (the default), or a published
-    /// policy to compare on this cluster: random, dotprod, gpuclustering, gpupacking,
-    /// bestfit, fgd.
-    #[arg(long, value_name = "POLICY", value_parser = placement_arg, default_value = "maar")]
-    pub placement: maar_scheduler::placement::Policy,
-    /// Look only (the console session acts as a viewer).
-    #[arg(long)]
-    pub read_only: bool,
-    /// Let the mouse scroll and click (off by default, so terminal selection works).
-    #[arg(long)]
-    pub mouse: bool,
-    /// dark, light, high-contrast, mono, or a theme file (themes/*.yaml shows the form).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub theme: Option<String>,
-    /// Serve Prometheus metrics (/metrics) and probes (/healthz, /readyz) on this
-    /// address, e.g. 127.0.0.1:9464 (in a pod: 0.0.0.0:9464, deploy/scheduler.yaml).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<std::net::SocketAddr>,
+const BESIDE: &[(&str, Beside)] = &[("kube", crate::kube_api::beside)];
+
+/// Runs the live backend `maar NAME` asks for.
+pub(crate) struct Runner<'o, 'w>(pub &'o mut Out<'w>);
+
+impl Visit for Runner<'_, '_> {
+    type Out = Result<i32, Failure>;
+
+    fn visit<B: Backend>(self, run: Run<B::Args>) -> Self::Out
+    where
+        B::Args: clap::Args + std::any::Any,
+    {
+        run_live::<B>(run, self.0)
+    }
 }
 
 /// `--metrics ADDR` taken at once (a port in use is a usage error before anything
@@ -116,7 +83,6 @@ impl LiveArgs {
         &self,
         roles: std::sync::Arc<crate::roles::Roles>,
         theme: Option<crate::console::theme::Theme>,
-        api: Option<KubeApiStart>,
     ) -> Result<Live, Failure> {
         Ok(Live {
             metrics: metrics_listen(self.metrics)?,
@@ -125,7 +91,6 @@ impl LiveArgs {
             mouse: self.mouse,
             theme,
             placement: self.placement,
-            api,
         })
     }
 }
@@ -139,127 +104,50 @@ fn state_folder(path: &std::path::Path) -> Result<(), Failure> {
     Ok(())
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct KubeArgs {
-    /// The kubeconfig; else $KUBECONFIG, ~/.kube/config, or the in-cluster config.
-    #[arg(long, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-    /// A context of the kubeconfig; else its current context.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Watch and schedule in this namespace only (its project).
-    #[arg(
-        short = 'n',
-        long,
-        value_name = "NS",
-        conflicts_with = "all_namespaces"
-    )]
-    pub namespace: Option<String>,
-    /// Watch and schedule in every namespace (the default).
-    #[arg(short = 'A', long)]
-    pub all_namespaces: bool,
-    /// How long to wait for the API server, e.g. 10s.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub timeout: u64,
-    /// State file (history, audit); `$XDG_STATE_HOME/maar/kube-<context>.db` when
-    /// absent (continued when it exists).
-    #[arg(long, value_name = "PATH")]
-    pub state: Option<PathBuf>,
-    /// Serve maar's API behind the API server (APIService v1alpha1.ops.maar.crater.ai,
-    /// deploy/api.yaml) on this address, e.g. 0.0.0.0:8443: operators then act with
-    /// their Kubernetes identity (`maar cordon --context NAME`), judged by RBAC.
-    #[arg(long, value_name = "ADDR")]
-    pub api_listen: Option<std::net::SocketAddr>,
-    /// With --api-listen: the server's certificate (PEM); self-signed when absent.
-    #[arg(long, value_name = "PATH", requires_all = ["api_listen", "tls_key"])]
-    pub tls_cert: Option<PathBuf>,
-    /// With --api-listen: the server's key (PEM).
-    #[arg(long, value_name = "PATH", requires_all = ["api_listen", "tls_cert"])]
-    pub tls_key: Option<PathBuf>,
-    #[command(flatten)]
-    pub live: LiveArgs,
-}
-
-/// A placement policy by name.
-fn placement_arg(s: &str) -> Result<maar_scheduler::placement::Policy, String> {
-    maar_scheduler::placement::Policy::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = maar_scheduler::placement::Policy::ALL
-            .iter()
-            .map(|p| p.name())
-            .collect();
-        format!("`{s}` is not a placement policy ({})", names.join(", "))
-    })
-}
-
-pub(crate) fn run_kube(a: KubeArgs, o: &mut Out) -> Result<i32, Failure> {
-    let theme = a.live.start()?;
-    let opts = maar_kube::ConnectOptions {
-        kubeconfig: a.kubeconfig,
-        context: a.context.clone(),
-        namespace: a.namespace,
-        timeout: Duration::from_secs(a.timeout.max(1)),
-    };
-    // The state file is named by the context, known once the kubeconfig is read.
-    let path = match a.state {
+/// `maar NAME` of a live backend: the state file (given, or named by the backend's
+/// cluster), the cluster opened or continued, its engine started in real time and
+/// served, with what the application serves beside it (`beside`).
+pub(crate) fn run_live<B: Backend>(r: Run<B::Args>, o: &mut Out) -> Result<i32, Failure>
+where
+    B::Args: clap::Args + std::any::Any,
+{
+    let theme = r.live.start()?;
+    let path = match r.state {
         Some(p) => p,
-        None => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .build()
-                .map_err(|e| Failure::No(e.to_string()))?;
-            let (_, context) = rt
-                .block_on(maar_kube::connect::config(&opts))
-                .map_err(kube_failure)?;
-            kube_state(&context)
-        }
+        None => record::default_path(&B::state_name(&r.backend).map_err(open_failure)?),
     };
     state_folder(&path)?;
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (loaded, rec, conn) = backend::open_kube(&path, &opts)?;
+    let (loaded, rec, what) = backend::open_live::<B>(&path, &r.backend)?;
     let note = loaded.note.clone();
     let line = format!(
-        "maar: Kubernetes context {} ({}) on {} (pid {}); {}; interrupt to stop\n",
-        conn.context,
-        conn.url,
+        "maar: {what} on {} (pid {}); {}interrupt to stop\n",
         path.display(),
         std::process::id(),
-        note.clone().unwrap_or_default()
+        note.as_ref().map(|n| format!("{n}; ")).unwrap_or_default()
     );
-    let api = a.api_listen.map(|listen| KubeApiStart {
-        connect: opts.clone(),
-        opts: crate::kube_api::ApiOptions {
-            listen,
-            cert: a.tls_cert.clone(),
-            key: a.tls_key.clone(),
-        },
-    });
-    let live = a.live.live(roles, theme, api)?;
-    serve(loaded, rec, live, note, &line, o)
+    let args = r.backend;
+    let extra: Option<Extra<'_>> = BESIDE
+        .iter()
+        .find(|(name, _)| *name == B::NAME)
+        .map(|&(_, f)| Box::new(move |h: &EngineHandle, p: &Path| f(&args, h, p)) as Extra<'_>);
+    let live = r.live.live(roles, theme)?;
+    serve(loaded, rec, live, extra, note, &line, o)
 }
 
-/// maar's API behind the API server (`--api-listen`), and the connection it asks the
-/// API server with (maar's own credentials: TokenReview, SubjectAccessReview).
-struct KubeApiStart {
-    connect: maar_kube::ConnectOptions,
-    opts: crate::kube_api::ApiOptions,
-}
-
-impl KubeApiStart {
-    fn start(
-        &self,
-        handle: &engine::EngineHandle,
-        state: &Path,
-    ) -> Result<crate::kube_api::KubeApi, Failure> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::No(e.to_string()))?;
-        let (cfg, _) = rt
-            .block_on(maar_kube::connect::config(&self.connect))
-            .map_err(kube_failure)?;
-        drop(rt);
-        crate::kube_api::KubeApi::start(handle.clone(), state, cfg, &self.opts).map_err(Failure::No)
+fn open_failure(e: OpenError) -> Failure {
+    match e {
+        OpenError::Usage(m) => Failure::Usage(m),
+        OpenError::No(m) => Failure::No(m),
     }
 }
+
+/// What the application serves beside an engine, started once the engine runs and
+/// kept until the run ends.
+type Extra<'a> = Box<
+    dyn FnOnce(&engine::EngineHandle, &Path) -> Result<Option<Box<dyn std::any::Any>>, Failure>
+        + 'a,
+>;
 
 /// How a live cluster (this machine, a Kubernetes cluster) is served.
 struct Live {
@@ -270,8 +158,6 @@ struct Live {
     theme: Option<crate::console::theme::Theme>,
     /// How nodes are chosen (`--placement`).
     placement: maar_scheduler::placement::Policy,
-    /// maar's API behind the Kubernetes API server (`maar kube --api-listen`).
-    api: Option<KubeApiStart>,
     /// `--metrics`.
     metrics: Option<MetricsDoor>,
 }
@@ -284,6 +170,7 @@ fn serve(
     mut loaded: backend::Loaded,
     rec: Record,
     live: Live,
+    extra: Option<Extra<'_>>,
     note: Option<String>,
     line: &str,
     o: &mut Out,
@@ -294,7 +181,6 @@ fn serve(
         mouse,
         theme,
         placement,
-        api,
         metrics,
     } = live;
     let state = rec.path().to_path_buf();
@@ -317,7 +203,7 @@ fn serve(
     );
     crate::api::serve(&handle, &state, access);
     metrics_serve(metrics, &handle)?;
-    let _api = match api.map(|a| a.start(&handle, &state)).transpose() {
+    let _beside = match extra.map(|f| f(&handle, &state)).transpose() {
         Ok(a) => a,
         Err(e) => {
             handle.shutdown();
@@ -389,64 +275,4 @@ fn headless_exit(handle: &engine::EngineHandle) -> Result<i32, Failure> {
     crate::console::run::wait_headless(handle)
         .map(|sig| 128 + sig)
         .map_err(Failure::No)
-}
-
-fn label_arg(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!(
-            "`{}` is not KEY=VALUE",
-            maar_scheduler::limits::echo(s)
-        )),
-    }
-}
-
-/// The state file of this machine's cluster.
-pub fn local_state() -> PathBuf {
-    let host = sysinfo_hostname();
-    record::default_path(&format!("local-{host}"))
-}
-
-fn sysinfo_hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-pub(crate) fn run_local(a: LocalArgs, o: &mut Out) -> Result<i32, Failure> {
-    let theme = a.live.start()?;
-    let workdir = match a.workdir {
-        Some(d) => d,
-        None => std::env::current_dir()
-            .map_err(|e| Failure::Usage(format!("no working folder: {e}")))?,
-    };
-    if !workdir.is_dir() {
-        return Err(Failure::Usage(format!(
-            "--workdir {}: not a folder",
-            workdir.display()
-        )));
-    }
-    let path = a.state.unwrap_or_else(local_state);
-    let opts = crate::local::LocalOptions {
-        agents: a.agents,
-        labels: a.labels.into_iter().collect(),
-        every_s: a.interval.max(1),
-        workdir,
-        logs: crate::local::logs_folder(&path),
-        shim: std::env::current_exe()
-            .map_err(|e| Failure::Usage(format!("cannot find maar's own program: {e}")))?,
-    };
-    state_folder(&path)?;
-    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-    let (loaded, rec) = backend::open_local(&path, &opts)?;
-    let note = loaded.note.clone();
-    let line = format!(
-        "maar: this machine's cluster on {} (pid {}); interrupt to stop\n",
-        path.display(),
-        std::process::id()
-    );
-    let live = a.live.live(roles, theme, None)?;
-    serve(loaded, rec, live, note, &line, o)
 }

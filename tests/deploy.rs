@@ -93,7 +93,7 @@ fn the_scheduler_runs_two_replicas_with_probes_state_and_what_the_cli_accepts() 
     let c = &spec["containers"][0];
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     // The arguments as the real CLI parses them.
-    let Some(maar::cli::Cmd::Kube(k)) = parsed(c).command else {
+    let Some(maar::cli::Cmd::Live(maar::backends::LiveCmd::Kube(k))) = parsed(c).command else {
         panic!("not `maar kube`: {}", c["args"]);
     };
     assert!(k.live.headless);

@@ -13,7 +13,10 @@
 //! - [`driver`]: [`driver::KubeDriver`], a `Driver` of the engine like the simulation
 //!   and local mode: what the watch sees becomes observations, the core's decisions
 //!   become writes, their answers come back as `Bound` / `BindFailed`.
+//! - [`backend`]: `maar kube` as the application runs it ([`Kube`], a
+//!   `kit::Backend`): its options, its state file's name, opening the cluster.
 
+pub mod backend;
 pub mod connect;
 pub mod driver;
 pub mod lease;
@@ -21,5 +24,6 @@ pub mod map;
 pub mod ops;
 pub mod world;
 
+pub use backend::{Kube, KubeArgs};
 pub use connect::{connect, ConnectOptions, Connected, KubeError};
 pub use driver::KubeDriver;

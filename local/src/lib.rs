@@ -19,7 +19,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+pub mod backend;
 pub mod supervise;
+
+pub use backend::{Local, LocalArgs};
 
 use supervise::{Launch, Replica};
 
@@ -948,6 +951,10 @@ impl Driver for LocalDriver {
         self.reap(core, &mut events);
         self.settle(core, &mut events, &mut Vec::new());
         events
+    }
+
+    fn localize(&self, core: &Core, command: Command) -> Result<Command, Output> {
+        localize(core, command)
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {

@@ -719,6 +719,12 @@ pub trait Driver: Send {
     /// views): a live backend tells it where its users look (Kubernetes: an
     /// annotation on the waiting pod). Nothing by default.
     fn starts(&mut self, _core: &Core, _forecast: &crate::forecast::Forecast) {}
+    /// A command as this world would carry it out (local mode runs a manifest in its
+    /// one pool and project, and refuses one without a command), or its refusal: what
+    /// a dry run checks before it asks the core. The command as it is by default.
+    fn localize(&self, _core: &Core, command: Command) -> Result<Command, Output> {
+        Ok(command)
+    }
     /// Whether this maar schedules (a Kubernetes maar standing by on another's lease
     /// watches only). Always, by default.
     fn leading(&self) -> bool {

@@ -60,14 +60,17 @@ impl Driver for Offline {
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
-        let command = match self.localize {
-            Some(f) => match f(core, command) {
-                Ok(c) => c,
-                Err(refused) => return refused,
-            },
-            None => command,
-        };
-        core.apply(Input::Command { actor, command })
+        match Driver::localize(self, core, command) {
+            Ok(command) => core.apply(Input::Command { actor, command }),
+            Err(refused) => refused,
+        }
+    }
+
+    fn localize(&self, core: &Core, command: Command) -> Result<Command, Output> {
+        match self.localize {
+            Some(f) => f(core, command),
+            None => Ok(command),
+        }
     }
 
     fn save(&self) -> serde_json::Value {
@@ -125,4 +128,79 @@ impl Driver for Bare {
     fn fork(&self) -> Box<dyn Driver> {
         Box::new(Bare)
     }
+}
+
+/// Why a live backend could not open its world: its options are wrong (a usage error,
+/// exit 2), or the world refused or did not answer (exit 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    Usage(String),
+    No(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Usage(m) | OpenError::No(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The cluster as its record last held it, called for at most once by
+/// [`Backend::open`]: the newest checkpoint with the commands after it, and the
+/// driver's state saved with that checkpoint.
+pub type Restore<'a> = Box<dyn FnOnce() -> Result<(Core, serde_json::Value), String> + 'a>;
+
+/// What the state file held when a live backend opens it again.
+pub struct Prior<'a> {
+    /// The cluster it records (a Kubernetes context, `local-HOST`).
+    pub cluster: String,
+    /// The newest moment it recorded (cluster time, seconds).
+    pub latest: u64,
+    /// The recorded cluster, restored when the backend asks for it.
+    pub restore: Restore<'a>,
+}
+
+/// A live backend's world opened: the core and the driver attached to that world.
+pub struct Opened {
+    pub core: Core,
+    pub driver: Box<dyn Driver>,
+    /// The cluster to record (`Meta::cluster`); a state file of another cluster is the
+    /// backend's to refuse in `open`.
+    pub cluster: String,
+    /// What opening caused (nodes joined, jobs found or adopted): history to record.
+    pub events: Vec<Event>,
+    /// The core was built from the world, not from [`Prior::restore`]: it is recorded
+    /// at once as a checkpoint (the commands recorded before it are history).
+    pub fresh: bool,
+    /// The world named for the operator: "Kubernetes context a (https://..., v1.26.2)".
+    pub what: String,
+    /// Something to tell the operator when the console opens.
+    pub note: Option<String>,
+}
+
+/// A live backend: a world that maar schedules (this machine, a Kubernetes cluster),
+/// as its crate gives it to the application. The application keeps the state file,
+/// the engine and the faces; a new backend is its crate and one line in the
+/// application's list (`src/backends.rs`), where its `Args` become `maar NAME`'s
+/// options. Implementations do their I/O in their own crates; the core only names
+/// the shape.
+pub trait Backend {
+    /// `maar NAME`, and the backend its state files record.
+    const NAME: &'static str;
+    /// Its own options (a clap `Args` in the application's list).
+    type Args;
+    /// The state file's name when none is given (`local-HOST`, `kube-CONTEXT`), made
+    /// safe for a file by the application.
+    fn state_name(args: &Self::Args) -> Result<String, OpenError>;
+    /// Its recorded cluster with no world attached: a look at its past, a command
+    /// given while no maar runs it.
+    fn offline() -> Offline;
+    /// Connects to its world and builds the cluster, or continues `prior` (the state
+    /// file at `state` held one of this backend's clusters).
+    fn open(
+        args: &Self::Args,
+        state: &std::path::Path,
+        prior: Option<Prior<'_>>,
+    ) -> Result<Opened, OpenError>;
 }
