@@ -1183,10 +1183,17 @@ fn dry_run_submit(
     if let Err(e) = out.result {
         return Err(Failure::Usage(format!("{}: {e}", file.display())));
     }
-    let c = core.cluster();
-    let id = c
-        .job_id(&format!("{}/{}", spec.project, spec.name))
+    let full = format!("{}/{}", spec.project, spec.name);
+    let id = core
+        .cluster()
+        .job_id(&full)
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    if core.cluster().jobs[id as usize].phase == Phase::Pending {
+        // A recorded live cluster's driver schedules nothing without its world: the
+        // cycle its running maar would run, binds taken as done (the demo's has run).
+        maar_scheduler::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+    }
+    let c = core.cluster();
     let ex = c.explain(id);
     let running = c.jobs[id as usize].phase == Phase::Running;
     match output {

@@ -333,3 +333,52 @@ projects: [{name: a, quotas: {p: {max: {gpu: 1}}}}]
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("`nope` is not a placement policy (random, dotprod, gpuclustering, gpupacking, bestfit, fgd, maar)"), "{}", text(&o.stderr));
 }
+
+/// A dry run on a recorded live cluster (no maar running it, so its driver is the
+/// offline one, which schedules nothing) says what the running maar's next cycle
+/// would do: it runs now where it fits (it said "waiting for the next scheduling
+/// cycle" and exit 1), and a job that can never run says why first.
+#[test]
+fn a_dry_run_on_a_recorded_kubernetes_cluster_runs_its_next_cycle() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-kube-rec-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("kube-x.db");
+    let mut rec = maar::record::Record::create(
+        &p,
+        &maar::record::Meta {
+            backend: "kube".into(),
+            cluster: "x".into(),
+            scenario: None,
+            seed: None,
+            created: "2026-12-04T00:00:00Z".into(),
+        },
+    )
+    .unwrap();
+    let lab = maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap();
+    let demo = maar_demo::Demo::new(lab, None).unwrap();
+    rec.checkpoint(
+        0,
+        demo.core.now(),
+        &demo.core.checkpoint_json(false),
+        "null",
+    )
+    .unwrap();
+    drop(rec);
+    let state = p.display().to_string();
+    let f = tmp("fits.yaml", JOB);
+    let o = maar(&["submit", "-f", &f, "--state", &state, "--dry-run"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert!(out.contains("valid; would run now on "), "{out}");
+    let f = tmp(
+        "v100-rec.yaml",
+        &JOB.replace("count: 2", "count: 2\n      models: [v100]"),
+    );
+    let o = maar(&["submit", "-f", &f, "--state", &state, "--dry-run"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let reason = out.lines().find(|l| l.starts_with("Reason:")).unwrap_or("");
+    assert!(reason.contains("can never run as asked"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -175,9 +175,13 @@ impl Cluster {
             .map(|p| {
                 let gpus: Vec<String> = p.gpus.iter().map(|g| g.gpu.to_string()).collect();
                 format!(
-                    "{} GPU [{}]{}",
+                    "{}{}{}",
                     self.nodes[p.node as usize].name,
-                    gpus.join(","),
+                    if gpus.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" GPU [{}]", gpus.join(","))
+                    },
                     if p.on_loan { " on loan" } else { "" }
                 )
             })
