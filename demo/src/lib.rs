@@ -19,6 +19,8 @@ use maar_scheduler::{Actor, Cluster, ClusterError, Command, Core, Event, JobId, 
 
 /// The built-in demo lab (`demo/lab.yaml`).
 pub const LAB_YAML: &str = include_str!("../lab.yaml");
+/// The demo's second site (`maar demo --clusters 2`), compiled in.
+pub const SITE_B_YAML: &str = include_str!("../site-b.yaml");
 
 /// A core and the simulation that drives it, together: what headless commands and
 /// tests use. (The console's engine holds the two itself.)

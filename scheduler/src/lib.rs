@@ -33,6 +33,7 @@ pub mod bound;
 pub mod checkpoint;
 pub mod cluster;
 pub mod command;
+pub mod dispatch;
 pub mod event;
 pub mod explain;
 pub mod fit;

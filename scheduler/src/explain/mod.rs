@@ -91,7 +91,7 @@ impl Cluster {
         self.explain_with(id, false)
     }
 
-    fn explain_with(&self, id: JobId, forecast: bool) -> Explanation {
+    pub(crate) fn explain_with(&self, id: JobId, forecast: bool) -> Explanation {
         let j = &self.jobs[id as usize];
         let replicas = match j.phase {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),

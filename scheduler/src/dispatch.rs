@@ -1,0 +1,191 @@
+//! Many clusters, one queue: where a job would start first. Each cluster answers for
+//! itself with a [`Prospect`] (the job submitted to a copy of it: placed at once, or
+//! its forecast start and the first line of why it waits), and [`choose`] takes the
+//! cluster where it starts first, ties going to the cheaper card per GPU-hour, then to
+//! the first named. Nothing here is guessed: a cluster where the start is not foreseen
+//! (`unknown`) or impossible (`never`) comes after every cluster with a known start,
+//! and the reason it gives is the one its own explain gives.
+
+use serde::Serialize;
+
+use crate::forecast::{Basis, Reach};
+use crate::input::{Actor, Core, Input};
+use crate::model::{JobSpec, Phase};
+use crate::quantity::fmt_duration;
+
+/// How a job would fare in one cluster if it were submitted there now.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prospect {
+    /// Seconds from now until it starts: 0 when it starts now; `None` when that is not
+    /// foreseen or it can never run there.
+    pub start_in: Option<u64>,
+    /// `estimate`, `history`, `never` or `unknown` (`estimate` when it starts now).
+    pub basis: Basis,
+    /// Why it waits there: the first line of its explanation (empty when it starts now).
+    pub reason: String,
+    /// When it would start, in words, as explain says it ("now", "in about 40m, when
+    /// job/ml-prod/eval-6 ends").
+    pub starts: String,
+    /// The nodes it would run on now.
+    pub placement: Vec<String>,
+    /// The price of a GPU-hour of the cards it would run on now, where priced.
+    pub price: Option<f64>,
+}
+
+impl Prospect {
+    /// Sorts clusters: a known start before none, sooner first, then cheaper.
+    fn key(&self) -> (bool, u64, f64) {
+        (
+            self.start_in.is_none(),
+            self.start_in.unwrap_or(u64::MAX),
+            self.price.unwrap_or(f64::INFINITY),
+        )
+    }
+
+    /// In words, for the record and explain: "starts now on n1, 2.50/GPU-hour", "would
+    /// start in about 2h, when job/ml-prod/x ends: <why it waits>".
+    pub fn words(&self) -> String {
+        match self.start_in {
+            Some(0) => format!(
+                "starts now{}{}",
+                if self.placement.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on {}", self.placement.join(", "))
+                },
+                self.price
+                    .map(|p| format!(", {p:.2}/GPU-hour"))
+                    .unwrap_or_default()
+            ),
+            Some(_) => format!("would start {}: {}", self.starts, self.reason),
+            // The first line says it: "can never run as asked: ...".
+            None if self.basis == Basis::Never => self.reason.clone(),
+            None => format!("has no start foreseen: {}", self.reason),
+        }
+    }
+}
+
+impl Core {
+    /// The job submitted to a copy of this cluster now, with a scheduling cycle (binds
+    /// taken as done): placed at once, or when the forward run of the copy shows it
+    /// starting ([`crate::forecast`]). Refused (the spec's own error) when this cluster
+    /// would refuse the submit: a project or pool it does not have, a bad spec.
+    pub fn prospect(&self, spec: &JobSpec) -> Result<Prospect, String> {
+        let mut copy = self.clone();
+        let mut spec = spec.clone();
+        // A name already taken here is evaluated as a copy under another name.
+        let full = |s: &JobSpec| format!("{}/{}", s.project, s.name);
+        while copy.cluster().job_id(&full(&spec)).is_ok() {
+            spec.name.push_str("-x");
+        }
+        let out = copy.apply(Input::Command {
+            actor: Actor::system("dispatch"),
+            command: crate::command::Command::Submit(Box::new(spec.clone())),
+        });
+        out.result.map_err(|e| e.to_string())?;
+        crate::kit::Bare::settle(&mut copy, &mut Vec::new(), &mut Vec::new());
+        let c = copy.cluster();
+        let id = c.job_id(&full(&spec)).map_err(|e| e.to_string())?;
+        let j = &c.jobs[id as usize];
+        if j.phase == Phase::Running {
+            let price = j
+                .placements
+                .iter()
+                .flat_map(|p| {
+                    let node = &c.nodes[p.node as usize];
+                    p.gpus
+                        .iter()
+                        .filter_map(|g| node.gpus.get(g.gpu as usize))
+                        .filter_map(|g| c.prices.get(&g.model).copied())
+                })
+                .reduce(f64::max);
+            return Ok(Prospect {
+                start_in: Some(0),
+                basis: Basis::Estimate,
+                reason: String::new(),
+                starts: "now".into(),
+                placement: j
+                    .placements
+                    .iter()
+                    .map(|p| c.nodes[p.node as usize].name.clone())
+                    .collect(),
+                price,
+            });
+        }
+        let now = c.now;
+        let start = c
+            .forecast(Reach::default(), Some(id))
+            .starts
+            .remove(&id)
+            .unwrap_or(crate::forecast::Start {
+                at: None,
+                basis: Basis::Unknown,
+                after: None,
+            });
+        let ex = c.explain_with(id, false);
+        let after = start.after.map(|a| {
+            let s = &c.jobs[a as usize].spec;
+            format!(", when job/{}/{} ends", s.project, s.name)
+        });
+        let starts = match (start.at, start.basis) {
+            (Some(t), _) => format!(
+                "in about {}{}",
+                fmt_duration(t.saturating_sub(now)),
+                after.unwrap_or_default()
+            ),
+            (None, Basis::Never) => "never as asked".into(),
+            (None, _) => "not foreseen".into(),
+        };
+        Ok(Prospect {
+            start_in: start.at.map(|t| t.saturating_sub(now)),
+            basis: start.basis,
+            reason: ex.reason,
+            starts,
+            placement: Vec::new(),
+            price: None,
+        })
+    }
+}
+
+/// Where a job goes among clusters, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Choice {
+    /// The index of the chosen cluster in the list given.
+    pub index: usize,
+    pub cluster: String,
+    /// "sent to site-b: starts now there; in site-a it would wait about 2h (...): ..."
+    pub why: String,
+}
+
+/// The cluster where the job starts first (ties: the cheaper GPU-hour, then the first
+/// listed), among those that answered; `None` when none could take it at all (each
+/// refused the submit). A cluster whose start is unknown or never is chosen only when
+/// no cluster knows a start, and the words say so.
+pub fn choose(prospects: &[(String, Result<Prospect, String>)]) -> Option<Choice> {
+    let (index, best) = prospects
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, p))| p.as_ref().ok().map(|p| (i, p)))
+        .min_by(|a, b| {
+            a.1.key()
+                .partial_cmp(&b.1.key())
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.0.cmp(&b.0))
+        })?;
+    let name = &prospects[index].0;
+    let mut why = format!("sent to {name}: {} there", best.words());
+    for (i, (other, p)) in prospects.iter().enumerate() {
+        if i == index {
+            continue;
+        }
+        why.push_str(&match p {
+            Ok(p) => format!("; in {other} it {}", p.words()),
+            Err(e) => format!("; {other} refuses it: {e}"),
+        });
+    }
+    Some(Choice {
+        index,
+        cluster: name.clone(),
+        why,
+    })
+}
