@@ -125,6 +125,11 @@ pub enum Cmd {
         /// address, e.g. 127.0.0.1:9464.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// How many simulated clusters: 2 adds the second site (demo/site-b.yaml, its
+        /// state file beside the first's), both in one console: `C` shows the other,
+        /// `:submit FILE` sends a job where it starts first.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+        clusters: u8,
     },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
@@ -526,10 +531,18 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             headless,
             read_only,
             metrics,
+            clusters,
         } => {
             let theme = console_theme(headless, theme.as_deref())?;
             let metrics = metrics_listen(metrics)?;
+            // The second site's state file beside the first's.
+            let second_state = match (&state, clusters) {
+                (_, 1) => None,
+                (Some(p), _) => Some(p.with_file_name("site-b.db")),
+                (None, _) => Some(record::default_path("site-b")),
+            };
             let (loaded, record) = open_demo(&scenario, state, no_state, resume)?;
+            let name_a = loaded.meta.cluster.clone();
             let note = loaded.note.clone();
             let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
             let door = record.as_ref().map(|r| r.path().to_path_buf());
@@ -556,14 +569,59 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 .as_ref()
                 .map(|p| format!(" on {}", p.display()))
                 .unwrap_or_default();
-            let line = format!(
+            let mut line = format!(
                 "{}maar: demo running headless{at} (pid {}), {speed}x; interrupt to stop\n",
                 note.as_ref()
                     .map(|n| format!("maar: {n}\n"))
                     .unwrap_or_default(),
                 std::process::id()
             );
-            face(&handle, read_only, mouse, theme, note, &line, o)
+            if clusters < 2 {
+                return face(&handle, read_only, mouse, theme, note, &line, o);
+            }
+            // The second site: its own engine and state file, the same roles and speed.
+            let site_b = ScenarioArgs {
+                scenario: Some(PathBuf::from("site-b")),
+                seed: None,
+            };
+            let (loaded_b, record_b) = match open_demo(&site_b, second_state, no_state, resume) {
+                Ok(b) => b,
+                Err(e) => {
+                    handle.shutdown();
+                    return Err(e);
+                }
+            };
+            let name_b = loaded_b.meta.cluster.clone();
+            let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+            let door_b = record_b.as_ref().map(|r| r.path().to_path_buf());
+            let access = roles.socket_access();
+            let handle_b = engine::start(
+                loaded_b,
+                record_b,
+                EngineOptions {
+                    speed,
+                    paused,
+                    roles,
+                    ..Default::default()
+                },
+            );
+            if let Some(path) = &door_b {
+                crate::api::serve(&handle_b, path, access);
+                line.push_str(&format!("maar: second site on {}\n", path.display()));
+            }
+            let sites = vec![
+                crate::console::app::Site {
+                    name: name_a,
+                    engine: handle.clone(),
+                },
+                crate::console::app::Site {
+                    name: name_b,
+                    engine: handle_b.clone(),
+                },
+            ];
+            let r = crate::live_cli::faces(&sites, read_only, mouse, theme, note, &line, o);
+            handle_b.shutdown();
+            r
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),

@@ -185,6 +185,10 @@ enum Request {
         command: Command,
         reply: Sender<Preview>,
     },
+    Prospect {
+        spec: Box<maar_scheduler::JobSpec>,
+        reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
+    },
     At {
         t: u64,
         reply: Sender<Result<Past, String>>,
@@ -341,6 +345,19 @@ impl EngineHandle {
             command,
             reply,
         })
+    }
+
+    /// How a job would fare here if it were submitted now (placed at once, or its
+    /// forecast start and why it waits), evaluated on a copy: what a federation of
+    /// clusters dispatches by (`maar_scheduler::dispatch`).
+    pub fn prospect(
+        &self,
+        spec: &maar_scheduler::JobSpec,
+    ) -> Result<maar_scheduler::dispatch::Prospect, String> {
+        self.ask(|reply| Request::Prospect {
+            spec: Box::new(spec.clone()),
+            reply,
+        })?
     }
 
     /// The cluster as it was at cluster time `t`, from the record.
@@ -799,6 +816,14 @@ impl Engine {
                 let p = what_if(&self.core, self.driver.as_ref(), actor, command);
                 if let Some(o) = &self.observe {
                     o.question("what_if", began.elapsed());
+                }
+                let _ = reply.send(p);
+            }
+            Request::Prospect { spec, reply } => {
+                let began = Instant::now();
+                let p = self.core.prospect(&spec);
+                if let Some(o) = &self.observe {
+                    o.question("prospect", began.elapsed());
                 }
                 let _ = reply.send(p);
             }

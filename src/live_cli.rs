@@ -258,6 +258,45 @@ pub(crate) fn face(
     r
 }
 
+/// Several started engines' face until it ends (`maar demo --clusters 2`): one
+/// console on all of them (each a viewer's with `read_only`), or `line` printed and a
+/// headless wait for a signal; every engine is shut down after.
+pub(crate) fn faces(
+    sites: &[crate::console::app::Site],
+    read_only: bool,
+    mouse: bool,
+    theme: Option<crate::console::theme::Theme>,
+    note: Option<String>,
+    line: &str,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let r = match theme {
+        Some(theme) => {
+            let shown = sites
+                .iter()
+                .map(|s| crate::console::app::Site {
+                    name: s.name.clone(),
+                    engine: if read_only {
+                        s.engine.capped(maar_scheduler::Role::Viewer)
+                    } else {
+                        s.engine.clone()
+                    },
+                })
+                .collect();
+            console_exit(crate::console::run::run_sites(shown, mouse, theme, note))
+        }
+        None => {
+            o.put(line);
+            o.flush();
+            headless_exit(&sites[0].engine)
+        }
+    };
+    for s in sites {
+        s.engine.shutdown();
+    }
+    r
+}
+
 /// How a console session ends, as an exit code: 0 on quit, 128 + a signal, 1 with the
 /// reason when its engine lost the state file.
 fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, Failure> {

@@ -594,21 +594,32 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, InputError> {
     Ok(sc)
 }
 
-/// Loads a scenario file, or the built-in lab when `path` is None or `lab`.
+/// Loads a scenario file, or a built-in one: the lab when `path` is None or `lab`, the
+/// demo's second site for `site-b`.
 pub fn load_scenario(path: Option<&Path>) -> Result<Scenario, InputError> {
     scenario_text(path).map(|(_, sc)| sc)
 }
 
 /// A scenario and its text (the text is what a demo's record keeps).
 pub fn scenario_text(path: Option<&Path>) -> Result<(String, Scenario), InputError> {
+    // The built-in scenarios by name (a file of that name here comes first).
+    let builtin = |p: &Path| match p.to_str() {
+        Some("lab") if !p.exists() => Some(BUILTIN_LAB),
+        Some("site-b") if !p.exists() => Some(maar_demo::SITE_B_YAML),
+        _ => None,
+    };
     let text = match path {
         None => BUILTIN_LAB.to_string(),
-        Some(p) if p.as_os_str() == "lab" && !p.exists() => BUILTIN_LAB.to_string(),
-        Some(p) => read(p)?,
+        Some(p) => match builtin(p) {
+            Some(t) => t.to_string(),
+            None => read(p)?,
+        },
     };
     let name = match path {
-        Some(p) if p.as_os_str() != "lab" || p.exists() => p.display().to_string(),
-        _ => BUILTIN_NAME.to_string(),
+        None => BUILTIN_NAME.to_string(),
+        Some(p) if p.as_os_str() == "lab" && builtin(p).is_some() => BUILTIN_NAME.to_string(),
+        Some(p) if builtin(p).is_some() => format!("<built-in demo/{}.yaml>", p.display()),
+        Some(p) => p.display().to_string(),
     };
     let sc = parse_scenario(&name, &text)?;
     Ok((text, sc))

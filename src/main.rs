@@ -34,6 +34,7 @@ fn main() -> ExitCode {
             headless: false,
             read_only: false,
             metrics: None,
+            clusters: 1,
         }
     } else {
         Cmd::Sim {

@@ -15,7 +15,7 @@ use crate::engine::{EngineHandle, Refusal, View};
 
 pub use super::screen::Screen;
 
-pub use super::state::{App, Mode};
+pub use super::state::{App, Mode, Site};
 
 /// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
 pub const STEP_S: u64 = 300;
@@ -67,8 +67,112 @@ impl App {
             resume_after: false,
             past: None,
             live_s: view.snapshot.time_s,
+            sites: Vec::new(),
+            site: 0,
+            site_rows: Vec::new(),
+            site_versions: Vec::new(),
         }
         .with_rows()
+    }
+
+    /// A console on several clusters (`maar demo --clusters 2`): the first is shown;
+    /// `C` and `:cluster NAME` go to another; the overview sums them all.
+    pub fn with_sites(sites: Vec<Site>) -> App {
+        let mut app = App::new(sites[0].engine.clone());
+        if sites.len() > 1 {
+            app.site_versions = vec![u64::MAX; sites.len()];
+            app.sites = sites;
+            app.refresh_sites();
+            app.recompute();
+        }
+        app
+    }
+
+    /// The cluster shown, in words for the header: `lab (1 of 2)`; empty with one.
+    pub fn site_label(&self) -> String {
+        match self.sites.get(self.site) {
+            Some(s) if self.sites.len() > 1 => {
+                format!("{} ({} of {})", s.name, self.site + 1, self.sites.len())
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// Goes to cluster `i`: its view shown, actions sent to its engine.
+    pub fn switch_site(&mut self, i: usize) {
+        let Some(site) = self.sites.get(i).cloned() else {
+            return;
+        };
+        self.site = i;
+        self.engine = site.engine;
+        self.grant = self
+            .engine
+            .grant(&self.actor)
+            .unwrap_or(crate::roles::Grant {
+                role: maar_scheduler::Role::Viewer,
+                why: "the engine did not say".into(),
+            });
+        self.past = None;
+        self.history.clear();
+        self.selected = 0;
+        self.expanded = None;
+        self.version = u64::MAX;
+        let v = self.engine.view();
+        self.adopt(v);
+        self.message = format!("cluster {} — C for the next", self.site_label());
+        self.dirty = true;
+    }
+
+    /// Reads the other clusters' newest views (each frame): their totals and the GPUs
+    /// by model over all of them, recomputed when one changed. True when it did.
+    pub fn refresh_sites(&mut self) -> bool {
+        if self.sites.len() < 2 {
+            return false;
+        }
+        let views: Vec<Arc<View>> = self.sites.iter().map(|s| s.engine.view()).collect();
+        let versions: Vec<u64> = views.iter().map(|v| v.version).collect();
+        if versions == self.site_versions {
+            return false;
+        }
+        self.site_versions = versions;
+        self.site_rows = self
+            .sites
+            .iter()
+            .zip(&views)
+            .map(|(s, v)| super::rows::site_row(&s.name, v))
+            .collect();
+        if self.screen == Screen::Overview && self.past.is_none() {
+            let snaps: Vec<&maar_scheduler::metrics::Snapshot> =
+                views.iter().map(|v| &*v.snapshot).collect();
+            self.models = super::rows::model_rows_of(&snaps);
+        }
+        self.dirty = true;
+        true
+    }
+
+    /// `:submit FILE` with several clusters: each says how the job would fare there,
+    /// and it goes where it starts first (`maar_scheduler::dispatch`), the why said
+    /// and logged.
+    fn dispatch(&mut self, verb: &'static Verb, spec: maar_scheduler::JobSpec) {
+        let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = self
+            .sites
+            .iter()
+            .map(|s| (s.name.clone(), s.engine.prospect(&spec)))
+            .collect();
+        let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
+            let why: Vec<String> = prospects
+                .iter()
+                .map(|(n, p)| format!("{n}: {}", p.as_ref().err().cloned().unwrap_or_default()))
+                .collect();
+            self.message = format!("submit: no cluster takes it: {}", why.join("; "));
+            return;
+        };
+        tracing::info!(target: "maar", "job/{}/{} {}", spec.project, spec.name, choice.why);
+        if choice.index != self.site {
+            self.switch_site(choice.index);
+        }
+        self.act_as(verb, Command::Submit(Box::new(spec)));
+        self.message = format!("{} — {}", choice.why, self.message);
     }
 
     fn with_rows(mut self) -> App {
@@ -81,10 +185,15 @@ impl App {
     pub fn recompute(&mut self) {
         self.alerts = screens::alerts::list(self);
         self.rows = screens::rows(self);
-        self.models = if self.screen == Screen::Overview {
-            super::rows::model_rows(&self.snapshot)
-        } else {
+        self.models = if self.screen != Screen::Overview {
             Vec::new()
+        } else if self.sites.len() > 1 && self.past.is_none() {
+            let views: Vec<Arc<View>> = self.sites.iter().map(|s| s.engine.view()).collect();
+            let snaps: Vec<&maar_scheduler::metrics::Snapshot> =
+                views.iter().map(|v| &*v.snapshot).collect();
+            super::rows::model_rows_of(&snaps)
+        } else {
+            super::rows::model_rows(&self.snapshot)
         };
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
@@ -235,6 +344,12 @@ impl App {
     /// Pauses or resumes; a pause shows the state at that moment, which is what the
     /// next action acts on.
     pub fn set_paused(&mut self, paused: bool) {
+        // Several simulated clusters keep one clock: the others pause and resume too.
+        for (i, s) in self.sites.iter().enumerate() {
+            if i != self.site {
+                let _ = s.engine.set_paused(paused);
+            }
+        }
         match self.engine.set_paused(paused) {
             Ok(v) => {
                 let done = v.status.paused;
@@ -259,6 +374,9 @@ impl App {
             return;
         }
         self.speed = x;
+        for s in &self.sites {
+            s.engine.set_speed(x);
+        }
         self.engine.set_speed(x);
         self.message = format!("speed {x}x");
     }
@@ -522,6 +640,9 @@ impl App {
             KeyCode::Char(']' | '}') => self.message = "already at the present".into(),
             KeyCode::Char('>') => self.set_speed((self.speed * 2.0).min(86_400.0)),
             KeyCode::Char('<') => self.set_speed((self.speed / 2.0).max(1.0)),
+            KeyCode::Char('C') if self.sites.len() > 1 => {
+                self.switch_site((self.site + 1) % self.sites.len())
+            }
             _ => self.screen_key(k),
         }
     }
@@ -670,6 +791,23 @@ impl App {
                 self.quit = true;
                 return;
             }
+            ("cluster", 2) => {
+                match self.sites.iter().position(|s| s.name == words[1]) {
+                    Some(i) => self.switch_site(i),
+                    None if self.sites.is_empty() => {
+                        self.message = "cluster: this console shows one cluster".into()
+                    }
+                    None => {
+                        let names: Vec<&str> = self.sites.iter().map(|s| s.name.as_str()).collect();
+                        self.message = format!(
+                            "cluster: no cluster `{}` here ({})",
+                            maar_scheduler::limits::echo(words[1]),
+                            names.join(", ")
+                        )
+                    }
+                }
+                return;
+            }
             _ => (),
         }
         if verbs::verb(head).is_none() {
@@ -677,6 +815,7 @@ impl App {
                 "speed" => "speed: give a number from 1 to 86400 (:speed 600)".into(),
                 "at" => "at: give a moment of the history (:at 2h15m)".into(),
                 "now" | "pause" | "resume" | "q" | "quit" => format!(":{head} takes no words"),
+                "cluster" => "cluster: give a cluster's name (:cluster site-b)".into(),
                 _ => format!("unknown command `:{line}` — ? lists them"),
             };
             return;
@@ -701,6 +840,9 @@ impl App {
             Ok((verb, cmd))
         });
         match read {
+            Ok((verb, Command::Submit(spec))) if self.sites.len() > 1 && self.past.is_none() => {
+                self.dispatch(verb, *spec)
+            }
             Ok((verb, cmd)) => self.act_as(verb, cmd),
             Err(e) => self.message = format!("{head}: {e}"),
         }

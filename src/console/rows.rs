@@ -17,9 +17,14 @@ pub struct ModelRow {
 
 /// GPUs by model (the overview's summary), computed once per snapshot.
 pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
+    model_rows_of(&[s])
+}
+
+/// GPUs by model summed over several clusters' snapshots.
+pub fn model_rows_of(snaps: &[&maar_scheduler::metrics::Snapshot]) -> Vec<ModelRow> {
     use std::collections::BTreeMap;
     let mut by: BTreeMap<String, ModelRow> = BTreeMap::new();
-    for n in &s.nodes {
+    for n in snaps.iter().flat_map(|s| &s.nodes) {
         if !n.gpu_labelled {
             continue;
         }
@@ -63,4 +68,35 @@ pub fn gpu_cells(n: &maar_scheduler::metrics::NodeView) -> Vec<GpuCell> {
             }
         })
         .collect()
+}
+
+/// One cluster of several, as the overview sums it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SiteRow {
+    pub name: String,
+    pub nodes: usize,
+    /// GPUs allocated and in all (thousandths of a card).
+    pub gpu_used_milli: u64,
+    pub gpu_total_milli: u64,
+    pub pending: u64,
+    pub running: u64,
+    /// Its cluster time.
+    pub time_s: u64,
+    /// Why it stopped answering, when it did (its engine lost its state file).
+    pub down: Option<String>,
+}
+
+/// A cluster's totals from its view.
+pub fn site_row(name: &str, v: &crate::engine::View) -> SiteRow {
+    let m = &v.snapshot.metrics;
+    SiteRow {
+        name: name.to_string(),
+        nodes: v.snapshot.nodes.len(),
+        gpu_used_milli: m.allocated.gpu_milli,
+        gpu_total_milli: m.total.gpu_milli,
+        pending: m.jobs.pending as u64,
+        running: m.jobs.running as u64,
+        time_s: v.snapshot.time_s,
+        down: v.status.fatal.clone(),
+    }
 }

@@ -113,6 +113,25 @@ pub fn run(
     theme: super::theme::Theme,
     note: Option<String>,
 ) -> std::io::Result<Ended> {
+    run_sites(
+        vec![super::app::Site {
+            name: String::new(),
+            engine,
+        }],
+        mouse,
+        theme,
+        note,
+    )
+}
+
+/// Opens the console on several clusters (the first shown; `C` goes to the next), or
+/// on one, until the operator quits or a signal arrives.
+pub fn run_sites(
+    sites: Vec<super::app::Site>,
+    mouse: bool,
+    theme: super::theme::Theme,
+    note: Option<String>,
+) -> std::io::Result<Ended> {
     check_terminal()?;
     let rescue = Arc::new(Rescue {
         termios: std::sync::Mutex::new(nix::sys::termios::tcgetattr(std::io::stdin().as_fd()).ok()),
@@ -165,7 +184,7 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let r = rt.block_on(event_loop(engine, mouse, theme, note, sig_rx, tstp_rx));
+    let r = rt.block_on(event_loop(sites, mouse, theme, note, sig_rx, tstp_rx));
     finished.store(true, Ordering::SeqCst);
     signal_handle.close();
     pauses_handle.close();
@@ -201,14 +220,14 @@ fn suspend(terminal: &mut ratatui::DefaultTerminal, mouse: bool) -> std::io::Res
 }
 
 async fn event_loop(
-    engine: EngineHandle,
+    sites: Vec<super::app::Site>,
     mouse: bool,
     theme: super::theme::Theme,
     note: Option<String>,
     mut signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
     mut suspends: tokio::sync::mpsc::UnboundedReceiver<()>,
 ) -> std::io::Result<Ended> {
-    let mut app = App::new(engine.clone());
+    let mut app = App::with_sites(sites);
     app.theme = theme;
     if let Some(n) = note {
         tracing::info!(target: "maar", "{n}");
@@ -238,7 +257,10 @@ async fn event_loop(
     if mouse {
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     }
-    let mut views = engine.watch();
+    // The views of the cluster shown (another's when `C` switches); the others' are
+    // read each frame.
+    let mut views = Some(app.engine.watch());
+    let mut watching = app.site;
     let mut events = EventStream::new();
     let mut frame = tokio::time::interval(Duration::from_millis(33));
     let result = loop {
@@ -265,9 +287,21 @@ async fn event_loop(
                 Some(Err(e)) => break Err(e),
                 None => break Ok(Ended::Quit),
             },
-            changed = views.changed() => {
-                if let Some(why) = engine.view().status.fatal.clone() {
-                    break Ok(Ended::Lost(why));
+            changed = async {
+                match views.as_mut() {
+                    Some(v) => v.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(why) = app.engine.view().status.fatal.clone() {
+                    if app.sites.len() < 2 {
+                        break Ok(Ended::Lost(why));
+                    }
+                    // One of several stopped: shown as such, the others go on.
+                    app.message = format!("cluster {} stopped: {why}", app.site_label());
+                    app.dirty = true;
+                    views = None;
+                    continue;
                 }
                 if changed.is_err() {
                     break Ok(Ended::Quit);
@@ -277,6 +311,7 @@ async fn event_loop(
                 app.refresh_if_changed();
             }
             _ = frame.tick() => {
+                app.refresh_sites();
                 if app.dirty {
                     // Synchronized output: the terminal shows the frame whole, no tearing.
                     let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::BeginSynchronizedUpdate);
@@ -292,6 +327,10 @@ async fn event_loop(
         }
         if app.quit {
             break Ok(Ended::Quit);
+        }
+        if app.site != watching {
+            views = Some(app.engine.watch());
+            watching = app.site;
         }
     };
     if mouse {

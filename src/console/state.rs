@@ -26,6 +26,14 @@ pub enum Mode {
     Explain(Box<Explanation>, u16),
 }
 
+/// A cluster of this console when it shows several (`maar demo --clusters 2`): its
+/// name and its engine.
+#[derive(Clone)]
+pub struct Site {
+    pub name: String,
+    pub engine: EngineHandle,
+}
+
 /// The console's state. It holds a handle on the engine and the last view it
 /// published; it never touches the core.
 pub struct App {
@@ -77,4 +85,12 @@ pub struct App {
     pub live_s: u64,
     /// The role this console acts with, and why (the engine checks every command too).
     pub grant: crate::roles::Grant,
+    /// Every cluster of this console when it shows several (empty for one); `engine`
+    /// is the one at `site`: the screens show it and actions go to it.
+    pub sites: Vec<Site>,
+    pub site: usize,
+    /// Each cluster's totals (the overview, with several clusters), and the view
+    /// versions they were computed from.
+    pub site_rows: Vec<super::rows::SiteRow>,
+    pub site_versions: Vec<u64>,
 }

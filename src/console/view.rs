@@ -154,6 +154,11 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new(vec![l1, l2]), area);
         return;
     }
+    // The cluster shown, when there are several.
+    let kind = match app.site_label() {
+        l if l.is_empty() => app.status.kind.to_string(),
+        l => format!("{} {l}", app.status.kind),
+    };
     // The alert count, bold in the critical colour when there are any.
     let alerts = Span::styled(
         format!("alerts {n_alerts}"),
@@ -167,7 +172,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         Span::styled("maar ", app.theme.header),
         Span::raw(format!(
             "{}  t={}  {}{}  GPUs {}/{} used  ",
-            app.status.kind,
+            kind,
             fmt_duration(app.snapshot.time_s),
             if app.paused { "PAUSED" } else { "running" },
             if app.status.kind != "demo" {
@@ -199,7 +204,7 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             Span::styled("maar ", app.theme.header),
             Span::raw(format!(
                 "{} {} {} {}x GPU {}/{} pend {} run {} ",
-                app.status.kind,
+                kind,
                 fmt_duration(app.snapshot.time_s),
                 if app.paused { "PAUSED" } else { "live" },
                 app.speed,

@@ -24,6 +24,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("q, ctrl-c", "quit"),
     ("Tab / shift-Tab", "next / previous screen"),
     (
+        "C  :cluster NAME",
+        "with several clusters: the next one, or one by name (actions go to the one shown; :submit goes where the job starts first)",
+    ),
+    (
         ":SCREEN",
         "go to a screen: overview nodes jobs quotas events alerts cost logs help",
     ),

@@ -101,6 +101,16 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
 /// alerts and the newest events, all at once. Wide terminals put the queue and the
 /// alerts side by side; narrow ones stack everything with fewer rows each.
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    // Several clusters: each one's totals first, the GPUs by model summed over all.
+    let area = if app.site_rows.len() > 1 {
+        let h = (app.site_rows.len() as u16 + 2).min(area.height / 3);
+        let [c_area, rest] =
+            Layout::vertical([Constraint::Length(h), Constraint::Min(0)]).areas(area);
+        draw_sites(f, app, c_area);
+        rest
+    } else {
+        area
+    };
     let summary = gpu_summary(
         app,
         area.width,
@@ -151,7 +161,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(summary).block(
             Block::default()
                 .borders(Borders::TOP)
-                .title(" GPUs by model — █ used ▄ shared · free x down (unhealthy or NotReady node) c cordoned "),
+                .title(if app.site_rows.len() > 1 {
+                    " GPUs by model, all clusters — █ used ▄ shared · free x down c cordoned "
+                } else {
+                    " GPUs by model — █ used ▄ shared · free x down (unhealthy or NotReady node) c cordoned "
+                }),
         ),
         s_area,
     );
@@ -231,5 +245,60 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             e_area.width,
         ),
         e_area,
+    );
+}
+
+/// Each cluster of several: its nodes, GPUs, queue and clock, or why it stopped; the
+/// one shown is marked.
+fn draw_sites(f: &mut Frame, app: &App, area: Rect) {
+    let gpus = maar_scheduler::quantity::fmt_cpu;
+    let rows: Vec<Cells> = app
+        .site_rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                plain(format!(
+                    "{}{}",
+                    if i == app.site { "> " } else { "  " },
+                    r.name
+                )),
+                plain(r.nodes.to_string()),
+                plain(format!(
+                    "{}/{}",
+                    gpus(r.gpu_used_milli),
+                    gpus(r.gpu_total_milli)
+                )),
+                plain(r.pending.to_string()),
+                plain(r.running.to_string()),
+                plain(fmt_duration(r.time_s)),
+                match &r.down {
+                    Some(why) => (format!("stopped: {why}"), app.theme.crit),
+                    None => plain("up"),
+                },
+            ]
+        })
+        .collect();
+    f.render_widget(
+        fitted(
+            app,
+            vec![
+                Column::new("CLUSTER", 9).name(),
+                Column::new("NODES", 5),
+                Column::new("GPUS USED", 9),
+                Column::new("PENDING", 7),
+                Column::new("RUNNING", 7),
+                Column::new("TIME", 6),
+                Column::new("STATE", 6).grow(),
+            ],
+            rows,
+            None,
+            format!(
+                " {} clusters — C or :cluster NAME shows another; :submit FILE goes where it starts first ",
+                app.site_rows.len()
+            ),
+            area.width,
+        ),
+        area,
     );
 }

@@ -1,0 +1,177 @@
+//! One console on two clusters (`maar demo --clusters 2`): the overview sums both and
+//! shows each, `C` and `:cluster NAME` show another with its own rows and actions, and
+//! `:submit FILE` sends a job to the cluster where it starts first, saying why.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+use maar::console::app::{App, Mode, Screen, Site};
+use maar::console::view;
+use maar::engine::{self, EngineHandle, EngineOptions};
+use maar::load::load_scenario;
+use maar_demo::Demo;
+
+fn engine(scenario: &str, at: u64) -> EngineHandle {
+    let mut d = Demo::new(
+        load_scenario(Some(std::path::Path::new(scenario))).unwrap(),
+        None,
+    )
+    .unwrap();
+    d.run_until(at);
+    engine::start(
+        maar::backend::from_demo(d),
+        None,
+        EngineOptions {
+            paused: true,
+            ..Default::default()
+        },
+    )
+}
+
+fn two() -> App {
+    let mut a = App::with_sites(vec![
+        Site {
+            name: "lab".into(),
+            engine: engine("lab", 3600),
+        },
+        Site {
+            name: "site-b".into(),
+            engine: engine("site-b", 3600),
+        },
+    ]);
+    a.actor = maar_scheduler::Actor::system("clusters-test");
+    a
+}
+
+fn key(a: &mut App, c: char) {
+    a.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+}
+
+fn line(a: &mut App, text: &str) {
+    key(a, ':');
+    for c in text.chars() {
+        key(a, c);
+    }
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+}
+
+fn screen(a: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| view::draw(f, a)).unwrap();
+    let buf = t.backend().buffer().clone();
+    (0..h)
+        .map(|y| {
+            (0..w)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_overview_shows_each_cluster_and_sums_their_gpus_by_model() {
+    let a = two();
+    assert_eq!(a.screen, Screen::Overview);
+    assert_eq!(a.site_rows.len(), 2);
+    assert_eq!(a.site_rows[0].name, "lab");
+    assert_eq!(a.site_rows[1].name, "site-b");
+    // The lab's 42 nodes and the second site's 14, each counted where it is.
+    assert_eq!(a.site_rows[0].nodes, 42);
+    assert_eq!(a.site_rows[1].nodes, 14);
+    let models: Vec<&str> = a.models.iter().map(|m| m.model.as_str()).collect();
+    for m in ["a100", "h100", "h200", "l40s", "a10"] {
+        assert!(models.contains(&m), "{m} missing from {models:?}");
+    }
+    let h200 = a.models.iter().find(|m| m.model == "h200").unwrap();
+    assert_eq!(h200.total, 16);
+    let text = screen(&a, 120, 35);
+    assert!(text.contains("2 clusters"), "{text}");
+    assert!(text.contains("> lab"), "{text}");
+    assert!(text.contains("site-b"), "{text}");
+    assert!(text.contains("lab (1 of 2)"), "{text}");
+    // Narrow terminals draw it too.
+    let narrow = screen(&a, 80, 24);
+    assert!(narrow.contains("site-b"), "{narrow}");
+}
+
+#[test]
+fn c_and_cluster_show_another_cluster_with_its_own_rows() {
+    let mut a = two();
+    key(&mut a, 'C');
+    assert_eq!(a.site, 1);
+    assert!(a.snapshot.nodes.iter().any(|n| n.name.starts_with("h200")));
+    assert!(!a.snapshot.nodes.iter().any(|n| n.name.starts_with("a100")));
+    assert!(screen(&a, 120, 35).contains("site-b (2 of 2)"));
+    // The nodes screen lists the second site's nodes.
+    line(&mut a, "nodes");
+    assert_eq!(a.rows.len(), 14);
+    line(&mut a, "cluster lab");
+    assert_eq!(a.site, 0);
+    assert_eq!(a.rows.len(), 42);
+    line(&mut a, "cluster nope");
+    assert_eq!(a.site, 0);
+    assert!(
+        a.message.contains("no cluster `nope` here (lab, site-b)"),
+        "{}",
+        a.message
+    );
+    // C goes round.
+    key(&mut a, 'C');
+    key(&mut a, 'C');
+    assert_eq!(a.site, 0);
+}
+
+#[test]
+fn submit_goes_where_the_job_starts_first_and_acts_there() {
+    let mut a = two();
+    // Only the second site has H200 cards.
+    let dir = std::env::temp_dir().join(format!("maar-clusters-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("h200.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: crater.ai/v1
+kind: TrainJob
+metadata: {name: on-h200, namespace: ml-prod}
+spec:
+  resources:
+    pool: training-gpu
+    gpu: {count: 1, models: [h200]}
+    cpu: {cores: 4}
+    memory: {capacity: 16Gi}
+",
+    )
+    .unwrap();
+    line(&mut a, &format!("submit {}", f.display()));
+    assert_eq!(a.site, 1, "{}", a.message);
+    assert!(
+        a.message.contains("sent to site-b: starts now"),
+        "{}",
+        a.message
+    );
+    assert!(
+        a.message.contains("in lab it can never run as asked"),
+        "{}",
+        a.message
+    );
+    // A submit is confirmed first; then it is in the second site's engine.
+    if matches!(a.mode, Mode::Confirm(..)) {
+        key(&mut a, 'y');
+    }
+    let v = a.sites[1].engine.sync().unwrap();
+    let j = v
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.name == "on-h200")
+        .expect("submitted at site-b");
+    assert_eq!(j.phase, "Running");
+    let lab = a.sites[0].engine.sync().unwrap();
+    assert!(!lab.snapshot.jobs.iter().any(|j| j.name == "on-h200"));
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
