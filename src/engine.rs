@@ -185,6 +185,10 @@ enum Request {
         command: Command,
         reply: Sender<Preview>,
     },
+    Spec {
+        job: String,
+        reply: Sender<Result<maar_scheduler::JobSpec, String>>,
+    },
     Prospect {
         spec: Box<maar_scheduler::JobSpec>,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
@@ -345,6 +349,14 @@ impl EngineHandle {
             command,
             reply,
         })
+    }
+
+    /// A job's spec, as submitted (for asking other clusters how it would fare there).
+    pub fn spec(&self, job: &str) -> Result<maar_scheduler::JobSpec, String> {
+        self.ask(|reply| Request::Spec {
+            job: job.to_string(),
+            reply,
+        })?
     }
 
     /// How a job would fare here if it were submitted now (placed at once, or its
@@ -818,6 +830,14 @@ impl Engine {
                     o.question("what_if", began.elapsed());
                 }
                 let _ = reply.send(p);
+            }
+            Request::Spec { job, reply } => {
+                let c = self.core.cluster();
+                let res = c
+                    .job_id(&job)
+                    .map(|id| maar_scheduler::JobSpec::clone(&c.jobs[id as usize].spec))
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(res);
             }
             Request::Prospect { spec, reply } => {
                 let began = Instant::now();

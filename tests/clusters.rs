@@ -175,3 +175,35 @@ spec:
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn explain_says_how_the_job_would_fare_in_the_other_cluster() {
+    let mut a = two();
+    line(&mut a, "jobs");
+    // A job of the lab that the second site can run too (its own shape, no AMD).
+    let i = a
+        .rows
+        .iter()
+        .position(|&r| {
+            let j = &a.snapshot.jobs[r];
+            j.project == "ml-prod" && j.phase == "Pending"
+        })
+        .or_else(|| {
+            a.rows
+                .iter()
+                .position(|&r| a.snapshot.jobs[r].project == "ml-prod")
+        })
+        .expect("an ml-prod job");
+    a.selected = i;
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(matches!(a.mode, Mode::Explain(..)), "{}", a.message);
+    assert_eq!(a.elsewhere.len(), 1, "{:?}", a.elsewhere);
+    assert!(a.elsewhere[0].starts_with("site-b: "), "{:?}", a.elsewhere);
+    let text = screen(&a, 160, 60);
+    assert!(text.contains("Elsewhere: if it were sent there now"), "{text}");
+    // With one cluster there is nothing elsewhere.
+    let mut one = App::new(engine("lab", 3600));
+    line(&mut one, "jobs");
+    one.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(one.elsewhere.is_empty());
+}

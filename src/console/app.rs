@@ -71,6 +71,7 @@ impl App {
             site: 0,
             site_rows: Vec::new(),
             site_versions: Vec::new(),
+            elsewhere: Vec::new(),
         }
         .with_rows()
     }
@@ -148,6 +149,27 @@ impl App {
         }
         self.dirty = true;
         true
+    }
+
+    /// How a job of the cluster shown would fare in each of the others, were it sent
+    /// there now (none with one cluster).
+    pub fn elsewhere_of(&self, job: &str) -> Vec<String> {
+        if self.sites.len() < 2 || self.past.is_some() {
+            return Vec::new();
+        }
+        let spec = match self.engine.spec(job) {
+            Ok(s) => s,
+            Err(e) => return vec![format!("(its spec cannot be read: {e})")],
+        };
+        self.sites
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != self.site)
+            .map(|(_, s)| match s.engine.prospect(&spec) {
+                Ok(p) => format!("{}: {}", s.name, p.words()),
+                Err(e) => format!("{}: refuses it: {e}", s.name),
+            })
+            .collect()
     }
 
     /// `:submit FILE` with several clusters: each says how the job would fare there,

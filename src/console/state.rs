@@ -93,4 +93,7 @@ pub struct App {
     /// versions they were computed from.
     pub site_rows: Vec<super::rows::SiteRow>,
     pub site_versions: Vec<u64>,
+    /// With several clusters, the explanation shown ends with how the job would fare
+    /// in each of the others: "site-b: starts now on l40s-02, 1.20/GPU-hour".
+    pub elsewhere: Vec<String>,
 }

@@ -56,13 +56,23 @@ pub fn draw(f: &mut Frame, app: &App) {
     };
     f.render_widget(Paragraph::new(line), foot);
     match &app.mode {
-        Mode::Explain(ex, at) => popup(
-            f,
-            area,
-            " explain — j/k PgUp/PgDn scroll, Esc closes ",
-            &ex.to_string(),
-            *at,
-        ),
+        Mode::Explain(ex, at) => {
+            let mut text = ex.to_string();
+            if !app.elsewhere.is_empty() {
+                // Several clusters: how it would fare in each of the others.
+                text.push_str("Elsewhere: if it were sent there now\n");
+                for l in &app.elsewhere {
+                    text.push_str(&format!("  {l}\n"));
+                }
+            }
+            popup(
+                f,
+                area,
+                " explain — j/k PgUp/PgDn scroll, Esc closes ",
+                &text,
+                *at,
+            )
+        }
         Mode::Confirm(_, p, at) => popup(
             f,
             area,

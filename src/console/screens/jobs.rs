@@ -84,7 +84,10 @@ pub fn key(app: &mut App, k: KeyCode) -> Option<Then> {
         None => app.engine.explain(&name),
     };
     match ex {
-        Ok(ex) => app.mode = Mode::Explain(Box::new(ex), 0),
+        Ok(ex) => {
+            app.elsewhere = app.elsewhere_of(&name);
+            app.mode = Mode::Explain(Box::new(ex), 0)
+        }
         Err(e) => app.message = format!("explain {name}: {e}"),
     }
     Some(Then::Done)
