@@ -168,6 +168,11 @@ spec:
         .find(|j| j.name == "on-h200")
         .expect("submitted at site-b");
     assert_eq!(j.phase, "Running");
+    // The why stays with the job: its explanation says where it was sent and why.
+    let ex = a.sites[1].engine.explain("ml-prod/on-h200").unwrap();
+    let sent = ex.dispatched.clone().expect("the dispatch kept");
+    assert!(sent.starts_with("sent to site-b: starts now"), "{sent}");
+    assert!(ex.to_string().contains("Sent:      sent to site-b"), "{ex}");
     let lab = a.sites[0].engine.sync().unwrap();
     assert!(!lab.snapshot.jobs.iter().any(|j| j.name == "on-h200"));
     for s in &a.sites {
@@ -200,7 +205,10 @@ fn explain_says_how_the_job_would_fare_in_the_other_cluster() {
     assert_eq!(a.elsewhere.len(), 1, "{:?}", a.elsewhere);
     assert!(a.elsewhere[0].starts_with("site-b: "), "{:?}", a.elsewhere);
     let text = screen(&a, 160, 60);
-    assert!(text.contains("Elsewhere: if it were sent there now"), "{text}");
+    assert!(
+        text.contains("Elsewhere: if it were sent there now"),
+        "{text}"
+    );
     // With one cluster there is nothing elsewhere.
     let mut one = App::new(engine("lab", 3600));
     line(&mut one, "jobs");

@@ -676,6 +676,7 @@ impl Sim {
             command: Vec::new(),
             node_selector: Default::default(),
             rules: Default::default(),
+            dispatched: None,
         };
         match self.observe_submit(core, spec, log) {
             Ok(id) => {

@@ -90,6 +90,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             command: Vec::new(),
             node_selector: Default::default(),
             rules: Default::default(),
+            dispatched: None,
         };
         c.submit(spec).expect("unique names");
     }

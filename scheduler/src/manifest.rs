@@ -570,6 +570,7 @@ impl Manifest {
                 labels: self.metadata.labels.clone(),
                 ..Default::default()
             },
+            dispatched: None,
         })
     }
 }
@@ -1130,6 +1131,7 @@ impl Pod {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             rules: self.spec.rules(&m.labels, "spec")?,
+            dispatched: None,
         })
     }
 }
@@ -1397,6 +1399,7 @@ impl Deployment {
                     .unwrap_or_default(),
                 "spec.template.spec",
             )?,
+            dispatched: None,
         })
     }
 }

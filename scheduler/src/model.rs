@@ -677,6 +677,11 @@ pub struct JobSpec {
     /// spread, host ports) and the pod's labels: `rules.rs`.
     #[serde(default, skip_serializing_if = "crate::rules::PodRules::is_empty")]
     pub rules: crate::rules::PodRules,
+    /// Why it was sent to this cluster among several (`crate::dispatch`): "sent to
+    /// site-b: starts now there; in lab it would start in about 2h, ...". Kept with
+    /// the job (the record's submit, explain); none when it was submitted here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched: Option<String>,
 }
 
 impl JobSpec {
@@ -716,6 +721,7 @@ impl JobSpec {
             command: Vec::new(),
             node_selector: BTreeMap::new(),
             rules: Default::default(),
+            dispatched: None,
         }
     }
 

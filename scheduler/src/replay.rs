@@ -266,6 +266,7 @@ pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
         command: Vec::new(),
         node_selector: Default::default(),
         rules: Default::default(),
+        dispatched: None,
     }
 }
 

@@ -289,6 +289,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 command: Vec::new(),
                 node_selector: Default::default(),
                 rules: Default::default(),
+                dispatched: None,
             };
             c.submit(spec).unwrap();
         }

@@ -175,7 +175,7 @@ impl App {
     /// `:submit FILE` with several clusters: each says how the job would fare there,
     /// and it goes where it starts first (`maar_scheduler::dispatch`), the why said
     /// and logged.
-    fn dispatch(&mut self, verb: &'static Verb, spec: maar_scheduler::JobSpec) {
+    fn dispatch(&mut self, verb: &'static Verb, mut spec: maar_scheduler::JobSpec) {
         let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = self
             .sites
             .iter()
@@ -193,6 +193,8 @@ impl App {
         if choice.index != self.site {
             self.switch_site(choice.index);
         }
+        // The why goes with the job: recorded with the submit, shown by explain.
+        spec.dispatched = Some(choice.why.clone());
         self.act_as(verb, Command::Submit(Box::new(spec)));
         self.message = format!("{} — {}", choice.why, self.message);
     }

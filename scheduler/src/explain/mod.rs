@@ -69,6 +69,9 @@ pub struct Explanation {
     /// load it saw).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<String>,
+    /// Why a federation of clusters sent it here (`crate::dispatch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatched: Option<String>,
     /// For a Pending job: when it is expected to start, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub starts: Option<String>,
@@ -234,6 +237,7 @@ impl Cluster {
             nearest,
             suggestions,
             placement,
+            dispatched: j.spec.dispatched.clone(),
             reason: j.reason.to_string(),
             evicted: j
                 .evicted
@@ -314,6 +318,9 @@ impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "Job:       {} ({})", self.job, self.phase)?;
         writeln!(f, "Request:   {} in pool {}", self.request, self.pool)?;
+        if let Some(d) = &self.dispatched {
+            writeln!(f, "Sent:      {d}")?;
+        }
         if !self.placement.is_empty() {
             writeln!(f, "Placement: {}", self.placement.join("; "))?;
         }
