@@ -103,6 +103,8 @@ pub struct Status {
     pub fatal: Option<String>,
     /// This maar schedules (false: a Kubernetes maar standing by on another's lease).
     pub leading: bool,
+    /// Why its world does not answer now (a Kubernetes API server out of reach).
+    pub unreachable: Option<String>,
 }
 
 /// What faces draw: a snapshot of the cluster and the engine's status.
@@ -522,6 +524,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
                 record_error: None,
                 fatal: None,
                 leading: false,
+                unreachable: None,
             },
             version: 0,
         }))
@@ -567,6 +570,7 @@ impl Engine {
             record_error: self.record_error.clone(),
             fatal: self.lost.clone(),
             leading: self.driver.leading(),
+            unreachable: self.driver.unreachable(),
         }
     }
 

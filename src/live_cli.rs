@@ -112,6 +112,10 @@ where
     B::Args: clap::Args + std::any::Any,
 {
     let theme = r.live.start()?;
+    let each = B::each(&r.backend);
+    if each.len() > 1 {
+        return run_several::<B>(r, each, theme, o);
+    }
     let path = match r.state {
         Some(p) => p,
         None => record::default_path(&B::state_name(&r.backend).map_err(open_failure)?),
@@ -133,6 +137,115 @@ where
         .map(|&(_, f)| Box::new(move |h: &EngineHandle, p: &Path| f(&args, h, p)) as Extra<'_>);
     let live = r.live.live(roles, theme)?;
     serve(loaded, rec, live, extra, note, &line, o)
+}
+
+/// Several clusters of one backend in one console (`maar kube --context a --context
+/// b`): each opened with its own state file (named by the cluster), engine, socket and
+/// lease; then one console on all of them (`C` shows another, `:submit` sends a job
+/// where it starts first), or headless until a signal. What serves one cluster only
+/// (`--state`, `--metrics`) is refused; what is served beside one (`--api-listen`) is
+/// the first's.
+fn run_several<B: Backend>(
+    r: Run<B::Args>,
+    each: Vec<B::Args>,
+    theme: Option<crate::console::theme::Theme>,
+    o: &mut Out,
+) -> Result<i32, Failure>
+where
+    B::Args: clap::Args + std::any::Any,
+{
+    if r.state.is_some() {
+        return Err(Failure::Usage(format!(
+            "--state names one cluster's state file; with {} clusters each has its own, named by the cluster (`$XDG_STATE_HOME/maar/{}-NAME.db`)",
+            each.len(),
+            B::NAME
+        )));
+    }
+    if r.live.metrics.is_some() {
+        return Err(Failure::Usage(
+            "--metrics serves one cluster's metrics; with several clusters, run a headless maar per cluster for them".into(),
+        ));
+    }
+    let mut paths = Vec::new();
+    for a in &each {
+        let p = record::default_path(&B::state_name(a).map_err(open_failure)?);
+        if paths.contains(&p) {
+            return Err(Failure::Usage(format!(
+                "{} is named twice: each cluster once",
+                p.display()
+            )));
+        }
+        state_folder(&p)?;
+        paths.push(p);
+    }
+    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+    let mut sites: Vec<crate::console::app::Site> = Vec::new();
+    let mut line = String::new();
+    let mut notes = Vec::new();
+    let stop = |sites: &[crate::console::app::Site]| sites.iter().for_each(|s| s.engine.shutdown());
+    for (a, path) in each.iter().zip(&paths) {
+        let (mut loaded, rec, what) = match backend::open_live::<B>(path, a) {
+            Ok(x) => x,
+            Err(e) => {
+                stop(&sites);
+                return Err(e);
+            }
+        };
+        loaded.core.set_placement(r.live.placement);
+        let name = loaded.meta.cluster.clone();
+        notes.extend(loaded.note.clone());
+        line.push_str(&format!(
+            "maar: {what} on {} (pid {})\n",
+            path.display(),
+            std::process::id()
+        ));
+        let access = roles.socket_access();
+        let handle = engine::start(
+            loaded,
+            Some(rec),
+            EngineOptions {
+                speed: 1.0,
+                paused: false,
+                roles: roles.clone(),
+                publish_every: if theme.is_none() {
+                    engine::HEADLESS_PUBLISH_EVERY
+                } else {
+                    EngineOptions::default().publish_every
+                },
+                observe: None,
+            },
+        );
+        crate::api::serve(&handle, path, access);
+        sites.push(crate::console::app::Site {
+            name,
+            engine: handle,
+        });
+    }
+    line.push_str(&format!(
+        "maar: {} clusters; interrupt to stop\n",
+        sites.len()
+    ));
+    let beside = BESIDE.iter().find(|(name, _)| *name == B::NAME);
+    let _beside = match beside
+        .map(|(_, f)| f(&each[0], &sites[0].engine, &paths[0]))
+        .transpose()
+    {
+        Ok(b) => b,
+        Err(e) => {
+            stop(&sites);
+            return Err(e);
+        }
+    };
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    faces(
+        &sites,
+        r.live.read_only,
+        r.live.mouse,
+        theme,
+        note,
+        &line,
+        o,
+    )
 }
 
 fn open_failure(e: OpenError) -> Failure {

@@ -668,8 +668,12 @@ pub fn parse_manifest(file: &str, text: &str) -> Result<JobSpec, InputError> {
         return parse_deployment(file, text, &docs);
     }
     let m: Manifest = yaml(file, text)?;
-    m.to_job_spec()
-        .map_err(|e| field_error(file, text, e.field, e.message))
+    let mut spec = m
+        .to_job_spec()
+        .map_err(|e| field_error(file, text, e.field, e.message))?;
+    // The object as written, for a backend that makes it in its world (Kubernetes).
+    spec.manifest = yaml::<serde_json::Value>(file, text).ok();
+    Ok(spec)
 }
 
 fn parse_deployment(file: &str, text: &str, docs: &[String]) -> Result<JobSpec, InputError> {

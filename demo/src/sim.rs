@@ -677,6 +677,7 @@ impl Sim {
             node_selector: Default::default(),
             rules: Default::default(),
             dispatched: None,
+            manifest: None,
         };
         match self.observe_submit(core, spec, log) {
             Ok(id) => {

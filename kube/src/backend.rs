@@ -20,9 +20,10 @@ pub struct KubeArgs {
     /// The kubeconfig; else $KUBECONFIG, ~/.kube/config, or the in-cluster config.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// A context of the kubeconfig; else its current context.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    /// A context of the kubeconfig; else its current context. Repeated: several
+    /// clusters in one console, each with its own state file and lease.
+    #[arg(long = "context", value_name = "NAME")]
+    pub contexts: Vec<String>,
     /// Watch and schedule in this namespace only (its project).
     #[arg(
         short = 'n',
@@ -74,7 +75,7 @@ impl KubeArgs {
     pub fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
             kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
+            context: self.contexts.first().cloned(),
             namespace: self.namespace.clone(),
             timeout: Duration::from_secs(self.timeout.max(1)),
         }
@@ -95,6 +96,19 @@ impl Backend for Kube {
             .block_on(crate::connect::config(&args.connect_options()))
             .map_err(open_error)?;
         Ok(state_name(&context))
+    }
+
+    fn each(args: &KubeArgs) -> Vec<KubeArgs> {
+        if args.contexts.len() < 2 {
+            return vec![args.clone()];
+        }
+        args.contexts
+            .iter()
+            .map(|c| KubeArgs {
+                contexts: vec![c.clone()],
+                ..args.clone()
+            })
+            .collect()
     }
 
     fn offline() -> maar_scheduler::kit::Offline {

@@ -447,8 +447,19 @@ fn as_written(o: &kube::core::DynamicObject) -> serde_json::Value {
 /// A TrainJob or InferenceService object as maar's job: read by the manifests' own
 /// rules, so a file that `maar submit` takes is taken here as it is.
 pub fn object_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
-    manifest_of(o)?.to_job_spec()
+    let mut spec = manifest_of(o)?.to_job_spec()?;
+    // Why a federation of clusters sent it here, when one did (explain's `Sent:`).
+    spec.dispatched = o
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DISPATCHED))
+        .cloned();
+    Ok(spec)
 }
+
+/// The annotation a dispatched object carries: why it was sent to this cluster.
+pub const ANNOTATION_DISPATCHED: &str = "crater.ai/dispatched";
 
 fn manifest_of(
     o: &kube::core::DynamicObject,

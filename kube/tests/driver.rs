@@ -2213,3 +2213,79 @@ fn maar_label_writes_the_nodes_labels_in_kubernetes_and_the_waiting_pod_is_bound
     assert_eq!(n.labels().get("disk").map(String::as_str), Some("ssd"));
     assert!(!n.labels().contains_key("old"));
 }
+
+/// A TrainJob file submitted to maar (a dispatch among clusters chose this one) is made
+/// in the cluster as written, in its namespace, with why it was sent here; the core
+/// does not take it until the watch brings it (as after `kubectl apply`). A pod file,
+/// which maar cannot make, is refused with the kubectl line.
+#[test]
+fn a_submitted_trainjob_file_is_made_in_the_cluster_as_written() {
+    let mut d = KubeDriver::detached();
+    let mut core = new_core();
+    let text = "apiVersion: crater.ai/v1
+kind: TrainJob
+metadata:
+  name: gpt-small
+  namespace: ml
+  labels: {team: nlp}
+spec:
+  image: registry.example.com/ai/train:1
+  env: {EPOCHS: \"3\"}
+  resources:
+    pool: training
+    gpu: {count: 2}
+";
+    let m: maar_scheduler::manifest::Manifest = serde_saphyr::from_str(text).unwrap();
+    let mut spec = m.to_job_spec().unwrap();
+    // As the application's loader keeps it: the file's object.
+    spec.manifest = Some(serde_saphyr::from_str::<Value>(text).unwrap());
+    spec.dispatched = Some("sent to b: starts now there".into());
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        maar_scheduler::Command::Submit(Box::new(spec.clone())),
+    );
+    assert_eq!(
+        out.result.as_deref(),
+        Ok("TrainJob ml/gpt-small sent to the cluster: maar schedules it when the watch brings it")
+    );
+    assert!(core.cluster().job_id("ml/gpt-small").is_err());
+    let writes = d.take_unsent();
+    let Some(Write::CreateObject {
+        job,
+        kind,
+        plural,
+        object,
+    }) = writes
+        .iter()
+        .find(|w| matches!(w, Write::CreateObject { .. }))
+    else {
+        panic!("no object made: {writes:?}");
+    };
+    assert_eq!(
+        (job.as_str(), kind.as_str(), plural.as_str()),
+        ("ml/gpt-small", "TrainJob", "trainjobs")
+    );
+    // As written: fields maar does not model (env, labels) are kept.
+    assert_eq!(object["spec"]["env"]["EPOCHS"], "3");
+    assert_eq!(object["metadata"]["labels"]["team"], "nlp");
+    assert_eq!(object["metadata"]["namespace"], "ml");
+    assert_eq!(
+        object["metadata"]["annotations"]["crater.ai/dispatched"],
+        "sent to b: starts now there"
+    );
+    // Without the file (a spec built in maar), nothing is made: the kubectl line.
+    spec.manifest = None;
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        maar_scheduler::Command::Submit(Box::new(spec)),
+    );
+    assert!(out
+        .result
+        .unwrap_err()
+        .to_string()
+        .contains("kubectl apply -f"),);
+}

@@ -730,6 +730,11 @@ pub trait Driver: Send {
     fn leading(&self) -> bool {
         true
     }
+    /// Why the world does not answer now (a Kubernetes API server that the watches
+    /// cannot reach), if it does not. None by default.
+    fn unreachable(&self) -> Option<String> {
+        None
+    }
     /// maar is stopping: release what the driver holds in the world (local processes)
     /// and report it as observations; the events are recorded with the last
     /// checkpoint. Nothing by default.

@@ -190,10 +190,16 @@ pub trait Backend {
     /// `maar NAME`, and the backend its state files record.
     const NAME: &'static str;
     /// Its own options (a clap `Args` in the application's list).
-    type Args;
+    type Args: Clone;
     /// The state file's name when none is given (`local-HOST`, `kube-CONTEXT`), made
     /// safe for a file by the application.
     fn state_name(args: &Self::Args) -> Result<String, OpenError>;
+    /// The options of each cluster the options name, when they name several (`maar
+    /// kube --context a --context b`): one console on them all, each cluster with its
+    /// own engine and state file. One by default.
+    fn each(args: &Self::Args) -> Vec<Self::Args> {
+        vec![args.clone()]
+    }
     /// Its recorded cluster with no world attached: a look at its past, a command
     /// given while no maar runs it.
     fn offline() -> Offline;

@@ -571,6 +571,7 @@ impl Manifest {
                 ..Default::default()
             },
             dispatched: None,
+            manifest: None,
         })
     }
 }
@@ -1132,6 +1133,7 @@ impl Pod {
                 .collect(),
             rules: self.spec.rules(&m.labels, "spec")?,
             dispatched: None,
+            manifest: None,
         })
     }
 }
@@ -1400,6 +1402,7 @@ impl Deployment {
                 "spec.template.spec",
             )?,
             dispatched: None,
+            manifest: None,
         })
     }
 }

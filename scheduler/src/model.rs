@@ -682,6 +682,11 @@ pub struct JobSpec {
     /// the job (the record's submit, explain); none when it was submitted here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatched: Option<String>,
+    /// The object as its file gave it (a TrainJob or InferenceService, as JSON), for a
+    /// backend that makes it in its world: on Kubernetes a submit (a dispatch among
+    /// clusters) creates that object, unchanged, in the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<serde_json::Value>,
 }
 
 impl JobSpec {
@@ -722,6 +727,7 @@ impl JobSpec {
             node_selector: BTreeMap::new(),
             rules: Default::default(),
             dispatched: None,
+            manifest: None,
         }
     }
 

@@ -267,6 +267,7 @@ pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
         node_selector: Default::default(),
         rules: Default::default(),
         dispatched: None,
+        manifest: None,
     }
 }
 

@@ -290,6 +290,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 node_selector: Default::default(),
                 rules: Default::default(),
                 dispatched: None,
+                manifest: None,
             };
             c.submit(spec).unwrap();
         }

@@ -82,7 +82,8 @@ pub struct SiteRow {
     pub running: u64,
     /// Its cluster time.
     pub time_s: u64,
-    /// Why it stopped answering, when it did (its engine lost its state file).
+    /// Why it is not usable now: its engine stopped (it lost its state file), or its
+    /// world does not answer (a Kubernetes API server out of reach).
     pub down: Option<String>,
 }
 
@@ -97,6 +98,16 @@ pub fn site_row(name: &str, v: &crate::engine::View) -> SiteRow {
         pending: m.jobs.pending as u64,
         running: m.jobs.running as u64,
         time_s: v.snapshot.time_s,
-        down: v.status.fatal.clone(),
+        down: v
+            .status
+            .fatal
+            .as_ref()
+            .map(|f| format!("stopped: {f}"))
+            .or_else(|| {
+                v.status
+                    .unreachable
+                    .as_ref()
+                    .map(|u| format!("not answering: {u}"))
+            }),
     }
 }

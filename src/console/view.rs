@@ -207,6 +207,14 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
         )),
         alerts.clone(),
         Span::raw(format!("  {} ({})", app.actor.user, app.grant.role)),
+        Span::styled(
+            if app.status.unreachable.is_some() {
+                "  NOT ANSWERING (its API server is out of reach)"
+            } else {
+                ""
+            },
+            app.theme.crit.add_modifier(Modifier::BOLD),
+        ),
     ]);
     // Narrow terminals get the same facts in fewer words, rather than cut.
     let l1 = if l1.width() > area.width as usize {
@@ -225,6 +233,14 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             )),
             alerts,
             Span::raw(format!(" {}({})", app.actor.user, app.grant.role)),
+            Span::styled(
+                if app.status.unreachable.is_some() {
+                    " NOT ANSWERING"
+                } else {
+                    ""
+                },
+                app.theme.crit.add_modifier(Modifier::BOLD),
+            ),
         ])
     } else {
         l1

@@ -188,6 +188,9 @@ pub struct KubeDriver {
     not_told: HashMap<String, u64>,
     /// The last time each trouble was noted.
     troubles: HashMap<String, u64>,
+    /// Since when the watches have not reached the API server, and the last error
+    /// (cleared by the next object a watch delivers).
+    unanswered: Option<(std::time::Instant, String)>,
     /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
     /// books.
     foreign_stopped: Vec<String>,
@@ -273,6 +276,7 @@ impl KubeDriver {
             told: HashMap::new(),
             not_told: HashMap::new(),
             troubles: HashMap::new(),
+            unanswered: None,
             foreign_stopped: Vec::new(),
             reconcile: Vec::new(),
             unsent: Vec::new(),
@@ -473,6 +477,25 @@ impl KubeDriver {
         writes: &mut Vec<Write>,
     ) {
         self.dirty = true;
+        match &s {
+            Seen::Unanswered(msg) => {
+                let since = self
+                    .unanswered
+                    .as_ref()
+                    .map_or_else(std::time::Instant::now, |u| u.0);
+                self.unanswered = Some((since, msg.clone()));
+            }
+            // The API server answered: a watch delivered, or a bind went through.
+            Seen::Node(_)
+            | Seen::Pod(_)
+            | Seen::Namespace(_)
+            | Seen::Object(..)
+            | Seen::Pool(_)
+            | Seen::Quota(_)
+            | Seen::QuotaRequest(_)
+            | Seen::Bound { result: Ok(()), .. } => self.unanswered = None,
+            _ => {}
+        }
         if self.waits_for(&s).is_some() {
             self.held.push(s);
             return;
@@ -712,7 +735,7 @@ impl KubeDriver {
                     events,
                 );
             }
-            Seen::Trouble(msg) => {
+            Seen::Trouble(msg) | Seen::Unanswered(msg) => {
                 let now = core.now();
                 let last = self.troubles.get(&msg).copied();
                 if last.is_none_or(|t| now >= t + 60) {
@@ -759,6 +782,49 @@ impl KubeDriver {
             }
         }
         seen
+    }
+
+    /// A submitted TrainJob's or InferenceService's object as its file gave it, made
+    /// for this cluster: its kind, plural, and the object in the job's namespace
+    /// (server-set fields dropped), with why it was sent here when a dispatch chose
+    /// this cluster (annotation `crater.ai/dispatched`).
+    pub fn object_of(
+        spec: &maar_scheduler::JobSpec,
+    ) -> Option<(&'static str, &'static str, serde_json::Value)> {
+        let mut o = spec.manifest.clone()?;
+        let (kind, plural) = match o.get("kind")?.as_str()? {
+            "TrainJob" => ("TrainJob", "trainjobs"),
+            "InferenceService" => ("InferenceService", "inferenceservices"),
+            _ => return None,
+        };
+        let meta = o.get_mut("metadata")?.as_object_mut()?;
+        meta.insert("namespace".into(), spec.project.clone().into());
+        meta.insert("name".into(), spec.name.clone().into());
+        for server_set in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+        ] {
+            meta.remove(server_set);
+        }
+        if let Some(why) = &spec.dispatched {
+            let ann = meta
+                .entry("annotations")
+                .or_insert_with(|| serde_json::json!({}));
+            if let Some(a) = ann.as_object_mut() {
+                a.insert(crate::map::ANNOTATION_DISPATCHED.into(), why.clone().into());
+            }
+        }
+        Some((kind, plural, o))
+    }
+
+    /// The API server has not answered the watches for 3 s or more: the last error and
+    /// for how long.
+    pub fn unreachable(&self) -> Option<String> {
+        let (since, why) = self.unanswered.as_ref()?;
+        let secs = since.elapsed().as_secs();
+        (secs >= 3).then(|| format!("the API server does not answer (for {secs} s): {why}"))
     }
 
     /// This maar schedules: it holds the lease (or has no cluster attached).
@@ -865,6 +931,10 @@ impl Driver for KubeDriver {
         KubeDriver::leading(self)
     }
 
+    fn unreachable(&self) -> Option<String> {
+        KubeDriver::unreachable(self)
+    }
+
     fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
         let seen = self.take_seen();
         let (events, writes) = self.step(core, to, seen);
@@ -901,11 +971,29 @@ impl Driver for KubeDriver {
             };
         }
         if let Command::Submit(spec) = &command {
-            return Output {
-                result: Err(maar_scheduler::ClusterError::Invalid(format!(
+            // maar schedules what is in the cluster: a TrainJob or InferenceService file
+            // is made there as written (the watch then brings it, like `kubectl apply`);
+            // anything else is the user's to apply.
+            let result = match Self::object_of(spec) {
+                Some((kind, plural, object)) => {
+                    let job = format!("{}/{}", spec.project, spec.name);
+                    self.flush(vec![Write::CreateObject {
+                        job: job.clone(),
+                        kind: kind.into(),
+                        plural: plural.into(),
+                        object,
+                    }]);
+                    Ok(format!(
+                        "{kind} {job} sent to the cluster: maar schedules it when the watch brings it"
+                    ))
+                }
+                None => Err(maar_scheduler::ClusterError::Invalid(format!(
                     "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
                     spec.name
                 ))),
+            };
+            return Output {
+                result,
                 job: None,
                 events: Vec::new(),
                 decisions: Vec::new(),

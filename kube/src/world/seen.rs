@@ -388,6 +388,9 @@ pub enum Seen {
     },
     /// A watch failed (it is retried with back-off) or a write failed.
     Trouble(String),
+    /// A watch could not reach the API server (retried with back-off): the cluster
+    /// does not answer until the watches deliver again.
+    Unanswered(String),
     /// Who schedules changed (the lease): what is true now.
     Lease(String),
     /// This many bound pods' `Scheduled` events were not written: more than

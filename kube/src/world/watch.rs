@@ -61,7 +61,7 @@ fn spawn_watch<K>(
                         let _ = tx.send(o.done);
                         break;
                     }
-                    _ => Seen::Trouble(format!("watching {what}: {e}")),
+                    _ => Seen::Unanswered(format!("watching {what}: {e}")),
                 },
             };
             if tx.send(msg).is_err() {

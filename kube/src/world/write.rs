@@ -79,6 +79,14 @@ pub enum Write {
         /// already runs (a replica's pod was deleted), whose failure is trouble.
         answer: bool,
     },
+    /// Create maar's object `job` (`namespace/name`) of `kind` (`plural`) as a user's
+    /// file gave it (a submit, a dispatch among clusters); its failure is trouble.
+    CreateObject {
+        job: String,
+        kind: String,
+        plural: String,
+        object: serde_json::Value,
+    },
     /// Delete pods of `owner` `job`, those named (each by name: a delete never takes a
     /// pod made after it was decided).
     DeletePods {
@@ -411,6 +419,7 @@ fn describe(w: &Write) -> String {
         }
         Write::QuotaRequestStatus { key, .. } => format!("answering QuotaRequest {key}"),
         Write::QuotaObject { project, name, .. } => format!("writing Quota {project}/{name}"),
+        Write::CreateObject { job, kind, .. } => format!("creating {kind} {job}"),
         Write::Delete { job, .. } => format!("deleting pod {job}"),
         Write::Labels { node, .. } => format!("labelling node {node}"),
         Write::Cordon { node, on: true } => format!("cordoning node {node}"),
@@ -642,6 +651,22 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                 Err(e) => Err(e.to_string()),
             }
+        }
+        Write::CreateObject {
+            job,
+            kind,
+            plural,
+            object,
+        } => {
+            let (ns, _) = split(job);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &map::crd(kind, plural));
+            let obj: DynamicObject =
+                serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
+            api.create(&PostParams::default(), &obj)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         }
         Write::QuotaObject {
             project,

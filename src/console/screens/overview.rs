@@ -273,7 +273,7 @@ fn draw_sites(f: &mut Frame, app: &App, area: Rect) {
                 plain(r.running.to_string()),
                 plain(fmt_duration(r.time_s)),
                 match &r.down {
-                    Some(why) => (format!("stopped: {why}"), app.theme.crit),
+                    Some(why) => (why.clone(), app.theme.crit),
                     None => plain("up"),
                 },
             ]
