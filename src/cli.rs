@@ -162,6 +162,11 @@ pub enum Cmd {
         /// Pending, quota changes), changing nothing.
         #[arg(long, conflicts_with = "dry_run")]
         what_if: bool,
+        /// A cluster of the config file's `clusters:` list, or `auto`: the one where
+        /// it starts first, each asked on its record (docs/clusters.md); with
+        /// --dry-run, only say which and why.
+        #[arg(long, value_name = "NAME|auto", conflicts_with_all = ["state", "context", "what_if", "scenario", "at"])]
+        cluster: Option<String>,
         #[command(flatten)]
         source: SourceArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
@@ -728,10 +733,14 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             file,
             dry_run,
             what_if,
+            cluster,
             source,
             output,
         } => {
             let spec = load_manifest(&file)?;
+            if let Some(name) = cluster {
+                return submit_to_cluster(spec, &file, &name, dry_run, output, o);
+            }
             if what_if {
                 return preview(&source, Command::Submit(Box::new(spec)), output, o);
             }
@@ -1180,6 +1189,119 @@ fn preview(
         }
     }
     Ok(if p.accepted { 0 } else { 1 })
+}
+
+/// `maar submit --cluster NAME|auto`: to a cluster of the config file's list, or to
+/// the one where it starts first: each cluster's prospect asked on its record (the
+/// job as its world would take it), the choice and why printed and kept with the job.
+fn submit_to_cluster(
+    spec: maar_scheduler::JobSpec,
+    file: &Path,
+    name: &str,
+    dry_run: bool,
+    output: TextOrJson,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let cfg = crate::config::load()?;
+    let where_ = crate::config::path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "the config file".into());
+    if cfg.clusters.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--cluster {}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)",
+            maar_scheduler::limits::echo(name)
+        )));
+    }
+    let target = |c: &crate::config::Cluster| SourceArgs {
+        state: c.state.clone(),
+        context: c.context.clone(),
+        ..SourceArgs::default()
+    };
+    if name != "auto" {
+        let Some(c) = cfg.clusters.iter().find(|c| c.name == name) else {
+            let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
+            return Err(Failure::Usage(format!(
+                "--cluster {}: no such cluster in {where_} ({}, or auto)",
+                maar_scheduler::limits::echo(name),
+                names.join(", ")
+            )));
+        };
+        if dry_run {
+            return dry_run_submit(spec, file, &target(c), output, o);
+        }
+        let a = ActArgs {
+            target: StateArg {
+                state: c.state.clone(),
+                context: c.context.clone(),
+            },
+            output,
+            ..ActArgs::default()
+        };
+        return act(&a, Command::Submit(Box::new(spec)), o);
+    }
+    let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = cfg
+        .clusters
+        .iter()
+        .map(|c| {
+            let p = recorded(&c.state_file(), c.context.as_deref())
+                .map_err(|e| e.to_string())
+                .and_then(|l| {
+                    // As its world would take it (local mode: its one pool).
+                    let job = Command::Submit(Box::new(spec.clone()));
+                    match l.driver.localize(&l.core, job) {
+                        Ok(Command::Submit(s)) => l.core.prospect(&s),
+                        Ok(_) => l.core.prospect(&spec),
+                        Err(refused) => Err(refused
+                            .result
+                            .err()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default()),
+                    }
+                });
+            (c.name.clone(), p)
+        })
+        .collect();
+    let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
+        let why: Vec<String> = prospects
+            .iter()
+            .map(|(n, p)| format!("{n}: {}", p.as_ref().err().cloned().unwrap_or_default()))
+            .collect();
+        return Err(Failure::No(format!(
+            "{}: no cluster takes it: {}",
+            file.display(),
+            why.join("; ")
+        )));
+    };
+    if output == TextOrJson::Json {
+        o.put(&json(&serde_json::json!({
+            "cluster": choice.cluster,
+            "why": choice.why,
+            "prospects": prospects
+                .iter()
+                .map(|(n, p)| match p {
+                    Ok(p) => serde_json::json!({"cluster": n, "prospect": p}),
+                    Err(e) => serde_json::json!({"cluster": n, "refused": e}),
+                })
+                .collect::<Vec<_>>(),
+        })));
+    } else {
+        o.put(&format!("{}\n", choice.why));
+    }
+    if dry_run {
+        return Ok(0);
+    }
+    let c = &cfg.clusters[choice.index];
+    let mut spec = spec;
+    spec.dispatched = Some(choice.why);
+    let a = ActArgs {
+        target: StateArg {
+            state: c.state.clone(),
+            context: c.context.clone(),
+        },
+        output,
+        ..ActArgs::default()
+    };
+    act(&a, Command::Submit(Box::new(spec)), o)
 }
 
 fn dry_run_submit(

@@ -12,6 +12,7 @@ pub mod args;
 pub mod backend;
 pub mod backends;
 pub mod cli;
+pub mod config;
 pub mod console;
 pub mod engine;
 pub mod failure;

@@ -517,7 +517,7 @@ pub fn read(path: &Path) -> Result<String, InputError> {
 }
 
 /// An error found after reading (a reference, a limit), at the line of its field.
-fn field_error(file: &str, text: &str, field: String, message: String) -> InputError {
+pub fn field_error(file: &str, text: &str, field: String, message: String) -> InputError {
     let at = Locator::new(text).position_of(&field);
     InputError {
         file: file.to_string(),

@@ -382,3 +382,115 @@ fn a_dry_run_on_a_recorded_kubernetes_cluster_runs_its_next_cycle() {
     assert!(reason.contains("can never run as asked"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `maar submit --cluster auto` with the config file's `clusters:` (two demo sites,
+/// each its state file, no maar running): the job goes to the one where it starts
+/// first, the why printed and recorded with the job there; `--cluster NAME` submits
+/// to one by name; an unknown name, or no list, is a usage error naming the file.
+#[test]
+fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-clusters-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("cfg/maar")).unwrap();
+    for site in ["lab", "site-b"] {
+        let (text, sc) = maar::load::scenario_text(Some(std::path::Path::new(site))).unwrap();
+        let (_, rec) =
+            maar::backend::fresh_demo(Some(&dir.join(format!("{site}.db"))), &text, sc, None)
+                .unwrap();
+        drop(rec);
+    }
+    let cfg = dir.join("cfg/maar/config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "clusters:\n  - {{name: lab, state: {0}/lab.db}}\n  - {{name: site-b, state: {0}/site-b.db}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let job = tmp(
+        "on-h200.yaml",
+        &JOB.replace("probe", "on-h200").replace(
+            "count: 2\n      memory: 32Gi",
+            "count: 1\n      models: [h200]",
+        ),
+    );
+    let run = |args: &[&str]| {
+        isolated(args)
+            .env("XDG_CONFIG_HOME", dir.join("cfg"))
+            .output()
+            .unwrap()
+    };
+    // A dry run says where and why, and changes nothing.
+    let o = run(&["submit", "-f", &job, "--cluster", "auto", "--dry-run"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert!(
+        out.starts_with("sent to site-b: starts now on h200-"),
+        "{out}"
+    );
+    assert!(out.contains("; in lab it can never run as asked"), "{out}");
+    let jobs = |site: &str| {
+        let o = run(&[
+            "get",
+            "jobs",
+            "--state",
+            &format!("{}/{site}.db", dir.display()),
+            "-o",
+            "json",
+        ]);
+        text(&o.stdout)
+    };
+    assert!(!jobs("site-b").contains("on-h200"));
+    // For real: recorded at site-b, with why; nothing at the lab.
+    let o = run(&["submit", "-f", &job, "--cluster", "auto"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(jobs("site-b").contains("on-h200"));
+    assert!(!jobs("lab").contains("on-h200"));
+    let o = run(&[
+        "explain",
+        "ml-prod/on-h200",
+        "--state",
+        &format!("{}/site-b.db", dir.display()),
+    ]);
+    assert!(
+        text(&o.stdout).contains("Sent:      sent to site-b"),
+        "{}",
+        text(&o.stdout)
+    );
+    // By name; and names the config knows only.
+    let o = run(&["submit", "-f", &job, "--cluster", "lab", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let o = run(&["submit", "-f", &job, "--cluster", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no such cluster in"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("(lab, site-b, or auto)"),
+        "{}",
+        text(&o.stderr)
+    );
+    std::fs::write(&cfg, "clusters:\n  - {name: x}\n").unwrap();
+    let o = run(&["submit", "-f", &job, "--cluster", "auto"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("config.yaml"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("give its `state`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -163,21 +163,9 @@ pub fn load(name_or_path: &str) -> Result<Theme, InputError> {
     parse(name_or_path, &text)
 }
 
-/// The config file, if any: `$XDG_CONFIG_HOME/maar/config.yaml` or
-/// `~/.config/maar/config.yaml`.
+/// The config file, if any (`crate::config::path`).
 pub fn config_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("maar").join("config.yaml"))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Config {
-    #[serde(default)]
-    theme: Option<String>,
+    crate::config::path()
 }
 
 /// The theme to use: NO_COLOR, then `--theme`, then the config file, then `dark`.
@@ -199,9 +187,7 @@ pub fn choose_with(
         return load(f);
     }
     if let Some(p) = config.filter(|p| p.exists()) {
-        let file = p.display().to_string();
-        let text = crate::load::read(p)?;
-        let c: Config = crate::load::yaml(&file, &text)?;
+        let c = crate::config::read(p)?;
         if let Some(t) = c.theme {
             return load(&t);
         }

@@ -1,0 +1,94 @@
+//! The config file: `$XDG_CONFIG_HOME/maar/config.yaml` (`~/.config/maar/config.yaml`):
+//! the console's `theme:`, and the `clusters:` an operator works with (docs/clusters.md):
+//! each a name and its state file or its Kubernetes context, so that `maar submit
+//! --cluster NAME` reaches it and `--cluster auto` sends a job where it starts first.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::load::InputError;
+
+/// The config file's path, if a home is known.
+pub fn path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("maar").join("config.yaml"))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The console's theme (`--theme` comes first).
+    #[serde(default)]
+    pub theme: Option<String>,
+    /// The clusters an operator works with, in order (ties in a dispatch go to the
+    /// first).
+    #[serde(default)]
+    pub clusters: Vec<Cluster>,
+}
+
+/// A cluster of the config: its name and where maar records it.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    pub name: String,
+    /// Its state file (a demo's, this machine's).
+    #[serde(default)]
+    pub state: Option<PathBuf>,
+    /// Its Kubernetes context (the state file `maar kube --context NAME` records).
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
+impl Cluster {
+    /// Its state file: the one named, or the one of its context.
+    pub fn state_file(&self) -> PathBuf {
+        match (&self.state, &self.context) {
+            (Some(p), _) => p.clone(),
+            (None, Some(c)) => crate::args::kube_state(c),
+            (None, None) => PathBuf::new(),
+        }
+    }
+}
+
+/// The config file at `p` (none there: the defaults). A cluster must name a state file
+/// or a context, and names are unique: the error names the file and the cluster.
+pub fn read(p: &Path) -> Result<Config, InputError> {
+    if !p.exists() {
+        return Ok(Config::default());
+    }
+    let file = p.display().to_string();
+    let text = crate::load::read(p)?;
+    let c: Config = crate::load::yaml(&file, &text)?;
+    for (i, cl) in c.clusters.iter().enumerate() {
+        let bad =
+            |why: String| crate::load::field_error(&file, &text, format!("clusters[{i}]"), why);
+        if cl.state.is_none() == cl.context.is_none() {
+            return Err(bad(format!(
+                "cluster `{}`: give its `state` (a state file) or its `context` (Kubernetes), one of them",
+                maar_scheduler::limits::echo(&cl.name)
+            )));
+        }
+        if cl.name == "auto" || cl.name.is_empty() {
+            return Err(bad("a cluster's name may not be empty or `auto`".into()));
+        }
+        if c.clusters[..i].iter().any(|o| o.name == cl.name) {
+            return Err(bad(format!(
+                "cluster `{}` is listed twice",
+                maar_scheduler::limits::echo(&cl.name)
+            )));
+        }
+    }
+    Ok(c)
+}
+
+/// The config file of this user (none: the defaults).
+pub fn load() -> Result<Config, InputError> {
+    match path() {
+        Some(p) => read(&p),
+        None => Ok(Config::default()),
+    }
+}
