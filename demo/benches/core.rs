@@ -291,8 +291,45 @@ fn pod_rules(c: &mut Criterion) {
     g.finish();
 }
 
+/// Where a job goes among 3 clusters of 5,000 nodes x 8 GPUs (`dispatch::choose` over
+/// each cluster's `Core::prospect`): with room (20,000 running jobs each, the job
+/// starts now: a copy and a cycle per cluster), and full (40,000 running and 10,000
+/// Pending each, the job waits: the copy's forecast until it starts).
+fn dispatch(c: &mut Criterion) {
+    use maar_scheduler::dispatch::{choose, Prospect};
+    let sites = |jobs: usize| -> Vec<(String, maar_scheduler::Core)> {
+        (0..3)
+            .map(|i| {
+                let mut cl = synthetic::cluster(5_000, 8);
+                synthetic::submit_single_gpu_jobs(&mut cl, jobs, i + 1);
+                cl.schedule();
+                (format!("site-{i}"), maar_scheduler::Core::new(cl))
+            })
+            .collect()
+    };
+    let spec = maar_scheduler::JobSpec::train("probe", "project-1", "training-gpu", 1);
+    let run = |sites: &[(String, maar_scheduler::Core)]| {
+        let ps: Vec<(String, Result<Prospect, String>)> = sites
+            .iter()
+            .map(|(n, core)| (n.clone(), core.prospect(&spec)))
+            .collect();
+        choose(&ps)
+    };
+    let mut g = c.benchmark_group("dispatch");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    let roomy = sites(20_000);
+    eprintln!("dispatch, room: {}", run(&roomy).expect("a site").why);
+    g.bench_function("3x5000_nodes_starts_now", |b| b.iter(|| run(&roomy)));
+    drop(roomy);
+    let full = sites(50_000);
+    eprintln!("dispatch, full: {}", run(&full).expect("a site").why);
+    g.bench_function("3x5000_nodes_waits", |b| b.iter(|| run(&full)));
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    dispatch,
     forecast,
     pod_rules,
     placements,
