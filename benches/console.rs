@@ -58,5 +58,49 @@ fn frame(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, frame);
+/// The overview of 3 clusters of 5,000 nodes x 8 GPUs (50,000 jobs each): one frame,
+/// and what a change in any cluster costs (its totals and the GPUs by model summed
+/// over all 15,000 nodes again).
+fn three_clusters(c: &mut Criterion) {
+    let sites: Vec<maar::console::app::Site> = (0..3)
+        .map(|i| {
+            let mut cl = synthetic::cluster(5_000, 8);
+            synthetic::submit_single_gpu_jobs(&mut cl, 50_000, i + 1);
+            cl.schedule();
+            let loaded = maar::backend::Loaded {
+                core: Core::new(cl),
+                driver: Box::new(Bare),
+                meta: maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
+                after_seq: 0,
+                replayed: 0,
+                note: None,
+            };
+            maar::console::app::Site {
+                name: format!("site-{i}"),
+                engine: engine::start(
+                    loaded,
+                    None,
+                    EngineOptions {
+                        speed: 1.0,
+                        paused: true,
+                        ..Default::default()
+                    },
+                ),
+            }
+        })
+        .collect();
+    let mut app = App::with_sites(sites);
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    c.bench_function("console_frame/3x5000_nodes/overview", |b| {
+        b.iter(|| term.draw(|f| view::draw(f, &app)).unwrap().area.width)
+    });
+    c.bench_function("console_frame/3x5000_nodes/a_cluster_changed", |b| {
+        b.iter(|| {
+            app.site_versions[1] = u64::MAX;
+            app.refresh_sites()
+        })
+    });
+}
+
+criterion_group!(benches, frame, three_clusters);
 criterion_main!(benches);

@@ -71,6 +71,7 @@ impl App {
             site: 0,
             site_rows: Vec::new(),
             site_versions: Vec::new(),
+            site_models: Vec::new(),
             elsewhere: Vec::new(),
         }
         .with_rows()
@@ -82,6 +83,7 @@ impl App {
         let mut app = App::new(sites[0].engine.clone());
         if sites.len() > 1 {
             app.site_versions = vec![u64::MAX; sites.len()];
+            app.site_models = vec![Vec::new(); sites.len()];
             app.sites = sites;
             app.refresh_sites();
             app.recompute();
@@ -131,11 +133,19 @@ impl App {
             return false;
         }
         let views: Vec<Arc<View>> = self.sites.iter().map(|s| s.engine.view()).collect();
-        let versions: Vec<u64> = views.iter().map(|v| v.version).collect();
-        if versions == self.site_versions {
+        let mut changed = false;
+        for (i, v) in views.iter().enumerate() {
+            if self.site_versions[i] == v.version {
+                continue;
+            }
+            // Only the clusters whose view changed are counted again.
+            self.site_versions[i] = v.version;
+            self.site_models[i] = super::rows::model_rows(&v.snapshot);
+            changed = true;
+        }
+        if !changed {
             return false;
         }
-        self.site_versions = versions;
         self.site_rows = self
             .sites
             .iter()
@@ -143,12 +153,17 @@ impl App {
             .map(|(s, v)| super::rows::site_row(&s.name, v))
             .collect();
         if self.screen == Screen::Overview && self.past.is_none() {
-            let snaps: Vec<&maar_scheduler::metrics::Snapshot> =
-                views.iter().map(|v| &*v.snapshot).collect();
-            self.models = super::rows::model_rows_of(&snaps);
+            self.models = self.all_models();
         }
         self.dirty = true;
         true
+    }
+
+    /// GPUs by model over every cluster, from each one's rows.
+    fn all_models(&self) -> Vec<super::rows::ModelRow> {
+        let per: Vec<&[super::rows::ModelRow]> =
+            self.site_models.iter().map(|m| m.as_slice()).collect();
+        super::rows::merge_model_rows(&per)
     }
 
     /// How a job of the cluster shown would fare in each of the others, were it sent
@@ -212,10 +227,7 @@ impl App {
         self.models = if self.screen != Screen::Overview {
             Vec::new()
         } else if self.sites.len() > 1 && self.past.is_none() {
-            let views: Vec<Arc<View>> = self.sites.iter().map(|s| s.engine.view()).collect();
-            let snaps: Vec<&maar_scheduler::metrics::Snapshot> =
-                views.iter().map(|v| &*v.snapshot).collect();
-            super::rows::model_rows_of(&snaps)
+            self.all_models()
         } else {
             super::rows::model_rows(&self.snapshot)
         };

@@ -111,3 +111,22 @@ pub fn site_row(name: &str, v: &crate::engine::View) -> SiteRow {
             }),
     }
 }
+
+/// GPUs by model over several clusters from each one's own rows (computed once per
+/// view of that cluster): the counts summed, the cards one after another.
+pub fn merge_model_rows(per_site: &[&[ModelRow]]) -> Vec<ModelRow> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<&str, ModelRow> = BTreeMap::new();
+    for r in per_site.iter().flat_map(|rows| rows.iter()) {
+        let e = by.entry(r.model.as_str()).or_insert_with(|| ModelRow {
+            model: r.model.clone(),
+            ..Default::default()
+        });
+        e.cells.extend_from_slice(&r.cells);
+        e.total += r.total;
+        e.used += r.used;
+        e.down += r.down;
+        e.cordoned += r.cordoned;
+    }
+    by.into_values().collect()
+}

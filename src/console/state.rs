@@ -93,6 +93,8 @@ pub struct App {
     /// versions they were computed from.
     pub site_rows: Vec<super::rows::SiteRow>,
     pub site_versions: Vec<u64>,
+    /// Each cluster's GPUs by model, from the view of `site_versions`.
+    pub site_models: Vec<Vec<super::rows::ModelRow>>,
     /// With several clusters, the explanation shown ends with how the job would fare
     /// in each of the others: "site-b: starts now on l40s-02, 1.20/GPU-hour".
     pub elsewhere: Vec<String>,
