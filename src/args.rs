@@ -63,14 +63,25 @@ pub struct StateArg {
     /// The Kubernetes cluster `maar kube --context NAME` runs (its state file).
     #[arg(long, value_name = "NAME", conflicts_with = "state")]
     pub context: Option<String>,
+    /// A cluster of the config file's `clusters:` list, by name (docs/clusters.md).
+    #[arg(long, value_name = "NAME", value_parser = crate::config::cluster_arg, conflicts_with_all = ["state", "context"])]
+    pub cluster: Option<crate::config::Cluster>,
 }
 
 impl StateArg {
-    /// The state file asked for: --state, or the one of --context.
+    /// The state file asked for: --state, the one of --context, or of --cluster.
     pub fn state_file(&self) -> Option<PathBuf> {
         self.state
             .clone()
             .or_else(|| self.context.as_deref().map(kube_state))
+            .or_else(|| self.cluster.as_ref().map(|c| c.state_file()))
+    }
+
+    /// The Kubernetes context asked for: --context, or --cluster's.
+    pub fn context(&self) -> Option<&str> {
+        self.context
+            .as_deref()
+            .or_else(|| self.cluster.as_ref().and_then(|c| c.context.as_deref()))
     }
 }
 

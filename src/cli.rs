@@ -754,6 +754,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     target: StateArg {
                         state: source.state.clone(),
                         context: source.context.clone(),
+                        cluster: None,
                     },
                     output,
                     ..ActArgs::default()
@@ -789,7 +790,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             output,
             state,
         } => {
-            let rec = Reader::open(&state_path(&state), state.context.as_deref())?;
+            let rec = Reader::open(&state_path(&state), state.context())?;
             let rows = rec.audit(&AuditFilter {
                 actor,
                 action,
@@ -810,7 +811,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let started = Instant::now();
             // One snapshot of the record: what a running maar writes meanwhile is not
             // half seen.
-            let (result, commands) = match Reader::open(&path, state.context.as_deref())? {
+            let (result, commands) = match Reader::open(&path, state.context())? {
                 Reader::File(mut rec) => {
                     rec.check()?;
                     rec.snapshot(|r| {
@@ -842,7 +843,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
         }
         Cmd::State(StateCmd::Show(state)) => {
             let path = state_path(&state);
-            let rec = Reader::open(&path, state.context.as_deref())?;
+            let rec = Reader::open(&path, state.context())?;
             let meta = rec.history().meta()?;
             let cp = rec.history().checkpoint_before(None)?;
             o.put(&format!("state file  {}\n", path.display()));
@@ -972,7 +973,7 @@ fn act(a: &ActArgs, command: Command, o: &mut Out) -> Result<i32, Failure> {
     if a.what_if {
         return preview(&a.source(), command, a.output, o);
     }
-    let answer = deliver(&state_path(&a.target), a.target.context.as_deref(), command)?;
+    let answer = deliver(&state_path(&a.target), a.target.context(), command)?;
     match a.output {
         TextOrJson::Json => {
             o.put(&json(&serde_json::json!({
@@ -1233,6 +1234,7 @@ fn submit_to_cluster(
             target: StateArg {
                 state: c.state.clone(),
                 context: c.context.clone(),
+                cluster: None,
             },
             output,
             ..ActArgs::default()
@@ -1297,6 +1299,7 @@ fn submit_to_cluster(
         target: StateArg {
             state: c.state.clone(),
             context: c.context.clone(),
+            cluster: None,
         },
         output,
         ..ActArgs::default()

@@ -48,7 +48,7 @@ impl Cluster {
     pub fn state_file(&self) -> PathBuf {
         match (&self.state, &self.context) {
             (Some(p), _) => p.clone(),
-            (None, Some(c)) => crate::args::kube_state(c),
+            (None, Some(c)) => crate::record::default_path(&maar_kube::backend::state_name(c)),
             (None, None) => PathBuf::new(),
         }
     }
@@ -91,4 +91,26 @@ pub fn load() -> Result<Config, InputError> {
         Some(p) => read(&p),
         None => Ok(Config::default()),
     }
+}
+
+/// `--cluster NAME` as the command line takes it: the cluster of that name in the
+/// config file's list (an unknown name, or no list, says which file and what it has).
+pub fn cluster_arg(name: &str) -> Result<Cluster, String> {
+    let file = path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "the config file".into());
+    let cfg = load().map_err(|e| e.to_string())?;
+    if cfg.clusters.is_empty() {
+        return Err(format!(
+            "no `clusters:` in {file} (each a name and its `state` or `context`: docs/clusters.md)"
+        ));
+    }
+    cfg.clusters
+        .iter()
+        .find(|c| c.name == name)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
+            format!("no such cluster in {file} ({})", names.join(", "))
+        })
 }

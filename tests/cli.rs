@@ -464,6 +464,34 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         "{}",
         text(&o.stdout)
     );
+    // Operators name the cluster they act on, and read its audit, by its name.
+    let o = run(&["cordon", "h200-01", "--cluster", "site-b"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let o = run(&["audit", "--cluster", "site-b"]);
+    let audit = text(&o.stdout);
+    assert!(
+        audit.contains("node/h200-01") && audit.contains("job/ml-prod/on-h200"),
+        "{audit}"
+    );
+    let o = run(&["audit", "--cluster", "lab"]);
+    assert!(
+        !text(&o.stdout).contains("node/h200-01"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = run(&["cordon", "h200-01", "--cluster", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no such cluster in"),
+        "{}",
+        text(&o.stderr)
+    );
     // By name; and names the config knows only.
     let o = run(&["submit", "-f", &job, "--cluster", "lab", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
