@@ -453,6 +453,15 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
     );
     assert!(jobs("site-b").contains("on-h200"));
     assert!(!jobs("lab").contains("on-h200"));
+    // Again: it is in site-b, so it goes nowhere else (refused there as a duplicate).
+    let o = run(&["submit", "-f", &job, "--cluster", "auto"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).starts_with("already in site-b: "),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!jobs("lab").contains("on-h200"));
     let o = run(&[
         "explain",
         "ml-prod/on-h200",

@@ -76,7 +76,12 @@ fn each_sites_prospect_is_its_own_explain_and_the_soonest_is_chosen() {
                 .jobs
                 .iter()
                 .filter(|j| j.phase == Phase::Pending)
-                .map(|j| JobSpec::clone(&j.spec))
+                .map(|j| {
+                    // A job of another name (one of that name stays where it is).
+                    let mut s = JobSpec::clone(&j.spec);
+                    s.name.push_str("-again");
+                    s
+                })
                 .take(12),
         );
     }
@@ -208,4 +213,25 @@ fn a_tie_goes_to_the_cheaper_card() {
         choice.why
     );
     assert!(choice.why.contains("/GPU-hour"), "{}", choice.why);
+}
+
+/// A job already in one cluster is not sent to another: the choice is the cluster that
+/// has it (where a submit is refused as a duplicate), and the words say why.
+#[test]
+fn a_job_already_in_a_cluster_is_sent_nowhere_else() {
+    let sites = sites(3600);
+    let lab = &sites[0].1;
+    let j = lab
+        .cluster()
+        .jobs
+        .iter()
+        .find(|j| j.spec.project == "ml-prod" && j.spec.gpu.count == 1)
+        .expect("an ml-prod job");
+    let spec = JobSpec::clone(&j.spec);
+    let ps = prospects(&sites, &spec);
+    assert!(ps[0].1.as_ref().unwrap().exists);
+    assert!(!ps[1].1.as_ref().unwrap().exists);
+    let choice = choose(&ps).unwrap();
+    assert_eq!(choice.cluster, "lab");
+    assert!(choice.why.starts_with("already in lab: "), "{}", choice.why);
 }

@@ -30,6 +30,10 @@ pub struct Prospect {
     pub placement: Vec<String>,
     /// The price of a GPU-hour of the cards it would run on now, where priced.
     pub price: Option<f64>,
+    /// A job of that name is already here (the prospect is of a copy): a job runs in
+    /// one cluster, so it goes nowhere else.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exists: bool,
 }
 
 impl Prospect {
@@ -75,6 +79,7 @@ impl Core {
         let mut spec = spec.clone();
         // A name already taken here is evaluated as a copy under another name.
         let full = |s: &JobSpec| format!("{}/{}", s.project, s.name);
+        let exists = copy.cluster().job_id(&full(&spec)).is_ok();
         while copy.cluster().job_id(&full(&spec)).is_ok() {
             spec.name.push_str("-x");
         }
@@ -110,6 +115,7 @@ impl Core {
                     .map(|p| c.nodes[p.node as usize].name.clone())
                     .collect(),
                 price,
+                exists,
             });
         }
         let now = c.now;
@@ -143,6 +149,7 @@ impl Core {
             starts,
             placement: Vec::new(),
             price: None,
+            exists,
         })
     }
 }
@@ -158,10 +165,25 @@ pub struct Choice {
 }
 
 /// The cluster where the job starts first (ties: the cheaper GPU-hour, then the first
-/// listed), among those that answered; `None` when none could take it at all (each
+/// listed), among those that answered; the one that already has a job of that name,
+/// if one does (its submit is then refused there, and it runs nowhere else); `None` when none could take it at all (each
 /// refused the submit). A cluster whose start is unknown or never is chosen only when
 /// no cluster knows a start, and the words say so.
 pub fn choose(prospects: &[(String, Result<Prospect, String>)]) -> Option<Choice> {
+    // A job already in a cluster stays the one there: never sent to a second.
+    if let Some((index, (name, _))) = prospects
+        .iter()
+        .enumerate()
+        .find(|(_, (_, p))| p.as_ref().is_ok_and(|p| p.exists))
+    {
+        return Some(Choice {
+            index,
+            cluster: name.clone(),
+            why: format!(
+                "already in {name}: a job runs in one cluster, so it is not sent to another"
+            ),
+        });
+    }
     let (index, best) = prospects
         .iter()
         .enumerate()
