@@ -124,8 +124,13 @@ impl ActArgs {
                 seed: self.seed,
             },
             at: self.at,
-            state: self.target.state.clone(),
-            context: self.target.context.clone(),
+            // --cluster names its state file or its context.
+            state: self
+                .target
+                .state
+                .clone()
+                .or_else(|| self.target.cluster.as_ref().and_then(|c| c.state.clone())),
+            context: self.target.context().map(str::to_string),
         }
     }
 }

@@ -585,6 +585,14 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 return face(&handle, read_only, mouse, theme, note, &line, o);
             }
             // The second site: its own engine and state file, the same roles and speed.
+            let first_state = handle.view().status.state.clone();
+            if second_state.is_some() && second_state == first_state {
+                handle.shutdown();
+                return Err(Failure::Usage(format!(
+                    "the second site's state file would be the first's ({}): give the first another --state",
+                    first_state.map(|p| p.display().to_string()).unwrap_or_default()
+                )));
+            }
             let site_b = ScenarioArgs {
                 scenario: Some(PathBuf::from("site-b")),
                 seed: None,
@@ -1192,6 +1200,9 @@ fn preview(
     Ok(if p.accepted { 0 } else { 1 })
 }
 
+/// Marks a cluster whose record could not be read (not a refusal of the job).
+const UNREAD: &str = "\u{0}unread: ";
+
 /// `maar submit --cluster NAME|auto`: to a cluster of the config file's list, or to
 /// the one where it starts first: each cluster's prospect asked on its record (the
 /// job as its world would take it), the choice and why printed and kept with the job.
@@ -1246,7 +1257,7 @@ fn submit_to_cluster(
         .iter()
         .map(|c| {
             let p = recorded(&c.state_file(), c.context.as_deref())
-                .map_err(|e| e.to_string())
+                .map_err(|e| format!("{UNREAD}{e}"))
                 .and_then(|l| {
                     // As its world would take it (local mode: its one pool).
                     let job = Command::Submit(Box::new(spec.clone()));
@@ -1263,6 +1274,16 @@ fn submit_to_cluster(
             (c.name.clone(), p)
         })
         .collect();
+    // A job is sent only when every cluster answers: one not read might hold it.
+    if let Some((n, Err(e))) = prospects
+        .iter()
+        .find(|(_, p)| p.as_ref().is_err_and(|e| e.starts_with(UNREAD)))
+    {
+        return Err(Failure::No(format!(
+            "cluster {n} cannot be read ({}): a job is sent only when every cluster answers (it may be there already)",
+            &e[UNREAD.len()..]
+        )));
+    }
     let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
         let why: Vec<String> = prospects
             .iter()
@@ -1274,7 +1295,7 @@ fn submit_to_cluster(
             why.join("; ")
         )));
     };
-    if output == TextOrJson::Json {
+    if output == TextOrJson::Json && dry_run {
         o.put(&json(&serde_json::json!({
             "cluster": choice.cluster,
             "why": choice.why,
@@ -1286,9 +1307,11 @@ fn submit_to_cluster(
                 })
                 .collect::<Vec<_>>(),
         })));
-    } else {
+    } else if output == TextOrJson::Text {
         o.put(&format!("{}\n", choice.why));
     }
+    // With -o json, a real submit prints its answer alone (one JSON document); the
+    // choice and why are recorded with the job.
     if dry_run {
         return Ok(0);
     }

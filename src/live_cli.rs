@@ -401,7 +401,10 @@ pub(crate) fn faces(
         None => {
             o.put(line);
             o.flush();
-            headless_exit(&sites[0].engine)
+            let engines: Vec<EngineHandle> = sites.iter().map(|s| s.engine.clone()).collect();
+            crate::console::run::wait_headless_all(&engines)
+                .map(|sig| 128 + sig)
+                .map_err(Failure::No)
         }
     };
     for s in sites {

@@ -494,6 +494,15 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         "{}",
         text(&o.stdout)
     );
+    // A preview looks where the command would go.
+    let o = run(&["cordon", "h200-02", "--cluster", "site-b", "--what-if"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     let o = run(&["cordon", "h200-01", "--cluster", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -530,4 +539,30 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         text(&o.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two demo sites never share a state file: a first site whose file would be the
+/// second's is refused before anything is written twice.
+#[test]
+fn two_demo_sites_never_share_a_state_file() {
+    let o = maar(&[
+        "demo",
+        "--clusters",
+        "2",
+        "--scenario",
+        "site-b",
+        "--headless",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("the second site's state file would be the first's"),
+        "{}",
+        text(&o.stderr)
+    );
 }

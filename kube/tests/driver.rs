@@ -2275,8 +2275,31 @@ spec:
         object["metadata"]["annotations"]["crater.ai/dispatched"],
         "sent to b: starts now there"
     );
+    // Once the watch brought it, the same submit is refused as a duplicate: nothing is
+    // made twice.
+    let seen = lists(
+        vec![node("gpu-a", 8, "a100", json!({}))],
+        vec![pod("ml", "gpt-small", 1, json!({}))],
+    );
+    d.step(&mut core, 1, seen);
+    assert!(core.cluster().job_id("ml/gpt-small").is_ok());
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        maar_scheduler::Command::Submit(Box::new(spec.clone())),
+    );
+    assert!(matches!(
+        out.result,
+        Err(maar_scheduler::ClusterError::DuplicateJob { .. })
+    ));
+    assert!(!d
+        .take_unsent()
+        .iter()
+        .any(|w| matches!(w, Write::CreateObject { .. })));
     // Without the file (a spec built in maar), nothing is made: the kubectl line.
     spec.manifest = None;
+    spec.name = "other".into();
     let out = maar_scheduler::Driver::command(
         &mut d,
         &mut core,

@@ -87,8 +87,8 @@ impl Driver for Offline {
 pub struct Bare;
 
 impl Bare {
-    /// Cycles until one decides nothing, every bind confirmed at once (also a recorded
-    /// live cluster's copy, run as its world would: a dry run).
+    /// One cycle, every bind confirmed at once (also a recorded live cluster's copy,
+    /// run as its world would: a dry run, a prospect).
     pub fn settle(core: &mut Core, events: &mut Vec<Event>, decisions: &mut Vec<Decision>) {
         settle(core, events, |core, out, events| {
             for d in &out {

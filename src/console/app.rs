@@ -17,6 +17,10 @@ pub use super::screen::Screen;
 
 pub use super::state::{App, Mode, Site};
 
+/// The largest other cluster an explanation asks how a job would fare there (a copy
+/// of it and a cycle; 2,000 nodes, as explain's own proofs).
+const ELSEWHERE_NODES: usize = 2_000;
+
 /// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
 pub const STEP_S: u64 = 300;
 
@@ -180,9 +184,20 @@ impl App {
             .iter()
             .enumerate()
             .filter(|(i, _)| *i != self.site)
-            .map(|(_, s)| match s.engine.prospect(&spec) {
-                Ok(p) => format!("{}: {}", s.name, p.words()),
-                Err(e) => format!("{}: refuses it: {e}", s.name),
+            .map(|(_, s)| {
+                // A proof costs a copy of the cluster: on a large one it is left to
+                // :submit (explain must stay quick, and the other engine free).
+                let nodes = s.engine.view().snapshot.nodes.len();
+                if nodes > ELSEWHERE_NODES {
+                    return format!(
+                        "{}: not asked here ({nodes} nodes; :submit asks every cluster)",
+                        s.name
+                    );
+                }
+                match s.engine.prospect(&spec) {
+                    Ok(p) => format!("{}: {}", s.name, p.words()),
+                    Err(e) => format!("{}: refuses it: {e}", s.name),
+                }
             })
             .collect()
     }

@@ -51,10 +51,17 @@ pub fn check_terminal() -> std::io::Result<()> {
 /// Waits, headless, for a stop signal (its number) or for the engine to lose its
 /// state file (why).
 pub fn wait_headless(engine: &EngineHandle) -> Result<i32, String> {
+    wait_headless_all(std::slice::from_ref(engine))
+}
+
+/// [`wait_headless`] for several engines (several clusters): any one losing its
+/// state file ends the wait, with why.
+pub fn wait_headless_all(engines: &[EngineHandle]) -> Result<i32, String> {
+    let fatal = || engines.iter().find_map(|e| e.view().status.fatal.clone());
     let mut signals = match signal_hook::iterator::Signals::new(STOP_SIGNALS) {
         Ok(s) => s,
         Err(_) => loop {
-            if let Some(why) = engine.view().status.fatal.clone() {
+            if let Some(why) = fatal() {
                 return Err(why);
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -64,7 +71,7 @@ pub fn wait_headless(engine: &EngineHandle) -> Result<i32, String> {
         if let Some(sig) = signals.pending().next() {
             return Ok(sig);
         }
-        if let Some(why) = engine.view().status.fatal.clone() {
+        if let Some(why) = fatal() {
             return Err(why);
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -973,7 +973,23 @@ impl Driver for KubeDriver {
         if let Command::Submit(spec) = &command {
             // maar schedules what is in the cluster: a TrainJob or InferenceService file
             // is made there as written (the watch then brings it, like `kubectl apply`);
-            // anything else is the user's to apply.
+            // anything else is the user's to apply. A job of that name already here is
+            // refused, as the core refuses it.
+            if core
+                .cluster()
+                .job_id(&format!("{}/{}", spec.project, spec.name))
+                .is_ok()
+            {
+                return Output {
+                    result: Err(maar_scheduler::ClusterError::DuplicateJob {
+                        project: spec.project.clone(),
+                        name: spec.name.clone(),
+                    }),
+                    job: None,
+                    events: Vec::new(),
+                    decisions: Vec::new(),
+                };
+            }
             let result = match Self::object_of(spec) {
                 Some((kind, plural, object)) => {
                     let job = format!("{}/{}", spec.project, spec.name);
@@ -1062,6 +1078,23 @@ impl Driver for KubeDriver {
 /// A Kubernetes cluster's record with no cluster attached (a look at its past, a
 /// command given while no `maar kube` runs): commands change the core; nothing is
 /// scheduled or written until `maar kube` attaches the cluster again.
+/// A command as a Kubernetes cluster takes it: a submit only of a file maar can make
+/// there (a TrainJob or InferenceService), as the live driver does.
+fn localize(_: &Core, command: Command) -> Result<Command, Output> {
+    match &command {
+        Command::Submit(spec) if KubeDriver::object_of(spec).is_none() => Err(Output {
+            result: Err(maar_scheduler::ClusterError::Invalid(format!(
+                "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
+                spec.name
+            ))),
+            job: None,
+            events: Vec::new(),
+            decisions: Vec::new(),
+        }),
+        _ => Ok(command),
+    }
+}
+
 pub fn offline() -> maar_scheduler::kit::Offline {
-    maar_scheduler::kit::Offline::new("kube", None)
+    maar_scheduler::kit::Offline::new("kube", Some(localize))
 }
