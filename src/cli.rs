@@ -550,22 +550,27 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let name_a = loaded.meta.cluster.clone();
             let note = loaded.note.clone();
             let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-            let door = record.as_ref().map(|r| r.path().to_path_buf());
-            let access = roles.socket_access();
-            let handle = engine::start(
-                loaded,
-                record,
-                EngineOptions {
-                    speed,
-                    paused,
-                    roles,
-                    observe: metrics.as_ref().map(|m| m.1.clone()),
-                    ..Default::default()
-                },
-            );
-            if let Some(path) = door {
-                crate::api::serve(&handle, &path, access);
-            }
+            // A demo's engine at the speed asked, its socket beside its state file.
+            let start = |loaded, record: Option<Record>, observe| {
+                let door = record.as_ref().map(|r| r.path().to_path_buf());
+                let access = roles.socket_access();
+                let handle = engine::start(
+                    loaded,
+                    record,
+                    EngineOptions {
+                        speed,
+                        paused,
+                        roles: roles.clone(),
+                        observe,
+                        ..Default::default()
+                    },
+                );
+                if let Some(path) = &door {
+                    crate::api::serve(&handle, path, access);
+                }
+                handle
+            };
+            let handle = start(loaded, record, metrics.as_ref().map(|m| m.1.clone()));
             metrics_serve(metrics, &handle)?;
             let at = handle
                 .view()
@@ -605,21 +610,8 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 }
             };
             let name_b = loaded_b.meta.cluster.clone();
-            let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
-            let door_b = record_b.as_ref().map(|r| r.path().to_path_buf());
-            let access = roles.socket_access();
-            let handle_b = engine::start(
-                loaded_b,
-                record_b,
-                EngineOptions {
-                    speed,
-                    paused,
-                    roles,
-                    ..Default::default()
-                },
-            );
-            if let Some(path) = &door_b {
-                crate::api::serve(&handle_b, path, access);
+            let handle_b = start(loaded_b, record_b, None);
+            if let Some(path) = &handle_b.view().status.state {
                 line.push_str(&format!("maar: second site on {}\n", path.display()));
             }
             let sites = vec![

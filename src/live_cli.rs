@@ -352,23 +352,11 @@ pub(crate) fn face(
     line: &str,
     o: &mut Out,
 ) -> Result<i32, Failure> {
-    let r = match theme {
-        Some(theme) => {
-            let face = if read_only {
-                handle.capped(maar_scheduler::Role::Viewer)
-            } else {
-                handle.clone()
-            };
-            console_exit(crate::console::run::run(face, mouse, theme, note))
-        }
-        None => {
-            o.put(line);
-            o.flush();
-            headless_exit(handle)
-        }
-    };
-    handle.shutdown();
-    r
+    let one = [crate::console::app::Site {
+        name: String::new(),
+        engine: handle.clone(),
+    }];
+    faces(&one, read_only, mouse, theme, note, line, o)
 }
 
 /// Several started engines' face until it ends (`maar demo --clusters 2`): one
@@ -422,12 +410,4 @@ fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, F
         Ended::Signal(n) => Ok(128 + n),
         Ended::Lost(why) => Err(Failure::No(why)),
     }
-}
-
-/// A headless run until a stop signal (128 + it), or until its engine loses the state
-/// file (exit 1 with the reason).
-fn headless_exit(handle: &engine::EngineHandle) -> Result<i32, Failure> {
-    crate::console::run::wait_headless(handle)
-        .map(|sig| 128 + sig)
-        .map_err(Failure::No)
 }

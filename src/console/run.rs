@@ -47,15 +47,8 @@ pub fn check_terminal() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Blocks until one of the stop signals arrives; returns it.
-/// Waits, headless, for a stop signal (its number) or for the engine to lose its
-/// state file (why).
-pub fn wait_headless(engine: &EngineHandle) -> Result<i32, String> {
-    wait_headless_all(std::slice::from_ref(engine))
-}
-
-/// [`wait_headless`] for several engines (several clusters): any one losing its
-/// state file ends the wait, with why.
+/// Waits, headless, for a stop signal (its number) or for an engine (one per cluster)
+/// to lose its state file (why).
 pub fn wait_headless_all(engines: &[EngineHandle]) -> Result<i32, String> {
     let fatal = || engines.iter().find_map(|e| e.view().status.fatal.clone());
     let mut signals = match signal_hook::iterator::Signals::new(STOP_SIGNALS) {
