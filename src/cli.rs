@@ -1233,16 +1233,7 @@ fn submit_to_cluster(
         if dry_run {
             return dry_run_submit(spec, file, &target(c), output, o);
         }
-        let a = ActArgs {
-            target: StateArg {
-                state: c.state.clone(),
-                context: c.context.clone(),
-                cluster: None,
-            },
-            output,
-            ..ActArgs::default()
-        };
-        return act(&a, Command::Submit(Box::new(spec)), o);
+        return submit_in(c, spec, output, o);
     }
     let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = cfg
         .clusters
@@ -1307,9 +1298,18 @@ fn submit_to_cluster(
     if dry_run {
         return Ok(0);
     }
-    let c = &cfg.clusters[choice.index];
     let mut spec = spec;
     spec.dispatched = Some(choice.why);
+    submit_in(&cfg.clusters[choice.index], spec, output, o)
+}
+
+/// A submit to a cluster of the config's list, as `maar submit --state/--context` does.
+fn submit_in(
+    c: &crate::config::Cluster,
+    spec: maar_scheduler::JobSpec,
+    output: TextOrJson,
+    o: &mut Out,
+) -> Result<i32, Failure> {
     let a = ActArgs {
         target: StateArg {
             state: c.state.clone(),

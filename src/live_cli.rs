@@ -199,23 +199,7 @@ where
             path.display(),
             std::process::id()
         ));
-        let access = roles.socket_access();
-        let handle = engine::start(
-            loaded,
-            Some(rec),
-            EngineOptions {
-                speed: 1.0,
-                paused: false,
-                roles: roles.clone(),
-                publish_every: if theme.is_none() {
-                    engine::HEADLESS_PUBLISH_EVERY
-                } else {
-                    EngineOptions::default().publish_every
-                },
-                observe: None,
-            },
-        );
-        crate::api::serve(&handle, path, access);
+        let handle = live_engine(loaded, rec, roles.clone(), theme.is_none(), None);
         sites.push(crate::console::app::Site {
             name,
             engine: handle,
@@ -298,23 +282,8 @@ fn serve(
     } = live;
     let state = rec.path().to_path_buf();
     loaded.core.set_placement(placement);
-    let access = roles.socket_access();
-    let handle = engine::start(
-        loaded,
-        Some(rec),
-        EngineOptions {
-            speed: 1.0,
-            paused: false,
-            roles,
-            publish_every: if theme.is_none() {
-                engine::HEADLESS_PUBLISH_EVERY
-            } else {
-                EngineOptions::default().publish_every
-            },
-            observe: metrics.as_ref().map(|m| m.1.clone()),
-        },
-    );
-    crate::api::serve(&handle, &state, access);
+    let observe = metrics.as_ref().map(|m| m.1.clone());
+    let handle = live_engine(loaded, rec, roles, theme.is_none(), observe);
     metrics_serve(metrics, &handle)?;
     let _beside = match extra.map(|f| f(&handle, &state)).transpose() {
         Ok(a) => a,
@@ -324,6 +293,36 @@ fn serve(
         }
     };
     face(&handle, read_only, mouse, theme, note, line, o)
+}
+
+/// A live cluster's engine started in real time (views published seldom when
+/// headless: nothing draws them), its socket beside its state file.
+fn live_engine(
+    loaded: backend::Loaded,
+    rec: Record,
+    roles: std::sync::Arc<crate::roles::Roles>,
+    headless: bool,
+    observe: Option<std::sync::Arc<crate::observe::Observe>>,
+) -> EngineHandle {
+    let state = rec.path().to_path_buf();
+    let access = roles.socket_access();
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 1.0,
+            paused: false,
+            roles,
+            publish_every: if headless {
+                engine::HEADLESS_PUBLISH_EVERY
+            } else {
+                EngineOptions::default().publish_every
+            },
+            observe,
+        },
+    );
+    crate::api::serve(&handle, &state, access);
+    handle
 }
 
 /// Without `headless`: the console's theme chosen and the terminal checked (a bad
