@@ -9,8 +9,6 @@ use clap::{Args, ValueEnum};
 
 use maar_scheduler::quantity::parse_duration_s;
 
-use crate::record;
-
 pub(crate) fn duration(s: &str) -> Result<u64, String> {
     parse_duration_s(s).map_err(|e| e.to_string())
 }
@@ -149,10 +147,7 @@ pub enum TextOrJson {
 }
 
 /// The state file `maar kube --context NAME` records.
-pub fn kube_state(context: &str) -> PathBuf {
-    // default_path makes the name safe for a file.
-    record::default_path(&maar_kube::backend::state_name(context))
-}
+pub use crate::config::kube_state;
 
 /// The options of a live cluster's run, the same under `maar local` and `maar kube`.
 #[derive(Args, Debug, Clone)]

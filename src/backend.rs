@@ -346,12 +346,8 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
     path: &Path,
     args: &B::Args,
 ) -> Result<(Loaded, Record, String), crate::failure::Failure> {
-    use maar_scheduler::kit::{OpenError, Prior};
+    use maar_scheduler::kit::Prior;
     use std::cell::{Cell, RefCell};
-    let failure = |e: OpenError| match e {
-        OpenError::Usage(m) => crate::failure::Failure::Usage(m),
-        OpenError::No(m) => crate::failure::Failure::No(m),
-    };
     // What a restore found: the record's own error (kept with its exit code), and
     // where the restored cluster stands in the commands.
     let trouble: RefCell<Option<LoadError>> = RefCell::new(None);
@@ -401,13 +397,13 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
                 let _ = rec.release();
                 return Err(match trouble.into_inner() {
                     Some(t) => t.into(),
-                    None => failure(e),
+                    None => e.into(),
                 });
             }
         };
         (rec, meta, opened)
     } else {
-        let opened = B::open(args, path, None).map_err(failure)?;
+        let opened = B::open(args, path, None)?;
         let meta = Meta {
             backend: B::NAME.into(),
             cluster: opened.cluster.clone(),

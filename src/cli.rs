@@ -624,9 +624,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     engine: handle_b.clone(),
                 },
             ];
-            let r = crate::live_cli::faces(&sites, read_only, mouse, theme, note, &line, o);
-            handle_b.shutdown();
-            r
+            crate::live_cli::faces(&sites, read_only, mouse, theme, note, &line, o)
         }
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
@@ -1192,9 +1190,6 @@ fn preview(
     Ok(if p.accepted { 0 } else { 1 })
 }
 
-/// Marks a cluster whose record could not be read (not a refusal of the job).
-const UNREAD: &str = "\u{0}unread: ";
-
 /// `maar submit --cluster NAME|auto`: to a cluster of the config file's list, or to
 /// the one where it starts first: each cluster's prospect asked on its record (the
 /// job as its world would take it), the choice and why printed and kept with the job.
@@ -1235,37 +1230,19 @@ fn submit_to_cluster(
         }
         return submit_in(c, spec, output, o);
     }
-    let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = cfg
-        .clusters
-        .iter()
-        .map(|c| {
-            let p = recorded(&c.state_file(), c.context.as_deref())
-                .map_err(|e| format!("{UNREAD}{e}"))
-                .and_then(|l| {
-                    // As its world would take it (local mode: its one pool).
-                    let job = Command::Submit(Box::new(spec.clone()));
-                    match l.driver.localize(&l.core, job) {
-                        Ok(Command::Submit(s)) => l.core.prospect(&s),
-                        Ok(_) => l.core.prospect(&spec),
-                        Err(refused) => Err(refused
-                            .result
-                            .err()
-                            .map(|e| e.to_string())
-                            .unwrap_or_default()),
-                    }
-                });
-            (c.name.clone(), p)
-        })
-        .collect();
-    // A job is sent only when every cluster answers: one not read might hold it.
-    if let Some((n, Err(e))) = prospects
-        .iter()
-        .find(|(_, p)| p.as_ref().is_err_and(|e| e.starts_with(UNREAD)))
-    {
-        return Err(Failure::No(format!(
-            "cluster {n} cannot be read ({}): a job is sent only when every cluster answers (it may be there already)",
-            &e[UNREAD.len()..]
-        )));
+    let mut prospects = Vec::new();
+    for c in &cfg.clusters {
+        // A job is sent only when every cluster answers: one not read might hold it.
+        let l = recorded(&c.state_file(), c.context.as_deref()).map_err(|e| {
+            Failure::No(format!(
+                "cluster {} cannot be read ({e}): a job is sent only when every cluster answers (it may be there already)",
+                c.name
+            ))
+        })?;
+        // As its world would take it (local mode: its one pool).
+        let p = maar_scheduler::kit::localized(l.driver.as_ref(), &l.core, &spec)
+            .and_then(|s| l.core.prospect(&s));
+        prospects.push((c.name.clone(), p));
     }
     let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
         let why: Vec<String> = prospects
@@ -1332,24 +1309,8 @@ fn dry_run_submit(
     let (mut core, mut driver) = Source::open(source)?.into_parts();
     // As its world would take it (local mode runs manifests in its one pool and
     // project), as a real submit does.
-    let mut spec = match driver.localize(&core, Command::Submit(Box::new(spec))) {
-        Ok(Command::Submit(spec)) => *spec,
-        Ok(other) => {
-            return Err(Failure::No(format!(
-                "{}: this cluster would not take it as a submit ({})",
-                file.display(),
-                other.describe()
-            )))
-        }
-        Err(refused) => {
-            let why = refused
-                .result
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            return Err(Failure::Usage(format!("{}: {why}", file.display())));
-        }
-    };
+    let mut spec = maar_scheduler::kit::localized(driver.as_ref(), &core, &spec)
+        .map_err(|why| Failure::Usage(format!("{}: {why}", file.display())))?;
     let full = format!("{}/{}", spec.project, spec.name);
     if core.cluster().job_id(&full).is_ok() {
         // Evaluate a copy under another name, and say what a real submit would do.

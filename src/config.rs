@@ -48,10 +48,16 @@ impl Cluster {
     pub fn state_file(&self) -> PathBuf {
         match (&self.state, &self.context) {
             (Some(p), _) => p.clone(),
-            (None, Some(c)) => crate::record::default_path(&maar_kube::backend::state_name(c)),
+            (None, Some(c)) => kube_state(c),
             (None, None) => PathBuf::new(),
         }
     }
+}
+
+/// The state file `maar kube --context NAME` records.
+pub fn kube_state(context: &str) -> PathBuf {
+    // default_path makes the name safe for a file.
+    crate::record::default_path(&maar_kube::backend::state_name(context))
 }
 
 /// The config file at `p` (none there: the defaults). A cluster must name a state file

@@ -845,7 +845,8 @@ impl Engine {
             }
             Request::Prospect { spec, reply } => {
                 let began = Instant::now();
-                let p = self.core.prospect(&spec);
+                let p = maar_scheduler::kit::localized(self.driver.as_ref(), &self.core, &spec)
+                    .and_then(|s| self.core.prospect(&s));
                 if let Some(o) = &self.observe {
                     o.question("prospect", began.elapsed());
                 }

@@ -69,6 +69,17 @@ impl From<WriteFailure> for Failure {
     }
 }
 
+/// A backend that could not open its world: bad options are a usage error (exit 2),
+/// a world that refuses or does not answer is a no (exit 1).
+impl From<maar_scheduler::kit::OpenError> for Failure {
+    fn from(e: maar_scheduler::kit::OpenError) -> Self {
+        match e {
+            maar_scheduler::kit::OpenError::Usage(m) => Failure::Usage(m),
+            maar_scheduler::kit::OpenError::No(m) => Failure::No(m),
+        }
+    }
+}
+
 /// A Kubernetes error as the command line reports it: a bad kubeconfig or context is
 /// a usage error (exit 2), a cluster that does not answer or refuses is a no (exit 1).
 pub fn kube_failure(e: maar_kube::KubeError) -> Failure {

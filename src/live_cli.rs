@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use maar_scheduler::kit::{Backend, OpenError};
+use maar_scheduler::kit::Backend;
 
 pub use crate::args::{LiveArgs, Run};
 use crate::backend;
@@ -118,7 +118,7 @@ where
     }
     let path = match r.state {
         Some(p) => p,
-        None => record::default_path(&B::state_name(&r.backend).map_err(open_failure)?),
+        None => record::default_path(&B::state_name(&r.backend)?),
     };
     state_folder(&path)?;
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
@@ -168,7 +168,7 @@ where
     }
     let mut paths = Vec::new();
     for a in &each {
-        let p = record::default_path(&B::state_name(a).map_err(open_failure)?);
+        let p = record::default_path(&B::state_name(a)?);
         if paths.contains(&p) {
             return Err(Failure::Usage(format!(
                 "{} is named twice: each cluster once",
@@ -230,13 +230,6 @@ where
         &line,
         o,
     )
-}
-
-fn open_failure(e: OpenError) -> Failure {
-    match e {
-        OpenError::Usage(m) => Failure::Usage(m),
-        OpenError::No(m) => Failure::No(m),
-    }
 }
 
 /// What the application serves beside an engine, started once the engine runs and

@@ -128,7 +128,6 @@ impl Core {
                 basis: Basis::Unknown,
                 after: None,
             });
-        let ex = c.explain_with(id, false);
         let after = start.after.map(|a| {
             let s = &c.jobs[a as usize].spec;
             format!(", when job/{}/{} ends", s.project, s.name)
@@ -145,7 +144,8 @@ impl Core {
         Ok(Prospect {
             start_in: start.at.map(|t| t.saturating_sub(now)),
             basis: start.basis,
-            reason: ex.reason,
+            // The first line, as explain gives it.
+            reason: c.jobs[id as usize].reason.to_string(),
             starts,
             placement: Vec::new(),
             price: None,

@@ -131,6 +131,24 @@ impl Driver for Bare {
     }
 }
 
+/// A job as `driver`'s world would take it if submitted now (local mode: its one pool
+/// and project), or why that world refuses it (Kubernetes: a file it cannot make).
+pub fn localized(
+    driver: &dyn Driver,
+    core: &Core,
+    spec: &crate::JobSpec,
+) -> Result<crate::JobSpec, String> {
+    match driver.localize(core, Command::Submit(Box::new(spec.clone()))) {
+        Ok(Command::Submit(s)) => Ok(*s),
+        Ok(_) => Ok(spec.clone()),
+        Err(refused) => Err(refused
+            .result
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()),
+    }
+}
+
 /// Why a live backend could not open its world: its options are wrong (a usage error,
 /// exit 2), or the world refused or did not answer (exit 1).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -425,10 +425,13 @@ impl App {
             return;
         }
         self.speed = x;
+        // Several simulated clusters keep one clock (the one shown is among them).
+        if self.sites.is_empty() {
+            self.engine.set_speed(x);
+        }
         for s in &self.sites {
             s.engine.set_speed(x);
         }
-        self.engine.set_speed(x);
         self.message = format!("speed {x}x");
     }
 

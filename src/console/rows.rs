@@ -17,14 +17,9 @@ pub struct ModelRow {
 
 /// GPUs by model (the overview's summary), computed once per snapshot.
 pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
-    model_rows_of(&[s])
-}
-
-/// GPUs by model summed over several clusters' snapshots.
-pub fn model_rows_of(snaps: &[&maar_scheduler::metrics::Snapshot]) -> Vec<ModelRow> {
     use std::collections::BTreeMap;
     let mut by: BTreeMap<String, ModelRow> = BTreeMap::new();
-    for n in snaps.iter().flat_map(|s| &s.nodes) {
+    for n in &s.nodes {
         if !n.gpu_labelled {
             continue;
         }

@@ -106,24 +106,6 @@ impl Rescue {
     }
 }
 
-/// Opens the console on an engine until the operator quits or a signal arrives.
-pub fn run(
-    engine: EngineHandle,
-    mouse: bool,
-    theme: super::theme::Theme,
-    note: Option<String>,
-) -> std::io::Result<Ended> {
-    run_sites(
-        vec![super::app::Site {
-            name: String::new(),
-            engine,
-        }],
-        mouse,
-        theme,
-        note,
-    )
-}
-
 /// Opens the console on several clusters (the first shown; `C` goes to the next), or
 /// on one, until the operator quits or a signal arrives.
 pub fn run_sites(

@@ -935,6 +935,10 @@ impl Driver for KubeDriver {
         KubeDriver::unreachable(self)
     }
 
+    fn localize(&self, core: &Core, command: Command) -> Result<Command, Output> {
+        localize(core, command)
+    }
+
     fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
         let seen = self.take_seen();
         let (events, writes) = self.step(core, to, seen);
@@ -990,24 +994,19 @@ impl Driver for KubeDriver {
                     decisions: Vec::new(),
                 };
             }
-            let result = match Self::object_of(spec) {
-                Some((kind, plural, object)) => {
-                    let job = format!("{}/{}", spec.project, spec.name);
-                    self.flush(vec![Write::CreateObject {
-                        job: job.clone(),
-                        kind: kind.into(),
-                        plural: plural.into(),
-                        object,
-                    }]);
-                    Ok(format!(
-                        "{kind} {job} sent to the cluster: maar schedules it when the watch brings it"
-                    ))
-                }
-                None => Err(maar_scheduler::ClusterError::Invalid(format!(
-                    "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
-                    spec.name
-                ))),
+            let Some((kind, plural, object)) = Self::object_of(spec) else {
+                return cannot_make(spec);
             };
+            let job = format!("{}/{}", spec.project, spec.name);
+            self.flush(vec![Write::CreateObject {
+                job: job.clone(),
+                kind: kind.into(),
+                plural: plural.into(),
+                object,
+            }]);
+            let result = Ok(format!(
+                "{kind} {job} sent to the cluster: maar schedules it when the watch brings it"
+            ));
             return Output {
                 result,
                 job: None,
@@ -1079,19 +1078,25 @@ impl Driver for KubeDriver {
 /// command given while no `maar kube` runs): commands change the core; nothing is
 /// scheduled or written until `maar kube` attaches the cluster again.
 /// A command as a Kubernetes cluster takes it: a submit only of a file maar can make
-/// there (a TrainJob or InferenceService), as the live driver does.
+/// there (a TrainJob or InferenceService), the same live and offline.
 fn localize(_: &Core, command: Command) -> Result<Command, Output> {
     match &command {
-        Command::Submit(spec) if KubeDriver::object_of(spec).is_none() => Err(Output {
-            result: Err(maar_scheduler::ClusterError::Invalid(format!(
-                "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
-                spec.name
-            ))),
-            job: None,
-            events: Vec::new(),
-            decisions: Vec::new(),
-        }),
+        Command::Submit(spec) if KubeDriver::object_of(spec).is_none() => Err(cannot_make(spec)),
         _ => Ok(command),
+    }
+}
+
+/// The refusal of a submitted file maar cannot make in the cluster (a Pod, a
+/// Deployment): the user applies it.
+fn cannot_make(spec: &maar_scheduler::JobSpec) -> Output {
+    Output {
+        result: Err(maar_scheduler::ClusterError::Invalid(format!(
+            "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
+            spec.name
+        ))),
+        job: None,
+        events: Vec::new(),
+        decisions: Vec::new(),
     }
 }
 

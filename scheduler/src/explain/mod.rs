@@ -94,7 +94,7 @@ impl Cluster {
         self.explain_with(id, false)
     }
 
-    pub(crate) fn explain_with(&self, id: JobId, forecast: bool) -> Explanation {
+    fn explain_with(&self, id: JobId, forecast: bool) -> Explanation {
         let j = &self.jobs[id as usize];
         let replicas = match j.phase {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
