@@ -135,6 +135,8 @@ pub fn peer_actor(stream: &UnixStream, ssh: Option<&str>) -> std::io::Result<Act
 pub struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    /// Written to on stop: wakes the thread blocked on the socket.
+    wake: Option<std::os::unix::net::UnixStream>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -158,10 +160,27 @@ impl Server {
         let served = Arc::new(AtomicUsize::new(0));
         let state = state.to_path_buf();
         let flag = stop.clone();
+        // The thread sleeps until a client connects or it is stopped (no polling: an
+        // idle maar wakes for nothing).
+        let (woken, wake) = std::os::unix::net::UnixStream::pair()?;
         let thread = std::thread::Builder::new()
             .name("maar-api".into())
             .spawn(move || {
+                use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+                use std::os::fd::AsFd;
                 while !flag.load(Ordering::Relaxed) {
+                    let mut fds = [
+                        PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+                        PollFd::new(woken.as_fd(), PollFlags::POLLIN),
+                    ];
+                    match poll(&mut fds, PollTimeout::NONE) {
+                        Ok(_) => {}
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                    if fds[1].any().unwrap_or(false) || flag.load(Ordering::Relaxed) {
+                        break;
+                    }
                     match listener.accept() {
                         Ok((stream, _)) => {
                             if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
@@ -182,9 +201,7 @@ impl Server {
                                     n.fetch_sub(1, Ordering::Relaxed);
                                 });
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(_) => std::thread::sleep(Duration::from_millis(100)),
                     }
                 }
@@ -192,6 +209,7 @@ impl Server {
         Ok(Server {
             path,
             stop,
+            wake: Some(wake),
             thread: Some(thread),
         })
     }
@@ -202,6 +220,8 @@ impl Server {
 
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // Closing our end wakes the thread (its end reads as ready at end of file).
+        drop(self.wake.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

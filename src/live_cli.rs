@@ -311,6 +311,11 @@ fn live_engine(
             } else {
                 EngineOptions::default().publish_every
             },
+            tick_publish_every: if headless {
+                engine::HEADLESS_TICK_PUBLISH_EVERY
+            } else {
+                EngineOptions::default().tick_publish_every
+            },
             observe,
         },
     );

@@ -7,6 +7,13 @@ use clap::Parser;
 
 use maar::cli::{run, Cli, Cmd, ScenarioArgs, SimOutput};
 
+/// mimalloc rather than the C library's allocator: the Kubernetes path allocates and
+/// frees a buffer or a string for every frame, header and JSON field it reads, and
+/// glibc's malloc (its free-list walks and the pages it hands back and faults in again)
+/// was about a sixth of maar's CPU a pod bound (BENCHMARKS.md, issue #21).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // `maar __local-shim ...`: the process that runs one replica of a local job.
     let mut args = std::env::args_os();

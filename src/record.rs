@@ -807,6 +807,19 @@ impl Record {
             .transpose()
     }
 
+    /// The newest checkpoint's place: the last command it holds and its cluster time
+    /// (without reading the checkpoint itself).
+    pub fn newest_checkpoint_mark(&self) -> Result<Option<(i64, u64)>, RecordError> {
+        self.conn
+            .query_row(
+                "SELECT after_seq, at_s FROM checkpoints ORDER BY id DESC LIMIT 1",
+                [],
+                |x| Ok((x.get::<_, i64>(0)?, x.get::<_, i64>(1)?.max(0) as u64)),
+            )
+            .optional()
+            .map_err(self.sql("read checkpoint"))
+    }
+
     /// Cluster times of the checkpoints kept, oldest first (what time travel can
     /// start from).
     pub fn checkpoint_times(&self) -> Result<Vec<u64>, RecordError> {
