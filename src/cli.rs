@@ -1276,6 +1276,11 @@ fn submit_to_cluster(
         return Ok(0);
     }
     let mut spec = spec;
+    spec.sent_start_in = prospects[choice.index]
+        .1
+        .as_ref()
+        .ok()
+        .and_then(|p| p.start_in);
     spec.dispatched = Some(choice.why);
     submit_in(&cfg.clusters[choice.index], spec, output, o)
 }

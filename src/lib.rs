@@ -16,6 +16,7 @@ pub mod config;
 pub mod console;
 pub mod engine;
 pub mod failure;
+pub mod federation;
 pub mod fuzzing;
 pub mod kube_api;
 pub mod load;

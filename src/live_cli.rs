@@ -368,6 +368,11 @@ pub(crate) fn faces(
     line: &str,
     o: &mut Out,
 ) -> Result<i32, Failure> {
+    // Jobs sent among the clusters are moved once when theirs cannot start them after
+    // all: maar's own doing, so not from a viewer's console.
+    let _mover = (!read_only)
+        .then(|| crate::federation::MoverThread::start(sites))
+        .flatten();
     let r = match theme {
         Some(theme) => {
             let shown = sites

@@ -215,3 +215,108 @@ fn explain_says_how_the_job_would_fare_in_the_other_cluster() {
     one.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert!(one.elsewhere.is_empty());
 }
+
+/// A job sent to a cluster that cannot start it after all (sent to start now, still
+/// waiting past the grace) is moved once: withdrawn there (its reason says where it
+/// went), submitted where it starts now with why; a moved job is not moved again,
+/// and a job that runs is never moved.
+#[test]
+fn a_job_its_cluster_cannot_start_after_all_is_moved_once() {
+    use maar::federation::{Moved, Mover};
+    use maar_scheduler::dispatch::MOVE_AFTER_S;
+    let a = two();
+    let sites = a.sites.clone();
+    let (lab, b) = (&sites[0].engine, &sites[1].engine);
+    let actor = maar_scheduler::Actor::system("clusters-test");
+    // As if the lab had been chosen for it and then lost the cards it was sent for:
+    // only the second site has H200s.
+    let mut spec = maar_scheduler::JobSpec::train("moving", "ml-prod", "training-gpu", 1);
+    spec.gpu.models = vec!["h200".into()];
+    spec.dispatched = Some("sent to lab: starts now there".into());
+    spec.sent_start_in = Some(0);
+    lab.apply(
+        actor.clone(),
+        maar_scheduler::Command::Submit(Box::new(spec.clone())),
+    )
+    .unwrap();
+    // And one sent to the lab that runs there: never moved.
+    let mut runs = maar_scheduler::JobSpec::train("runs", "ml-prod", "training-gpu", 1);
+    runs.gpu.count = 0;
+    runs.dispatched = Some("sent to lab: starts now there".into());
+    runs.sent_start_in = Some(0);
+    lab.apply(
+        actor.clone(),
+        maar_scheduler::Command::Submit(Box::new(runs)),
+    )
+    .unwrap();
+    let mut mover = Mover::default();
+    // Not yet past the grace: nothing moves.
+    assert_eq!(mover.look(&sites), vec![]);
+    // The lab's clock runs on past the grace.
+    lab.set_speed(5000.0);
+    lab.set_paused(false).unwrap();
+    let waited = |v: &maar::engine::View| {
+        v.snapshot
+            .jobs
+            .iter()
+            .find(|j| j.name == "moving")
+            .map_or(0, |j| j.wait_s)
+    };
+    for _ in 0..200 {
+        if waited(&lab.sync().unwrap()) >= MOVE_AFTER_S {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    lab.set_paused(true).unwrap();
+    assert!(waited(&lab.sync().unwrap()) >= MOVE_AFTER_S);
+    // A fresh mover (the first one looked at it a moment ago and waits before again).
+    let moved = Mover::default().look(&sites);
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let Moved::Done { job, from, to, why } = &moved[0] else {
+        panic!("{moved:?}");
+    };
+    assert_eq!(
+        (job.as_str(), from.as_str(), to.as_str()),
+        ("ml-prod/moving", "lab", "site-b")
+    );
+    assert!(why.starts_with("moved from lab (once"), "{why}");
+    assert!(
+        why.contains("; sent to site-b: starts now on h200-"),
+        "{why}"
+    );
+    // Withdrawn in the lab, saying where it went; submitted to the second site.
+    let lv = lab.sync().unwrap();
+    let there = lv
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.name == "moving")
+        .unwrap();
+    assert_eq!(there.phase, "Cancelled");
+    assert!(
+        there.reasons[0].contains("moved to site-b"),
+        "{:?}",
+        there.reasons
+    );
+    let bv = b.sync().unwrap();
+    let here = bv
+        .snapshot
+        .jobs
+        .iter()
+        .find(|j| j.name == "moving")
+        .unwrap();
+    assert_eq!(here.phase, "Running");
+    assert!(!here.movable);
+    let spec_b = b.spec("ml-prod/moving").unwrap();
+    assert_eq!(spec_b.moved_from.as_deref(), Some("lab"));
+    let ex = b.explain("ml-prod/moving").unwrap();
+    assert!(ex.dispatched.unwrap().starts_with("moved from lab"));
+    // The running one stayed; nothing moves again.
+    let r = lv.snapshot.jobs.iter().find(|j| j.name == "runs").unwrap();
+    assert_eq!(r.phase, "Running");
+    assert_eq!(Mover::default().look(&sites), vec![]);
+    for s in &sites {
+        s.engine.shutdown();
+    }
+}

@@ -153,6 +153,7 @@ fn jobs_run_as_processes_with_their_gpus_and_their_ends_are_recorded() {
         Actor::system("test"),
         Command::Cancel {
             job: "default/sleeper".into(),
+            why: None,
         },
     );
     assert!(out.is_ok());
@@ -319,6 +320,7 @@ fn stopping_a_job_stops_everything_it_started_and_quitting_records_it() {
         Actor::system("test"),
         Command::Cancel {
             job: "default/tree".into(),
+            why: None,
         },
     );
     assert!(out.is_ok());
@@ -485,6 +487,7 @@ fn a_jobs_setsid_and_double_forked_descendants_stop_with_it() {
         Actor::system("test"),
         Command::Cancel {
             job: "default/escapes".into(),
+            why: None,
         },
     );
     assert!(out.is_ok());
@@ -786,6 +789,7 @@ fn with_cgroup_v2_a_process_that_clears_its_environment_stops_too() {
         Actor::system("test"),
         Command::Cancel {
             job: "default/hides".into(),
+            why: None,
         },
     );
     assert!(out.is_ok());

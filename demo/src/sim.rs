@@ -677,6 +677,8 @@ impl Sim {
             node_selector: Default::default(),
             rules: Default::default(),
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         };
         match self.observe_submit(core, spec, log) {

@@ -91,6 +91,8 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             node_selector: Default::default(),
             rules: Default::default(),
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         };
         c.submit(spec).expect("unique names");

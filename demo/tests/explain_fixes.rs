@@ -71,7 +71,10 @@ fn check_with(core: &Core, at: u64, path_only: bool) -> usize {
                 starts(
                     core,
                     vec![
-                        Command::Cancel { job: name.clone() },
+                        Command::Cancel {
+                            job: name.clone(),
+                            why: None,
+                        },
                         Command::Submit(Box::new(spec)),
                     ],
                     &fixed,

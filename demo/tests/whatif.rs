@@ -53,7 +53,10 @@ fn commands(d: &Demo) -> Vec<Command> {
         v.push(Command::Requeue { job: name(j) });
     }
     if let Some(j) = running.last() {
-        v.push(Command::Cancel { job: name(j) });
+        v.push(Command::Cancel {
+            job: name(j),
+            why: None,
+        });
     }
     for r in &c.quota_requests {
         v.push(Command::ApproveQuota { id: r.id });

@@ -449,17 +449,27 @@ fn as_written(o: &kube::core::DynamicObject) -> serde_json::Value {
 pub fn object_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
     let mut spec = manifest_of(o)?.to_job_spec()?;
     // Why a federation of clusters sent it here, when one did (explain's `Sent:`).
-    spec.dispatched = o
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_DISPATCHED))
-        .cloned();
+    let ann = |k: &str| {
+        o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .cloned()
+    };
+    spec.dispatched = ann(ANNOTATION_DISPATCHED);
+    if spec.dispatched.is_some() {
+        spec.sent_start_in = ann(ANNOTATION_SENT_START_IN).and_then(|s| s.parse().ok());
+        spec.moved_from = ann(ANNOTATION_MOVED_FROM);
+    }
     Ok(spec)
 }
 
 /// The annotation a dispatched object carries: why it was sent to this cluster.
 pub const ANNOTATION_DISPATCHED: &str = "crater.ai/dispatched";
+/// With it: the seconds it was expected to wait here (past them it may be moved).
+pub const ANNOTATION_SENT_START_IN: &str = "crater.ai/sent-start-in";
+/// With it: the cluster it was moved from (it moves no more).
+pub const ANNOTATION_MOVED_FROM: &str = "crater.ai/moved-from";
 
 fn manifest_of(
     o: &kube::core::DynamicObject,

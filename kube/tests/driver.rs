@@ -2312,3 +2312,120 @@ spec:
         .to_string()
         .contains("kubectl apply -f"),);
 }
+
+/// A job a federation moves between two Kubernetes clusters: in the first it is a
+/// dispatched TrainJob (the annotations say why it was sent and when it was to start)
+/// that cannot start; the federation's cancel withdraws it there without a pod made or
+/// bound, its reason saying where it went; in the second the TrainJob is made as
+/// written, marked as moved, and read back as a job that never moves again.
+#[test]
+fn a_trainjob_moved_between_two_clusters_runs_in_one_only_and_moves_no_more() {
+    let make = |name: &str, ann: Value| -> Box<ObjectSeen> {
+        let o: kube::core::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                "resourceVersion": "12", "generation": 1, "annotations": ann},
+            "spec": {"resources": {"pool": "gpu", "gpu": {"count": 2, "models": ["h200"]}}},
+        }))
+        .unwrap();
+        Box::new(ObjectSeen::of(Owner::TrainJob, &o))
+    };
+    let gpu_node = || {
+        node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        )
+    };
+    // Cluster a: only a100 cards; the job was sent to start now (its H200s are gone).
+    let (mut a, mut core_a) = (KubeDriver::detached(), new_core());
+    let mut seen = lists(vec![gpu_node()], vec![]);
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(make(
+            "moving",
+            json!({"crater.ai/dispatched": "sent to a: starts now there",
+                   "crater.ai/sent-start-in": "0"}),
+        )),
+    ));
+    let (_, writes) = a.step(&mut core_a, 1, seen);
+    assert!(made(&writes, "ml/moving").is_empty(), "{writes:?}");
+    let c = core_a.cluster();
+    let j = &c.jobs[c.job_id("ml/moving").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Pending);
+    assert_eq!(j.spec.sent_start_in, Some(0));
+    assert_eq!(j.spec.moved_from, None);
+    assert!(c.job_view(j).movable);
+    let spec = (*j.spec).clone();
+    // The federation's withdrawal: nothing made, nothing bound; the reason says where.
+    let out = maar_scheduler::Driver::command(
+        &mut a,
+        &mut core_a,
+        maar_scheduler::Actor::system("federation"),
+        maar_scheduler::Command::Cancel {
+            job: "ml/moving".into(),
+            why: Some("moved to b".into()),
+        },
+    );
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let (_, writes) = a.step(&mut core_a, 2, vec![]);
+    let mut writes = writes;
+    writes.extend(a.take_unsent());
+    assert!(made(&writes, "ml/moving").is_empty(), "{writes:?}");
+    assert_eq!(bound_to(&writes, "ml/moving"), None);
+    assert_eq!(phase(&core_a, "ml/moving"), Phase::Cancelled);
+    let c = core_a.cluster();
+    let reason = c.jobs[c.job_id("ml/moving").unwrap() as usize]
+        .reason
+        .to_string();
+    assert!(reason.contains("moved to b"), "{reason}");
+    // Cluster b: the TrainJob is made once, as written, marked as moved.
+    let (mut b, mut core_b) = (KubeDriver::detached(), new_core());
+    let mut moved = spec;
+    moved.moved_from = Some("a".into());
+    moved.dispatched = Some("moved from a (once: ...); sent to b: starts now there".into());
+    moved.manifest = Some(json!({
+        "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+        "metadata": {"name": "moving", "namespace": "ml"},
+        "spec": {"resources": {"pool": "gpu", "gpu": {"count": 2, "models": ["h200"]}}},
+    }));
+    let out = maar_scheduler::Driver::command(
+        &mut b,
+        &mut core_b,
+        maar_scheduler::Actor::system("federation"),
+        maar_scheduler::Command::Submit(Box::new(moved)),
+    );
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let writes = b.take_unsent();
+    let objects: Vec<&Value> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::CreateObject { object, .. } => Some(object),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(objects.len(), 1, "{writes:?}");
+    let ann = &objects[0]["metadata"]["annotations"];
+    assert_eq!(ann["crater.ai/moved-from"], "a");
+    assert_eq!(ann["crater.ai/sent-start-in"], "0");
+    // Its watch brings it back: a job moved once, which moves no more.
+    let mut seen = lists(
+        vec![node(
+            "h200-a",
+            8,
+            "h200",
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        )],
+        vec![],
+    );
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(make("moving", ann.clone())),
+    ));
+    b.step(&mut core_b, 1, seen);
+    let c = core_b.cluster();
+    let j = &c.jobs[c.job_id("ml/moving").unwrap() as usize];
+    assert_eq!(j.spec.moved_from.as_deref(), Some("a"));
+    assert!(!c.job_view(j).movable);
+}

@@ -57,6 +57,11 @@ pub enum Command {
     },
     Cancel {
         job: String,
+        /// Why, where not the operator's own wish: a federation moving a Pending job
+        /// to another cluster ("moved to site-b: ..."); the job's reason and the
+        /// audit say it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     /// Sets an inference service's replicas by hand; its autoscaler is paused until
     /// resumed, so the operator's choice is never silently reverted.
@@ -135,7 +140,11 @@ impl Command {
                 format!("drain node {node} (cordon it and requeue its jobs)")
             }
             Command::Requeue { job } => format!("requeue job {job}"),
-            Command::Cancel { job } => format!("cancel job {job}"),
+            Command::Cancel { job, why: None } => format!("cancel job {job}"),
+            Command::Cancel {
+                job,
+                why: Some(why),
+            } => format!("cancel job {job} ({why})"),
             Command::Scale { job, replicas } => {
                 format!("scale {job} to {replicas} replicas (its autoscaler pauses until resumed)")
             }
@@ -549,7 +558,13 @@ impl Cluster {
                 }
                 format!("job {job} requeued")
             }
-            Command::Cancel { job } => self.stop_job(&job, "cancelled by operator")?,
+            Command::Cancel { job, why } => {
+                let why = why.map_or_else(
+                    || "cancelled by operator".into(),
+                    |w| format!("cancelled: {w}"),
+                );
+                self.stop_job(&job, &why)?
+            }
             Command::Scale { job, replicas } => {
                 let id = self.job_id(&job)?;
                 let JobKind::Inference(a) = &self.jobs[id as usize].spec.kind else {

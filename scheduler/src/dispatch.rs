@@ -211,3 +211,180 @@ pub fn choose(prospects: &[(String, Result<Prospect, String>)]) -> Option<Choice
         why,
     })
 }
+
+/// How long past the start it was sent for a job may wait where it was sent before it
+/// is moved: that cluster's cycles, a pod's image pulled, a forecast's slack.
+pub const MOVE_AFTER_S: u64 = 300;
+/// How much sooner another cluster must start it for a move to be made.
+pub const MOVE_GAIN_S: u64 = 300;
+
+/// A job a federation sent to one cluster (`here`) that still waits there: where to
+/// move it, once, and why; `None` to leave it. It moves only when all of these hold:
+/// it was sent (not submitted here), it was never moved, it has waited `waited_s` of
+/// this cluster's clock, past the start it was sent for by [`MOVE_AFTER_S`] (the
+/// cluster could not start it after all), and another cluster would start it at a
+/// known time at least [`MOVE_GAIN_S`] sooner than this one now foresees (`here_in`:
+/// seconds from now; `None` when it is not foreseen or never); `others` are the other
+/// clusters' prospects, `reason` its first line here. A cluster that already has a job
+/// of that name takes nothing.
+pub fn to_move(
+    here: &str,
+    spec: &JobSpec,
+    waited_s: u64,
+    here_in: Option<u64>,
+    reason: &str,
+    others: &[(String, Result<Prospect, String>)],
+) -> Option<Choice> {
+    if spec.dispatched.is_none() || spec.moved_from.is_some() {
+        return None;
+    }
+    let sent_for = spec.sent_start_in.unwrap_or(0);
+    if waited_s < sent_for.saturating_add(MOVE_AFTER_S) {
+        return None;
+    }
+    if others
+        .iter()
+        .any(|(_, p)| p.as_ref().is_ok_and(|p| p.exists))
+    {
+        return None;
+    }
+    let choice = choose(others)?;
+    let best = others[choice.index].1.as_ref().ok()?;
+    let sooner = best.start_in?;
+    if here_in.is_some_and(|h| h <= sooner.saturating_add(MOVE_GAIN_S)) {
+        return None;
+    }
+    let sent = match spec.sent_start_in {
+        Some(0) => "sent to start now".to_string(),
+        Some(s) => format!("sent to start in about {}", fmt_duration(s)),
+        None => "sent with no start foreseen anywhere".to_string(),
+    };
+    let now_here = match here_in {
+        Some(h) => format!("it would start in about {} there", fmt_duration(h)),
+        None => "its start there is not foreseen".to_string(),
+    };
+    let why = format!(
+        "moved from {here} (once: it stays where it goes): {sent}, it waited {} there ({reason}) and {now_here}; {}",
+        fmt_duration(waited_s),
+        choice.why
+    );
+    Some(Choice { why, ..choice })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn starts_in(s: Option<u64>) -> Result<Prospect, String> {
+        Ok(Prospect {
+            start_in: s,
+            basis: if s.is_some() {
+                Basis::Estimate
+            } else {
+                Basis::Never
+            },
+            reason: if s == Some(0) {
+                String::new()
+            } else {
+                "0/3 nodes are available".into()
+            },
+            starts: match s {
+                Some(0) => "now".into(),
+                Some(s) => format!("in about {}", fmt_duration(s)),
+                None => "never as asked".into(),
+            },
+            placement: Vec::new(),
+            price: None,
+            exists: false,
+        })
+    }
+
+    fn sent(start_in: Option<u64>) -> JobSpec {
+        let mut s = JobSpec::train("j", "ml", "train", 1);
+        s.dispatched = Some("sent to a: starts now there".into());
+        s.sent_start_in = start_in;
+        s
+    }
+
+    #[test]
+    fn a_job_moves_once_only_when_it_waited_past_its_start_and_another_starts_it_sooner() {
+        let b_now = vec![("b".to_string(), starts_in(Some(0)))];
+        // Sent to start now, waited past the grace, never foreseen here: moved to b.
+        let m =
+            to_move("a", &sent(Some(0)), MOVE_AFTER_S, None, "cordoned", &b_now).expect("moved");
+        assert_eq!(m.cluster, "b");
+        assert!(m.why.starts_with("moved from a (once"), "{}", m.why);
+        assert!(
+            m.why.contains("sent to start now, it waited 5m"),
+            "{}",
+            m.why
+        );
+        assert!(m.why.contains("(cordoned)"), "{}", m.why);
+        assert!(m.why.contains("sent to b: starts now there"), "{}", m.why);
+        // Not yet past the grace.
+        assert_eq!(
+            to_move("a", &sent(Some(0)), MOVE_AFTER_S - 1, None, "x", &b_now),
+            None
+        );
+        // Sent expecting an hour's wait: it waits that hour first.
+        assert_eq!(
+            to_move(
+                "a",
+                &sent(Some(3600)),
+                3600 + MOVE_AFTER_S - 1,
+                None,
+                "x",
+                &b_now
+            ),
+            None
+        );
+        assert!(to_move(
+            "a",
+            &sent(Some(3600)),
+            3600 + MOVE_AFTER_S,
+            None,
+            "x",
+            &b_now
+        )
+        .is_some());
+        // Here it starts soon enough after all: it stays.
+        assert_eq!(
+            to_move("a", &sent(Some(0)), 900, Some(MOVE_GAIN_S), "x", &b_now),
+            None
+        );
+        assert!(to_move("a", &sent(Some(0)), 900, Some(MOVE_GAIN_S + 1), "x", &b_now).is_some());
+        // Elsewhere it would start no sooner, or never: it stays.
+        let b_later = vec![("b".to_string(), starts_in(Some(7200)))];
+        assert_eq!(
+            to_move("a", &sent(Some(0)), 900, Some(3600), "x", &b_later),
+            None
+        );
+        let b_never = vec![("b".to_string(), starts_in(None))];
+        assert_eq!(to_move("a", &sent(Some(0)), 900, None, "x", &b_never), None);
+        let b_refuses = vec![("b".to_string(), Err("no project ml".to_string()))];
+        assert_eq!(
+            to_move("a", &sent(Some(0)), 900, None, "x", &b_refuses),
+            None
+        );
+        // Moved once already, or never sent: it stays.
+        let mut moved = sent(Some(0));
+        moved.moved_from = Some("c".into());
+        assert_eq!(to_move("a", &moved, 900, None, "x", &b_now), None);
+        let here = JobSpec::train("j", "ml", "train", 1);
+        assert_eq!(to_move("a", &here, 900, None, "x", &b_now), None);
+        // A cluster that already has a job of that name takes nothing.
+        let mut exists = starts_in(Some(0)).unwrap();
+        exists.exists = true;
+        assert_eq!(
+            to_move(
+                "a",
+                &sent(Some(0)),
+                900,
+                None,
+                "x",
+                &[("b".into(), Ok(exists))]
+            ),
+            None
+        );
+    }
+}

@@ -571,6 +571,8 @@ impl Manifest {
                 ..Default::default()
             },
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         })
     }
@@ -1133,6 +1135,8 @@ impl Pod {
                 .collect(),
             rules: self.spec.rules(&m.labels, "spec")?,
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         })
     }
@@ -1402,6 +1406,8 @@ impl Deployment {
                 "spec.template.spec",
             )?,
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         })
     }

@@ -163,6 +163,10 @@ pub struct JobView {
     /// otherwise.
     #[serde(default)]
     pub expected_start_basis: Option<String>,
+    /// Pending here after a federation sent it, never moved: it may be moved once to
+    /// another cluster ([`crate::dispatch::to_move`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub movable: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -235,6 +239,9 @@ impl Cluster {
             queue_position: None,
             expected_start_s: None,
             expected_start_basis: None,
+            movable: j.phase == crate::model::Phase::Pending
+                && j.spec.dispatched.is_some()
+                && j.spec.moved_from.is_none(),
             bound: j.placements.iter().all(|p| p.bound),
             autoscaler_paused_by: j.autoscaler.paused_by.clone(),
             request: j.spec.shape_with(j.desired_replicas.max(1)),

@@ -682,6 +682,13 @@ pub struct JobSpec {
     /// the job (the record's submit, explain); none when it was submitted here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatched: Option<String>,
+    /// Seconds it was expected to wait where it was sent (none: no cluster foresaw a
+    /// start); past them by [`crate::dispatch::MOVE_AFTER_S`] it may be moved, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_start_in: Option<u64>,
+    /// The cluster it was moved from: a job is moved at most once, so this one stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
     /// The object as its file gave it (a TrainJob or InferenceService, as JSON), for a
     /// backend that makes it in its world: on Kubernetes a submit (a dispatch among
     /// clusters) creates that object, unchanged, in the cluster.
@@ -727,6 +734,8 @@ impl JobSpec {
             node_selector: BTreeMap::new(),
             rules: Default::default(),
             dispatched: None,
+            sent_start_in: None,
+            moved_from: None,
             manifest: None,
         }
     }

@@ -267,6 +267,8 @@ pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
         node_selector: Default::default(),
         rules: Default::default(),
         dispatched: None,
+        sent_start_in: None,
+        moved_from: None,
         manifest: None,
     }
 }

@@ -340,7 +340,7 @@ pub static VERBS: &[Verb] = &[
             does: "cancel the job",
             fill: Fill::Row,
         }],
-        build: Build::Words(|g| Ok(Command::Cancel { job: g.need("job")? })),
+        build: Build::Words(|g| Ok(Command::Cancel { job: g.need("job")?, why: None })),
     },
     Verb {
         name: "scale",
@@ -776,7 +776,7 @@ impl Command {
             }
             Command::SetPriority { job, .. }
             | Command::Requeue { job }
-            | Command::Cancel { job }
+            | Command::Cancel { job, .. }
             | Command::Scale { job, .. }
             | Command::ResumeAutoscale { job } => format!("job/{job}"),
             Command::CordonGpu { node, gpu } | Command::UncordonGpu { node, gpu } => {
@@ -796,7 +796,7 @@ impl Command {
         match self {
             Command::SetPriority { job, .. }
             | Command::Requeue { job }
-            | Command::Cancel { job }
+            | Command::Cancel { job, .. }
             | Command::Scale { job, .. }
             | Command::ResumeAutoscale { job } => Some(job),
             _ => None,
@@ -937,7 +937,8 @@ mod tests {
         assert_eq!(
             line("cancel -- --odd"),
             Ok(Command::Cancel {
-                job: "--odd".into()
+                job: "--odd".into(),
+                why: None
             })
         );
     }

@@ -349,6 +349,7 @@ fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
     );
     c.apply(Command::Cancel {
         job: "o-big".into(),
+        why: None,
     })
     .unwrap();
     c.schedule();
@@ -737,6 +738,7 @@ fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_runni
     );
     c.apply(Command::Cancel {
         job: "q/hold".into(),
+        why: None,
     })
     .unwrap();
     let r = c.schedule();
@@ -763,6 +765,7 @@ fn one_priority_for_the_queue_and_preemption_aged_while_waiting_kept_while_runni
     let mut d = c.clone();
     d.apply(Command::Cancel {
         job: "p/new-medium".into(),
+        why: None,
     })
     .unwrap();
     d.submit(job("patient-low", "p", 2, PRIORITY_LOW, None))
@@ -868,6 +871,7 @@ fn the_first_line_is_the_cause_that_must_change() {
     let mut c = aged_low_behind_a_hold("medium");
     c.apply(Command::Cancel {
         job: "q/hold".into(),
+        why: None,
     })
     .unwrap();
     c.schedule();
@@ -959,7 +963,11 @@ fn right_sizing_from_what_earlier_runs_used_is_offered_when_proven() {
     let mut copy = c.clone();
     let mut s = spec("r2-small");
     s.gpu.memory_per_card = Some(39 << 30);
-    copy.apply(Command::Cancel { job: "p/r2".into() }).unwrap();
+    copy.apply(Command::Cancel {
+        job: "p/r2".into(),
+        why: None,
+    })
+    .unwrap();
     copy.submit(s).unwrap();
     copy.schedule();
     assert_eq!(phase(&copy, "p/r2-small"), Phase::Running);

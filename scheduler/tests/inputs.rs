@@ -132,7 +132,10 @@ fn samples() -> Vec<Input> {
         Command::UncordonNode { node: "x".into() },
         Command::DrainNode { node: "x".into() },
         Command::Requeue { job: "a".into() },
-        Command::Cancel { job: "a".into() },
+        Command::Cancel {
+            job: "a".into(),
+            why: None,
+        },
         Command::Scale {
             job: "a".into(),
             replicas: 3,

@@ -290,6 +290,8 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 node_selector: Default::default(),
                 rules: Default::default(),
                 dispatched: None,
+                sent_start_in: None,
+                moved_from: None,
                 manifest: None,
             };
             c.submit(spec).unwrap();
@@ -360,7 +362,10 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
             let _ = c.apply(Command::Requeue { job: name(c, job) });
         }
         Op::Cancel { job } if job < jobs => {
-            let _ = c.apply(Command::Cancel { job: name(c, job) });
+            let _ = c.apply(Command::Cancel {
+                job: name(c, job),
+                why: None,
+            });
         }
         Op::Priority { job, prio } if job < jobs => {
             let _ = c.apply(Command::SetPriority {

@@ -640,6 +640,7 @@ fn preemption_takes_the_victims_pods_as_gone_for_the_pod_level_rules() {
     // repels; it is preempted, and hi-no-web starts.
     c.apply(Command::Cancel {
         job: "ml/peer".into(),
+        why: None,
     })
     .unwrap();
     c.set_time(30);

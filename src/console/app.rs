@@ -206,11 +206,7 @@ impl App {
     /// and it goes where it starts first (`maar_scheduler::dispatch`), the why said
     /// and logged.
     fn dispatch(&mut self, verb: &'static Verb, mut spec: maar_scheduler::JobSpec) {
-        let prospects: Vec<(String, Result<maar_scheduler::dispatch::Prospect, String>)> = self
-            .sites
-            .iter()
-            .map(|s| (s.name.clone(), s.engine.prospect(&spec)))
-            .collect();
+        let prospects = crate::federation::prospects(&self.sites, &spec);
         let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
             let why: Vec<String> = prospects
                 .iter()
@@ -225,6 +221,11 @@ impl App {
         }
         // The why goes with the job: recorded with the submit, shown by explain.
         spec.dispatched = Some(choice.why.clone());
+        spec.sent_start_in = prospects[choice.index]
+            .1
+            .as_ref()
+            .ok()
+            .and_then(|p| p.start_in);
         self.act_as(verb, Command::Submit(Box::new(spec)));
         self.message = format!("{} — {}", choice.why, self.message);
     }

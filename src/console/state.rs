@@ -28,11 +28,7 @@ pub enum Mode {
 
 /// A cluster of this console when it shows several (`maar demo --clusters 2`): its
 /// name and its engine.
-#[derive(Clone)]
-pub struct Site {
-    pub name: String,
-    pub engine: EngineHandle,
-}
+pub use crate::federation::Site;
 
 /// The console's state. It holds a handle on the engine and the last view it
 /// published; it never touches the core.

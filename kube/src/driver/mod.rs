@@ -814,6 +814,18 @@ impl KubeDriver {
                 .or_insert_with(|| serde_json::json!({}));
             if let Some(a) = ann.as_object_mut() {
                 a.insert(crate::map::ANNOTATION_DISPATCHED.into(), why.clone().into());
+                if let Some(s) = spec.sent_start_in {
+                    a.insert(
+                        crate::map::ANNOTATION_SENT_START_IN.into(),
+                        s.to_string().into(),
+                    );
+                }
+                if let Some(from) = &spec.moved_from {
+                    a.insert(
+                        crate::map::ANNOTATION_MOVED_FROM.into(),
+                        from.clone().into(),
+                    );
+                }
             }
         }
         Some((kind, plural, o))

@@ -63,7 +63,11 @@ impl Cluster {
             s.pool = self.pools[p as usize].name.clone();
         }
         let new = format!("{}/{}", s.project, s.name);
-        if c.apply(crate::Command::Cancel { job: name }).is_err()
+        if c.apply(crate::Command::Cancel {
+            job: name,
+            why: None,
+        })
+        .is_err()
             || c.apply(crate::Command::Submit(Box::new(s))).is_err()
         {
             return false;

@@ -1,0 +1,240 @@
+//! Several clusters under one maar: each cluster's engine (a [`Site`]), how a job is
+//! sent to the one where it starts first ([`prospects`], `maar_scheduler::dispatch`),
+//! and the [`Mover`], which moves a job that its cluster could not start after all,
+//! once: withdrawn where it waits (only while it still waits there), then submitted
+//! where it starts first, the why with it. It never runs in two clusters: the
+//! withdrawal is applied only as previewed (no job of it running), and a job moved
+//! once carries `moved_from` and is never moved again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use maar_scheduler::dispatch::{self, Prospect};
+use maar_scheduler::{Actor, Command, JobSpec};
+
+use crate::engine::{EngineHandle, Refusal};
+
+/// One cluster of several: its name and its engine.
+#[derive(Clone)]
+pub struct Site {
+    pub name: String,
+    pub engine: EngineHandle,
+}
+
+/// How `spec` would fare in each cluster, were it submitted there now.
+pub fn prospects(sites: &[Site], spec: &JobSpec) -> Vec<(String, Result<Prospect, String>)> {
+    sites
+        .iter()
+        .map(|s| (s.name.clone(), s.engine.prospect(spec)))
+        .collect()
+}
+
+/// Who moves jobs in the record and the audit: a part of maar.
+pub const MOVER: &str = "federation";
+
+/// How long a job the mover looked at and left is not looked at again: a prospect
+/// costs a copy of each other cluster.
+const LOOK_AGAIN: Duration = Duration::from_secs(30);
+
+/// Watches the jobs sent among clusters and moves the ones that wait past the start
+/// they were sent for (see [`dispatch::to_move`]).
+#[derive(Default)]
+pub struct Mover {
+    /// (cluster, job) -> when it may be looked at again.
+    next: HashMap<(usize, String), Instant>,
+}
+
+/// What a look did: a job moved, or one that could not be.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Moved {
+    /// Withdrawn from `from`, submitted to `to`; `why` as recorded with it.
+    Done {
+        job: String,
+        from: String,
+        to: String,
+        why: String,
+    },
+    /// Withdrawn from `from`, but `to` refused it (it changed in between): the job
+    /// runs nowhere until submitted again.
+    Refused {
+        job: String,
+        from: String,
+        to: String,
+        why: String,
+    },
+}
+
+impl Moved {
+    /// In words, for the log and the console.
+    pub fn words(&self) -> String {
+        match self {
+            Moved::Done { job, why, .. } => format!("job/{job} {why}"),
+            Moved::Refused { job, from, to, why } => format!(
+                "job/{job} was withdrawn from {from} to move to {to}, but {to} refused it: {why}; submit it again"
+            ),
+        }
+    }
+}
+
+impl Mover {
+    /// Looks at every cluster's jobs that may move once, each at most every
+    /// [`LOOK_AGAIN`], and moves those [`dispatch::to_move`] says should; what was
+    /// moved (or failed half-way) is returned and logged.
+    pub fn look(&mut self, sites: &[Site]) -> Vec<Moved> {
+        let mut done = Vec::new();
+        if sites.len() < 2 {
+            return done;
+        }
+        let now = Instant::now();
+        self.next.retain(|_, t| *t > now);
+        for (i, site) in sites.iter().enumerate() {
+            let view = site.engine.view();
+            if view.status.fatal.is_some() || view.status.unreachable.is_some() {
+                continue;
+            }
+            let time = view.snapshot.time_s;
+            for j in view.snapshot.jobs.iter().filter(|j| j.movable) {
+                let full = format!("{}/{}", j.project, j.name);
+                if self.next.contains_key(&(i, full.clone())) {
+                    continue;
+                }
+                self.next.insert((i, full.clone()), now + LOOK_AGAIN);
+                let Ok(spec) = site.engine.spec(&full) else {
+                    continue;
+                };
+                // Cheap first: only a job past the start it was sent for asks the others.
+                if j.wait_s < spec.sent_start_in.unwrap_or(0) + dispatch::MOVE_AFTER_S {
+                    continue;
+                }
+                let others: Vec<Site> = sites
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, s)| {
+                        *k != i && {
+                            let st = &s.engine.view().status;
+                            st.fatal.is_none() && st.unreachable.is_none()
+                        }
+                    })
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                let asked = prospects(&others, &spec);
+                let here_in = j.expected_start_s.map(|t| t.saturating_sub(time));
+                let reason = j.reasons.first().map(String::as_str).unwrap_or("waiting");
+                let Some(choice) =
+                    dispatch::to_move(&site.name, &spec, j.wait_s, here_in, reason, &asked)
+                else {
+                    continue;
+                };
+                let to = &others[choice.index];
+                let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
+                if let Some(m) = move_one(site, to, &full, spec, choice.why, start_in) {
+                    tracing::info!(target: "maar", "{}", m.words());
+                    done.push(m);
+                }
+            }
+        }
+        done
+    }
+}
+
+/// Withdraws `job` from `from` while it still waits there (the cancel applied only as
+/// previewed: nothing of it running), then submits it to `to` with `why`. `None` when
+/// nothing was done (it started meanwhile, or `from` refused).
+fn move_one(
+    from: &Site,
+    to: &Site,
+    job: &str,
+    mut spec: JobSpec,
+    why: String,
+    start_in: Option<u64>,
+) -> Option<Moved> {
+    let actor = Actor::system(MOVER);
+    let cancel = Command::Cancel {
+        job: job.to_string(),
+        why: Some(format!("moved to {}", to.name)),
+    };
+    let preview = from.engine.what_if(actor.clone(), cancel.clone()).ok()?;
+    // A job with anything running is not moved: it would run twice.
+    if !preview.accepted || !preview.evicted.is_empty() {
+        return None;
+    }
+    match from
+        .engine
+        .apply_as_previewed(actor.clone(), cancel, preview)
+    {
+        Ok(_) => {}
+        Err(Refusal::Changed(_)) => return None,
+        Err(e) => {
+            tracing::warn!(target: "maar", "job/{job}: not moved from {}: {e}", from.name);
+            return None;
+        }
+    }
+    spec.dispatched = Some(why.clone());
+    spec.moved_from = Some(from.name.clone());
+    spec.sent_start_in = start_in;
+    let (from_name, to_name) = (from.name.clone(), to.name.clone());
+    Some(
+        match to.engine.apply(actor, Command::Submit(Box::new(spec))) {
+            Ok(_) => Moved::Done {
+                job: job.to_string(),
+                from: from_name,
+                to: to_name,
+                why,
+            },
+            Err(e) => Moved::Refused {
+                job: job.to_string(),
+                from: from_name,
+                to: to_name,
+                why: e.to_string(),
+            },
+        },
+    )
+}
+
+/// The mover on its own thread, looking every second until dropped.
+pub struct MoverThread {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MoverThread {
+    /// Starts moving among `sites` (none with one cluster).
+    pub fn start(sites: &[Site]) -> Option<MoverThread> {
+        if sites.len() < 2 {
+            return None;
+        }
+        let sites = sites.to_vec();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("maar-federation".into())
+            .spawn(move || {
+                let mut mover = Mover::default();
+                while !flag.load(Ordering::SeqCst) {
+                    mover.look(&sites);
+                    for _ in 0..10 {
+                        if flag.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+            .ok()?;
+        Some(MoverThread {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for MoverThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
