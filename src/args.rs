@@ -41,14 +41,45 @@ pub struct SourceArgs {
     /// The Kubernetes cluster `maar kube --context NAME` records (its state file).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "seed", "state"])]
     pub context: Option<String>,
+    /// A cluster of the config file's `clusters:` list, by name; `all` (get, explain):
+    /// each of them, named in a CLUSTER column; `auto` (submit): the one where the job
+    /// starts first (docs/clusters.md).
+    #[arg(long, value_name = "NAME|all", conflicts_with_all = ["scenario", "seed", "state", "context"])]
+    pub cluster: Option<String>,
 }
 
 impl SourceArgs {
-    /// The state file asked for: --state, or the one of --context.
+    /// The state file asked for: --state, the one of --context, or of --cluster NAME.
     pub fn state_file(&self) -> Option<PathBuf> {
         self.state
             .clone()
             .or_else(|| self.context.as_deref().map(kube_state))
+            .or_else(|| self.named().map(|c| c.state_file()))
+    }
+
+    /// The Kubernetes context asked for: --context, or --cluster NAME's.
+    pub fn context(&self) -> Option<String> {
+        self.context
+            .clone()
+            .or_else(|| self.named().and_then(|c| c.context))
+    }
+
+    /// --cluster NAME's entry in the config file (none for `all`, `auto`, or a name
+    /// not there: [`SourceArgs::check_cluster`] says which).
+    fn named(&self) -> Option<crate::config::Cluster> {
+        match self.cluster.as_deref() {
+            None | Some("all") | Some("auto") => None,
+            Some(n) => crate::config::cluster_arg(n).ok(),
+        }
+    }
+
+    /// A --cluster NAME that is in the config file's list (or `all`, `auto`, none);
+    /// else the usage error that names the file and what it has.
+    pub fn check_cluster(&self) -> Result<(), String> {
+        match self.cluster.as_deref() {
+            None | Some("all") | Some("auto") => Ok(()),
+            Some(n) => crate::config::cluster_arg(n).map(|_| ()),
+        }
     }
 }
 
@@ -129,6 +160,7 @@ impl ActArgs {
                 .clone()
                 .or_else(|| self.target.cluster.as_ref().and_then(|c| c.state.clone())),
             context: self.target.context().map(str::to_string),
+            cluster: None,
         }
     }
 }

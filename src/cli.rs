@@ -162,11 +162,6 @@ pub enum Cmd {
         /// Pending, quota changes), changing nothing.
         #[arg(long, conflicts_with = "dry_run")]
         what_if: bool,
-        /// A cluster of the config file's `clusters:` list, or `auto`: the one where
-        /// it starts first, each asked on its record (docs/clusters.md); with
-        /// --dry-run, only say which and why.
-        #[arg(long, value_name = "NAME|auto", conflicts_with_all = ["state", "context", "what_if", "scenario", "at"])]
-        cluster: Option<String>,
         #[command(flatten)]
         source: SourceArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
@@ -458,7 +453,9 @@ enum Source {
 impl Source {
     fn open(s: &SourceArgs) -> Result<Source, Failure> {
         let scenario_asked = s.scenario.scenario.is_some() || s.scenario.seed.is_some();
-        let context = s.context.as_deref();
+        s.check_cluster().map_err(Failure::Usage)?;
+        let context = s.context();
+        let context = context.as_deref();
         let recorded = |p: &Path| match s.at {
             Some(t) => recorded_at(p, context, t),
             None => recorded(p, context),
@@ -715,6 +712,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             source,
             output,
         } => {
+            if source.cluster.as_deref() == Some("all") {
+                return explain_everywhere(&job, &source, output, o);
+            }
             let src = Source::open(&source)?;
             let c = src.cluster();
             let id = c
@@ -731,14 +731,24 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             file,
             dry_run,
             what_if,
-            cluster,
             source,
             output,
         } => {
-            let spec = load_manifest(&file)?;
-            if let Some(name) = cluster {
-                return submit_to_cluster(spec, &file, &name, dry_run, output, o);
+            if let Some(name) = &source.cluster {
+                if name == "all" {
+                    return Err(Failure::Usage(
+                        "--cluster all: a job is submitted to one cluster: --cluster NAME, or auto for the one where it starts first".into(),
+                    ));
+                }
+                if what_if || source.at.is_some() {
+                    return Err(Failure::Usage(
+                        "--cluster goes with --dry-run or a real submit; --what-if and --at look at one recorded cluster (--state)".into(),
+                    ));
+                }
+                let spec = load_manifest(&file)?;
+                return submit_to_cluster(spec, &file, name, dry_run, output, o);
             }
+            let spec = load_manifest(&file)?;
             if what_if {
                 return preview(&source, Command::Submit(Box::new(spec)), output, o);
             }
@@ -766,6 +776,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             source,
             output,
         } => {
+            if source.cluster.as_deref() == Some("all") {
+                return get_everywhere(resource, &source, output, o);
+            }
             let src = Source::open(&source)?;
             let c = src.cluster();
             let mut snap = c.snapshot();
@@ -1152,7 +1165,7 @@ fn preview(
         None => None,
     };
     let remote = match &state {
-        Some(p) => running(p, source.context.as_deref())?,
+        Some(p) => running(p, source.context().as_deref())?,
         None => None,
     };
     let grant = match remote {
@@ -1188,6 +1201,166 @@ fn preview(
         }
     }
     Ok(if p.accepted { 0 } else { 1 })
+}
+
+/// The config file's `clusters:` for `--cluster all` (a usage error naming the file
+/// when it lists none).
+fn listed_clusters() -> Result<Vec<crate::config::Cluster>, Failure> {
+    let cfg = crate::config::load()?;
+    if cfg.clusters.is_empty() {
+        let where_ = crate::config::path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "the config file".into());
+        return Err(Failure::Usage(format!(
+            "--cluster all: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
+        )));
+    }
+    Ok(cfg.clusters)
+}
+
+/// Each listed cluster's source at `--at`, by name; one that cannot be read is said
+/// on stderr and left out (the second value counts them).
+fn each_listed(source: &SourceArgs) -> Result<(Vec<(String, Source)>, usize), Failure> {
+    let mut read = Vec::new();
+    let mut failed = 0;
+    for c in listed_clusters()? {
+        let one = SourceArgs {
+            cluster: Some(c.name.clone()),
+            at: source.at,
+            ..SourceArgs::default()
+        };
+        match Source::open(&one) {
+            Ok(src) => read.push((c.name, src)),
+            Err(e) => {
+                eprintln!("maar: cluster {}: {e}", c.name);
+                failed += 1;
+            }
+        }
+    }
+    Ok((read, failed))
+}
+
+/// `maar get RESOURCE --cluster all`: jobs, nodes, GPUs and quotas of every listed
+/// cluster in one table with a CLUSTER column (a Pending job's STARTS on its own
+/// cluster's clock); events, alerts, costs and metrics cluster by cluster.
+fn get_everywhere(
+    resource: Resource,
+    source: &SourceArgs,
+    output: GetOutput,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let (read, failed) = each_listed(source)?;
+    let snaps: Vec<(String, Snapshot)> = read
+        .into_iter()
+        .map(|(name, src)| {
+            let c = src.cluster();
+            let mut snap = c.snapshot();
+            if resource == Resource::Jobs {
+                let f = c.forecast(maar_scheduler::forecast::Reach::default(), None);
+                c.fill_starts(&mut snap.jobs, &f);
+            }
+            (name, snap)
+        })
+        .collect();
+    let merged = matches!(
+        resource,
+        Resource::Jobs | Resource::Nodes | Resource::Gpus | Resource::Quotas
+    );
+    if merged {
+        // One clock for the table: each cluster's starts moved onto the latest one.
+        let now = snaps.iter().map(|(_, s)| s.time_s).max().unwrap_or(0);
+        let mut all = Snapshot {
+            time_s: now,
+            ..Snapshot::default()
+        };
+        for (name, s) in snaps {
+            let shift = now - s.time_s;
+            all.jobs.extend(s.jobs.into_iter().map(|mut j| {
+                j.cluster = name.clone();
+                j.expected_start_s = j.expected_start_s.map(|t| t + shift);
+                j
+            }));
+            all.nodes.extend(s.nodes.into_iter().map(|mut n| {
+                n.cluster = name.clone();
+                n
+            }));
+            all.quotas.extend(s.quotas.into_iter().map(|mut q| {
+                q.cluster = name.clone();
+                q
+            }));
+        }
+        o.put(&get_text(&all, resource, output));
+    } else {
+        match output {
+            GetOutput::Json | GetOutput::Yaml => {
+                let mut by: serde_json::Map<String, serde_json::Value> = Default::default();
+                for (name, s) in &snaps {
+                    let v = serde_json::from_str(&get_text(s, resource, GetOutput::Json))
+                        .map_err(|e| Failure::No(format!("cluster {name}: {e}")))?;
+                    by.insert(name.clone(), v);
+                }
+                o.put(&if output == GetOutput::Json {
+                    json(&by)
+                } else {
+                    yaml(&by)
+                });
+            }
+            _ => {
+                for (i, (name, s)) in snaps.iter().enumerate() {
+                    if i > 0 {
+                        o.put("\n");
+                    }
+                    o.put(&format!("CLUSTER {name}\n"));
+                    o.put(&get_text(s, resource, output));
+                }
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// `maar explain JOB --cluster all`: its explanation in each listed cluster that has
+/// it (a job sent among clusters runs in one, but one moved leaves its withdrawn
+/// self behind).
+fn explain_everywhere(
+    job: &str,
+    source: &SourceArgs,
+    output: TextOrJson,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let (read, failed) = each_listed(source)?;
+    let mut found = Vec::new();
+    for (name, src) in &read {
+        let c = src.cluster();
+        if let Ok(id) = c.job_id(job) {
+            found.push((name.clone(), c.explain(id)));
+        }
+    }
+    if found.is_empty() {
+        let names: Vec<&str> = read.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Failure::No(format!(
+            "job {} is in none of the clusters read ({})",
+            maar_scheduler::limits::echo(job),
+            names.join(", ")
+        )));
+    }
+    match output {
+        TextOrJson::Json => o.put(&json(
+            &found
+                .iter()
+                .map(|(n, ex)| serde_json::json!({"cluster": n, "explanation": ex}))
+                .collect::<Vec<_>>(),
+        )),
+        TextOrJson::Text => {
+            for (i, (name, ex)) in found.iter().enumerate() {
+                if i > 0 {
+                    o.put("\n");
+                }
+                o.put(&format!("CLUSTER {name}\n{ex}"));
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
 }
 
 /// `maar submit --cluster NAME|auto`: to a cluster of the config file's list, or to

@@ -63,6 +63,15 @@ pub(crate) fn render(t: Table) -> String {
     out
 }
 
+/// The headers with a CLUSTER column first when `on` (rows of several clusters).
+fn clustered(h: Vec<&str>, on: bool) -> Vec<&str> {
+    if on {
+        std::iter::once("CLUSTER").chain(h).collect()
+    } else {
+        h
+    }
+}
+
 pub fn gpus(milli: u64) -> String {
     Dim::Gpu.fmt(milli)
 }
@@ -83,7 +92,8 @@ pub fn jobs_table(jobs: &[JobView], now: u64, wide: bool) -> String {
         h.extend(["RESTARTS", "PLACEMENT"]);
     }
     h.push("REASON");
-    let mut t = table(&h);
+    let several = jobs.iter().any(|j| !j.cluster.is_empty());
+    let mut t = table(&clustered(h, several));
     for j in jobs {
         let mut row = vec![
             j.project.clone(),
@@ -109,6 +119,9 @@ pub fn jobs_table(jobs: &[JobView], now: u64, wide: bool) -> String {
             });
         }
         row.push(j.reasons.first().cloned().unwrap_or_default());
+        if several {
+            row.insert(0, j.cluster.clone());
+        }
         t.add_row(row);
     }
     render(t)
@@ -122,7 +135,8 @@ pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
         h.push("LABELLED");
         h.push("IN USE (measured)");
     }
-    let mut t = table(&h);
+    let several = nodes.iter().any(|n| !n.cluster.is_empty());
+    let mut t = table(&clustered(h, several));
     for n in nodes {
         let status = n.status();
         let model = n
@@ -145,6 +159,9 @@ pub fn nodes_table(nodes: &[NodeView], wide: bool) -> String {
             row.push(if n.gpu_labelled { "yes" } else { "no" }.into());
             row.push(n.host.map(|h| h.to_string()).unwrap_or_else(|| "-".into()));
         }
+        if several {
+            row.insert(0, n.cluster.clone());
+        }
         t.add_row(row);
     }
     render(t)
@@ -157,7 +174,8 @@ pub fn gpus_table(nodes: &[NodeView], wide: bool) -> String {
     if wide {
         h.push("MIG");
     }
-    let mut t = table(&h);
+    let several = nodes.iter().any(|n| !n.cluster.is_empty());
+    let mut t = table(&clustered(h, several));
     for n in nodes {
         for g in &n.gpus {
             let mut row = vec![
@@ -176,6 +194,9 @@ pub fn gpus_table(nodes: &[NodeView], wide: bool) -> String {
             ];
             if wide {
                 row.push(if g.mig { "yes" } else { "no" }.into());
+            }
+            if several {
+                row.insert(0, n.cluster.clone());
             }
             t.add_row(row);
         }
@@ -224,7 +245,8 @@ pub fn quotas_table(q: &[QuotaView], wide: bool) -> String {
     if wide {
         h.extend(["CPU USED/MAX", "MEMORY USED/MAX"]);
     }
-    let mut t = table(&h);
+    let several = q.iter().any(|v| !v.cluster.is_empty());
+    let mut t = table(&clustered(h, several));
     for v in q {
         let mut row = vec![
             v.project.clone(),
@@ -245,6 +267,9 @@ pub fn quotas_table(q: &[QuotaView], wide: bool) -> String {
                 fmt_bytes(v.used.memory),
                 limit(v.max.memory, Dim::Memory)
             ));
+        }
+        if several {
+            row.insert(0, v.cluster.clone());
         }
         t.add_row(row);
     }

@@ -503,6 +503,61 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         text(&o.stdout),
         text(&o.stderr)
     );
+    // Reading commands name the cluster too; `all` lists every cluster of the list,
+    // each row naming its own.
+    let o = run(&["get", "jobs", "--cluster", "all"]);
+    let all = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{all}{}", text(&o.stderr));
+    assert!(all.starts_with("CLUSTER"), "{all}");
+    let sent = all.lines().find(|l| l.contains("on-h200")).expect("listed");
+    assert!(sent.starts_with("site-b "), "{sent}");
+    assert!(all.lines().any(|l| l.starts_with("lab ")), "{all}");
+    let o = run(&["get", "nodes", "--cluster", "all", "-o", "json"]);
+    let nodes: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let nodes = nodes.as_array().unwrap();
+    assert_eq!(nodes.iter().filter(|n| n["cluster"] == "lab").count(), 42);
+    assert_eq!(
+        nodes.iter().filter(|n| n["cluster"] == "site-b").count(),
+        14
+    );
+    let o = run(&["get", "jobs", "--cluster", "lab"]);
+    assert!(
+        text(&o.stdout).starts_with("NAMESPACE"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!text(&o.stdout).contains("on-h200"));
+    let o = run(&["get", "events", "--cluster", "all"]);
+    let events = text(&o.stdout);
+    assert!(
+        events.starts_with("CLUSTER lab\n") && events.contains("\nCLUSTER site-b\n"),
+        "{events}"
+    );
+    let o = run(&["explain", "on-h200", "--cluster", "all"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("CLUSTER site-b\n"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = run(&["explain", "on-h200", "--cluster", "site-b"]);
+    assert!(text(&o.stdout).contains("Sent:      sent to site-b"));
+    let o = run(&["explain", "nowhere", "--cluster", "all"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("in none of the clusters read (lab, site-b)"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(&["get", "jobs", "--cluster", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no such cluster in"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(&["submit", "-f", &job, "--cluster", "all"]);
+    assert_eq!(o.status.code(), Some(2));
     let o = run(&["cordon", "h200-01", "--cluster", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

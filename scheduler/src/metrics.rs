@@ -102,6 +102,10 @@ pub struct GpuView {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct NodeView {
+    /// The cluster it is in, where several are listed together (`maar get --cluster
+    /// all`); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub name: String,
     pub pool: String,
     pub role: String,
@@ -124,6 +128,10 @@ pub struct NodeView {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct JobView {
+    /// The cluster it is in, where several are listed together (`maar get --cluster
+    /// all`); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub name: String,
     pub project: String,
     pub pool: String,
@@ -171,6 +179,10 @@ pub struct JobView {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct QuotaView {
+    /// The cluster it is in, where several are listed together (`maar get --cluster
+    /// all`); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub project: String,
     pub department: String,
     pub pool: String,
@@ -226,6 +238,7 @@ impl Cluster {
         let mut req = j.spec.replica_request();
         req = req.scaled(j.desired_replicas.max(1) as u64);
         JobView {
+            cluster: String::new(),
             name: j.spec.name.clone(),
             project: j.spec.project.clone(),
             pool: j.spec.pool.clone(),
@@ -304,6 +317,7 @@ impl Cluster {
             })
             .collect();
         NodeView {
+            cluster: String::new(),
             name: n.name.clone(),
             pool: self.pool_name(n.pool).to_string(),
             role: n
@@ -526,6 +540,7 @@ impl Cluster {
         for (pid, p) in self.projects.iter().enumerate() {
             for (&pool, q) in &p.quotas {
                 v.push(QuotaView {
+                    cluster: String::new(),
                     project: p.name.clone(),
                     department: p.department.clone(),
                     pool: self.pools[pool as usize].name.clone(),
