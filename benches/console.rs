@@ -100,6 +100,17 @@ fn three_clusters(c: &mut Criterion) {
             app.refresh_sites()
         })
     });
+    // `:cluster all`: every cluster's 50,000 jobs and 5,000 nodes put together in one
+    // table (done at most once a second while they change).
+    let mut g = c.benchmark_group("console_frame/3x5000_nodes");
+    g.sample_size(10);
+    g.bench_function("all_rows", |b| {
+        b.iter(|| {
+            app.show_all_sites(true);
+            app.rows.len()
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, frame, three_clusters);

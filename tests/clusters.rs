@@ -97,30 +97,111 @@ fn the_overview_shows_each_cluster_and_sums_their_gpus_by_model() {
 }
 
 #[test]
-fn c_and_cluster_show_another_cluster_with_its_own_rows() {
+fn c_and_cluster_show_another_cluster_or_every_clusters_rows() {
     let mut a = two();
     key(&mut a, 'C');
     assert_eq!(a.site, 1);
-    assert!(a.snapshot.nodes.iter().any(|n| n.name.starts_with("h200")));
-    assert!(!a.snapshot.nodes.iter().any(|n| n.name.starts_with("a100")));
+    assert_eq!(a.shown_cluster(), "site-b");
+    // The cluster shown is the second site (its own view and header) ...
+    assert!(a
+        .site_snapshot
+        .nodes
+        .iter()
+        .any(|n| n.name.starts_with("h200")));
+    assert!(!a
+        .site_snapshot
+        .nodes
+        .iter()
+        .any(|n| n.name.starts_with("a100")));
     assert!(screen(&a, 120, 35).contains("site-b (2 of 2)"));
-    // The nodes screen lists the second site's nodes.
     line(&mut a, "nodes");
     assert_eq!(a.rows.len(), 14);
+    assert!(!screen(&a, 160, 70).contains("CLUSTER"));
+    // C past the last: every cluster's rows, the Nodes table listing both clusters'
+    // nodes, each naming its own.
+    key(&mut a, 'C');
+    assert!(a.all_sites);
+    assert_eq!(a.rows.len(), 42 + 14);
+    assert!(screen(&a, 120, 35).contains("site-b (2 of 2), all rows"));
+    let text = screen(&a, 160, 70);
+    assert!(text.contains("CLUSTER"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("lab") && l.contains("a100-01")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("site-b") && l.contains("h200-01")),
+        "{text}"
+    );
+    // The filter matches the CLUSTER column.
+    key(&mut a, '/');
+    for c in "site-b".chars() {
+        key(&mut a, c);
+    }
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(a.rows.len(), 14, "{}", a.filter);
+    assert!(a
+        .rows
+        .iter()
+        .all(|&r| a.snapshot.nodes[r].cluster == "site-b"));
+    a.key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
     line(&mut a, "cluster lab");
     assert_eq!(a.site, 0);
+    assert!(!a.all_sites);
     assert_eq!(a.rows.len(), 42);
     line(&mut a, "cluster nope");
     assert_eq!(a.site, 0);
     assert!(
-        a.message.contains("no cluster `nope` here (lab, site-b)"),
+        a.message
+            .contains("no cluster `nope` here (lab, site-b, or all)"),
         "{}",
         a.message
     );
-    // C goes round.
+    // C goes round: site-b, all rows, the lab.
     key(&mut a, 'C');
+    key(&mut a, 'C');
+    assert!(a.all_sites);
     key(&mut a, 'C');
     assert_eq!(a.site, 0);
+    assert!(!a.all_sites);
+    // Acting on a row of the other cluster acts there: cordon h200-01 (site-b) while
+    // the lab is shown.
+    line(&mut a, "cluster all");
+    assert!(a.all_sites);
+    assert_eq!(a.site, 0);
+    line(&mut a, "nodes");
+    a.filter.clear();
+    a.recompute();
+    let at = a
+        .rows
+        .iter()
+        .position(|&r| a.snapshot.nodes[r].name == "h200-01")
+        .expect("listed");
+    a.selected = at;
+    key(&mut a, 'c');
+    if matches!(a.mode, Mode::Confirm(..)) {
+        key(&mut a, 'y');
+    }
+    assert_eq!(a.site, 1, "{}", a.message);
+    let b = a.sites[1].engine.sync().unwrap();
+    assert!(b
+        .snapshot
+        .nodes
+        .iter()
+        .any(|n| n.name == "h200-01" && n.cordoned));
+    let lab = a.sites[0].engine.sync().unwrap();
+    assert!(!lab.snapshot.nodes.iter().any(|n| n.cordoned));
+    // The selection stayed on the row acted on.
+    let r = a.rows[a.selected];
+    assert_eq!(
+        (
+            a.snapshot.nodes[r].cluster.as_str(),
+            a.snapshot.nodes[r].name.as_str()
+        ),
+        ("site-b", "h200-01")
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use maar_scheduler::metrics::Snapshot;
 use maar_scheduler::quantity::fmt_duration;
 use maar_scheduler::{Command, PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
 
@@ -20,6 +21,8 @@ pub use super::state::{App, Mode, Site};
 /// The largest other cluster an explanation asks how a job would fare there (a copy
 /// of it and a cycle; 2,000 nodes, as explain's own proofs).
 const ELSEWHERE_NODES: usize = 2_000;
+/// How often the rows of all clusters are put together at most (`:cluster all`).
+const MERGE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How far `[` and `]` step through history, seconds; `{` and `}` step an hour.
 pub const STEP_S: u64 = 300;
@@ -77,6 +80,10 @@ impl App {
             site_versions: Vec::new(),
             site_models: Vec::new(),
             elsewhere: Vec::new(),
+            site_snapshot: view.snapshot.clone(),
+            all_sites: false,
+            merged_at: None,
+            merge_due: false,
         }
         .with_rows()
     }
@@ -98,11 +105,56 @@ impl App {
     /// The cluster shown, in words for the header: `lab (1 of 2)`; empty with one.
     pub fn site_label(&self) -> String {
         match self.sites.get(self.site) {
+            Some(s) if self.sites.len() > 1 && self.all_sites => {
+                format!(
+                    "{} ({} of {}), all rows",
+                    s.name,
+                    self.site + 1,
+                    self.sites.len()
+                )
+            }
             Some(s) if self.sites.len() > 1 => {
                 format!("{} ({} of {})", s.name, self.site + 1, self.sites.len())
             }
             _ => String::new(),
         }
+    }
+
+    /// Every cluster's rows in the tables (`:cluster all`), or the shown cluster's.
+    pub fn show_all_sites(&mut self, on: bool) {
+        if self.sites.len() < 2 {
+            return;
+        }
+        self.all_sites = on;
+        self.selected = 0;
+        self.merge(true);
+        self.recompute();
+        self.message = if on {
+            format!(
+                "every cluster's jobs and nodes ({}): acting on a row acts in its cluster — C for one cluster",
+                self.site_label()
+            )
+        } else {
+            format!("cluster {} — C for the next", self.site_label())
+        };
+        self.dirty = true;
+    }
+
+    /// Puts the tables' rows together: every cluster's with `all_sites` (at most once
+    /// a second unless `now`; else marked due), the shown cluster's otherwise.
+    fn merge(&mut self, now: bool) {
+        if !self.all_sites {
+            self.snapshot = self.site_snapshot.clone();
+            self.merge_due = false;
+            return;
+        }
+        if !now && self.merged_at.is_some_and(|t| t.elapsed() < MERGE_EVERY) {
+            self.merge_due = true;
+            return;
+        }
+        self.snapshot = self.with_all_sites();
+        self.merged_at = Some(std::time::Instant::now());
+        self.merge_due = false;
     }
 
     /// Goes to cluster `i`: its view shown, actions sent to its engine.
@@ -136,8 +188,15 @@ impl App {
         if self.sites.len() < 2 {
             return false;
         }
+        if self.merge_due
+            && self.past.is_none()
+            && self.merged_at.is_none_or(|t| t.elapsed() >= MERGE_EVERY)
+        {
+            self.remerge();
+        }
         let views: Vec<Arc<View>> = self.sites.iter().map(|s| s.engine.view()).collect();
         let mut changed = false;
+        let mut other = false;
         for (i, v) in views.iter().enumerate() {
             if self.site_versions[i] == v.version {
                 continue;
@@ -146,9 +205,17 @@ impl App {
             self.site_versions[i] = v.version;
             self.site_models[i] = super::rows::model_rows(&v.snapshot);
             changed = true;
+            other |= i != self.site;
         }
         if !changed {
             return false;
+        }
+        if other && self.all_sites && self.past.is_none() {
+            // Another cluster's rows changed: the tables list them too.
+            self.merge_due = true;
+            if self.merged_at.is_none_or(|t| t.elapsed() >= MERGE_EVERY) {
+                self.remerge();
+            }
         }
         self.site_rows = self
             .sites
@@ -161,6 +228,95 @@ impl App {
         }
         self.dirty = true;
         true
+    }
+
+    /// The shown cluster's name, with several (rows are named within their cluster).
+    pub fn shown_cluster(&self) -> &str {
+        match self.sites.get(self.site) {
+            Some(s) if self.sites.len() > 1 => &s.name,
+            _ => "",
+        }
+    }
+
+    /// The shown cluster's view with every cluster's jobs and nodes, each naming its
+    /// own (a Pending job's start moved onto the shown cluster's clock); the shown
+    /// cluster's view alone with one.
+    fn with_all_sites(&self) -> Arc<Snapshot> {
+        let shown = &self.site_snapshot;
+        if self.sites.len() < 2 {
+            return shown.clone();
+        }
+        let mut all = Snapshot {
+            jobs: Vec::new(),
+            nodes: Vec::new(),
+            ..(**shown).clone()
+        };
+        for (i, site) in self.sites.iter().enumerate() {
+            let v = if i == self.site {
+                shown.clone()
+            } else {
+                site.engine.view().snapshot.clone()
+            };
+            let shift = shown.time_s as i64 - v.time_s as i64;
+            all.jobs.extend(v.jobs.iter().map(|j| {
+                let mut j = j.clone();
+                j.cluster = site.name.clone();
+                j.expected_start_s = j.expected_start_s.map(|t| (t as i64 + shift).max(0) as u64);
+                j
+            }));
+            all.nodes.extend(v.nodes.iter().map(|n| {
+                let mut n = n.clone();
+                n.cluster = site.name.clone();
+                n
+            }));
+        }
+        Arc::new(all)
+    }
+
+    /// The rows of all clusters put together again now, the selection kept on its row.
+    fn remerge(&mut self) {
+        let keep = self.selected_key();
+        self.merge(true);
+        self.recompute();
+        if let Some(k) = keep {
+            if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
+                self.selected = at;
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// Acting on a row of another cluster (Jobs, Nodes): that cluster becomes the one
+    /// shown, so the action, its preview and its answer are its own; the selection
+    /// stays on the row.
+    fn aim(&mut self) {
+        if !self.all_sites || self.past.is_some() {
+            return;
+        }
+        let Some(&row) = self.rows.get(self.selected) else {
+            return;
+        };
+        let cluster = match self.screen {
+            Screen::Jobs | Screen::Overview => self.snapshot.jobs.get(row).map(|j| &j.cluster),
+            Screen::Nodes => self.snapshot.nodes.get(row).map(|n| &n.cluster),
+            _ => None,
+        };
+        let Some(i) = cluster.and_then(|c| self.sites.iter().position(|s| &s.name == c)) else {
+            return;
+        };
+        if i == self.site {
+            return;
+        }
+        let (key, screen, filter) = (self.selected_key(), self.screen, self.filter.clone());
+        self.switch_site(i);
+        self.screen = screen;
+        self.filter = filter;
+        self.recompute();
+        if let Some(k) = key {
+            if let Some(at) = (0..self.rows.len()).find(|&r| self.row_key(self.rows[r]) == k) {
+                self.selected = at;
+            }
+        }
     }
 
     /// GPUs by model over every cluster, from each one's rows.
@@ -269,7 +425,8 @@ impl App {
         let keep = self.selected_key();
         let moved = v.snapshot.time_s != self.snapshot.time_s;
         self.version = v.version;
-        self.snapshot = v.snapshot.clone();
+        self.site_snapshot = v.snapshot.clone();
+        self.merge(false);
         self.status = v.status.clone();
         self.paused = v.status.paused;
         self.speed = v.status.speed;
@@ -342,7 +499,9 @@ impl App {
             _ => return,
         };
         self.switch(screen);
-        match (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == key) {
+        // Rows are named within their cluster: the alert's is the cluster shown.
+        let row = format!("{}:{key}", self.shown_cluster());
+        match (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == row) {
             Some(at) => {
                 self.selected = at;
                 if screen == Screen::Nodes {
@@ -695,14 +854,23 @@ impl App {
             KeyCode::Char(']' | '}') => self.message = "already at the present".into(),
             KeyCode::Char('>') => self.set_speed((self.speed * 2.0).min(86_400.0)),
             KeyCode::Char('<') => self.set_speed((self.speed / 2.0).max(1.0)),
+            // C: the next cluster; past the last, every cluster's rows; then the first.
             KeyCode::Char('C') if self.sites.len() > 1 => {
-                self.switch_site((self.site + 1) % self.sites.len())
+                if self.all_sites {
+                    self.all_sites = false;
+                    self.switch_site(0);
+                } else if self.site + 1 == self.sites.len() {
+                    self.show_all_sites(true);
+                } else {
+                    self.switch_site(self.site + 1);
+                }
             }
             _ => self.screen_key(k),
         }
     }
 
     fn screen_key(&mut self, k: KeyEvent) {
+        self.aim();
         if let KeyCode::Char(c) = k.code {
             if let Some((verb, key)) = verbs::key(self.screen.name(), c) {
                 self.key_verb(verb, key);
@@ -848,14 +1016,18 @@ impl App {
             }
             ("cluster", 2) => {
                 match self.sites.iter().position(|s| s.name == words[1]) {
-                    Some(i) => self.switch_site(i),
+                    _ if words[1] == "all" && self.sites.len() > 1 => self.show_all_sites(true),
+                    Some(i) => {
+                        self.all_sites = false;
+                        self.switch_site(i)
+                    }
                     None if self.sites.is_empty() => {
                         self.message = "cluster: this console shows one cluster".into()
                     }
                     None => {
                         let names: Vec<&str> = self.sites.iter().map(|s| s.name.as_str()).collect();
                         self.message = format!(
-                            "cluster: no cluster `{}` here ({})",
+                            "cluster: no cluster `{}` here ({}, or all)",
                             maar_scheduler::limits::echo(words[1]),
                             names.join(", ")
                         )

@@ -94,4 +94,17 @@ pub struct App {
     /// With several clusters, the explanation shown ends with how the job would fare
     /// in each of the others: "site-b: starts now on l40s-02, 1.20/GPU-hour".
     pub elsewhere: Vec<String>,
+    /// The shown cluster's own view (`snapshot` adds the other clusters' jobs and
+    /// nodes to it when `all_sites`).
+    pub site_snapshot: Arc<Snapshot>,
+    /// Every cluster's rows (`:cluster all`, or `C` past the last): the Jobs and Nodes
+    /// screens list all clusters' jobs and nodes with a CLUSTER column (the filter
+    /// matches it); acting on a row goes to its cluster, which becomes the one shown
+    /// (the header, and the screens of one cluster: quotas, events, alerts, cost).
+    pub all_sites: bool,
+    /// When the rows of all clusters were last put together, and whether a change
+    /// waits for the next time (at most once a second: 3 x 50,000 jobs take a few
+    /// hundred milliseconds).
+    pub merged_at: Option<std::time::Instant>,
+    pub merge_due: bool,
 }

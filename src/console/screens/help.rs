@@ -24,8 +24,8 @@ pub const HELP: &[(&str, &str)] = &[
     ("q, ctrl-c", "quit"),
     ("Tab / shift-Tab", "next / previous screen"),
     (
-        "C  :cluster NAME",
-        "with several clusters: the next one, or one by name (actions go to the one shown; :submit goes where the job starts first)",
+        "C  :cluster NAME|all",
+        "with several clusters: the next one, one by name, or all (every cluster's jobs and nodes with a CLUSTER column; acting on a row acts in its cluster); :submit goes where the job starts first",
     ),
     (
         ":SCREEN",

@@ -25,7 +25,8 @@ pub fn rows(app: &App) -> Vec<usize> {
             let j = &app.snapshot.jobs[i];
             f.is_empty()
                 || format!(
-                    "{}/{} {} {} {} {} {} {}",
+                    "{} {}/{} {} {} {} {} {} {}",
+                    j.cluster,
                     j.project,
                     j.name,
                     j.phase,
@@ -63,7 +64,7 @@ pub fn row_key(app: &App, i: usize) -> String {
     app.snapshot
         .jobs
         .get(i)
-        .map(|j| format!("{}/{}", j.project, j.name))
+        .map(|j| format!("{}:{}/{}", j.cluster, j.project, j.name))
         .unwrap_or_default()
 }
 
@@ -104,7 +105,7 @@ pub fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {
     } else {
         fmt_duration(j.run_s)
     };
-    vec![
+    let mut cells = vec![
         plain(j.project.clone()),
         plain(j.name.clone()),
         (j.phase.clone(), phase_style),
@@ -121,11 +122,17 @@ pub fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {
             Some(who) if j.phase == "Running" => format!("autoscaler paused by {who}"),
             _ => j.reasons.first().cloned().unwrap_or_default(),
         }),
-    ]
+    ];
+    if app.all_sites {
+        cells.insert(0, plain(j.cluster.clone()));
+    }
+    cells
 }
 
-pub fn job_columns() -> Vec<Column> {
-    vec![
+/// The queue's columns; CLUSTER first when every cluster's jobs are listed
+/// (`:cluster all`), each row naming its own.
+pub fn job_columns(app: &App) -> Vec<Column> {
+    let mut cols = vec![
         Column::new("PROJECT", 5).name().drop(2),
         Column::new("NAME", 10).name(),
         Column::new("PHASE", 7),
@@ -135,14 +142,18 @@ pub fn job_columns() -> Vec<Column> {
         Column::new("WAIT/RUN", 5),
         Column::new("STARTS", 6).drop(3),
         Column::new("REASON", 28).grow(),
-    ]
+    ];
+    if app.all_sites {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
+    cols
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = rows_table(
         app,
         area,
-        job_columns(),
+        job_columns(app),
         |i| Some(job_cells(app, &app.snapshot.jobs[i])),
         title(
             app,

@@ -25,7 +25,8 @@ pub fn rows(app: &App) -> Vec<usize> {
             let n = &app.snapshot.nodes[i];
             f.is_empty()
                 || format!(
-                    "{} {} {} {} {} {}",
+                    "{} {} {} {} {} {} {}",
+                    n.cluster,
                     n.name,
                     n.pool,
                     n.role,
@@ -44,7 +45,7 @@ pub fn row_key(app: &App, i: usize) -> String {
     app.snapshot
         .nodes
         .get(i)
-        .map(|n| n.name.clone())
+        .map(|n| format!("{}:{}", n.cluster, n.name))
         .unwrap_or_default()
 }
 
@@ -69,7 +70,7 @@ pub fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
         Style::default()
     };
     let disk = (n.disk_used * 100).checked_div(n.disk).unwrap_or(0);
-    vec![
+    let mut cells = vec![
         plain(n.name.clone()),
         plain(n.pool.clone()),
         plain(n.role.clone()),
@@ -100,11 +101,17 @@ pub fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
             },
         ),
         plain(n.host.map(|h| h.to_string()).unwrap_or_default()),
-    ]
+    ];
+    if app.all_sites {
+        cells.insert(0, plain(n.cluster.clone()));
+    }
+    cells
 }
 
-pub fn node_columns() -> Vec<Column> {
-    vec![
+/// The nodes' columns; CLUSTER first when every cluster's nodes are listed
+/// (`:cluster all`).
+pub fn node_columns(app: &App) -> Vec<Column> {
+    let mut cols = vec![
         Column::new("NODE", 8).name(),
         Column::new("POOL", 6).drop(5),
         Column::new("ROLE", 4).drop(6),
@@ -115,7 +122,11 @@ pub fn node_columns() -> Vec<Column> {
         Column::new("MEMORY", 6).drop(4),
         Column::new("DISK", 4),
         Column::new("IN USE (measured)", 4).grow().drop(7),
-    ]
+    ];
+    if app.all_sites {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
+    cols
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
@@ -131,7 +142,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = rows_table(
         app,
         body,
-        node_columns(),
+        node_columns(app),
         |i| Some(node_cells(app, &app.snapshot.nodes[i])),
         title(
             app,

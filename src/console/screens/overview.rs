@@ -294,7 +294,7 @@ fn draw_sites(f: &mut Frame, app: &App, area: Rect) {
             rows,
             None,
             format!(
-                " {} clusters — C or :cluster NAME shows another; :submit FILE goes where it starts first ",
+                " {} clusters — C or :cluster NAME|all shows another or all; :submit FILE goes where it starts first ",
                 app.site_rows.len()
             ),
             area.width,
