@@ -1174,11 +1174,20 @@ fn preview(
             Ok(other) => return Err(Failure::No(format!("unexpected answer {other:?}"))),
             Err(e) => return Err(api_failure(e)),
         },
-        None => crate::roles::Roles::load()?.grant(
-            &actor,
-            state.as_deref().and_then(crate::roles::owner),
-            None,
-        ),
+        None => {
+            // As that cluster's engine would judge: its own roles first.
+            let roles = crate::roles::Roles::load()?;
+            let cluster = state
+                .as_deref()
+                .and_then(|p| Record::open_read_only(p).ok())
+                .and_then(|r| r.meta().ok())
+                .map(|m| m.cluster);
+            match cluster {
+                Some(c) => roles.in_cluster(&c),
+                None => roles,
+            }
+            .grant(&actor, state.as_deref().and_then(crate::roles::owner), None)
+        }
     };
     let need = command.required_role();
     let (core, driver) = Source::open(source)?.into_parts();

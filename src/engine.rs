@@ -508,6 +508,7 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         .and_then(|r| r.command_count().ok())
         .unwrap_or(0);
     let start_at = loaded.core.now();
+    let loaded_cluster = loaded.meta.cluster.clone();
     // A cluster that is its record's newest checkpoint (just opened from the world, or
     // restored with no command after it) holds nothing to checkpoint yet.
     let checkpointed = match record.as_ref().map(Record::newest_checkpoint_mark) {
@@ -555,7 +556,8 @@ pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> Eng
         checkpoint_cost: Duration::ZERO,
         lost: None,
         owner,
-        roles: opts.roles.clone(),
+        // The roles file as it stands in this cluster (its own entry, if any).
+        roles: Arc::new(opts.roles.in_cluster(&loaded_cluster)),
         publish_every: opts.publish_every,
         tick_publish_every: opts.tick_publish_every,
         ticked: false,

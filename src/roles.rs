@@ -16,7 +16,15 @@
 //! default: viewer   # optional: anyone not named above
 //! socket:           # optional: who may connect to a running maar (the owner alone
 //!   group: gpu-ops  #   when absent); `everyone: true` lets every local user in
+//! clusters:         # optional: roles that differ in one cluster, by its name (the
+//!   site-b:         #   overview's row: a demo's scenario, a Kubernetes context)
+//!     users: {carol: operator}
+//!     default: viewer
 //! ```
+//!
+//! In a cluster with an entry under `clusters:`, a user named there (by user or
+//! group) has that role, else its `default` when it has one; anyone else is judged by
+//! the rest of the file.
 //!
 //! A user named nowhere (and no `default`) is a viewer on a shared state file and an
 //! admin on one's own (a state file owned by the user, or none at all). maar's own
@@ -35,7 +43,7 @@ use crate::load::InputError;
 /// Where the roles file is looked for when `$MAAR_ROLES` is not set.
 pub const DEFAULT_PATH: &str = "/etc/maar/roles.yaml";
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
@@ -46,14 +54,32 @@ struct File {
     default: Option<Role>,
     #[serde(default)]
     socket: SocketAccess,
+    /// Roles that differ in one cluster, by its name.
+    #[serde(default)]
+    clusters: BTreeMap<String, InCluster>,
+}
+
+/// One cluster's own roles (a user not named here is judged by the rest of the file).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InCluster {
+    #[serde(default)]
+    users: BTreeMap<String, Role>,
+    #[serde(default)]
+    groups: BTreeMap<String, Role>,
+    #[serde(default)]
+    default: Option<Role>,
 }
 
 /// The roles in force, and where they came from.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Roles {
     file: File,
     /// The file read (None: there was none).
     path: Option<PathBuf>,
+    /// The cluster they are for ([`Roles::in_cluster`]): its entry under `clusters:`
+    /// comes first.
+    cluster: Option<String>,
 }
 
 /// A person's role and why they have it (for refusals and the console).
@@ -101,6 +127,15 @@ impl Roles {
         }
     }
 
+    /// These roles as they stand in the cluster `name` (an engine's own: its entry
+    /// under `clusters:` first, then the rest of the file).
+    pub fn in_cluster(&self, name: &str) -> Roles {
+        Roles {
+            cluster: Some(name.to_string()),
+            ..self.clone()
+        }
+    }
+
     /// Who may connect to the engine's socket.
     pub fn socket_access(&self) -> SocketAccess {
         self.file.socket.clone()
@@ -126,6 +161,7 @@ impl Roles {
         Ok(Roles {
             file,
             path: Some(path.to_path_buf()),
+            cluster: None,
         })
     }
 
@@ -164,24 +200,28 @@ impl Roles {
 
     fn uncapped(&self, actor: &Actor, owner: Option<u32>) -> Grant {
         let src = self.source();
-        let mut best: Option<(Role, String)> = None;
-        let mut consider = |role: Role, why: String| {
-            if best.as_ref().is_none_or(|b| role > b.0) {
-                best = Some((role, why));
+        // This cluster's own entry first.
+        if let Some((name, c)) = self
+            .cluster
+            .as_ref()
+            .and_then(|n| self.file.clusters.get(n).map(|c| (n, c)))
+        {
+            let there = format!("{src} (clusters: {name})");
+            if let Some(g) = named(&c.users, &c.groups, actor, &there) {
+                return g;
             }
-        };
-        if let Some(&r) = self.file.users.get(&actor.user) {
-            consider(r, format!("user {} is {r} in {src}", actor.user));
-        }
-        if !self.file.groups.is_empty() {
-            for g in unix_groups(&actor.user) {
-                if let Some(&r) = self.file.groups.get(&g) {
-                    consider(r, format!("group {g} is {r} in {src}"));
-                }
+            if let Some(r) = c.default {
+                return Grant {
+                    role: r,
+                    why: format!(
+                        "{} is not named for cluster {name} in {src}; its default there is {r}",
+                        actor.user
+                    ),
+                };
             }
         }
-        if let Some((role, why)) = best {
-            return Grant { role, why };
+        if let Some(g) = named(&self.file.users, &self.file.groups, actor, &src) {
+            return g;
         }
         if let Some(r) = self.file.default {
             return Grant {
@@ -214,6 +254,32 @@ impl Roles {
             },
         }
     }
+}
+
+/// The highest role `actor` has by name or by group in these lists (`src` says where).
+fn named(
+    users: &BTreeMap<String, Role>,
+    groups: &BTreeMap<String, Role>,
+    actor: &Actor,
+    src: &str,
+) -> Option<Grant> {
+    let mut best: Option<(Role, String)> = None;
+    let mut consider = |role: Role, why: String| {
+        if best.as_ref().is_none_or(|b| role > b.0) {
+            best = Some((role, why));
+        }
+    };
+    if let Some(&r) = users.get(&actor.user) {
+        consider(r, format!("user {} is {r} in {src}", actor.user));
+    }
+    if !groups.is_empty() {
+        for g in unix_groups(&actor.user) {
+            if let Some(&r) = groups.get(&g) {
+                consider(r, format!("group {g} is {r} in {src}"));
+            }
+        }
+    }
+    best.map(|(role, why)| Grant { role, why })
 }
 
 /// The engine owner's own roles file: `$XDG_CONFIG_HOME/maar/roles.yaml`, else
@@ -258,6 +324,43 @@ mod tests {
             uid: Some(uid),
             from: None,
         }
+    }
+
+    #[test]
+    fn a_clusters_own_entry_comes_first_then_the_rest_of_the_file() {
+        let text = "users: {alice: admin, bob: operator}\ndefault: viewer\nclusters:\n  b:\n    users: {bob: viewer, carol: operator}\n  c:\n    default: operator\n";
+        let r = Roles::parse(Path::new("roles.yaml"), text).unwrap();
+        let role = |cluster: Option<&str>, user: &str| {
+            let r = match cluster {
+                Some(c) => r.in_cluster(c),
+                None => r.clone(),
+            };
+            r.grant(&actor(user, 6000), Some(0), None)
+        };
+        // Named in the cluster's entry: that role, even below the file's.
+        assert_eq!(role(Some("b"), "bob").role, Role::Viewer);
+        assert!(role(Some("b"), "bob")
+            .why
+            .contains("roles.yaml (clusters: b)"));
+        assert_eq!(role(Some("b"), "carol").role, Role::Operator);
+        // Not named there: the rest of the file.
+        assert_eq!(role(Some("b"), "alice").role, Role::Admin);
+        assert_eq!(role(Some("b"), "dave").role, Role::Viewer);
+        // The cluster's default before the file's.
+        assert_eq!(role(Some("c"), "dave").role, Role::Operator);
+        assert!(role(Some("c"), "dave")
+            .why
+            .contains("default there is operator"));
+        assert_eq!(role(Some("c"), "bob").role, Role::Operator);
+        // Elsewhere, and with no cluster, the file alone.
+        assert_eq!(role(Some("a"), "carol").role, Role::Viewer);
+        assert_eq!(role(None, "bob").role, Role::Operator);
+        // A misspelt key is refused, naming it.
+        let bad = Roles::parse(
+            Path::new("roles.yaml"),
+            "clusters:\n  b:\n    user: {x: admin}\n",
+        );
+        assert!(bad.is_err());
     }
 
     #[test]

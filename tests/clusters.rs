@@ -401,3 +401,53 @@ fn a_job_its_cluster_cannot_start_after_all_is_moved_once() {
         s.engine.shutdown();
     }
 }
+
+/// Roles may differ per cluster: the roles file's entry under `clusters:` decides in
+/// that cluster (here carol operates site-b and only views the lab), each engine
+/// judging by its own cluster's.
+#[test]
+fn roles_may_differ_per_cluster() {
+    let roles = maar::roles::Roles::parse(
+        std::path::Path::new("roles.yaml"),
+        "users: {carol: viewer}\nclusters:\n  site-b:\n    users: {carol: operator}\n",
+    )
+    .unwrap();
+    let start = |scenario: &str| {
+        let d = Demo::new(
+            load_scenario(Some(std::path::Path::new(scenario))).unwrap(),
+            None,
+        )
+        .unwrap();
+        engine::start(
+            maar::backend::from_demo(d),
+            None,
+            EngineOptions {
+                paused: true,
+                roles: std::sync::Arc::new(roles.clone()),
+                ..Default::default()
+            },
+        )
+    };
+    let (lab, b) = (start("lab"), start("site-b"));
+    let carol = maar_scheduler::Actor {
+        user: "carol".into(),
+        uid: Some(5003),
+        from: None,
+    };
+    let cordon = |node: &str| maar_scheduler::Command::CordonNode { node: node.into() };
+    let no = lab.apply(carol.clone(), cordon("a100-01")).unwrap_err();
+    assert!(no.to_string().contains("viewer"), "{no}");
+    let g = b.grant(&carol).unwrap();
+    assert_eq!(g.role, maar_scheduler::Role::Operator);
+    assert!(g.why.contains("(clusters: site-b)"), "{}", g.why);
+    b.apply(carol.clone(), cordon("h200-01")).unwrap();
+    assert!(b
+        .sync()
+        .unwrap()
+        .snapshot
+        .nodes
+        .iter()
+        .any(|n| n.name == "h200-01" && n.cordoned));
+    lab.shutdown();
+    b.shutdown();
+}
