@@ -131,6 +131,26 @@ pub enum Cmd {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
         clusters: u8,
     },
+    /// Open the console on every cluster of the config file's `clusters:` list
+    /// (docs/clusters.md): a demo's state file continued, a Kubernetes context watched
+    /// and scheduled; each with its own engine, state file and lease.
+    Clusters {
+        /// Simulated seconds per real second of the demo clusters (1-86400).
+        #[arg(long, default_value = "60", value_parser = speed)]
+        speed: f64,
+        /// Let the mouse scroll and click.
+        #[arg(long)]
+        mouse: bool,
+        /// dark, light, high-contrast, mono, or a theme file.
+        #[arg(long, value_name = "NAME|FILE")]
+        theme: Option<String>,
+        /// Run them without a console until interrupted.
+        #[arg(long)]
+        headless: bool,
+        /// Look only: a viewer's console (docs/roles.md).
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Run a scenario headless at full speed and print the final state.
     Sim {
         #[command(flatten)]
@@ -623,6 +643,13 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             ];
             crate::live_cli::faces(&sites, read_only, mouse, theme, note, &line, o)
         }
+        Cmd::Clusters {
+            speed,
+            mouse,
+            theme,
+            headless,
+            read_only,
+        } => run_clusters(speed, mouse, theme, headless, read_only, o),
         Cmd::Replay(args) => crate::replay_cli::run_on(args, o),
         Cmd::Agent(args) => crate::agent_cli::run(args, o),
         Cmd::Live(live) => live.visit(crate::live_cli::Runner(o)),
@@ -1212,16 +1239,109 @@ fn preview(
     Ok(if p.accepted { 0 } else { 1 })
 }
 
+/// `maar clusters`: one console on every cluster of the config file's list, each
+/// opened as its own command would (`maar demo --resume --state FILE`, `maar kube
+/// --context NAME`), named as the list names it.
+fn run_clusters(
+    speed: f64,
+    mouse: bool,
+    theme: Option<String>,
+    headless: bool,
+    read_only: bool,
+    o: &mut Out,
+) -> Result<i32, Failure> {
+    let listed = listed_clusters("maar clusters")?;
+    let theme = console_theme(headless, theme.as_deref())?;
+    let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
+    let mut sites: Vec<crate::federation::Site> = Vec::new();
+    let mut line = String::new();
+    let stop = |sites: &[crate::federation::Site]| sites.iter().for_each(|s| s.engine.shutdown());
+    for c in listed {
+        let opened = match (&c.state, &c.context) {
+            (_, Some(context)) => crate::live_cli::open_kube(context, roles.clone(), headless),
+            (Some(p), None) => open_listed_state(p, speed, roles.clone()),
+            (None, None) => Err(Failure::Usage(format!(
+                "cluster {}: neither a state file nor a context",
+                c.name
+            ))),
+        };
+        match opened {
+            Ok((engine, what)) => {
+                line.push_str(&format!("maar: {}: {what}\n", c.name));
+                sites.push(crate::federation::Site {
+                    name: c.name,
+                    engine,
+                });
+            }
+            Err(e) => {
+                stop(&sites);
+                return Err(match e {
+                    Failure::Usage(m) => Failure::Usage(format!("cluster {}: {m}", c.name)),
+                    Failure::No(m) => Failure::No(format!("cluster {}: {m}", c.name)),
+                    other => other,
+                });
+            }
+        }
+    }
+    line.push_str(&format!(
+        "maar: {} clusters (pid {}); interrupt to stop\n",
+        sites.len(),
+        std::process::id()
+    ));
+    crate::live_cli::faces(&sites, read_only, mouse, theme, None, &line, o)
+}
+
+/// A listed cluster named by its state file: a demo's is continued (its simulation
+/// runs on); a live backend's runs only where its world is (`maar local` on its
+/// machine, `maar kube --context`), so it is refused with that line.
+fn open_listed_state(
+    path: &Path,
+    speed: f64,
+    roles: std::sync::Arc<crate::roles::Roles>,
+) -> Result<(engine::EngineHandle, String), Failure> {
+    let meta = Record::open_read_only(path)?.meta()?;
+    if meta.backend != "demo" {
+        return Err(Failure::Usage(format!(
+            "{} holds the {} cluster {}: it runs where its world is (`maar {}`); list a Kubernetes cluster by its `context`",
+            path.display(),
+            meta.backend,
+            meta.cluster,
+            meta.backend
+        )));
+    }
+    let (loaded, record) = open_demo(
+        &ScenarioArgs::default(),
+        Some(path.to_path_buf()),
+        false,
+        true,
+    )?;
+    let access = roles.socket_access();
+    let handle = engine::start(
+        loaded,
+        record,
+        EngineOptions {
+            speed,
+            roles,
+            ..Default::default()
+        },
+    );
+    crate::api::serve(&handle, path, access);
+    Ok((
+        handle,
+        format!("demo {} continued on {}", meta.cluster, path.display()),
+    ))
+}
+
 /// The config file's `clusters:` for `--cluster all` (a usage error naming the file
 /// when it lists none).
-fn listed_clusters() -> Result<Vec<crate::config::Cluster>, Failure> {
+fn listed_clusters(what: &str) -> Result<Vec<crate::config::Cluster>, Failure> {
     let cfg = crate::config::load()?;
     if cfg.clusters.is_empty() {
         let where_ = crate::config::path()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "the config file".into());
         return Err(Failure::Usage(format!(
-            "--cluster all: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
+            "{what}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
         )));
     }
     Ok(cfg.clusters)
@@ -1232,7 +1352,7 @@ fn listed_clusters() -> Result<Vec<crate::config::Cluster>, Failure> {
 fn each_listed(source: &SourceArgs) -> Result<(Vec<(String, Source)>, usize), Failure> {
     let mut read = Vec::new();
     let mut failed = 0;
-    for c in listed_clusters()? {
+    for c in listed_clusters("--cluster all")? {
         let one = SourceArgs {
             cluster: Some(c.name.clone()),
             at: source.at,

@@ -252,6 +252,31 @@ struct Live {
     metrics: Option<MetricsDoor>,
 }
 
+/// One Kubernetes context's cluster opened and its engine started as `maar kube
+/// --context NAME` would (its own state file and lease): for `maar clusters`.
+pub(crate) fn open_kube(
+    context: &str,
+    roles: std::sync::Arc<crate::roles::Roles>,
+    headless: bool,
+) -> Result<(engine::EngineHandle, String), Failure> {
+    use maar_scheduler::kit::Backend;
+    let args = maar_kube::KubeArgs {
+        kubeconfig: None,
+        contexts: vec![context.to_string()],
+        namespace: None,
+        all_namespaces: false,
+        timeout: 10,
+        api_listen: None,
+        tls_cert: None,
+        tls_key: None,
+    };
+    let path = record::default_path(&maar_kube::Kube::state_name(&args)?);
+    state_folder(&path)?;
+    let (loaded, rec, what) = backend::open_live::<maar_kube::Kube>(&path, &args)?;
+    let what = format!("{what} on {}", path.display());
+    Ok((live_engine(loaded, rec, roles, headless, None), what))
+}
+
 /// A live cluster's engine started in real time and served: the console (as a viewer
 /// with `read_only`), or, headless, `line` printed and a wait for a signal (views then
 /// published seldom: nothing draws them). The engine is shut down after; the exit code

@@ -580,6 +580,38 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         "{}",
         text(&o.stderr)
     );
+    // `maar clusters`: every listed cluster in one maar (headless here), each
+    // continued from its state file, until interrupted.
+    let before = |site: &str| {
+        maar::record::Record::open_read_only(&dir.join(format!("{site}.db")))
+            .unwrap()
+            .latest_time()
+            .unwrap()
+    };
+    let (lab0, b0) = (before("lab"), before("site-b"));
+    let child = isolated(&["clusters", "--headless", "--speed", "3600"])
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
+    assert!(out.contains("maar: lab: demo lab continued on "), "{out}");
+    assert!(
+        out.contains("maar: site-b: demo site-b continued on "),
+        "{out}"
+    );
+    assert!(out.contains("maar: 2 clusters"), "{out}");
+    // Both ran on (an hour a second) and were checkpointed at the stop.
+    assert!(before("lab") > lab0 && before("site-b") > b0);
     std::fs::write(&cfg, "clusters:\n  - {name: x}\n").unwrap();
     let o = run(&["submit", "-f", &job, "--cluster", "auto"]);
     assert_eq!(o.status.code(), Some(2));
