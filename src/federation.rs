@@ -23,12 +23,25 @@ pub struct Site {
     pub engine: EngineHandle,
 }
 
-/// How `spec` would fare in each cluster, were it submitted there now.
+/// How `spec` would fare in each cluster, were it submitted there now: every engine
+/// asked at once (each proves it on its own copy, on its own thread), the answers in
+/// the clusters' order.
 pub fn prospects(sites: &[Site], spec: &JobSpec) -> Vec<(String, Result<Prospect, String>)> {
-    sites
-        .iter()
-        .map(|s| (s.name.clone(), s.engine.prospect(spec)))
-        .collect()
+    std::thread::scope(|scope| {
+        let asked: Vec<_> = sites
+            .iter()
+            .map(|s| (s.name.clone(), scope.spawn(|| s.engine.prospect(spec))))
+            .collect();
+        asked
+            .into_iter()
+            .map(|(name, h)| {
+                let p = h
+                    .join()
+                    .unwrap_or_else(|_| Err("asking it failed".to_string()));
+                (name, p)
+            })
+            .collect()
+    })
 }
 
 /// Who moves jobs in the record and the audit: a part of maar.
