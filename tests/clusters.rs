@@ -451,3 +451,65 @@ fn roles_may_differ_per_cluster() {
     lab.shutdown();
     b.shutdown();
 }
+
+/// Every cluster's rows are the present's: looking at the shown cluster's past lists
+/// that cluster alone (no CLUSTER column), and `:now` brings every cluster's rows back
+/// at once.
+#[test]
+fn the_past_lists_one_cluster_and_now_brings_every_clusters_rows_back() {
+    // Two recorded sites (the past is read from the state file), the lab an hour on.
+    let dir = std::env::temp_dir().join(format!("maar-clusters-past-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let recorded = |site: &str| {
+        let (text, sc) = maar::load::scenario_text(Some(std::path::Path::new(site))).unwrap();
+        let (loaded, rec) =
+            maar::backend::fresh_demo(Some(&dir.join(format!("{site}.db"))), &text, sc, None)
+                .unwrap();
+        engine::start(
+            loaded,
+            rec,
+            EngineOptions {
+                paused: true,
+                ..Default::default()
+            },
+        )
+    };
+    let (lab, b) = (recorded("lab"), recorded("site-b"));
+    lab.set_speed(20_000.0);
+    lab.set_paused(false).unwrap();
+    for _ in 0..300 {
+        if lab.sync().unwrap().snapshot.time_s >= 3600 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    lab.set_paused(true).unwrap();
+    let mut a = App::with_sites(vec![
+        Site {
+            name: "lab".into(),
+            engine: lab,
+        },
+        Site {
+            name: "site-b".into(),
+            engine: b,
+        },
+    ]);
+    a.actor = maar_scheduler::Actor::system("clusters-test");
+    line(&mut a, "cluster all");
+    line(&mut a, "nodes");
+    assert_eq!(a.rows.len(), 42 + 14);
+    key(&mut a, '[');
+    assert!(a.past.is_some(), "{}", a.message);
+    assert!(!a.all_rows());
+    assert_eq!(a.rows.len(), 42);
+    assert!(!screen(&a, 160, 50).contains("CLUSTER"));
+    line(&mut a, "now");
+    assert!(a.past.is_none());
+    assert!(a.all_rows());
+    assert_eq!(a.rows.len(), 42 + 14);
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,7 +105,7 @@ impl App {
     /// The cluster shown, in words for the header: `lab (1 of 2)`; empty with one.
     pub fn site_label(&self) -> String {
         match self.sites.get(self.site) {
-            Some(s) if self.sites.len() > 1 && self.all_sites => {
+            Some(s) if self.sites.len() > 1 && self.all_rows() => {
                 format!(
                     "{} ({} of {}), all rows",
                     s.name,
@@ -118,6 +118,12 @@ impl App {
             }
             _ => String::new(),
         }
+    }
+
+    /// The tables list every cluster's rows now (`:cluster all`, and not looking at
+    /// one cluster's past).
+    pub fn all_rows(&self) -> bool {
+        self.all_sites && self.past.is_none()
     }
 
     /// Every cluster's rows in the tables (`:cluster all`), or the shown cluster's.
@@ -290,7 +296,7 @@ impl App {
     /// shown, so the action, its preview and its answer are its own; the selection
     /// stays on the row.
     fn aim(&mut self) {
-        if !self.all_sites || self.past.is_some() {
+        if !self.all_rows() {
             return;
         }
         let Some(&row) = self.rows.get(self.selected) else {
@@ -634,6 +640,8 @@ impl App {
     pub fn now(&mut self) {
         if self.past.take().is_some() {
             self.version = 0;
+            // The live rows at once (all clusters' too), not after the merge's pause.
+            self.merged_at = None;
             self.refresh();
             self.message = "back to now".into();
         }

@@ -123,7 +123,7 @@ pub fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {
             _ => j.reasons.first().cloned().unwrap_or_default(),
         }),
     ];
-    if app.all_sites {
+    if app.all_rows() {
         cells.insert(0, plain(j.cluster.clone()));
     }
     cells
@@ -143,7 +143,7 @@ pub fn job_columns(app: &App) -> Vec<Column> {
         Column::new("STARTS", 6).drop(3),
         Column::new("REASON", 28).grow(),
     ];
-    if app.all_sites {
+    if app.all_rows() {
         cols.insert(0, Column::new("CLUSTER", 4).name());
     }
     cols

@@ -102,7 +102,7 @@ pub fn node_cells(app: &App, n: &maar_scheduler::metrics::NodeView) -> Cells {
         ),
         plain(n.host.map(|h| h.to_string()).unwrap_or_default()),
     ];
-    if app.all_sites {
+    if app.all_rows() {
         cells.insert(0, plain(n.cluster.clone()));
     }
     cells
@@ -123,7 +123,7 @@ pub fn node_columns(app: &App) -> Vec<Column> {
         Column::new("DISK", 4),
         Column::new("IN USE (measured)", 4).grow().drop(7),
     ];
-    if app.all_sites {
+    if app.all_rows() {
         cols.insert(0, Column::new("CLUSTER", 4).name());
     }
     cols
