@@ -1255,7 +1255,11 @@ fn run_clusters(
     let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
     let mut sites: Vec<crate::federation::Site> = Vec::new();
     let mut line = String::new();
-    let stop = |sites: &[crate::federation::Site]| sites.iter().for_each(|s| s.engine.shutdown());
+    let joining = std::sync::Arc::new(crate::federation::Joining::default());
+    let stop = |sites: &[crate::federation::Site]| {
+        joining.stop();
+        sites.iter().for_each(|s| s.engine.shutdown())
+    };
     for c in listed {
         let opened = match (&c.state, &c.context) {
             (_, Some(context)) => crate::live_cli::open_kube(context, roles.clone(), headless),
@@ -1273,6 +1277,29 @@ fn run_clusters(
                     engine,
                 });
             }
+            // A Kubernetes cluster that does not answer: the others go on, and it is
+            // tried again until it answers.
+            Err(Failure::No(why)) if c.context.is_some() => {
+                line.push_str(&format!(
+                    "maar: {}: not answering, tried again every {} s: {why}\n",
+                    c.name,
+                    crate::federation::RETRY_EVERY.as_secs()
+                ));
+                let (name, context, roles) = (
+                    c.name.clone(),
+                    c.context.clone().unwrap_or_default(),
+                    roles.clone(),
+                );
+                joining.wait_for(
+                    c.name,
+                    why,
+                    Box::new(move || {
+                        crate::live_cli::open_kube(&context, roles.clone(), headless)
+                            .map(|(engine, what)| (name.clone(), engine, what))
+                            .map_err(|e| e.to_string())
+                    }),
+                );
+            }
             Err(e) => {
                 stop(&sites);
                 return Err(match e {
@@ -1283,12 +1310,36 @@ fn run_clusters(
             }
         }
     }
+    let waiting = joining.waiting();
+    if sites.is_empty() {
+        stop(&sites);
+        let why: Vec<String> = waiting.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+        return Err(Failure::No(format!(
+            "no cluster of the list answers ({})",
+            why.join("; ")
+        )));
+    }
     line.push_str(&format!(
-        "maar: {} clusters (pid {}); interrupt to stop\n",
+        "maar: {} cluster{}{} (pid {}); interrupt to stop\n",
         sites.len(),
+        if sites.len() == 1 { "" } else { "s" },
+        if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(", {} more when they answer", waiting.len())
+        },
         std::process::id()
     ));
-    crate::live_cli::faces(&sites, read_only, mouse, theme, None, &line, o)
+    crate::live_cli::faces_joining(
+        &sites,
+        (!waiting.is_empty()).then_some(joining.clone()),
+        read_only,
+        mouse,
+        theme,
+        None,
+        &line,
+        o,
+    )
 }
 
 /// A listed cluster named by its state file: a demo's is continued (its simulation

@@ -213,12 +213,14 @@ pub struct MoverThread {
 }
 
 impl MoverThread {
-    /// Starts moving among `sites` (none with one cluster).
-    pub fn start(sites: &[Site]) -> Option<MoverThread> {
-        if sites.len() < 2 {
+    /// Starts moving among `sites` and those that join later (none while there is
+    /// one cluster and none to join).
+    pub fn start(sites: &[Site], joining: Option<Arc<Joining>>) -> Option<MoverThread> {
+        if sites.len() < 2 && joining.is_none() {
             return None;
         }
-        let sites = sites.to_vec();
+        let mut sites = sites.to_vec();
+        let first = sites.len();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -226,6 +228,9 @@ impl MoverThread {
             .spawn(move || {
                 let mut mover = Mover::default();
                 while !flag.load(Ordering::SeqCst) {
+                    if let Some(j) = &joining {
+                        sites.extend(j.joined_after(sites.len() - first));
+                    }
                     mover.look(&sites);
                     for _ in 0..10 {
                         if flag.load(Ordering::SeqCst) {
@@ -248,6 +253,108 @@ impl Drop for MoverThread {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// How often a cluster that did not answer when maar started is tried again.
+pub const RETRY_EVERY: Duration = Duration::from_secs(10);
+
+/// What opens one cluster (its name, its engine, and in words what was opened), or
+/// why not.
+pub type Opener = Box<dyn FnMut() -> Result<(String, EngineHandle, String), String> + Send>;
+
+/// Clusters that did not answer when maar started with several: the others go on, and
+/// each of these is tried again every [`RETRY_EVERY`] until it answers; then it joins
+/// (its engine among the others: the console's rows, the mover). Until then the
+/// overview shows it as not answering, with why.
+#[derive(Default)]
+pub struct Joining {
+    waiting: std::sync::Mutex<Vec<(String, String)>>,
+    joined: std::sync::Mutex<Vec<Site>>,
+    stop: AtomicBool,
+    threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Joining {
+    /// Tries `open` again every [`RETRY_EVERY`] (on its own thread) until it answers
+    /// or [`Joining::stop`]; `why` is the first failure.
+    pub fn wait_for(self: &Arc<Self>, name: String, why: String, mut open: Opener) {
+        self.waiting
+            .lock()
+            .expect("waiting")
+            .push((name.clone(), why));
+        let me = self.clone();
+        let t = std::thread::Builder::new()
+            .name("maar-joining".into())
+            .spawn(move || loop {
+                let until = Instant::now() + RETRY_EVERY;
+                while Instant::now() < until {
+                    if me.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                match open() {
+                    Ok((joined_as, engine, what)) => {
+                        let mut joined = me.joined.lock().expect("joined");
+                        if me.stop.load(Ordering::SeqCst) {
+                            engine.shutdown();
+                            return;
+                        }
+                        tracing::info!(target: "maar", "cluster {name} answers now: {what}");
+                        me.waiting
+                            .lock()
+                            .expect("waiting")
+                            .retain(|(n, _)| *n != name);
+                        joined.push(Site {
+                            name: joined_as,
+                            engine,
+                        });
+                        return;
+                    }
+                    Err(why) => {
+                        if let Some(w) = me
+                            .waiting
+                            .lock()
+                            .expect("waiting")
+                            .iter_mut()
+                            .find(|(n, _)| *n == name)
+                        {
+                            w.1 = why;
+                        }
+                    }
+                }
+            });
+        if let Ok(t) = t {
+            self.threads.lock().expect("threads").push(t);
+        }
+    }
+
+    /// The clusters still waiting to answer, and why.
+    pub fn waiting(&self) -> Vec<(String, String)> {
+        self.waiting.lock().expect("waiting").clone()
+    }
+
+    /// The clusters that joined after the first `seen` of them.
+    pub fn joined_after(&self, seen: usize) -> Vec<Site> {
+        self.joined
+            .lock()
+            .expect("joined")
+            .iter()
+            .skip(seen)
+            .cloned()
+            .collect()
+    }
+
+    /// Stops trying; the engines of the clusters that joined are shut down.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.lock().expect("threads").drain(..) {
+            let _ = t.join();
+        }
+        for s in self.joined.lock().expect("joined").iter() {
+            s.engine.shutdown();
         }
     }
 }

@@ -107,7 +107,7 @@ fn state_folder(path: &std::path::Path) -> Result<(), Failure> {
 /// `maar NAME` of a live backend: the state file (given, or named by the backend's
 /// cluster), the cluster opened or continued, its engine started in real time and
 /// served, with what the application serves beside it (`beside`).
-pub(crate) fn run_live<B: Backend>(r: Run<B::Args>, o: &mut Out) -> Result<i32, Failure>
+pub(crate) fn run_live<B: Backend + 'static>(r: Run<B::Args>, o: &mut Out) -> Result<i32, Failure>
 where
     B::Args: clap::Args + std::any::Any,
 {
@@ -144,15 +144,16 @@ where
 /// lease; then one console on all of them (`C` shows another, `:submit` sends a job
 /// where it starts first), or headless until a signal. What serves one cluster only
 /// (`--state`, `--metrics`) is refused; what is served beside one (`--api-listen`) is
-/// the first's.
-fn run_several<B: Backend>(
+/// the first's. The first must answer; a later one that does not is shown so while
+/// the others go on, and tried again until it answers (`federation::Joining`).
+fn run_several<B: Backend + 'static>(
     r: Run<B::Args>,
     each: Vec<B::Args>,
     theme: Option<crate::console::theme::Theme>,
     o: &mut Out,
 ) -> Result<i32, Failure>
 where
-    B::Args: clap::Args + std::any::Any,
+    B::Args: clap::Args + std::any::Any + Send,
 {
     if r.state.is_some() {
         return Err(Failure::Usage(format!(
@@ -182,10 +183,39 @@ where
     let mut sites: Vec<crate::console::app::Site> = Vec::new();
     let mut line = String::new();
     let mut notes = Vec::new();
-    let stop = |sites: &[crate::console::app::Site]| sites.iter().for_each(|s| s.engine.shutdown());
-    for (a, path) in each.iter().zip(&paths) {
+    let joining = std::sync::Arc::new(crate::federation::Joining::default());
+    let stop = |sites: &[crate::console::app::Site]| {
+        joining.stop();
+        sites.iter().for_each(|s| s.engine.shutdown())
+    };
+    for (i, (a, path)) in each.iter().zip(&paths).enumerate() {
         let (mut loaded, rec, what) = match backend::open_live::<B>(path, a) {
             Ok(x) => x,
+            Err(Failure::No(why)) if i > 0 => {
+                let name = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                line.push_str(&format!(
+                    "maar: {name}: not answering, tried again every {} s: {why}\n",
+                    crate::federation::RETRY_EVERY.as_secs()
+                ));
+                let (a, path, roles) = (a.clone(), path.clone(), roles.clone());
+                let (headless, placement) = (theme.is_none(), r.live.placement);
+                joining.wait_for(
+                    name,
+                    why,
+                    Box::new(move || {
+                        let (mut loaded, rec, what) =
+                            backend::open_live::<B>(&path, &a).map_err(|e| e.to_string())?;
+                        loaded.core.set_placement(placement);
+                        let name = loaded.meta.cluster.clone();
+                        let engine = live_engine(loaded, rec, roles.clone(), headless, None);
+                        Ok((name, engine, what))
+                    }),
+                );
+                continue;
+            }
             Err(e) => {
                 stop(&sites);
                 return Err(e);
@@ -205,9 +235,16 @@ where
             engine: handle,
         });
     }
+    let waiting = joining.waiting().len();
     line.push_str(&format!(
-        "maar: {} clusters; interrupt to stop\n",
-        sites.len()
+        "maar: {} cluster{}{}; interrupt to stop\n",
+        sites.len(),
+        if sites.len() == 1 { "" } else { "s" },
+        if waiting == 0 {
+            String::new()
+        } else {
+            format!(", {waiting} more when they answer")
+        }
     ));
     let beside = BESIDE.iter().find(|(name, _)| *name == B::NAME);
     let _beside = match beside
@@ -221,8 +258,9 @@ where
         }
     };
     let note = (!notes.is_empty()).then(|| notes.join("; "));
-    faces(
+    faces_joining(
         &sites,
+        (waiting > 0).then_some(joining.clone()),
         r.live.read_only,
         r.live.mouse,
         theme,
@@ -393,10 +431,26 @@ pub(crate) fn faces(
     line: &str,
     o: &mut Out,
 ) -> Result<i32, Failure> {
+    faces_joining(sites, None, read_only, mouse, theme, note, line, o)
+}
+
+/// As [`faces`], with clusters that did not answer at the start and join when they do
+/// (`federation::Joining`); they are stopped trying, and shut down, at the end.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn faces_joining(
+    sites: &[crate::console::app::Site],
+    joining: Option<std::sync::Arc<crate::federation::Joining>>,
+    read_only: bool,
+    mouse: bool,
+    theme: Option<crate::console::theme::Theme>,
+    note: Option<String>,
+    line: &str,
+    o: &mut Out,
+) -> Result<i32, Failure> {
     // Jobs sent among the clusters are moved once when theirs cannot start them after
     // all: maar's own doing, so not from a viewer's console.
-    let _mover = (!read_only)
-        .then(|| crate::federation::MoverThread::start(sites))
+    let mover = (!read_only)
+        .then(|| crate::federation::MoverThread::start(sites, joining.clone()))
         .flatten();
     let r = match theme {
         Some(theme) => {
@@ -411,7 +465,14 @@ pub(crate) fn faces(
                     },
                 })
                 .collect();
-            console_exit(crate::console::run::run_sites(shown, mouse, theme, note))
+            console_exit(crate::console::run::run_sites(
+                shown,
+                joining.clone(),
+                read_only,
+                mouse,
+                theme,
+                note,
+            ))
         }
         None => {
             o.put(line);
@@ -422,6 +483,10 @@ pub(crate) fn faces(
                 .map_err(Failure::No)
         }
     };
+    drop(mover);
+    if let Some(j) = &joining {
+        j.stop();
+    }
     for s in sites {
         s.engine.shutdown();
     }

@@ -612,6 +612,60 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
     assert!(out.contains("maar: 2 clusters"), "{out}");
     // Both ran on (an hour a second) and were checkpointed at the stop.
     assert!(before("lab") > lab0 && before("site-b") > b0);
+    // A Kubernetes cluster of the list that does not answer at the start: the others
+    // go on, and it is said so (tried again until it answers).
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster: {server: \"https://127.0.0.1:1\"}\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: gone\n  context: {cluster: gone, user: u}\ncurrent-context: gone\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "clusters:\n  - {{name: lab, state: {0}/lab.db}}\n  - {{name: east, context: gone}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let child = isolated(&["clusters", "--headless"])
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
+    assert!(out.contains("maar: lab: demo lab continued on "), "{out}");
+    assert!(
+        out.contains("maar: east: not answering, tried again every 10 s: context gone:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("maar: 1 cluster, 1 more when they answer"),
+        "{out}"
+    );
+    // With none of them answering, nothing runs.
+    std::fs::write(&cfg, "clusters:\n  - {name: east, context: gone}\n").unwrap();
+    let o2 = isolated(&["clusters", "--headless"])
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(o2.status.code(), Some(1), "{}", text(&o2.stderr));
+    assert!(
+        text(&o2.stderr).contains("no cluster of the list answers (east: "),
+        "{}",
+        text(&o2.stderr)
+    );
     std::fs::write(&cfg, "clusters:\n  - {name: x}\n").unwrap();
     let o = run(&["submit", "-f", &job, "--cluster", "auto"]);
     assert_eq!(o.status.code(), Some(2));

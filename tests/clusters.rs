@@ -513,3 +513,54 @@ fn the_past_lists_one_cluster_and_now_brings_every_clusters_rows_back() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cluster that did not answer at the start is a row saying so while the others go
+/// on; when it answers (tried again every 10 s) it joins: its row, its engine, `C`.
+#[test]
+fn a_cluster_that_did_not_answer_at_the_start_is_shown_so_and_joins_when_it_does() {
+    let joining = std::sync::Arc::new(maar::federation::Joining::default());
+    let tries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = tries.clone();
+    joining.wait_for(
+        "site-b".into(),
+        "the API server does not answer".into(),
+        Box::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(("site-b".into(), engine("site-b", 600), "demo site-b".into()))
+        }),
+    );
+    let mut a = App::with_sites_joining(
+        vec![Site {
+            name: "lab".into(),
+            engine: engine("lab", 600),
+        }],
+        Some(joining.clone()),
+        false,
+    );
+    assert_eq!(a.site_rows.len(), 2);
+    let down = a.site_rows[1].down.clone().unwrap_or_default();
+    assert!(
+        down.starts_with(
+            "not answering since the start, tried every 10 s: the API server does not answer"
+        ),
+        "{down}"
+    );
+    assert!(screen(&a, 160, 40).contains("not answering since the start"));
+    // It answers at the next try.
+    for _ in 0..150 {
+        a.refresh_sites();
+        if a.sites.len() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(a.sites.len(), 2, "joined");
+    assert_eq!(tries.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(a.site_rows.len(), 2);
+    assert_eq!(a.site_rows[1].name, "site-b");
+    assert_eq!(a.site_rows[1].down, None);
+    key(&mut a, 'C');
+    assert_eq!(a.shown_cluster(), "site-b");
+    joining.stop();
+    a.sites[0].engine.shutdown();
+}

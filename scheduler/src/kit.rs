@@ -204,11 +204,11 @@ pub struct Opened {
 /// application's list (`src/backends.rs`), where its `Args` become `maar NAME`'s
 /// options. Implementations do their I/O in their own crates; the core only names
 /// the shape.
-pub trait Backend {
+pub trait Backend: 'static {
     /// `maar NAME`, and the backend its state files record.
     const NAME: &'static str;
     /// Its own options (a clap `Args` in the application's list).
-    type Args: Clone;
+    type Args: Clone + Send;
     /// The state file's name when none is given (`local-HOST`, `kube-CONTEXT`), made
     /// safe for a file by the application.
     fn state_name(args: &Self::Args) -> Result<String, OpenError>;

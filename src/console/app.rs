@@ -84,6 +84,10 @@ impl App {
             all_sites: false,
             merged_at: None,
             merge_due: false,
+            joining: None,
+            joined_seen: 0,
+            joined_read_only: false,
+            waiting: Vec::new(),
         }
         .with_rows()
     }
@@ -91,8 +95,20 @@ impl App {
     /// A console on several clusters (`maar demo --clusters 2`): the first is shown;
     /// `C` and `:cluster NAME` go to another; the overview sums them all.
     pub fn with_sites(sites: Vec<Site>) -> App {
+        App::with_sites_joining(sites, None, false)
+    }
+
+    /// As [`App::with_sites`], with clusters that did not answer at the start and may
+    /// join later (each then its row and its engine, a viewer's when `read_only`).
+    pub fn with_sites_joining(
+        sites: Vec<Site>,
+        joining: Option<Arc<crate::federation::Joining>>,
+        read_only: bool,
+    ) -> App {
         let mut app = App::new(sites[0].engine.clone());
-        if sites.len() > 1 {
+        app.joined_read_only = read_only;
+        if sites.len() > 1 || joining.is_some() {
+            app.joining = joining;
             app.site_versions = vec![u64::MAX; sites.len()];
             app.site_models = vec![Vec::new(); sites.len()];
             app.sites = sites;
@@ -191,9 +207,38 @@ impl App {
     /// Reads the other clusters' newest views (each frame): their totals and the GPUs
     /// by model over all of them, recomputed when one changed. True when it did.
     pub fn refresh_sites(&mut self) -> bool {
-        if self.sites.len() < 2 {
+        let mut grown = false;
+        let waiting = match self.joining.clone() {
+            Some(j) => {
+                // Clusters that answer now join: their rows and their engines.
+                for s in j.joined_after(self.joined_seen) {
+                    self.joined_seen += 1;
+                    let engine = if self.joined_read_only {
+                        s.engine.capped(maar_scheduler::Role::Viewer)
+                    } else {
+                        s.engine
+                    };
+                    self.message = format!("cluster {} answers now and joins", s.name);
+                    self.sites.push(Site {
+                        name: s.name,
+                        engine,
+                    });
+                    self.site_versions.push(u64::MAX);
+                    self.site_models.push(Vec::new());
+                    grown = true;
+                }
+                j.waiting()
+            }
+            None => Vec::new(),
+        };
+        if grown && self.all_sites {
+            self.merge_due = true;
+        }
+        if self.sites.len() < 2 && waiting.is_empty() {
             return false;
         }
+        let waiting_changed = waiting != self.waiting;
+        self.waiting = waiting;
         if self.merge_due
             && self.past.is_none()
             && self.merged_at.is_none_or(|t| t.elapsed() >= MERGE_EVERY)
@@ -213,7 +258,7 @@ impl App {
             changed = true;
             other |= i != self.site;
         }
-        if !changed {
+        if !changed && !waiting_changed {
             return false;
         }
         if other && self.all_sites && self.past.is_none() {
@@ -228,6 +273,19 @@ impl App {
             .iter()
             .zip(&views)
             .map(|(s, v)| super::rows::site_row(&s.name, v))
+            .chain(self.waiting.iter().map(|(name, why)| super::rows::SiteRow {
+                name: name.clone(),
+                nodes: 0,
+                gpu_used_milli: 0,
+                gpu_total_milli: 0,
+                pending: 0,
+                running: 0,
+                time_s: 0,
+                down: Some(format!(
+                    "not answering since the start, tried every {} s: {why}",
+                    crate::federation::RETRY_EVERY.as_secs()
+                )),
+            }))
             .collect();
         if self.screen == Screen::Overview && self.past.is_none() {
             self.models = self.all_models();

@@ -110,6 +110,8 @@ impl Rescue {
 /// on one, until the operator quits or a signal arrives.
 pub fn run_sites(
     sites: Vec<super::app::Site>,
+    joining: Option<std::sync::Arc<crate::federation::Joining>>,
+    read_only: bool,
     mouse: bool,
     theme: super::theme::Theme,
     note: Option<String>,
@@ -166,7 +168,14 @@ pub fn run_sites(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let r = rt.block_on(event_loop(sites, mouse, theme, note, sig_rx, tstp_rx));
+    let r = rt.block_on(event_loop(
+        (sites, joining, read_only),
+        mouse,
+        theme,
+        note,
+        sig_rx,
+        tstp_rx,
+    ));
     finished.store(true, Ordering::SeqCst);
     signal_handle.close();
     pauses_handle.close();
@@ -202,14 +211,18 @@ fn suspend(terminal: &mut ratatui::DefaultTerminal, mouse: bool) -> std::io::Res
 }
 
 async fn event_loop(
-    sites: Vec<super::app::Site>,
+    (sites, joining, read_only): (
+        Vec<super::app::Site>,
+        Option<std::sync::Arc<crate::federation::Joining>>,
+        bool,
+    ),
     mouse: bool,
     theme: super::theme::Theme,
     note: Option<String>,
     mut signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
     mut suspends: tokio::sync::mpsc::UnboundedReceiver<()>,
 ) -> std::io::Result<Ended> {
-    let mut app = App::with_sites(sites);
+    let mut app = App::with_sites_joining(sites, joining, read_only);
     app.theme = theme;
     if let Some(n) = note {
         tracing::info!(target: "maar", "{n}");

@@ -107,4 +107,10 @@ pub struct App {
     /// hundred milliseconds).
     pub merged_at: Option<std::time::Instant>,
     pub merge_due: bool,
+    /// Clusters that did not answer at the start, tried again until they join; how
+    /// many joined so far; whether they join as a viewer's; those still waiting.
+    pub joining: Option<Arc<crate::federation::Joining>>,
+    pub joined_seen: usize,
+    pub joined_read_only: bool,
+    pub waiting: Vec<(String, String)>,
 }
