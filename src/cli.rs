@@ -1468,6 +1468,11 @@ fn get_everywhere(
                 q.cluster = name.clone();
                 q
             }));
+            all.quota_requests
+                .extend(s.quota_requests.into_iter().map(|mut r| {
+                    r.cluster = name.clone();
+                    r
+                }));
         }
         o.put(&get_text(&all, resource, output));
     } else {

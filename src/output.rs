@@ -213,11 +213,15 @@ pub fn requests_table(r: &[maar_scheduler::metrics::QuotaRequestView]) -> String
     if r.is_empty() {
         return String::new();
     }
-    let mut t = table(&[
-        "REQUEST", "PROJECT", "POOL", "GPUS", "RESERVED", "STATUS", "REASON",
-    ]);
+    let several = r.iter().any(|q| !q.cluster.is_empty());
+    let mut t = table(&clustered(
+        vec![
+            "REQUEST", "PROJECT", "POOL", "GPUS", "RESERVED", "STATUS", "REASON",
+        ],
+        several,
+    ));
     for q in r {
-        t.add_row(vec![
+        let mut row = vec![
             q.id.to_string(),
             q.project.clone(),
             q.pool.clone(),
@@ -225,7 +229,11 @@ pub fn requests_table(r: &[maar_scheduler::metrics::QuotaRequestView]) -> String
             if q.reserved { "yes" } else { "no" }.to_string(),
             q.status.clone(),
             q.reason.clone(),
-        ]);
+        ];
+        if several {
+            row.insert(0, q.cluster.clone());
+        }
+        t.add_row(row);
     }
     format!(
         "\nQUOTA REQUESTS (maar approve ID / maar reject ID)\n{}",

@@ -564,3 +564,50 @@ fn a_cluster_that_did_not_answer_at_the_start_is_shown_so_and_joins_when_it_does
     joining.stop();
     a.sites[0].engine.shutdown();
 }
+
+/// Quota requests of every cluster on one Quotas screen (`:cluster all`), each naming
+/// its cluster; approving one acts in its own cluster.
+#[test]
+fn a_quota_request_of_another_cluster_is_approved_there() {
+    let mut a = two();
+    let b = a.sites[1].engine.clone();
+    b.apply(
+        maar_scheduler::Actor::system("clusters-test"),
+        maar_scheduler::Command::RequestQuota {
+            project: "ml-prod".into(),
+            pool: "training-gpu".into(),
+            gpus: 2,
+            reserved: false,
+            reason: "a deadline".into(),
+        },
+    )
+    .unwrap();
+    line(&mut a, "cluster all");
+    line(&mut a, "quotas");
+    let text = screen(&a, 160, 50);
+    assert!(text.contains("CLUSTER"), "{text}");
+    let at = a
+        .rows
+        .iter()
+        .position(|&r| a.snapshot.quota_requests[r].cluster == "site-b")
+        .expect("site-b's request listed");
+    a.selected = at;
+    assert_eq!(a.site, 0);
+    key(&mut a, 'a');
+    if matches!(a.mode, Mode::Confirm(..)) {
+        key(&mut a, 'y');
+    }
+    assert_eq!(a.site, 1, "{}", a.message);
+    let v = b.sync().unwrap();
+    assert!(
+        v.snapshot
+            .quota_requests
+            .iter()
+            .any(|r| r.project == "ml-prod" && r.status == "Approved"),
+        "{:?}",
+        v.snapshot.quota_requests
+    );
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

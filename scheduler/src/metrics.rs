@@ -193,6 +193,9 @@ pub struct QuotaView {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct QuotaRequestView {
+    /// The cluster it is in, where several are listed together; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub id: u32,
     pub project: String,
     pub pool: String,
@@ -578,6 +581,7 @@ impl Cluster {
                 .quota_requests
                 .iter()
                 .map(|r| QuotaRequestView {
+                    cluster: String::new(),
                     id: r.id,
                     project: self.projects[r.project as usize].name.clone(),
                     pool: self.pools[r.pool as usize].name.clone(),

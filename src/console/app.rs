@@ -313,6 +313,8 @@ impl App {
         let mut all = Snapshot {
             jobs: Vec::new(),
             nodes: Vec::new(),
+            quotas: Vec::new(),
+            quota_requests: Vec::new(),
             ..(**shown).clone()
         };
         for (i, site) in self.sites.iter().enumerate() {
@@ -332,6 +334,16 @@ impl App {
                 let mut n = n.clone();
                 n.cluster = site.name.clone();
                 n
+            }));
+            all.quotas.extend(v.quotas.iter().map(|q| {
+                let mut q = q.clone();
+                q.cluster = site.name.clone();
+                q
+            }));
+            all.quota_requests.extend(v.quota_requests.iter().map(|r| {
+                let mut r = r.clone();
+                r.cluster = site.name.clone();
+                r
             }));
         }
         Arc::new(all)
@@ -363,6 +375,7 @@ impl App {
         let cluster = match self.screen {
             Screen::Jobs | Screen::Overview => self.snapshot.jobs.get(row).map(|j| &j.cluster),
             Screen::Nodes => self.snapshot.nodes.get(row).map(|n| &n.cluster),
+            Screen::Quotas => self.snapshot.quota_requests.get(row).map(|r| &r.cluster),
             _ => None,
         };
         let Some(i) = cluster.and_then(|c| self.sites.iter().position(|s| &s.name == c)) else {

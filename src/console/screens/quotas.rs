@@ -30,7 +30,7 @@ pub fn row_key(app: &App, i: usize) -> String {
     app.snapshot
         .quota_requests
         .get(i)
-        .map(|r| r.id.to_string())
+        .map(|r| format!("{}:{}", r.cluster, r.id))
         .unwrap_or_default()
 }
 
@@ -55,7 +55,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .map(|q| {
             let max = q.max.gpu_milli;
             let b = QuotaBar::new(q.used.gpu_milli, q.reserved.gpu_milli, max).text(22);
-            vec![
+            let mut cells = vec![
                 plain(q.project.clone()),
                 plain(q.department.clone()),
                 plain(q.pool.clone()),
@@ -70,10 +70,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 plain(used_of(q.used.cpu_milli, q.max.cpu_milli, fmt_cpu)),
                 plain(used_of(q.used.memory, q.max.memory, fmt_bytes)),
                 plain(used_of(q.used.disk, q.max.disk, fmt_bytes)),
-            ]
+            ];
+            if app.all_rows() {
+                cells.insert(0, plain(q.cluster.clone()));
+            }
+            cells
         })
         .collect();
-    let cols = vec![
+    let mut cols = vec![
         Column::new("PROJECT", 6).name(),
         Column::new("DEPARTMENT", 6).drop(6),
         Column::new("POOL", 6).name(),
@@ -84,6 +88,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Column::new("MEMORY", 7).drop(4),
         Column::new("DISK", 5).drop(5).grow(),
     ];
+    if app.all_rows() {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
     f.render_widget(
         fitted(
             app,
@@ -106,7 +113,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|&i| {
             let r = &app.snapshot.quota_requests[i];
-            vec![
+            let mut cells = vec![
                 plain(format!("#{}", r.id)),
                 plain(r.project.clone()),
                 plain(r.pool.clone()),
@@ -116,16 +123,23 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     if r.reserved { " reserved" } else { "" }
                 )),
                 plain(r.reason.clone()),
-            ]
+            ];
+            if app.all_rows() {
+                cells.insert(0, plain(r.cluster.clone()));
+            }
+            cells
         })
         .collect();
-    let cols = vec![
+    let mut cols = vec![
         Column::new("ID", 3),
         Column::new("PROJECT", 6).name(),
         Column::new("POOL", 6).name(),
         Column::new("ASK", 8),
         Column::new("REASON", 10).grow(),
     ];
+    if app.all_rows() {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
     let sel = (!reqs.is_empty()).then_some(app.selected);
     f.render_widget(
         fitted(
