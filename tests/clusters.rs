@@ -611,3 +611,84 @@ fn a_quota_request_of_another_cluster_is_approved_there() {
         s.engine.shutdown();
     }
 }
+
+/// Alerts of every cluster on one Alerts screen (`:cluster all`), each naming its
+/// cluster; Enter goes to its object in its own cluster, also with one cluster shown.
+#[test]
+fn alerts_name_their_cluster_and_lead_to_their_object() {
+    let mut a = two();
+    // In each site a job no node can hold; an hour on, it is alerted as Pending.
+    for s in &a.sites {
+        let mut stuck = maar_scheduler::JobSpec::train("stuck", "ml-prod", "training-gpu", 64);
+        stuck.gpu.models = vec![];
+        s.engine
+            .apply(
+                maar_scheduler::Actor::system("clusters-test"),
+                maar_scheduler::Command::Submit(Box::new(stuck)),
+            )
+            .unwrap();
+        s.engine.set_speed(50_000.0);
+        s.engine.set_paused(false).unwrap();
+    }
+    let open = |a: &App| {
+        a.sites
+            .iter()
+            .map(|s| {
+                s.engine
+                    .sync()
+                    .unwrap()
+                    .snapshot
+                    .alerts
+                    .iter()
+                    .filter(|x| x.state == "open" && x.object == "job/ml-prod/stuck")
+                    .count()
+            })
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..400 {
+        if open(&a).iter().all(|&n| n > 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for s in &a.sites {
+        s.engine.set_paused(true).unwrap();
+    }
+    assert_eq!(open(&a), vec![1, 1], "each site alerts its stuck job");
+    a.refresh();
+    line(&mut a, "cluster all");
+    line(&mut a, "alerts");
+    assert!(screen(&a, 160, 50).contains("CLUSTER"));
+    let at = a
+        .rows
+        .iter()
+        .position(|&r| a.alerts[r].cluster == "site-b" && a.alerts[r].object == "job/ml-prod/stuck")
+        .expect("site-b's alert");
+    a.selected = at;
+    let object = a.alerts[a.rows[at]].object.clone();
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(a.site, 1, "{}", a.message);
+    assert_eq!(a.screen, Screen::Jobs);
+    assert!(a.message.contains("(from the alert)"), "{}", a.message);
+    let j = &a.snapshot.jobs[a.rows[a.selected]];
+    assert_eq!(
+        format!("job/{}/{}", j.project, j.name),
+        object,
+        "the selection is the alert's job"
+    );
+    // With one cluster shown, Enter on an alert goes to its job too.
+    line(&mut a, "cluster lab");
+    line(&mut a, "alerts");
+    let at = a
+        .rows
+        .iter()
+        .position(|&r| a.alerts[r].object == "job/ml-prod/stuck")
+        .expect("the lab's alert");
+    a.selected = at;
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(a.message.contains("(from the alert)"), "{}", a.message);
+    assert_eq!(a.site, 0);
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

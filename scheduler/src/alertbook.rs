@@ -41,6 +41,9 @@ pub struct AlertView {
     pub acked_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_at: Option<u64>,
+    /// The cluster it is in, where several are listed together; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
 }
 
 /// The acknowledgements, and the acknowledged alerts that resolved.

@@ -154,6 +154,7 @@ impl Cluster {
                         last: u64| {
             let ack = self.alert_book.acks.get(&key).filter(|a| a.at >= last);
             v.push(AlertView {
+                cluster: String::new(),
                 key,
                 severity: if sev == Severity::Error {
                     "critical".into()
@@ -348,6 +349,7 @@ impl Cluster {
         for k in gone {
             let ack = self.alert_book.acks.remove(&k).expect("listed");
             self.alert_book.resolved.push_back(AlertView {
+                cluster: String::new(),
                 key: k,
                 severity: ack.severity,
                 object: ack.object,

@@ -315,6 +315,8 @@ impl App {
             nodes: Vec::new(),
             quotas: Vec::new(),
             quota_requests: Vec::new(),
+            alerts: Vec::new(),
+            resolved_alerts: Vec::new(),
             ..(**shown).clone()
         };
         for (i, site) in self.sites.iter().enumerate() {
@@ -345,6 +347,14 @@ impl App {
                 r.cluster = site.name.clone();
                 r
             }));
+            let named = |a: &maar_scheduler::alerts::AlertView| {
+                let mut a = a.clone();
+                a.cluster = site.name.clone();
+                a
+            };
+            all.alerts.extend(v.alerts.iter().map(named));
+            all.resolved_alerts
+                .extend(v.resolved_alerts.iter().map(named));
         }
         Arc::new(all)
     }
@@ -376,6 +386,7 @@ impl App {
             Screen::Jobs | Screen::Overview => self.snapshot.jobs.get(row).map(|j| &j.cluster),
             Screen::Nodes => self.snapshot.nodes.get(row).map(|n| &n.cluster),
             Screen::Quotas => self.snapshot.quota_requests.get(row).map(|r| &r.cluster),
+            Screen::Alerts => self.alerts.get(row).map(|a| &a.cluster),
             _ => None,
         };
         let Some(i) = cluster.and_then(|c| self.sites.iter().position(|s| &s.name == c)) else {
@@ -576,8 +587,13 @@ impl App {
             _ => return,
         };
         self.switch(screen);
-        // Rows are named within their cluster: the alert's is the cluster shown.
-        let row = format!("{}:{key}", self.shown_cluster());
+        // Rows of every cluster are named within it: the alert's is the one shown.
+        let cluster = if self.all_rows() {
+            self.shown_cluster()
+        } else {
+            ""
+        };
+        let row = format!("{cluster}:{key}");
         match (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == row) {
             Some(at) => {
                 self.selected = at;

@@ -32,9 +32,12 @@ pub fn list(app: &App) -> Vec<AlertView> {
         .chain(s.resolved_alerts.iter().filter(|_| app.alerts_all))
         .filter(|a| {
             f.is_empty()
-                || format!("{} {} {} {}", a.severity, a.state, a.key, a.message)
-                    .to_lowercase()
-                    .contains(&f)
+                || format!(
+                    "{} {} {} {} {}",
+                    a.cluster, a.severity, a.state, a.key, a.message
+                )
+                .to_lowercase()
+                .contains(&f)
         })
         .cloned()
         .collect()
@@ -56,7 +59,10 @@ pub fn rows(app: &App) -> Vec<usize> {
 }
 
 pub fn row_key(app: &App, i: usize) -> String {
-    app.alerts.get(i).map(|a| a.key.clone()).unwrap_or_default()
+    app.alerts
+        .get(i)
+        .map(|a| format!("{}:{}", a.cluster, a.key))
+        .unwrap_or_default()
 }
 
 /// Enter goes to the alert's object; A shows acknowledged and resolved alerts too.
@@ -128,11 +134,23 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     } else {
         format!("alerts: open ({})", app.rows.len())
     };
+    let mut cols = alert_columns();
+    if app.all_rows() {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
     let t = rows_table(
         app,
         area,
-        alert_columns(),
-        |i| app.alerts.get(i).map(|a| alert_cells(app, a)),
+        cols,
+        |i| {
+            app.alerts.get(i).map(|a| {
+                let mut c = alert_cells(app, a);
+                if app.all_rows() {
+                    c.insert(0, plain(a.cluster.clone()));
+                }
+                c
+            })
+        },
         title(
             app,
             what,
