@@ -1027,6 +1027,7 @@ impl Record {
                     reason: x.get::<_, String>(3)?.into(),
                     object: x.get(4)?,
                     message: x.get(5)?,
+                    cluster: String::new(),
                 })
             })
             .map_err(self.sql("read events"))?;

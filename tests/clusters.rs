@@ -692,3 +692,30 @@ fn alerts_name_their_cluster_and_lead_to_their_object() {
         s.engine.shutdown();
     }
 }
+
+/// Events of every cluster on one Events screen (`:cluster all`), each naming its
+/// cluster, the filter's `cluster:` field keeping one.
+#[test]
+fn events_name_their_cluster() {
+    let mut a = two();
+    line(&mut a, "cluster all");
+    line(&mut a, "events");
+    let n = |a: &App, c: &str| {
+        a.rows
+            .iter()
+            .filter(|&&r| a.snapshot.events[r].cluster == c)
+            .count()
+    };
+    assert!(n(&a, "lab") > 0 && n(&a, "site-b") > 0);
+    assert!(screen(&a, 160, 50).contains("CLUSTER"));
+    key(&mut a, '/');
+    for c in "cluster:site-b".chars() {
+        key(&mut a, c);
+    }
+    a.key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(n(&a, "site-b") > 0);
+    assert_eq!(n(&a, "lab"), 0);
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

@@ -754,6 +754,7 @@ impl Cluster {
             reason,
             object,
             message,
+            cluster: String::new(),
         };
         self.outbox.push(e.clone());
         self.events.push_back(e);

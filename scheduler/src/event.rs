@@ -43,6 +43,10 @@ pub struct Event {
     pub reason: Cow<'static, str>,
     pub object: String,
     pub message: String,
+    /// The cluster it happened in, where several are listed together; empty
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
 }
 
 impl Event {

@@ -317,6 +317,7 @@ impl App {
             quota_requests: Vec::new(),
             alerts: Vec::new(),
             resolved_alerts: Vec::new(),
+            events: Vec::new(),
             ..(**shown).clone()
         };
         for (i, site) in self.sites.iter().enumerate() {
@@ -355,7 +356,14 @@ impl App {
             all.alerts.extend(v.alerts.iter().map(named));
             all.resolved_alerts
                 .extend(v.resolved_alerts.iter().map(named));
+            all.events.extend(v.events.iter().map(|e| {
+                let mut e = e.clone();
+                e.cluster = site.name.clone();
+                e
+            }));
         }
+        // One story, oldest first, as one cluster's events are (each on its clock).
+        all.events.sort_by_key(|e| e.time);
         Arc::new(all)
     }
 

@@ -14,7 +14,7 @@ pub use super::still::key;
 
 /// The screen's own keys (the operator's come from the verbs).
 pub const KEYS: &[(&str, &str)] = &[(
-    "/severity:warning kind:job object:a100 oom",
+    "/severity:warning kind:job object:a100 cluster:site-b oom",
     "filter by field and text",
 )];
 
@@ -32,8 +32,10 @@ pub fn rows(app: &App) -> Vec<usize> {
                 Some(("severity" | "sev", v)) => e.severity.name().to_lowercase().starts_with(v),
                 Some(("kind", v)) => e.kind() == v,
                 Some(("object" | "obj", v)) => e.object.to_lowercase().contains(v),
+                Some(("cluster", v)) => e.cluster.to_lowercase().contains(v),
                 _ => format!(
-                    "{} {} {} {}",
+                    "{} {} {} {} {}",
+                    e.cluster,
                     e.severity.name(),
                     e.reason,
                     e.object,
@@ -51,7 +53,7 @@ pub fn row_key(app: &App, i: usize) -> String {
     app.snapshot
         .events
         .get(i)
-        .map(|e| e.seq.to_string())
+        .map(|e| format!("{}:{}", e.cluster, e.seq))
         .unwrap_or_default()
 }
 
@@ -81,11 +83,22 @@ pub fn event_columns() -> Vec<Column> {
 }
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let mut cols = event_columns();
+    if app.all_rows() {
+        cols.insert(0, Column::new("CLUSTER", 4).name());
+    }
     let t = rows_table(
         app,
         area,
-        event_columns(),
-        |i| Some(event_cells(app, &app.snapshot.events[i])),
+        cols,
+        |i| {
+            let e = &app.snapshot.events[i];
+            let mut c = event_cells(app, e);
+            if app.all_rows() {
+                c.insert(0, plain(e.cluster.clone()));
+            }
+            Some(c)
+        },
         format!(
             " events ({}) — / filters by severity, kind, object or text ",
             app.rows.len()
