@@ -776,6 +776,32 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                 return submit_to_cluster(spec, &file, name, dry_run, output, o);
             }
             let spec = load_manifest(&file)?;
+            // The file asks for a cluster (`crater.ai/cluster`) and none was named
+            // here: where the config lists several, it goes as `--cluster` would send
+            // it; alone, it goes where the job is submitted.
+            if let Some(name) = spec.cluster.clone() {
+                let chose_one = source.state.is_some()
+                    || source.context.is_some()
+                    || source.at.is_some()
+                    || source.scenario.scenario.is_some();
+                let listed = crate::config::load().is_ok_and(|c| !c.clusters.is_empty());
+                if !chose_one && !what_if && listed {
+                    return submit_to_cluster(spec, &file, &name, dry_run, output, o).map_err(
+                        |e| match e {
+                            Failure::Usage(m) => Failure::Usage(m.replacen(
+                                &format!("--cluster {}", maar_scheduler::limits::echo(&name)),
+                                &format!(
+                                    "{}: crater.ai/cluster: {}",
+                                    file.display(),
+                                    maar_scheduler::limits::echo(&name)
+                                ),
+                                1,
+                            )),
+                            other => other,
+                        },
+                    );
+                }
+            }
             if what_if {
                 return preview(&source, Command::Submit(Box::new(spec)), output, o);
             }

@@ -201,6 +201,10 @@ enum Request {
         spec: Box<maar_scheduler::JobSpec>,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
     },
+    ProspectAgain {
+        job: String,
+        reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
+    },
     At {
         t: u64,
         reply: Sender<Result<Past, String>>,
@@ -376,6 +380,16 @@ impl EngineHandle {
     ) -> Result<maar_scheduler::dispatch::Prospect, String> {
         self.ask(|reply| Request::Prospect {
             spec: Box::new(spec.clone()),
+            reply,
+        })?
+    }
+
+    /// How a job waiting here would fare were it withdrawn and submitted here again now
+    /// (`maar_scheduler::Core::prospect_again`): what a federation compares with the
+    /// other clusters when the job's file asks for `auto`.
+    pub fn prospect_again(&self, job: &str) -> Result<maar_scheduler::dispatch::Prospect, String> {
+        self.ask(|reply| Request::ProspectAgain {
+            job: job.to_string(),
             reply,
         })?
     }
@@ -880,6 +894,14 @@ impl Engine {
                 let began = Instant::now();
                 let p = maar_scheduler::kit::localized(self.driver.as_ref(), &self.core, &spec)
                     .and_then(|s| self.core.prospect(&s));
+                if let Some(o) = &self.observe {
+                    o.question("prospect", began.elapsed());
+                }
+                let _ = reply.send(p);
+            }
+            Request::ProspectAgain { job, reply } => {
+                let began = Instant::now();
+                let p = self.core.prospect_again(&job);
                 if let Some(o) = &self.observe {
                     o.question("prospect", began.elapsed());
                 }

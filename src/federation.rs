@@ -57,6 +57,8 @@ const LOOK_AGAIN: Duration = Duration::from_secs(30);
 pub struct Mover {
     /// (cluster, job) -> when it may be looked at again.
     next: HashMap<(usize, String), Instant>,
+    /// (cluster, job) whose file asked for a cluster, decided once: left or sent.
+    sent: std::collections::HashSet<(usize, String)>,
 }
 
 /// What a look did: a job moved, or one that could not be.
@@ -85,7 +87,7 @@ impl Moved {
         match self {
             Moved::Done { job, why, .. } => format!("job/{job} {why}"),
             Moved::Refused { job, from, to, why } => format!(
-                "job/{job} was withdrawn from {from} to move to {to}, but {to} refused it: {why}; submit it again"
+                "job/{job} was withdrawn from {from} to go to {to}, but {to} refused it: {why}; submit it again"
             ),
         }
     }
@@ -93,8 +95,10 @@ impl Moved {
 
 impl Mover {
     /// Looks at every cluster's jobs that may move once, each at most every
-    /// [`LOOK_AGAIN`], and moves those [`dispatch::to_move`] says should; what was
-    /// moved (or failed half-way) is returned and logged.
+    /// [`LOOK_AGAIN`], and moves those [`dispatch::to_move`] says should; and at the
+    /// jobs applied to one cluster whose file asks for a cluster (`crater.ai/cluster`),
+    /// each sent once where [`dispatch::to_send`] says. What was moved or sent (or
+    /// failed half-way) is returned and logged.
     pub fn look(&mut self, sites: &[Site]) -> Vec<Moved> {
         let mut done = Vec::new();
         if sites.len() < 2 {
@@ -104,19 +108,31 @@ impl Mover {
         self.next.retain(|_, t| *t > now);
         for (i, site) in sites.iter().enumerate() {
             let view = site.engine.view();
-            if view.status.fatal.is_some() || view.status.unreachable.is_some() {
+            if !answers(site) {
                 continue;
             }
             let time = view.snapshot.time_s;
-            for j in view.snapshot.jobs.iter().filter(|j| j.movable) {
+            let looked_at = view
+                .snapshot
+                .jobs
+                .iter()
+                .filter(|j| j.movable || j.to_send.is_some());
+            for j in looked_at {
                 let full = format!("{}/{}", j.project, j.name);
-                if self.next.contains_key(&(i, full.clone())) {
+                let key = (i, full.clone());
+                if self.next.contains_key(&key) || self.sent.contains(&key) {
                     continue;
                 }
                 self.next.insert((i, full.clone()), now + LOOK_AGAIN);
                 let Ok(spec) = site.engine.spec(&full) else {
                     continue;
                 };
+                if let Some(wanted) = &j.to_send {
+                    if let Some(m) = self.send(sites, i, &full, wanted, spec) {
+                        done.push(m);
+                    }
+                    continue;
+                }
                 // Cheap first: only a job past the start it was sent for asks the others.
                 if j.wait_s < spec.sent_start_in.unwrap_or(0) + dispatch::MOVE_AFTER_S {
                     continue;
@@ -124,12 +140,7 @@ impl Mover {
                 let others: Vec<Site> = sites
                     .iter()
                     .enumerate()
-                    .filter(|(k, s)| {
-                        *k != i && {
-                            let st = &s.engine.view().status;
-                            st.fatal.is_none() && st.unreachable.is_none()
-                        }
-                    })
+                    .filter(|(k, s)| *k != i && answers(s))
                     .map(|(_, s)| s.clone())
                     .collect();
                 let asked = prospects(&others, &spec);
@@ -142,7 +153,7 @@ impl Mover {
                 };
                 let to = &others[choice.index];
                 let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
-                if let Some(m) = move_one(site, to, &full, spec, choice.why, start_in) {
+                if let Some(m) = move_one(site, to, &full, spec, choice.why, start_in, true) {
                     tracing::info!(target: "maar", "{}", m.words());
                     done.push(m);
                 }
@@ -150,11 +161,78 @@ impl Mover {
         }
         done
     }
+
+    /// A job applied to `sites[i]` whose file asks for `wanted` (`auto` or a cluster):
+    /// sent once where [`dispatch::to_send`] says, its own cluster's prospect taken as
+    /// if it were submitted there again now. Decided once (left where it is, or sent):
+    /// it is not looked at again while this maar runs.
+    fn send(
+        &mut self,
+        sites: &[Site],
+        i: usize,
+        job: &str,
+        wanted: &str,
+        spec: JobSpec,
+    ) -> Option<Moved> {
+        let listed: Vec<&Site> = sites
+            .iter()
+            .enumerate()
+            .filter(|(k, s)| *k == i || answers(s))
+            .map(|(_, s)| s)
+            .collect();
+        let here = listed.iter().position(|s| std::ptr::eq(*s, &sites[i]))?;
+        let others: Vec<Site> = listed
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != here)
+            .map(|(_, s)| (*s).clone())
+            .collect();
+        let mut asked = prospects(&others, &spec);
+        asked.insert(
+            here,
+            (sites[i].name.clone(), sites[i].engine.prospect_again(job)),
+        );
+        if asked[here].1.is_err() {
+            // It started or ended meanwhile: nothing to send.
+            return None;
+        }
+        // Decided now, whatever the answer: it is not asked again.
+        self.sent.insert((i, job.to_string()));
+        match dispatch::to_send(here, wanted, &asked) {
+            Ok(Some(choice)) => {
+                let to = listed[choice.index];
+                let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
+                let m = move_one(&sites[i], to, job, spec, choice.why, start_in, false)?;
+                tracing::info!(target: "maar", "{}", m.words());
+                Some(m)
+            }
+            Ok(None) => {
+                tracing::info!(
+                    target: "maar",
+                    "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster) and no other cluster starts it sooner",
+                    sites[i].name
+                );
+                None
+            }
+            Err(why) => {
+                tracing::warn!(target: "maar", "job/{job}: {why}; it stays in {}", sites[i].name);
+                None
+            }
+        }
+    }
+}
+
+/// Whether a cluster answers (its engine is not stopped by a fatal error, its cluster
+/// not unreachable): only those are asked or sent to.
+fn answers(s: &Site) -> bool {
+    let st = &s.engine.view().status;
+    st.fatal.is_none() && st.unreachable.is_none()
 }
 
 /// Withdraws `job` from `from` while it still waits there (the cancel applied only as
-/// previewed: nothing of it running), then submits it to `to` with `why`. `None` when
-/// nothing was done (it started meanwhile, or `from` refused).
+/// previewed: nothing of it running), then submits it to `to` with `why`: `moved`
+/// once (it moves no more), or sent as its file asked. `None` when nothing was done
+/// (it started meanwhile, or `from` refused).
 fn move_one(
     from: &Site,
     to: &Site,
@@ -162,11 +240,16 @@ fn move_one(
     mut spec: JobSpec,
     why: String,
     start_in: Option<u64>,
+    moved: bool,
 ) -> Option<Moved> {
     let actor = Actor::system(MOVER);
     let cancel = Command::Cancel {
         job: job.to_string(),
-        why: Some(format!("moved to {}", to.name)),
+        why: Some(format!(
+            "{} to {}",
+            if moved { "moved" } else { "sent" },
+            to.name
+        )),
     };
     let preview = from.engine.what_if(actor.clone(), cancel.clone()).ok()?;
     // A job with anything running is not moved: it would run twice.
@@ -185,7 +268,9 @@ fn move_one(
         }
     }
     spec.dispatched = Some(why.clone());
-    spec.moved_from = Some(from.name.clone());
+    if moved {
+        spec.moved_from = Some(from.name.clone());
+    }
     spec.sent_start_in = start_in;
     let (from_name, to_name) = (from.name.clone(), to.name.clone());
     Some(

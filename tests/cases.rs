@@ -462,3 +462,50 @@ fn speeds_out_of_range_are_refused_with_the_field() {
     assert!(e.contains("bad.yaml") && e.contains(":6"), "{e}");
     assert!(e.contains("speeds.v100"), "{e}");
 }
+
+/// The users' TrainJob with `crater.ai/cluster` added as they would add it (a label,
+/// or an annotation, which wins): read as the cluster it asks for; a value that names
+/// no cluster is refused naming the field and line. Without it, none.
+#[test]
+fn a_trainjobs_cluster_is_read_from_its_label_or_annotation() {
+    let Ok(text) = std::fs::read_to_string("../shared/examples/trainjob-gpt-finetune.yaml") else {
+        eprintln!("skipping: ../shared/examples is absent");
+        return;
+    };
+    let file = "trainjob-gpt-finetune.yaml";
+    assert_eq!(
+        maar::load::parse_manifest(file, &text).unwrap().cluster,
+        None
+    );
+    let with = |meta: &str| {
+        text.replace(
+            "  namespace: ml-prod\n",
+            &format!("  namespace: ml-prod\n{meta}"),
+        )
+    };
+    let labelled = with("  labels:\n    crater.ai/cluster: auto\n");
+    assert_eq!(
+        maar::load::parse_manifest(file, &labelled)
+            .unwrap()
+            .cluster
+            .as_deref(),
+        Some("auto")
+    );
+    let both = with(
+        "  labels:\n    crater.ai/cluster: auto\n  annotations:\n    crater.ai/cluster: site-b\n",
+    );
+    assert_eq!(
+        maar::load::parse_manifest(file, &both)
+            .unwrap()
+            .cluster
+            .as_deref(),
+        Some("site-b")
+    );
+    let bad = with("  annotations:\n    crater.ai/cluster: \"site b\"\n");
+    let e = maar::load::parse_manifest(file, &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("metadata.annotations.crater.ai/cluster"), "{e}");
+    assert!(e.contains("is not a cluster: `auto`"), "{e}");
+    assert!(e.contains(file), "{e}");
+}

@@ -473,6 +473,34 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         "{}",
         text(&o.stdout)
     );
+    // A file that asks for it itself (`crater.ai/cluster: auto`, as a label), given
+    // no --cluster, is sent the same way; naming a cluster not listed is refused.
+    let labelled = tmp(
+        "labelled.yaml",
+        &JOB.replace(
+            "metadata: {name: probe, namespace: ml-prod}",
+            "metadata: {name: labelled, namespace: ml-prod, labels: {crater.ai/cluster: auto}}",
+        )
+        .replace(
+            "count: 2\n      memory: 32Gi",
+            "count: 1\n      models: [h200]",
+        ),
+    );
+    let o = run(&["submit", "-f", &labelled]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).starts_with("sent to site-b: starts now on h200-"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(jobs("site-b").contains("labelled"));
+    assert!(!jobs("lab").contains("labelled"));
     // Operators name the cluster they act on, and read its audit, by its name.
     let o = run(&["cordon", "h200-01", "--cluster", "site-b"]);
     assert_eq!(

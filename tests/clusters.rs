@@ -402,6 +402,110 @@ fn a_job_its_cluster_cannot_start_after_all_is_moved_once() {
     }
 }
 
+/// A job applied to one cluster whose file asks for `crater.ai/cluster: auto` (a
+/// TrainJob applied to the managing cluster) is sent once to the cluster where it
+/// starts first: withdrawn where it was applied (saying where it went), submitted
+/// there with the why; one that starts first where it was applied stays and runs
+/// there; one that names the other cluster goes there; none is looked at twice.
+#[test]
+fn a_job_whose_file_asks_for_auto_is_sent_once_where_it_starts_first() {
+    use maar::federation::{Moved, Mover};
+    let a = two();
+    let sites = a.sites.clone();
+    let (lab, b) = (&sites[0].engine, &sites[1].engine);
+    let actor = maar_scheduler::Actor::system("clusters-test");
+    let file = |name: &str, cluster: &str, gpu: &str| {
+        format!(
+            "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata:\n  name: {name}\n  namespace: ml-prod\n  labels:\n    crater.ai/cluster: {cluster}\nspec:\n  resources:\n    pool: training-gpu\n    gpu:\n{gpu}"
+        )
+    };
+    let submit = |text: String| {
+        let spec = maar::load::parse_manifest("tj.yaml", &text).unwrap();
+        lab.apply(
+            actor.clone(),
+            maar_scheduler::Command::Submit(Box::new(spec)),
+        )
+        .unwrap();
+    };
+    // Only site-b has H200s and L40Ses; a job of no GPU starts now in the lab (where
+    // it was applied: it is never looked at); the third names site-b.
+    submit(file(
+        "h200",
+        "auto",
+        "      count: 1\n      models: [h200]\n",
+    ));
+    submit(file("anywhere", "auto", "      count: 0\n"));
+    submit(file(
+        "named",
+        "site-b",
+        "      count: 1\n      models: [l40s]\n",
+    ));
+    let lv = lab.sync().unwrap();
+    let job = |v: &maar::engine::View, n: &str| {
+        v.snapshot
+            .jobs
+            .iter()
+            .find(|j| j.name == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(job(&lv, "h200").to_send.as_deref(), Some("auto"));
+    assert_eq!(job(&lv, "h200").phase, "Pending");
+    let mut mover = Mover::default();
+    let mut sent = mover.look(&sites);
+    sent.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")));
+    let names: Vec<(&str, &str)> = sent
+        .iter()
+        .map(|m| match m {
+            Moved::Done { job, to, .. } => (job.as_str(), to.as_str()),
+            Moved::Refused { job, .. } => (job.as_str(), "refused"),
+        })
+        .collect();
+    assert!(names.contains(&("ml-prod/h200", "site-b")), "{sent:?}");
+    let Some(Moved::Done { why, .. }) = sent
+        .iter()
+        .find(|m| matches!(m, Moved::Done { job, .. } if job == "ml-prod/h200"))
+    else {
+        panic!("{sent:?}")
+    };
+    assert!(
+        why.starts_with("sent to site-b: starts now on h200-"),
+        "{why}"
+    );
+    assert!(why.contains("; in lab it "), "{why}");
+    // The one that named site-b went there, saying so.
+    let lv = lab.sync().unwrap();
+    let named = job(&lv, "named");
+    assert_eq!(named.phase, "Cancelled");
+    assert!(names.contains(&("ml-prod/named", "site-b")), "{sent:?}");
+    let why_named = b.spec("ml-prod/named").unwrap().dispatched.unwrap();
+    assert!(
+        why_named.starts_with(
+            "sent to site-b: its file asks for it (crater.ai/cluster: site-b); it starts now"
+        ),
+        "{why_named}"
+    );
+    // Withdrawn in the lab, saying where; running in site-b, sent (not moved: it may
+    // still move once), the why kept.
+    let h = job(&lv, "h200");
+    assert_eq!(h.phase, "Cancelled");
+    assert!(h.reasons[0].contains("sent to site-b"), "{:?}", h.reasons);
+    let bv = b.sync().unwrap();
+    assert_eq!(job(&bv, "h200").phase, "Running");
+    assert_eq!(job(&bv, "h200").to_send, None);
+    let spec_b = b.spec("ml-prod/h200").unwrap();
+    assert_eq!(spec_b.moved_from, None);
+    assert!(spec_b.dispatched.unwrap().starts_with("sent to site-b"));
+    // The job that starts as soon in the lab stayed there.
+    assert_eq!(job(&lv, "anywhere").phase, "Running");
+    assert!(!names.iter().any(|n| n.0 == "ml-prod/anywhere"), "{sent:?}");
+    // Decided once: nothing is sent again, by this mover or by a look a second later.
+    assert_eq!(mover.look(&sites), vec![]);
+    for s in &sites {
+        s.engine.shutdown();
+    }
+}
+
 /// Roles may differ per cluster: the roles file's entry under `clusters:` decides in
 /// that cluster (here carol operates site-b and only views the lab), each engine
 /// judging by its own cluster's.

@@ -679,6 +679,7 @@ impl Sim {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: None,
             manifest: None,
         };
         match self.observe_submit(core, spec, log) {

@@ -93,6 +93,7 @@ pub fn submit_single_gpu_jobs(c: &mut Cluster, n: usize, seed: u64) {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: None,
             manifest: None,
         };
         c.submit(spec).expect("unique names");

@@ -456,6 +456,9 @@ pub fn object_of(o: &kube::core::DynamicObject) -> Result<JobSpec, SpecError> {
             .and_then(|a| a.get(k))
             .cloned()
     };
+    // The object as written goes with it: a federation that sends or moves it makes
+    // it in another cluster as it is.
+    spec.manifest = Some(as_written(o));
     spec.dispatched = ann(ANNOTATION_DISPATCHED);
     if spec.dispatched.is_some() {
         spec.sent_start_in = ann(ANNOTATION_SENT_START_IN).and_then(|s| s.parse().ok());

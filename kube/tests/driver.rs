@@ -2429,3 +2429,134 @@ fn a_trainjob_moved_between_two_clusters_runs_in_one_only_and_moves_no_more() {
     assert_eq!(j.spec.moved_from.as_deref(), Some("a"));
     assert!(!c.job_view(j).movable);
 }
+
+/// A TrainJob applied to the managing cluster with `crater.ai/cluster: auto` (a label,
+/// as a user adds it): read as a job the federation is to send, carrying the object as
+/// written; an annotation added later (`kubectl annotate`) is no spec change. Sent on, it is
+/// made in the other cluster as written with the why, without an earlier dispatch's
+/// marks, and read back there as sent (it is not sent again).
+#[test]
+fn a_trainjob_asking_for_auto_is_made_in_the_cluster_it_is_sent_to_as_written() {
+    let obj = |labels: Value, ann: Value| -> Box<ObjectSeen> {
+        let o: kube::core::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+            "metadata": {"name": "auto-tj", "namespace": "ml", "uid": "uid-auto-tj",
+                "resourceVersion": "7", "generation": 1, "labels": labels, "annotations": ann},
+            "spec": {"image": "pytorch:2.3", "resources": {"pool": "gpu",
+                "gpu": {"count": 2, "models": ["h200"]}}},
+        }))
+        .unwrap();
+        Box::new(ObjectSeen::of(Owner::TrainJob, &o))
+    };
+    let gpu_node = |name: &str, model: &str| {
+        node(
+            name,
+            8,
+            model,
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        )
+    };
+    let (mut a, mut core_a) = (KubeDriver::detached(), new_core());
+    let mut seen = lists(vec![gpu_node("gpu-a", "a100")], vec![]);
+    // Stale marks of an earlier dispatch must not survive a new one.
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(obj(
+            json!({"crater.ai/cluster": "auto", "team": "nlp"}),
+            json!({}),
+        )),
+    ));
+    a.step(&mut core_a, 1, seen);
+    let c = core_a.cluster();
+    let j = &c.jobs[c.job_id("ml/auto-tj").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Pending);
+    assert_eq!(c.job_view(j).to_send.as_deref(), Some("auto"));
+    let written = j.spec.manifest.clone().expect("the object as written");
+    assert_eq!(written["metadata"]["labels"]["crater.ai/cluster"], "auto");
+    assert_eq!(written["spec"]["resources"]["gpu"]["count"], 2);
+    assert!(written.get("status").is_none());
+    let mut spec = (*j.spec).clone();
+    // `kubectl annotate` on it: not a change of its spec (the object as written
+    // changed, what maar queued did not).
+    let (_, writes) = a.step(
+        &mut core_a,
+        2,
+        vec![Seen::Object(
+            Owner::TrainJob,
+            Watched::Apply(obj(
+                json!({"crater.ai/cluster": "auto", "team": "nlp"}),
+                json!({"owner": "someone"}),
+            )),
+        )],
+    );
+    assert!(notes(&writes, "SpecNotApplied").is_empty(), "{writes:?}");
+    // Sent on (as the federation's mover does): made in cluster b as written.
+    spec.dispatched = Some("sent to b: starts now on h200-b there; in a it ...".into());
+    spec.sent_start_in = Some(0);
+    if let Some(m) = spec.manifest.as_mut() {
+        m["metadata"]["annotations"] =
+            json!({"crater.ai/sent-start-in": "3600", "crater.ai/moved-from": "z"});
+    }
+    let (mut b, mut core_b) = (KubeDriver::detached(), new_core());
+    b.step(
+        &mut core_b,
+        1,
+        lists(vec![gpu_node("h200-b", "h200")], vec![]),
+    );
+    let out = maar_scheduler::Driver::command(
+        &mut b,
+        &mut core_b,
+        maar_scheduler::Actor::system("federation"),
+        maar_scheduler::Command::Submit(Box::new(spec)),
+    );
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    let writes = b.take_unsent();
+    let objects: Vec<&Value> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::CreateObject { object, .. } => Some(object),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(objects.len(), 1, "{writes:?}");
+    let made = objects[0];
+    assert_eq!(made["metadata"]["labels"]["team"], "nlp");
+    assert_eq!(made["metadata"]["namespace"], "ml");
+    assert_eq!(made["spec"]["image"], "pytorch:2.3");
+    let ann = &made["metadata"]["annotations"];
+    assert!(ann["crater.ai/dispatched"]
+        .as_str()
+        .unwrap()
+        .starts_with("sent to b"));
+    assert_eq!(ann["crater.ai/sent-start-in"], "0");
+    assert!(ann.get("crater.ai/moved-from").is_none(), "{ann}");
+    // Its watch brings it back in b: sent, so not to be sent again; it runs there.
+    let back: kube::core::DynamicObject = serde_json::from_value({
+        let mut v = made.clone();
+        v["metadata"]["uid"] = json!("uid-b");
+        v
+    })
+    .unwrap();
+    let (_, writes) = b.step(
+        &mut core_b,
+        2,
+        vec![Seen::Object(
+            Owner::TrainJob,
+            Watched::Apply(Box::new(ObjectSeen::of(Owner::TrainJob, &back))),
+        )],
+    );
+    let c = core_b.cluster();
+    let j = &c.jobs[c.job_id("ml/auto-tj").unwrap() as usize];
+    assert_eq!(c.job_view(j).to_send, None);
+    assert!(j
+        .spec
+        .dispatched
+        .as_deref()
+        .unwrap()
+        .starts_with("sent to b"));
+    let pods_made = writes
+        .iter()
+        .filter(|w| matches!(w, Write::CreatePods { job, .. } if job == "ml/auto-tj"))
+        .count();
+    assert_eq!(pods_made, 1, "{writes:?}");
+}

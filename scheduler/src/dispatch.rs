@@ -70,6 +70,28 @@ impl Prospect {
 }
 
 impl Core {
+    /// How a job waiting here would fare were it withdrawn and submitted here again
+    /// now (its twin in the queue would otherwise wait behind it): what a federation
+    /// compares with the other clusters' [`Core::prospect`] when the job's file asks
+    /// for `auto` ([`to_send`]).
+    pub fn prospect_again(&self, job: &str) -> Result<Prospect, String> {
+        let c = self.cluster();
+        let id = c.job_id(job).map_err(|e| e.to_string())?;
+        let spec = JobSpec::clone(&c.jobs[id as usize].spec);
+        let mut copy = self.clone();
+        let out = copy.apply(Input::Command {
+            actor: Actor::system("dispatch"),
+            command: crate::command::Command::Cancel {
+                job: job.to_string(),
+                why: None,
+            },
+        });
+        out.result.map_err(|e| e.to_string())?;
+        let mut p = copy.prospect(&spec)?;
+        p.exists = false;
+        Ok(p)
+    }
+
     /// The job submitted to a copy of this cluster now, with a scheduling cycle (binds
     /// taken as done): placed at once, or when the forward run of the copy shows it
     /// starting ([`crate::forecast`]). Refused (the spec's own error) when this cluster
@@ -212,6 +234,47 @@ pub fn choose(prospects: &[(String, Result<Prospect, String>)]) -> Option<Choice
     })
 }
 
+/// A job applied to one cluster (`prospects[here]`) whose file asks for a cluster
+/// (`wanted`: `crater.ai/cluster`): where to send it, once, and why; `None` to leave it
+/// where it is. `auto` takes [`choose`] over every cluster, its own included (its own
+/// prospect as if it were submitted there now: [`Core::prospect_again`]), and sends it
+/// only when another is chosen; a name sends it to that cluster unless it is this one
+/// (`None`), none of them, or one that refuses it (`Err`: why). `here` out of the
+/// list's range: the job is in none of them yet (a submit).
+pub fn to_send(
+    here: usize,
+    wanted: &str,
+    prospects: &[(String, Result<Prospect, String>)],
+) -> Result<Option<Choice>, String> {
+    if wanted == "auto" {
+        return Ok(choose(prospects).filter(|c| c.index != here));
+    }
+    let Some(index) = prospects.iter().position(|(n, _)| n == wanted) else {
+        let names: Vec<&str> = prospects.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(format!(
+            "its file asks for cluster {wanted} (crater.ai/cluster), which is none of {}",
+            names.join(", ")
+        ));
+    };
+    if index == here {
+        return Ok(None);
+    }
+    match &prospects[index].1 {
+        Ok(p) => Ok(Some(Choice {
+            index,
+            cluster: wanted.to_string(),
+            why: format!(
+                "sent to {wanted}: its file asks for it ({}: {wanted}); it {} there",
+                crate::manifest::LABEL_CLUSTER,
+                p.words()
+            ),
+        })),
+        Err(e) => Err(format!(
+            "its file asks for cluster {wanted} (crater.ai/cluster), which refuses it: {e}"
+        )),
+    }
+}
+
 /// How long past the start it was sent for a job may wait where it was sent before it
 /// is moved: that cluster's cycles, a pod's image pulled, a forecast's slack.
 pub const MOVE_AFTER_S: u64 = 300;
@@ -304,6 +367,99 @@ mod tests {
         s.dispatched = Some("sent to a: starts now there".into());
         s.sent_start_in = start_in;
         s
+    }
+
+    #[test]
+    fn a_job_whose_file_asks_for_a_cluster_is_sent_once_where_it_says() {
+        let list = |a: Option<u64>, b: Option<u64>| {
+            vec![
+                ("a".to_string(), starts_in(a)),
+                ("b".to_string(), starts_in(b)),
+            ]
+        };
+        // auto: the soonest, its own cluster (index 0) included; none when it is its own.
+        let c = to_send(0, "auto", &list(Some(3600), Some(0)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.cluster, "b");
+        assert!(
+            c.why
+                .starts_with("sent to b: starts now there; in a it would start in about 1h"),
+            "{}",
+            c.why
+        );
+        assert_eq!(to_send(0, "auto", &list(Some(0), Some(0))).unwrap(), None);
+        assert_eq!(to_send(0, "auto", &list(Some(60), None)).unwrap(), None);
+        // A name: that cluster, even when its own would start it sooner.
+        let c = to_send(0, "b", &list(Some(0), Some(600))).unwrap().unwrap();
+        assert_eq!(c.index, 1);
+        assert!(c.why.starts_with("sent to b: its file asks for it (crater.ai/cluster: b); it would start in about 10m"), "{}", c.why);
+        // Its own name: it stays; a cluster not listed, or one that refuses: said.
+        assert_eq!(to_send(0, "a", &list(None, Some(0))).unwrap(), None);
+        let e = to_send(0, "c", &list(None, Some(0))).unwrap_err();
+        assert!(
+            e.contains("asks for cluster c (crater.ai/cluster), which is none of a, b"),
+            "{e}"
+        );
+        let refusing = vec![
+            ("a".to_string(), starts_in(None)),
+            ("b".to_string(), Err("no project ml".to_string())),
+        ];
+        let e = to_send(0, "b", &refusing).unwrap_err();
+        assert!(e.contains("which refuses it: no project ml"), "{e}");
+        // A submit (in no cluster yet): auto always chooses one.
+        assert_eq!(
+            to_send(usize::MAX, "auto", &list(Some(0), Some(0)))
+                .unwrap()
+                .unwrap()
+                .index,
+            0
+        );
+    }
+
+    #[test]
+    fn prospect_again_is_the_job_as_if_submitted_anew_not_behind_its_twin() {
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "n1", "a100", 1);
+        let mut core = Core::new(c);
+        let hour = |name: &str| {
+            let mut s = JobSpec::train(name, "p", "train", 1);
+            s.est_runtime_s = Some(3600);
+            s
+        };
+        for name in ["busy", "waiting"] {
+            let out = core.apply(Input::Command {
+                actor: Actor::system("t"),
+                command: crate::command::Command::Submit(Box::new(hour(name))),
+            });
+            out.result.unwrap();
+            crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        }
+        let c = core.cluster();
+        assert_eq!(
+            c.jobs[c.job_id("p/busy").unwrap() as usize].phase,
+            Phase::Running
+        );
+        assert_eq!(
+            c.jobs[c.job_id("p/waiting").unwrap() as usize].phase,
+            Phase::Pending
+        );
+        // Asked as a new submit, a copy waits behind the job itself (two hours); asked
+        // again, it is the job alone (an hour), and not "already here".
+        let twin = core.prospect(&hour("waiting")).unwrap();
+        assert!(twin.exists);
+        let again = core.prospect_again("p/waiting").unwrap();
+        assert!(!again.exists);
+        let (t, a) = (twin.start_in.unwrap(), again.start_in.unwrap());
+        assert!((3500..=3700).contains(&a), "{a}");
+        assert!(t >= a + 3500, "{t} vs {a}");
+        // The job itself is untouched; a job not here is said.
+        assert_eq!(
+            core.cluster().jobs[core.cluster().job_id("p/waiting").unwrap() as usize].phase,
+            Phase::Pending
+        );
+        assert!(core.prospect_again("p/none").is_err());
     }
 
     #[test]

@@ -573,9 +573,38 @@ impl Manifest {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: cluster_of(&self.metadata)?,
             manifest: None,
         })
     }
+}
+
+/// The label or annotation naming the cluster a job is for, among several under one
+/// maar: `auto` (where it starts first) or a cluster's name.
+pub const LABEL_CLUSTER: &str = "crater.ai/cluster";
+
+/// The cluster a manifest asks for (`crater.ai/cluster`, as an annotation or a label;
+/// the annotation when both): `auto` or a name as the config or `--context` gives it.
+fn cluster_of(m: &Metadata) -> Result<Option<String>, SpecError> {
+    let (field, value) = match (
+        m.annotations.get(LABEL_CLUSTER),
+        m.labels.get(LABEL_CLUSTER),
+    ) {
+        (Some(v), _) => ("annotations", v),
+        (None, Some(v)) => ("labels", v),
+        (None, None) => return Ok(None),
+    };
+    let v = value.trim();
+    if v.is_empty() || v.len() > 253 || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            &format!("metadata.{field}.{LABEL_CLUSTER}"),
+            format!(
+                "`{}` is not a cluster: `auto` (where it starts first) or a cluster's name",
+                value.escape_debug()
+            ),
+        ));
+    }
+    Ok(Some(v.to_string()))
 }
 
 // ----- Kubernetes objects users deploy inference with today ------------------------
@@ -1137,6 +1166,7 @@ impl Pod {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: None,
             manifest: None,
         })
     }
@@ -1408,6 +1438,7 @@ impl Deployment {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: None,
             manifest: None,
         })
     }

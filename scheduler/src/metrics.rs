@@ -175,6 +175,11 @@ pub struct JobView {
     /// another cluster ([`crate::dispatch::to_move`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub movable: bool,
+    /// Pending here, its file asking for a cluster (`crater.ai/cluster`: `auto` or a
+    /// name) and not yet sent by a federation: where several clusters run under one
+    /// maar, it is sent there once ([`crate::dispatch::to_send`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_send: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -258,6 +263,11 @@ impl Cluster {
             movable: j.phase == crate::model::Phase::Pending
                 && j.spec.dispatched.is_some()
                 && j.spec.moved_from.is_none(),
+            to_send: j
+                .spec
+                .cluster
+                .clone()
+                .filter(|_| j.phase == crate::model::Phase::Pending && j.spec.dispatched.is_none()),
             bound: j.placements.iter().all(|p| p.bound),
             autoscaler_paused_by: j.autoscaler.paused_by.clone(),
             request: j.spec.shape_with(j.desired_replicas.max(1)),

@@ -689,6 +689,12 @@ pub struct JobSpec {
     /// The cluster it was moved from: a job is moved at most once, so this one stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved_from: Option<String>,
+    /// The cluster its file asks for (`crater.ai/cluster`, a label or annotation):
+    /// `auto` for the one where it starts first, or a cluster's name. Where several
+    /// clusters run under one maar, a job applied to one of them with it is sent
+    /// there once ([`crate::dispatch::to_send`]); alone, it runs where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// The object as its file gave it (a TrainJob or InferenceService, as JSON), for a
     /// backend that makes it in its world: on Kubernetes a submit (a dispatch among
     /// clusters) creates that object, unchanged, in the cluster.
@@ -736,6 +742,7 @@ impl JobSpec {
             dispatched: None,
             sent_start_in: None,
             moved_from: None,
+            cluster: None,
             manifest: None,
         }
     }

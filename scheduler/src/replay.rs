@@ -269,6 +269,7 @@ pub fn trace_spec(pod: &TracePod, name: String) -> JobSpec {
         dispatched: None,
         sent_start_in: None,
         moved_from: None,
+        cluster: None,
         manifest: None,
     }
 }

@@ -292,6 +292,7 @@ fn apply(c: &mut Cluster, op: &Op, serial: &mut u32) {
                 dispatched: None,
                 sent_start_in: None,
                 moved_from: None,
+                cluster: None,
                 manifest: None,
             };
             c.submit(spec).unwrap();

@@ -457,8 +457,20 @@ impl App {
     /// `:submit FILE` with several clusters: each says how the job would fare there,
     /// and it goes where it starts first (`maar_scheduler::dispatch`), the why said
     /// and logged.
-    fn dispatch(&mut self, verb: &'static Verb, mut spec: maar_scheduler::JobSpec) {
+    fn dispatch(&mut self, verb: &'static Verb, spec: maar_scheduler::JobSpec) {
         let prospects = crate::federation::prospects(&self.sites, &spec);
+        // A file that names its cluster (`crater.ai/cluster`) goes there.
+        let named = spec.cluster.clone().filter(|c| c != "auto");
+        if let Some(name) = named {
+            match maar_scheduler::dispatch::to_send(usize::MAX, &name, &prospects) {
+                Ok(Some(choice)) => return self.send_to(verb, spec, &prospects, choice),
+                Ok(None) => {}
+                Err(e) => {
+                    self.message = format!("submit: {e}");
+                    return;
+                }
+            }
+        }
         let Some(choice) = maar_scheduler::dispatch::choose(&prospects) else {
             let why: Vec<String> = prospects
                 .iter()
@@ -467,6 +479,17 @@ impl App {
             self.message = format!("submit: no cluster takes it: {}", why.join("; "));
             return;
         };
+        self.send_to(verb, spec, &prospects, choice);
+    }
+
+    /// Submits `spec` to the cluster `choice` names, the why with it.
+    fn send_to(
+        &mut self,
+        verb: &'static Verb,
+        mut spec: maar_scheduler::JobSpec,
+        prospects: &[(String, Result<maar_scheduler::dispatch::Prospect, String>)],
+        choice: maar_scheduler::dispatch::Choice,
+    ) {
         tracing::info!(target: "maar", "job/{}/{} {}", spec.project, spec.name, choice.why);
         if choice.index != self.site {
             self.switch_site(choice.index);

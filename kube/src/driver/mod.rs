@@ -808,6 +808,16 @@ impl KubeDriver {
         ] {
             meta.remove(server_set);
         }
+        // maar's own marks of an earlier dispatch are the new one's, or none.
+        if let Some(a) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+            for own in [
+                crate::map::ANNOTATION_DISPATCHED,
+                crate::map::ANNOTATION_SENT_START_IN,
+                crate::map::ANNOTATION_MOVED_FROM,
+            ] {
+                a.remove(own);
+            }
+        }
         if let Some(why) = &spec.dispatched {
             let ann = meta
                 .entry("annotations")

@@ -32,7 +32,15 @@ impl KubeDriver {
                 // Edits to a submitted object's spec are not taken (as a pod's): said
                 // once per edit, on the object.
                 let now = t.spec.as_ref().ok().cloned();
-                if f.spec.is_some() && now.is_some() && f.spec != now {
+                // The spec as maar queues it: the object's labels and annotations
+                // (kept as written, for a federation) are not its spec.
+                let bare = |s: &Option<maar_scheduler::JobSpec>| {
+                    s.clone().map(|mut s| {
+                        s.manifest = None;
+                        s
+                    })
+                };
+                if f.spec.is_some() && now.is_some() && bare(&f.spec) != bare(&now) {
                     let kind = t.owner.kind();
                     let msg = format!(
                         "changes to a submitted {kind} are not applied (maar keeps the spec it queued); delete and re-apply it to run the new one"
