@@ -1289,6 +1289,12 @@ fn run_clusters(
     for c in listed {
         let opened = match (&c.state, &c.context) {
             (_, Some(context)) => crate::live_cli::open_kube(context, roles.clone(), headless),
+            _ if c.local.is_some() => crate::live_cli::open_local(
+                c.local.as_ref().expect("local"),
+                &c.state_file(),
+                roles.clone(),
+                headless,
+            ),
             (Some(p), None) => open_listed_state(p, speed, roles.clone()),
             (None, None) => Err(Failure::Usage(format!(
                 "cluster {}: neither a state file nor a context",
@@ -1379,7 +1385,7 @@ fn open_listed_state(
     let meta = Record::open_read_only(path)?.meta()?;
     if meta.backend != "demo" {
         return Err(Failure::Usage(format!(
-            "{} holds the {} cluster {}: it runs where its world is (`maar {}`); list a Kubernetes cluster by its `context`",
+            "{} holds the {} cluster {}: it runs where its world is (`maar {}`); list a Kubernetes cluster by its `context`, this machine as `local: {{}}` (with `state` naming this file)",
             path.display(),
             meta.backend,
             meta.cluster,

@@ -41,6 +41,25 @@ pub struct Cluster {
     /// Its Kubernetes context (the state file `maar kube --context NAME` records).
     #[serde(default)]
     pub context: Option<String>,
+    /// This machine as `maar local` runs it (its agents, labels, workdir); its state
+    /// file is `state` when given, else `maar local`'s own.
+    #[serde(default)]
+    pub local: Option<LocalEntry>,
+}
+
+/// `maar local`'s options, for a cluster of the list that is this machine.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LocalEntry {
+    /// Other machines' agents (`maar agent --listen` there), `HOST:PORT` each.
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Labels this machine's node carries, as `maar local --label KEY=VALUE`.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Where jobs run (`maar local --workdir`).
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -49,6 +68,7 @@ impl Cluster {
         match (&self.state, &self.context) {
             (Some(p), _) => p.clone(),
             (None, Some(c)) => kube_state(c),
+            (None, None) if self.local.is_some() => local_state(),
             (None, None) => PathBuf::new(),
         }
     }
@@ -60,8 +80,14 @@ pub fn kube_state(context: &str) -> PathBuf {
     crate::record::default_path(&maar_kube::backend::state_name(context))
 }
 
+/// The state file `maar local` records on this machine.
+pub fn local_state() -> PathBuf {
+    crate::record::default_path(&format!("local-{}", maar_local::backend::hostname()))
+}
+
 /// The config file at `p` (none there: the defaults). A cluster must name a state file
-/// or a context, and names are unique: the error names the file and the cluster.
+/// or a context (or be this machine, `local:`), and names are unique: the error names
+/// the file and the cluster.
 pub fn read(p: &Path) -> Result<Config, InputError> {
     if !p.exists() {
         return Ok(Config::default());
@@ -72,11 +98,22 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
     for (i, cl) in c.clusters.iter().enumerate() {
         let bad =
             |why: String| crate::load::field_error(&file, &text, format!("clusters[{i}]"), why);
-        if cl.state.is_none() == cl.context.is_none() {
+        if cl.local.is_some() && cl.context.is_some() {
             return Err(bad(format!(
-                "cluster `{}`: give its `state` (a state file) or its `context` (Kubernetes), one of them",
+                "cluster `{}`: `local` (this machine) and a Kubernetes `context` are two clusters; list them apart",
                 maar_scheduler::limits::echo(&cl.name)
             )));
+        }
+        if cl.local.is_none() && cl.state.is_none() == cl.context.is_none() {
+            return Err(bad(format!(
+                "cluster `{}`: give its `state` (a state file) or its `context` (Kubernetes), one of them, or `local: {{}}` for this machine",
+                maar_scheduler::limits::echo(&cl.name)
+            )));
+        }
+        if cl.local.is_some() && c.clusters[..i].iter().any(|o| o.local.is_some()) {
+            return Err(bad(
+                "only one cluster may be `local` (this machine; other machines join it as its `agents`)".into(),
+            ));
         }
         if cl.name == "auto" || cl.name.is_empty() {
             return Err(bad("a cluster's name may not be empty or `auto`".into()));

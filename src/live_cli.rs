@@ -315,6 +315,30 @@ pub(crate) fn open_kube(
     Ok((live_engine(loaded, rec, roles, headless, None), what))
 }
 
+/// This machine's cluster opened and its engine started as `maar local` would (with
+/// the config entry's agents, labels and workdir, on `state`): for `maar clusters`.
+pub(crate) fn open_local(
+    entry: &crate::config::LocalEntry,
+    state: &std::path::Path,
+    roles: std::sync::Arc<crate::roles::Roles>,
+    headless: bool,
+) -> Result<(engine::EngineHandle, String), Failure> {
+    let args = maar_local::LocalArgs {
+        agents: entry.agents.clone(),
+        labels: entry
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        interval: 1,
+        workdir: entry.workdir.clone(),
+    };
+    state_folder(state)?;
+    let (loaded, rec, what) = backend::open_live::<maar_local::Local>(state, &args)?;
+    let what = format!("{what} on {}", state.display());
+    Ok((live_engine(loaded, rec, roles, headless, None), what))
+}
+
 /// A live cluster's engine started in real time and served: the console (as a viewer
 /// with `read_only`), or, headless, `line` printed and a wait for a signal (views then
 /// published seldom: nothing draws them). The engine is shut down after; the exit code

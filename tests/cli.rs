@@ -735,3 +735,96 @@ fn two_demo_sites_never_share_a_state_file() {
         text(&o.stderr)
     );
 }
+
+/// This machine in the config's list (`local:`, with `maar local`'s options): `maar
+/// clusters` runs it beside a demo as `maar local` would, on its own state file, and
+/// the reading commands list its node by the cluster's name. One `local` only, and
+/// not mixed with a Kubernetes context: said naming the entry.
+#[test]
+fn this_machine_is_a_cluster_of_the_config_list() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-local-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("cfg/maar")).unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    let (text_, sc) = maar::load::scenario_text(Some(std::path::Path::new("lab"))).unwrap();
+    drop(maar::backend::fresh_demo(Some(&dir.join("lab.db")), &text_, sc, None).unwrap());
+    let cfg = dir.join("cfg/maar/config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "clusters:\n  - {{name: lab, state: {0}/lab.db}}\n  - {{name: box, state: {0}/box.db, local: {{labels: {{crater.ai/node-role: gpu}}, workdir: {0}/work}}}}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let with_cfg = |args: &[&str]| {
+        let mut c = isolated(args);
+        c.env("XDG_CONFIG_HOME", dir.join("cfg"));
+        c
+    };
+    let child = with_cfg(&["clusters", "--headless"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Up once this machine's node is recorded in its state file.
+    let nodes = || {
+        let o = with_cfg(&["get", "nodes", "--cluster", "box", "-o", "json"])
+            .output()
+            .unwrap();
+        text(&o.stdout)
+    };
+    while std::time::Instant::now() < deadline && !nodes().contains("\"name\"") {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
+    assert!(out.contains("maar: lab: demo lab continued on "), "{out}");
+    assert!(
+        out.contains(&format!(
+            "maar: box: this machine's cluster on {}/box.db",
+            dir.display()
+        )),
+        "{out}"
+    );
+    let host = maar::local::backend::hostname();
+    let all = with_cfg(&["get", "nodes", "--cluster", "all"])
+        .output()
+        .unwrap();
+    let listed = text(&all.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("box ") && l.contains(&host)),
+        "{listed}"
+    );
+    assert!(listed.lines().any(|l| l.starts_with("lab ")), "{listed}");
+    // Refused entries name themselves.
+    for (entry, says) in [
+        (
+            "clusters:\n  - {name: a, local: {}}\n  - {name: b, local: {}}\n",
+            "only one cluster may be `local`",
+        ),
+        (
+            "clusters:\n  - {name: a, context: c, local: {}}\n",
+            "`local` (this machine) and a Kubernetes `context` are two clusters",
+        ),
+        (
+            "clusters:\n  - {name: a}\n",
+            "or `local: {}` for this machine",
+        ),
+    ] {
+        std::fs::write(&cfg, entry).unwrap();
+        let o = with_cfg(&["clusters", "--headless"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(says), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("clusters["), "{}", text(&o.stderr));
+    }
+}
