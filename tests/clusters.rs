@@ -823,3 +823,35 @@ fn events_name_their_cluster() {
         s.engine.shutdown();
     }
 }
+
+/// The Cost screen with every cluster's rows (`:cluster all`): each project's and
+/// department's bill with its cluster first, the total over every cluster; one
+/// cluster shown again: its own rows and total.
+#[test]
+fn costs_name_their_cluster_and_sum_over_all() {
+    let mut a = two();
+    let lab = a.sites[0].engine.view().snapshot.costs.clone();
+    let b = a.sites[1].engine.view().snapshot.costs.clone();
+    line(&mut a, "cluster all");
+    line(&mut a, "cost");
+    let c = &a.snapshot.costs;
+    assert_eq!(c.projects.len(), lab.projects.len() + b.projects.len());
+    assert!(c.projects.iter().any(|p| p.cluster == "lab"));
+    assert!(c.projects.iter().any(|p| p.cluster == "site-b"));
+    assert!((c.total - (lab.total + b.total)).abs() < 1e-6);
+    let text = screen(&a, 160, 50);
+    assert!(text.contains("CLUSTER"), "{text}");
+    assert!(text.contains("over every cluster"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("site-b") && l.contains("ml-prod")),
+        "{text}"
+    );
+    line(&mut a, "cluster lab");
+    line(&mut a, "cost");
+    assert_eq!(a.snapshot.costs.projects.len(), lab.projects.len());
+    assert!(!screen(&a, 160, 50).contains("CLUSTER"));
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

@@ -63,6 +63,9 @@ pub struct ModelCost {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ProjectCost {
+    /// The cluster it is in, where several are listed together; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub project: String,
     pub department: String,
     pub gpu_hours: f64,
@@ -72,6 +75,9 @@ pub struct ProjectCost {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct DepartmentCost {
+    /// The cluster it is in, where several are listed together; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
     pub department: String,
     pub gpu_hours: f64,
     pub cost: f64,
@@ -527,6 +533,7 @@ impl Cluster {
             d.0 += hours;
             d.1 += cost;
             projects.push(ProjectCost {
+                cluster: String::new(),
                 project: p.name.clone(),
                 department: p.department.clone(),
                 gpu_hours: hours,
@@ -539,6 +546,7 @@ impl Cluster {
             departments: depts
                 .into_iter()
                 .map(|(department, (gpu_hours, cost))| DepartmentCost {
+                    cluster: String::new(),
                     department,
                     gpu_hours,
                     cost,

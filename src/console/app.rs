@@ -318,6 +318,7 @@ impl App {
             alerts: Vec::new(),
             resolved_alerts: Vec::new(),
             events: Vec::new(),
+            costs: Default::default(),
             ..(**shown).clone()
         };
         for (i, site) in self.sites.iter().enumerate() {
@@ -361,6 +362,19 @@ impl App {
                 e.cluster = site.name.clone();
                 e
             }));
+            all.costs.projects.extend(v.costs.projects.iter().map(|p| {
+                let mut p = p.clone();
+                p.cluster = site.name.clone();
+                p
+            }));
+            all.costs
+                .departments
+                .extend(v.costs.departments.iter().map(|d| {
+                    let mut d = d.clone();
+                    d.cluster = site.name.clone();
+                    d
+                }));
+            all.costs.total += v.costs.total;
         }
         // One story, oldest first, as one cluster's events are (each on its clock).
         all.events.sort_by_key(|e| e.time);
