@@ -154,7 +154,7 @@ impl Mover {
                 let to = &others[choice.index];
                 let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
                 if let Some(m) = move_one(site, to, &full, spec, choice.why, start_in, true) {
-                    tracing::info!(target: "maar", "{}", m.words());
+                    say(&m);
                     done.push(m);
                 }
             }
@@ -203,7 +203,7 @@ impl Mover {
                 let to = listed[choice.index];
                 let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
                 let m = move_one(&sites[i], to, job, spec, choice.why, start_in, false)?;
-                tracing::info!(target: "maar", "{}", m.words());
+                say(&m);
                 Some(m)
             }
             Ok(None) => {
@@ -219,6 +219,14 @@ impl Mover {
                 None
             }
         }
+    }
+}
+
+/// A move or a send in the log: a warning when the job was withdrawn and not taken.
+fn say(m: &Moved) {
+    match m {
+        Moved::Done { .. } => tracing::info!(target: "maar", "{}", m.words()),
+        Moved::Refused { .. } => tracing::warn!(target: "maar", "{}", m.words()),
     }
 }
 

@@ -1020,15 +1020,28 @@ impl Driver for KubeDriver {
                 return cannot_make(spec);
             };
             let job = format!("{}/{}", spec.project, spec.name);
-            self.flush(vec![Write::CreateObject {
-                job: job.clone(),
-                kind: kind.into(),
-                plural: plural.into(),
-                object,
-            }]);
-            let result = Ok(format!(
-                "{kind} {job} sent to the cluster: maar schedules it when the watch brings it"
-            ));
+            // Made now, the API server's answer awaited: a dispatch among clusters
+            // learns at once whether the cluster took it (detached: kept to be sent).
+            let made = match &self.world {
+                Some(w) => w.create_now(&job, kind, plural, &object, CREATE_WITHIN),
+                None => {
+                    self.unsent.push(Write::CreateObject {
+                        job: job.clone(),
+                        kind: kind.into(),
+                        plural: plural.into(),
+                        object,
+                    });
+                    Ok(())
+                }
+            };
+            let result = match made {
+                Ok(()) => Ok(format!(
+                    "{kind} {job} sent to the cluster: maar schedules it when the watch brings it"
+                )),
+                Err(e) => Err(maar_scheduler::ClusterError::Invalid(format!(
+                    "{kind} {job} was not made in the cluster: {e}"
+                ))),
+            };
             return Output {
                 result,
                 job: None,
@@ -1121,6 +1134,9 @@ fn cannot_make(spec: &maar_scheduler::JobSpec) -> Output {
         decisions: Vec::new(),
     }
 }
+
+/// How long a submit waits for the API server to make its object.
+const CREATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub fn offline() -> maar_scheduler::kit::Offline {
     maar_scheduler::kit::Offline::new("kube", Some(localize))

@@ -38,6 +38,9 @@ pub struct World {
     seen: mpsc::Receiver<Seen>,
     /// This maar holds the scheduling lease.
     leader: Arc<std::sync::atomic::AtomicBool>,
+    /// The runtime and the client, for a write whose answer is waited for.
+    handle: tokio::runtime::Handle,
+    client: kube::Client,
 }
 
 impl World {
@@ -85,6 +88,7 @@ impl World {
             (lease, writes)
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handle = rt.handle().clone();
         let (client, held) = (conn.client.clone(), leader.clone());
         let thread = std::thread::Builder::new()
             .name("maar-kube".into())
@@ -126,9 +130,80 @@ impl World {
                 writes,
                 seen,
                 leader,
+                handle,
+                client: conn.client.clone(),
             },
             conn,
         ))
+    }
+
+    /// A world of one client alone (made by `client` on the world's runtime): the
+    /// writer, leading, and nothing watched (no lists, no lease): what a test drives
+    /// with kube-rs's mock client.
+    pub fn writer_only(client: impl FnOnce() -> kube::Client) -> Result<World, crate::KubeError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
+        let (tx, seen) = mpsc::channel();
+        let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
+        let (client, writer_task) = {
+            let _guard = rt.enter();
+            let client = client();
+            let task = tokio::spawn(writer(client.clone(), wrx, tx, WriterLimits::default()));
+            (client, task)
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handle = rt.handle().clone();
+        let thread = std::thread::Builder::new()
+            .name("maar-kube".into())
+            .spawn(move || {
+                let _ = rt.block_on(stopped);
+                writer_task.abort();
+                rt.shutdown_timeout(std::time::Duration::from_secs(2));
+            })
+            .map_err(|e| crate::KubeError::Config(format!("cannot start: {e}")))?;
+        Ok(World {
+            stop: Some(stop),
+            thread: Some(thread),
+            writes,
+            seen,
+            leader: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            handle,
+            client,
+        })
+    }
+
+    /// Makes one of maar's objects now and waits up to `within` for the API server's
+    /// answer: a submit (a federation's dispatch) is answered with what the cluster
+    /// said, not queued and forgotten.
+    pub fn create_now(
+        &self,
+        job: &str,
+        kind: &str,
+        plural: &str,
+        object: &serde_json::Value,
+        within: std::time::Duration,
+    ) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let (client, job_, kind_, plural_, object_) = (
+            self.client.clone(),
+            job.to_string(),
+            kind.to_string(),
+            plural.to_string(),
+            object.clone(),
+        );
+        self.handle.spawn(async move {
+            let r = create_object(&client, &job_, &kind_, &plural_, &object_).await;
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(within) {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the API server did not answer within {} s",
+                within.as_secs()
+            )),
+        }
     }
 
     /// This maar holds the scheduling lease (schedules and writes).

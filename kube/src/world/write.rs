@@ -445,6 +445,24 @@ pub fn trainjob_pod_name(name: &str, attempt: u32, i: usize) -> String {
     }
 }
 
+/// Makes one of maar's objects (a TrainJob, an InferenceService) in `job`'s namespace,
+/// as given.
+pub async fn create_object(
+    client: &Client,
+    job: &str,
+    kind: &str,
+    plural: &str,
+    object: &serde_json::Value,
+) -> Result<(), String> {
+    let (ns, _) = split(job);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &map::crd(kind, plural));
+    let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
+    api.create(&PostParams::default(), &obj)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Binds pod `job` (`namespace/name`, `uid`) to `node` on cards `gpus`.
 async fn bind(
     client: &Client,
@@ -657,17 +675,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             kind,
             plural,
             object,
-        } => {
-            let (ns, _) = split(job);
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), ns, &map::crd(kind, plural));
-            let obj: DynamicObject =
-                serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
+        } => create_object(client, job, kind, plural, object).await,
         Write::QuotaObject {
             project,
             name,
