@@ -2,7 +2,8 @@
 //! mock client: a TrainJob applied to the first with `crater.ai/cluster: auto`, that
 //! only the second's cards can run, is withdrawn from the first and made in the second
 //! (the POST the API server sees: the object as written, the why as an annotation); a
-//! second cluster that refuses to make it is said so, the job made nowhere twice.
+//! second cluster that refuses to make it is said so, the job made nowhere twice; one
+//! sent to the first that waited there past its start is moved once.
 
 use std::pin::pin;
 
@@ -39,10 +40,14 @@ fn node(name: &str, model: &str) -> KNode {
 }
 
 fn trainjob(labels: Value) -> ObjectSeen {
+    trainjob_with(labels, json!({}))
+}
+
+fn trainjob_with(labels: Value, annotations: Value) -> ObjectSeen {
     let o: kube::core::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "crater.ai/v1", "kind": "TrainJob",
         "metadata": {"name": "tj", "namespace": "ml", "uid": "uid-tj", "resourceVersion": "3",
-            "generation": 1, "labels": labels},
+            "generation": 1, "labels": labels, "annotations": annotations},
         "spec": {"image": "pytorch:2.3", "resources": {"pool": "gpu",
             "gpu": {"count": 4, "models": ["h200"]}}},
     }))
@@ -81,9 +86,17 @@ fn lists(nodes: Vec<KNode>, objects: Vec<ObjectSeen>) -> Vec<Seen> {
     s
 }
 
-fn started(name: &str, mut driver: KubeDriver, seen: Vec<Seen>) -> Site {
+fn started(name: &str, driver: KubeDriver, seen: Vec<Seen>) -> Site {
+    started_at(name, driver, seen, 1)
+}
+
+/// A cluster fed `seen` at second 1, its clock run on to `until`.
+fn started_at(name: &str, mut driver: KubeDriver, seen: Vec<Seen>, until: u64) -> Site {
     let mut core = Core::new(Cluster::new(SchedConfig::default()));
     driver.step(&mut core, 1, seen);
+    if until > 1 {
+        driver.step(&mut core, until, vec![]);
+    }
     let loaded = maar::backend::Loaded {
         core,
         driver: Box::new(driver),
@@ -149,9 +162,6 @@ fn serve(
 }
 
 fn two(create: (u16, Value)) -> (Vec<Site>, std::sync::mpsc::Receiver<(String, Value)>) {
-    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    let (tx, rx) = std::sync::mpsc::channel();
-    serve(handle, create, tx);
     // The first cluster: a100 cards only, the TrainJob applied to it (recorded objects).
     let first = started(
         "east",
@@ -163,7 +173,17 @@ fn two(create: (u16, Value)) -> (Vec<Site>, std::sync::mpsc::Receiver<(String, V
             )],
         ),
     );
-    // The second: h200 cards, its API server the mock.
+    with_second(first, create)
+}
+
+/// `first`, and a second cluster of h200 cards whose API server is the mock.
+fn with_second(
+    first: Site,
+    create: (u16, Value),
+) -> (Vec<Site>, std::sync::mpsc::Receiver<(String, Value)>) {
+    let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let (tx, rx) = std::sync::mpsc::channel();
+    serve(handle, create, tx);
     let world = World::writer_only(move || kube::Client::new(svc, "default")).unwrap();
     let second = started(
         "west",
@@ -268,6 +288,60 @@ fn a_cluster_that_refuses_to_make_it_is_said_and_nothing_runs_twice() {
     // Not in the second (nothing made there), withdrawn in the first: it runs nowhere.
     assert_eq!(phase_in(&sites[1], "ml/tj"), None);
     assert_eq!(phase_in(&sites[0], "ml/tj").unwrap().0, "Cancelled");
+    for s in &sites {
+        s.engine.shutdown();
+    }
+}
+
+/// A TrainJob sent to the first cluster to start now that waited there past the grace
+/// (its cards gone): moved once to the second, POSTed there marked as moved; looked at
+/// again, nothing moves.
+#[test]
+fn a_trainjob_that_waited_past_its_start_is_moved_once_to_the_cluster_that_starts_it() {
+    let first = started_at(
+        "east",
+        KubeDriver::detached(),
+        lists(
+            vec![node("a100-1", "a100")],
+            vec![trainjob_with(
+                json!({}),
+                json!({"crater.ai/dispatched": "sent to east: starts now there",
+                       "crater.ai/sent-start-in": "0"}),
+            )],
+        ),
+        1 + maar_scheduler::dispatch::MOVE_AFTER_S + 10,
+    );
+    let (sites, posted) = with_second(
+        first,
+        (
+            201,
+            json!({"apiVersion": "crater.ai/v1", "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": "ml", "uid": "uid-west"}}),
+        ),
+    );
+    let moved = Mover::default().look(&sites);
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let Moved::Done { to, why, .. } = &moved[0] else {
+        panic!("{moved:?}")
+    };
+    assert_eq!(to, "west");
+    assert!(why.starts_with("moved from east (once"), "{why}");
+    let (_, body) = posted
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    let ann = &body["metadata"]["annotations"];
+    assert_eq!(ann["crater.ai/moved-from"], "east");
+    assert!(ann["crater.ai/dispatched"]
+        .as_str()
+        .unwrap()
+        .starts_with("moved from east"));
+    let (phase, reasons) = phase_in(&sites[0], "ml/tj").unwrap();
+    assert_eq!(phase, "Cancelled");
+    assert!(reasons[0].contains("moved to west"), "{reasons:?}");
+    assert_eq!(Mover::default().look(&sites), vec![]);
+    assert!(posted
+        .recv_timeout(std::time::Duration::from_millis(300))
+        .is_err());
     for s in &sites {
         s.engine.shutdown();
     }
