@@ -1789,7 +1789,9 @@ fn get_text(snap: &Snapshot, resource: Resource, output: GetOutput) -> String {
         (Resource::Quotas, GetOutput::Json) => json(&(&snap.quotas, &snap.quota_requests)),
         (Resource::Quotas, GetOutput::Yaml) => yaml(&(&snap.quotas, &snap.quota_requests)),
         (Resource::Quotas, _) => {
-            quotas_table(&snap.quotas, wide) + &requests_table(&snap.quota_requests)
+            quotas_table(&snap.quotas, wide)
+                + &quota_totals(&snap.quotas)
+                + &requests_table(&snap.quota_requests)
         }
         (Resource::Events, GetOutput::Json) => json(&snap.events),
         (Resource::Events, GetOutput::Yaml) => yaml(&snap.events),

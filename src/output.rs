@@ -284,6 +284,43 @@ pub fn quotas_table(q: &[QuotaView], wide: bool) -> String {
     render(t)
 }
 
+/// With several clusters' quotas: each project's GPUs over all of them (every pool of
+/// every cluster), the budget a dispatch among them stays within (each cluster admits
+/// within its own quota, so the sum bounds the project's whole use); empty for one.
+pub fn quota_totals(q: &[QuotaView]) -> String {
+    if !q.iter().any(|v| !v.cluster.is_empty()) {
+        return String::new();
+    }
+    // used, reserved, max (None: some quota without a GPU limit), clusters
+    type Sum<'a> = (u64, u64, Option<u64>, Vec<&'a str>);
+    let mut by: std::collections::BTreeMap<&str, Sum> = Default::default();
+    for v in q {
+        let e = by
+            .entry(v.project.as_str())
+            .or_insert((0, 0, Some(0), Vec::new()));
+        e.0 += v.used.gpu_milli;
+        e.1 += v.reserved.gpu_milli;
+        e.2 = match (e.2, v.max.gpu_milli) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        if !e.3.contains(&v.cluster.as_str()) {
+            e.3.push(v.cluster.as_str());
+        }
+    }
+    let mut t = table(&["PROJECT", "GPU USED", "RESERVED", "MAX", "CLUSTERS"]);
+    for (project, (used, reserved, max, clusters)) in by {
+        t.add_row(vec![
+            project.to_string(),
+            gpus(used),
+            gpus(reserved),
+            limit(max, Dim::Gpu),
+            clusters.join(","),
+        ]);
+    }
+    format!("\nPROJECTS OVER ALL CLUSTERS (summed)\n{}", render(t))
+}
+
 pub fn events_table(events: &[Event]) -> String {
     let mut t = table(&["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
     for e in events {

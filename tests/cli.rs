@@ -555,6 +555,34 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         text(&o.stdout)
     );
     assert!(!text(&o.stdout).contains("on-h200"));
+    // A project's GPUs summed over the clusters: its used and max are the sums of its
+    // rows in each (every pool), the clusters named.
+    let o = run(&["get", "quotas", "--cluster", "all", "-o", "json"]);
+    // (quotas, then requests)
+    let both: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let rows = both[0].as_array().unwrap();
+    let sum = |field: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r["project"] == "ml-prod")
+            .map(|r| r[field]["gpu_milli"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+            / 1000.0
+    };
+    let (used, max) = (sum("used"), sum("max"));
+    let o = run(&["get", "quotas", "--cluster", "all"]);
+    let table = text(&o.stdout);
+    let totals = table
+        .split("PROJECTS OVER ALL CLUSTERS (summed)\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{table}"));
+    let ml = totals
+        .lines()
+        .find(|l| l.starts_with("ml-prod "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = ml.split_whitespace().collect();
+    assert_eq!(cells[1].parse::<f64>().unwrap(), used, "{ml}");
+    assert_eq!(cells[3].parse::<f64>().unwrap(), max, "{ml}");
+    assert_eq!(cells[4], "lab,site-b", "{ml}");
     let o = run(&["get", "events", "--cluster", "all"]);
     let events = text(&o.stdout);
     assert!(
