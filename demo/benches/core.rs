@@ -292,8 +292,9 @@ fn pod_rules(c: &mut Criterion) {
 }
 
 /// Where a job goes among 3 clusters of 5,000 nodes x 8 GPUs (`dispatch::choose` over
-/// each cluster's `Core::prospect`): with room (20,000 running jobs each, the job
-/// starts now: a copy and a cycle per cluster), and full (40,000 running and 10,000
+/// each cluster's `Core::prospect`): with room and nothing waiting (the same search
+/// as the cycle's, no copy), with room (20,000 running jobs each, some jobs waiting
+/// for one model's cards: a copy and a cycle per cluster), and full (40,000 running and 10,000
 /// Pending each, the job waits: the copy's forecast until it starts).
 fn dispatch(c: &mut Criterion) {
     use maar_scheduler::dispatch::{choose, Prospect};
@@ -317,6 +318,25 @@ fn dispatch(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("dispatch");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
+    // Nothing waiting (the jobs the first cycle could not place withdrawn): each
+    // cluster answers without a copy.
+    let mut idle = sites(20_000);
+    for (_, core) in &mut idle {
+        let mut cl = core.cluster().clone();
+        let waiting: Vec<u32> = cl.pending_jobs().map(|j| j.id).collect();
+        for id in waiting {
+            cl.complete(id, false, "withdrawn for the bench");
+        }
+        *core = maar_scheduler::Core::new(cl);
+    }
+    eprintln!(
+        "dispatch, room, nothing waiting: {}",
+        run(&idle).expect("a site").why
+    );
+    g.bench_function("3x5000_nodes_starts_now_nothing_waits", |b| {
+        b.iter(|| run(&idle))
+    });
+    drop(idle);
     let roomy = sites(20_000);
     eprintln!("dispatch, room: {}", run(&roomy).expect("a site").why);
     g.bench_function("3x5000_nodes_starts_now", |b| b.iter(|| run(&roomy)));

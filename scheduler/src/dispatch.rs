@@ -97,6 +97,112 @@ impl Core {
     /// starting ([`crate::forecast`]). Refused (the spec's own error) when this cluster
     /// would refuse the submit: a project or pool it does not have, a bad spec.
     pub fn prospect(&self, spec: &JobSpec) -> Result<Prospect, String> {
+        if let Some(p) = self.prospect_now(spec) {
+            // The shortcut answers as the copy would: checked against it in debug
+            // builds (every test that asks a prospect).
+            #[cfg(debug_assertions)]
+            {
+                let copied = self.prospect_on_copy(spec);
+                debug_assert_eq!(Ok(&p), copied.as_ref(), "a prospect without a copy differs");
+            }
+            return Ok(p);
+        }
+        self.prospect_on_copy(spec)
+    }
+
+    /// The prospect without a copy, where the copy's cycle would try this job alone
+    /// and place it at once: nothing waits but jobs their quota holds (none
+    /// restarting, no service short of replicas; backfill on), the job is one plain replica (whole cards, no
+    /// node rules) of a project and pool this cluster has, its quota admits it and a
+    /// node takes it without preemption, placement scoring against the typical shapes
+    /// with this job among them, as the copy's cycle would. That is the node the cycle
+    /// picks: the same search on the same state. `None`: the copy decides.
+    fn prospect_now(&self, spec: &JobSpec) -> Option<Prospect> {
+        use crate::model::{Affinity, JobKind};
+        let c = self.cluster();
+        if c.job_id(&format!("{}/{}", spec.project, spec.name)).is_ok() {
+            return None;
+        }
+        // Jobs that wait only for their quota are not tried by a cycle (their verdict
+        // holds them; placing this job can only add to its own project's use), so the
+        // copy would try this job alone. Any other waiting job, the copy decides.
+        let tried = !c.pending_loose.is_empty()
+            || !c.pending_constrained.is_empty()
+            || c.pending_by_key.values().any(|jobs| {
+                jobs.iter()
+                    .next()
+                    .is_some_and(|(&rep, k)| c.quota_verdict(rep, k.replicas).ok)
+            });
+        if tried || !c.config.backfill || !c.restarting.is_empty() {
+            return None;
+        }
+        let short = c.services.iter().any(|&id| {
+            let j = &c.jobs[id as usize];
+            j.phase == Phase::Running && j.desired_replicas > j.running_replicas()
+        });
+        let plain = spec.replicas == 1
+            && matches!(spec.kind, JobKind::Train)
+            && !spec.gpu.shared
+            && spec.affinity == Affinity::Any
+            && spec.node_selector.is_empty()
+            && spec.rules.is_empty()
+            && !spec.pool.is_empty();
+        if short || !plain {
+            return None;
+        }
+        let (project, pool) = (c.project_id(&spec.project)?, c.pool_id(&spec.pool)?);
+        let mut models = spec.gpu.models.clone();
+        models.sort();
+        let shape = crate::placement::Shape {
+            cpu: spec.cpu_milli,
+            milli: if spec.gpu.count == 0 {
+                0
+            } else {
+                crate::model::GPU_MILLI
+            },
+            count: spec.gpu.count,
+            models,
+        };
+        // Placement scores against the typical shapes as the copy's cycle has them:
+        // with this job among them.
+        let mut counts = c.shape_counts.clone();
+        *counts.entry(shape).or_default() += 1;
+        let shapes = crate::placement::cover_95(counts);
+        let gpu = crate::placement::gpu_shapes(&shapes);
+        let bound = crate::placement::bound_demand(&shapes, &c.models);
+        let typ = crate::schedule::Typical {
+            shapes: &shapes,
+            gpu: &gpu,
+            bound: &bound,
+        };
+        if !c
+            .quota_verdict_for(spec, Some(project), Some(pool), 1, 0)
+            .ok
+        {
+            return None;
+        }
+        let pools = c.candidate_pools(Some(pool));
+        let p = c.find_node_typed(spec, 1, &pools, &[], &[], true, &typ)?;
+        let node = &c.nodes[p.node as usize];
+        let price = p
+            .gpus
+            .iter()
+            .filter_map(|g| node.gpus.get(g.gpu as usize))
+            .filter_map(|g| c.prices.get(&g.model).copied())
+            .reduce(f64::max);
+        Some(Prospect {
+            start_in: Some(0),
+            basis: Basis::Estimate,
+            reason: String::new(),
+            starts: "now".into(),
+            placement: vec![node.name.clone()],
+            price,
+            exists: false,
+        })
+    }
+
+    /// The job submitted to a copy of this cluster and a cycle run there.
+    fn prospect_on_copy(&self, spec: &JobSpec) -> Result<Prospect, String> {
         let mut copy = self.clone();
         let mut spec = spec.clone();
         // A name already taken here is evaluated as a copy under another name.
@@ -415,6 +521,70 @@ mod tests {
                 .index,
             0
         );
+    }
+
+    #[test]
+    fn a_prospect_without_a_copy_is_the_one_the_copy_gives() {
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "a1", "a100", 8);
+        add_train_node(&mut c, "a2", "a100", 8);
+        add_train_node(&mut c, "h1", "h100", 4);
+        c.prices.insert("h100".into(), 4.5);
+        let mut core = Core::new(c);
+        let submit = |core: &mut Core, s: JobSpec| {
+            core.apply(Input::Command {
+                actor: Actor::system("t"),
+                command: crate::command::Command::Submit(Box::new(s)),
+            })
+            .result
+            .unwrap();
+            crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
+        };
+        // Some running work on the a100s, nothing waiting.
+        for i in 0..3 {
+            let mut r = JobSpec::train(&format!("r{i}"), "p", "train", 2);
+            r.gpu.models = vec!["a100".into()];
+            submit(&mut core, r);
+        }
+        let specs = {
+            let mut h100 = JobSpec::train("h", "p", "train", 2);
+            h100.gpu.models = vec!["h100".into()];
+            let mut big = JobSpec::train("big", "p", "train", 8);
+            big.cpu_milli = 4000;
+            vec![
+                JobSpec::train("one", "p", "train", 1),
+                JobSpec::train("cpu", "p", "train", 0),
+                h100,
+                big,
+            ]
+        };
+        for s in &specs {
+            let quick = core.prospect_now(s).expect("taken without a copy");
+            assert_eq!(Ok(quick.clone()), core.prospect_on_copy(s), "{}", s.name);
+            assert_eq!(quick.start_in, Some(0));
+        }
+        assert_eq!(core.prospect_now(&specs[2]).unwrap().price, Some(4.5));
+        // Not taken: a job that fits nowhere now (the copy's forecast says when), one of
+        // several replicas, a project it does not have, a name already here.
+        let mut huge = JobSpec::train("huge", "p", "train", 16);
+        huge.replicas = 1;
+        assert_eq!(core.prospect_now(&huge), None);
+        let mut gang = JobSpec::train("gang", "p", "train", 1);
+        gang.replicas = 2;
+        assert_eq!(core.prospect_now(&gang), None);
+        assert_eq!(
+            core.prospect_now(&JobSpec::train("x", "nope", "train", 1)),
+            None
+        );
+        assert_eq!(
+            core.prospect_now(&JobSpec::train("r0", "p", "train", 1)),
+            None
+        );
+        // Something waiting: the copy decides.
+        submit(&mut core, JobSpec::train("waits", "p", "train", 16));
+        assert_eq!(core.prospect_now(&specs[0]), None);
+        assert!(core.prospect(&specs[0]).is_ok());
     }
 
     #[test]

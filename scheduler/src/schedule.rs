@@ -64,6 +64,15 @@ pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
 
+/// The workload's typical shapes as placement reads them: the cluster's own, or as
+/// they would be with one more job (a prospect that needs no copy:
+/// `crate::dispatch`).
+pub(crate) struct Typical<'a> {
+    pub shapes: &'a [(placement::Shape, f64)],
+    pub gpu: &'a [(placement::Shape, f64)],
+    pub bound: &'a [f64],
+}
+
 impl Cluster {
     /// The node `policy` ranks best among `cands` for `spec` in `pool`: each candidate
     /// is a node, a placement that fits there, and the caller's tie-break (smaller
@@ -77,6 +86,7 @@ impl Cluster {
         pool: PoolId,
         policy: placement::Policy,
         cands: Vec<(u64, NodeId, Placement)>,
+        typ: &Typical,
     ) -> Option<Placement> {
         use placement::{Ask, Measures, NodeView};
         let first = &cands.first()?.2;
@@ -91,7 +101,7 @@ impl Cluster {
         };
         let plugin = policy.plugin();
         let mut measures = if plugin.reads_fragmentation() {
-            Measures::of(&self.typical, &self.typical_gpu, &self.models)
+            Measures::of(typ.shapes, typ.gpu, &self.models)
         } else {
             Measures::none()
         };
@@ -111,7 +121,7 @@ impl Cluster {
             };
             (c, view)
         });
-        let pressure = |model| self.pressure(pool, model);
+        let pressure = |model| self.pressure(pool, model, typ.bound);
         let ties = placement::rank::best(policy, &ask, views.collect(), &mut measures, pressure);
         let ((_, _, p), _) = ties.into_iter().min_by_key(|((tie, n, _), _)| (*tie, *n))?;
         Some(p)
@@ -164,6 +174,7 @@ impl Cluster {
         spec: &JobSpec,
         pool: PoolId,
         try_node: &dyn Fn(NodeId) -> Option<Placement>,
+        typ: &Typical,
     ) -> Option<Placement> {
         let policy = self.config.placement;
         let drawn = |n: NodeId| {
@@ -185,17 +196,22 @@ impl Cluster {
                 Some((tie, k.3, p))
             })
             .collect();
-        self.rank_nodes(spec, pool, policy, cands)
+        self.rank_nodes(spec, pool, policy, cands, typ)
+    }
+
+    /// The cluster's typical shapes as placement reads them.
+    pub(crate) fn typical_now(&self) -> Typical<'_> {
+        Typical {
+            shapes: &self.typical,
+            gpu: &self.typical_gpu,
+            bound: &self.bound_demand,
+        }
     }
 
     /// maar's pressure on a GPU model in a pool: the typical demand only that model can
-    /// serve, per idle whole card of it.
-    fn pressure(&self, pool: PoolId, model: u16) -> f64 {
-        let bound = self
-            .bound_demand
-            .get(model as usize)
-            .copied()
-            .unwrap_or(0.0);
+    /// serve (`bound`, by model), per idle whole card of it.
+    fn pressure(&self, pool: PoolId, model: u16, bound: &[f64]) -> f64 {
+        let bound = bound.get(model as usize).copied().unwrap_or(0.0);
         let idle = self.idle_by_model.get(&(pool, model)).copied().unwrap_or(0);
         bound / (idle.max(1) * GPU_MILLI as u64) as f64
     }
@@ -266,6 +282,22 @@ impl Cluster {
         avoid: &[NodeId],
         scored: bool,
     ) -> Option<Placement> {
+        let typ = self.typical_now();
+        self.find_node_typed(spec, mult, pools, exclude, avoid, scored, &typ)
+    }
+
+    /// [`Cluster::find_node_with`] against the typical shapes `typ`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn find_node_typed(
+        &self,
+        spec: &JobSpec,
+        mult: u32,
+        pools: &[(PoolId, bool)],
+        exclude: &[NodeId],
+        avoid: &[NodeId],
+        scored: bool,
+        typ: &Typical,
+    ) -> Option<Placement> {
         // Preferred node affinity: the nodes that match the most weight are tried
         // first, each level in turn.
         if !spec.rules.preferred.is_empty() {
@@ -291,7 +323,8 @@ impl Cluster {
                     })
                     .collect();
                 off.extend_from_slice(exclude);
-                if let Some(p) = self.find_node_with(&plain, mult, pools, &off, avoid, scored) {
+                if let Some(p) = self.find_node_typed(&plain, mult, pools, &off, avoid, scored, typ)
+                {
                     return Some(p);
                 }
             }
@@ -345,12 +378,12 @@ impl Cluster {
         // The best of them as maar ranks them, then fewer free cards, then node id.
         let best_by_maar = |pool: PoolId, cands: Vec<(u32, NodeId, Placement)>| {
             let cands = cands.into_iter().map(|(free, n, p)| (free as u64, n, p));
-            self.rank_nodes(spec, pool, placement::Policy::Maar, cands.collect())
+            self.rank_nodes(spec, pool, placement::Policy::Maar, cands.collect(), typ)
         };
         for &(pool, on_loan) in pools {
             let all = (pool, 0u16, 0u32, 0u32)..=(pool, u16::MAX, u32::MAX, NodeId::MAX);
             let found = if scored && self.config.placement != placement::Policy::Maar {
-                self.pick_by_policy(spec, pool, &try_node)
+                self.pick_by_policy(spec, pool, &try_node, typ)
             } else if spec.gpu.count == 0 {
                 // CPU-only: CPU nodes first (they strand no GPU). Then, scored, maar's
                 // key over the first few fitting nodes of each GPU model (fewest free
@@ -358,7 +391,7 @@ impl Cluster {
                 // Unscored, the GPU node with the fewest free cards.
                 let cpu_nodes = (pool, 0u16, 0u32, 0u32)..=(pool, 0u16, u32::MAX, NodeId::MAX);
                 let on_cpu_node = self.index.range(cpu_nodes).find_map(|k| try_node(k.3));
-                if on_cpu_node.is_some() || !scored || self.typical.is_empty() {
+                if on_cpu_node.is_some() || !scored || typ.shapes.is_empty() {
                     on_cpu_node.or_else(|| self.index.range(all).find_map(|k| try_node(k.3)))
                 } else {
                     let gpu_models: Vec<u16> = (1..self.models.len() as u16).collect();
@@ -368,7 +401,7 @@ impl Cluster {
                 // Slices: the tightest fits over the pool (least left on the cards
                 // taken, then fewest whole cards free). Scored, maar ranks the few
                 // tightest; otherwise the tightest wins.
-                let maar = scored && !self.typical.is_empty();
+                let maar = scored && !typ.shapes.is_empty();
                 let keep = if maar { MAAR_CANDIDATES } else { 1 };
                 let mut best: Vec<(u64, NodeId, Placement)> = Vec::new();
                 let want = spec.gpu.memory_per_card;
@@ -397,7 +430,7 @@ impl Cluster {
                     }
                 }
                 if maar {
-                    self.rank_nodes(spec, pool, placement::Policy::Maar, best)
+                    self.rank_nodes(spec, pool, placement::Policy::Maar, best, typ)
                 } else {
                     best.into_iter().next().map(|b| b.2)
                 }
@@ -412,7 +445,7 @@ impl Cluster {
                         .filter_map(|m| self.model_id_of(m))
                         .collect()
                 };
-                if scored && spec.affinity != Affinity::Spread && !self.typical.is_empty() {
+                if scored && spec.affinity != Affinity::Spread && !typ.shapes.is_empty() {
                     // maar's placement: among the first few fitting nodes of each model
                     // (fewest free cards first), off models under pressure, the best by
                     // maar's key (fragmentation, capacity fragmentation, best fit).
