@@ -526,8 +526,9 @@ impl Cluster {
                     cost: hours * price,
                 });
             }
-            let hours: f64 = by_model.iter().map(|m| m.gpu_hours).sum();
-            let cost: f64 = by_model.iter().map(|m| m.cost).sum();
+            // From +0.0: a float sum of nothing is -0.0, printed "-0.00".
+            let hours: f64 = by_model.iter().fold(0.0, |a, m| a + m.gpu_hours);
+            let cost: f64 = by_model.iter().fold(0.0, |a, m| a + m.cost);
             total += cost;
             let d = depts.entry(p.department.clone()).or_default();
             d.0 += hours;
@@ -618,6 +619,24 @@ impl Cluster {
             events: self.events.iter().cloned().collect(),
             alerts: self.alerts(),
             resolved_alerts: self.resolved_alerts(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A project that used no GPU yet costs 0.00, not "-0.00" (a float sum of nothing
+    /// is -0.0).
+    #[test]
+    fn a_project_with_no_gpu_time_costs_plus_zero() {
+        let c = crate::testkit::train_cluster();
+        let costs = c.costs();
+        let p = &costs.projects[0];
+        assert!(p.gpu_hours == 0.0 && p.gpu_hours.is_sign_positive());
+        assert!(p.cost.is_sign_positive());
+        assert_eq!(format!("{:.2}", p.cost), "0.00");
+        for d in &costs.departments {
+            assert_eq!(format!("{:.1} {:.2}", d.gpu_hours, d.cost), "0.0 0.00");
         }
     }
 }
