@@ -201,6 +201,10 @@ enum Request {
         spec: Box<maar_scheduler::JobSpec>,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
     },
+    ProspectQuick {
+        spec: Box<maar_scheduler::JobSpec>,
+        reply: Sender<Result<Option<maar_scheduler::dispatch::Prospect>, String>>,
+    },
     ProspectAgain {
         job: String,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
@@ -379,6 +383,18 @@ impl EngineHandle {
         spec: &maar_scheduler::JobSpec,
     ) -> Result<maar_scheduler::dispatch::Prospect, String> {
         self.ask(|reply| Request::Prospect {
+            spec: Box::new(spec.clone()),
+            reply,
+        })?
+    }
+
+    /// [`EngineHandle::prospect`] only where it needs no copy of the cluster (cheap on
+    /// a cluster of any size); `None` where a copy must decide.
+    pub fn prospect_quick(
+        &self,
+        spec: &maar_scheduler::JobSpec,
+    ) -> Result<Option<maar_scheduler::dispatch::Prospect>, String> {
+        self.ask(|reply| Request::ProspectQuick {
             spec: Box::new(spec.clone()),
             reply,
         })?
@@ -897,6 +913,11 @@ impl Engine {
                 if let Some(o) = &self.observe {
                     o.question("prospect", began.elapsed());
                 }
+                let _ = reply.send(p);
+            }
+            Request::ProspectQuick { spec, reply } => {
+                let p = maar_scheduler::kit::localized(self.driver.as_ref(), &self.core, &spec)
+                    .map(|s| self.core.prospect_quick(&s));
                 let _ = reply.send(p);
             }
             Request::ProspectAgain { job, reply } => {

@@ -855,3 +855,70 @@ fn costs_name_their_cluster_and_sum_over_all() {
         s.engine.shutdown();
     }
 }
+
+/// A synthetic cluster of `nodes` nodes x 8 GPUs (pool training-gpu, projects
+/// project-0..9), `jobs` one-GPU jobs submitted and one cycle run, the jobs it could
+/// not place withdrawn: nothing waits there.
+fn synthetic_site(name: &str, nodes: usize, jobs: usize) -> Site {
+    let mut cl = maar_demo::synthetic::cluster(nodes, 8);
+    maar_demo::synthetic::submit_single_gpu_jobs(&mut cl, jobs, 1);
+    cl.schedule();
+    let waiting: Vec<u32> = cl.pending_jobs().map(|j| j.id).collect();
+    for id in waiting {
+        cl.complete(id, false, "withdrawn");
+    }
+    let loaded = maar::backend::Loaded {
+        core: maar_scheduler::Core::new(cl),
+        driver: Box::new(maar_scheduler::kit::Bare),
+        meta: maar::record::Meta {
+            backend: "demo".into(),
+            cluster: name.into(),
+            scenario: None,
+            seed: None,
+            created: maar::record::now_rfc3339(),
+        },
+        after_seq: 0,
+        replayed: 0,
+        note: None,
+    };
+    Site {
+        name: name.into(),
+        engine: engine::start(
+            loaded,
+            None,
+            EngineOptions {
+                paused: true,
+                ..Default::default()
+            },
+        ),
+    }
+}
+
+/// A job's `Elsewhere:` names how it would fare in a cluster too large to copy for an
+/// explanation when that cluster needs no copy to say (nothing waits there for room).
+#[test]
+fn elsewhere_asks_a_large_cluster_where_nothing_waits() {
+    let small = synthetic_site("small", 2, 40);
+    let big = synthetic_site("big", 2_100, 1_000);
+    // A job of the small cluster that waits there (its 16 cards are taken).
+    let mut spec = maar_scheduler::JobSpec::train("waits", "project-1", "training-gpu", 4);
+    spec.cpu_milli = 1000;
+    small
+        .engine
+        .apply(
+            maar_scheduler::Actor::system("clusters-test"),
+            maar_scheduler::Command::Submit(Box::new(spec)),
+        )
+        .unwrap();
+    let mut a = App::with_sites(vec![small, big]);
+    a.actor = maar_scheduler::Actor::system("clusters-test");
+    let elsewhere = a.elsewhere_of("project-1/waits");
+    assert_eq!(elsewhere.len(), 1, "{elsewhere:?}");
+    assert!(
+        elsewhere[0].starts_with("big: starts now on node-"),
+        "{elsewhere:?}"
+    );
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

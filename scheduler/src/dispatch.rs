@@ -110,6 +110,12 @@ impl Core {
         self.prospect_on_copy(spec)
     }
 
+    /// [`Core::prospect`] only where it needs no copy of the cluster (see
+    /// `prospect_now`): cheap on a cluster of any size; `None` where a copy must decide.
+    pub fn prospect_quick(&self, spec: &JobSpec) -> Option<Prospect> {
+        self.prospect_now(spec)
+    }
+
     /// The prospect without a copy, where the copy's cycle would try this job alone
     /// and place it at once: nothing waits but jobs their quota holds (none
     /// restarting, no service short of replicas; backfill on), the job is one plain replica (whole cards, no

@@ -455,10 +455,15 @@ impl App {
                 // :submit (explain must stay quick, and the other engine free).
                 let nodes = s.engine.view().snapshot.nodes.len();
                 if nodes > ELSEWHERE_NODES {
-                    return format!(
-                        "{}: not asked here ({nodes} nodes; :submit asks every cluster)",
-                        s.name
-                    );
+                    // Unless it needs no copy there (nothing waits for room).
+                    return match s.engine.prospect_quick(&spec) {
+                        Ok(Some(p)) => format!("{}: {}", s.name, p.words()),
+                        Err(e) => format!("{}: refuses it: {e}", s.name),
+                        Ok(None) => format!(
+                            "{}: not asked here ({nodes} nodes, jobs waiting there; :submit asks every cluster)",
+                            s.name
+                        ),
+                    };
                 }
                 match s.engine.prospect(&spec) {
                     Ok(p) => format!("{}: {}", s.name, p.words()),
