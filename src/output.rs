@@ -291,31 +291,14 @@ pub fn quota_totals(q: &[QuotaView]) -> String {
     if !q.iter().any(|v| !v.cluster.is_empty()) {
         return String::new();
     }
-    // used, reserved, max (None: some quota without a GPU limit), clusters
-    type Sum<'a> = (u64, u64, Option<u64>, Vec<&'a str>);
-    let mut by: std::collections::BTreeMap<&str, Sum> = Default::default();
-    for v in q {
-        let e = by
-            .entry(v.project.as_str())
-            .or_insert((0, 0, Some(0), Vec::new()));
-        e.0 += v.used.gpu_milli;
-        e.1 += v.reserved.gpu_milli;
-        e.2 = match (e.2, v.max.gpu_milli) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
-        if !e.3.contains(&v.cluster.as_str()) {
-            e.3.push(v.cluster.as_str());
-        }
-    }
     let mut t = table(&["PROJECT", "GPU USED", "RESERVED", "MAX", "CLUSTERS"]);
-    for (project, (used, reserved, max, clusters)) in by {
+    for p in maar_scheduler::metrics::project_sums(q) {
         t.add_row(vec![
-            project.to_string(),
-            gpus(used),
-            gpus(reserved),
-            limit(max, Dim::Gpu),
-            clusters.join(","),
+            p.project,
+            gpus(p.used_gpu_milli),
+            gpus(p.reserved_gpu_milli),
+            limit(p.max_gpu_milli, Dim::Gpu),
+            p.clusters.join(","),
         ]);
     }
     format!("\nPROJECTS OVER ALL CLUSTERS (summed)\n{}", render(t))

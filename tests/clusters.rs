@@ -922,3 +922,40 @@ fn elsewhere_asks_a_large_cluster_where_nothing_waits() {
         s.engine.shutdown();
     }
 }
+
+/// The Quotas screen with every cluster's rows sums each project's GPUs over all of
+/// them (CLUSTER `(all)`), as `maar get quotas --cluster all` does.
+#[test]
+fn quotas_sum_each_project_over_every_cluster() {
+    let mut a = two();
+    line(&mut a, "cluster all");
+    line(&mut a, "quotas");
+    let sums = maar_scheduler::metrics::project_sums(&a.snapshot.quotas);
+    let ml = sums.iter().find(|p| p.project == "ml-prod").unwrap();
+    let rows: Vec<_> = a
+        .snapshot
+        .quotas
+        .iter()
+        .filter(|q| q.project == "ml-prod")
+        .collect();
+    assert_eq!(
+        ml.used_gpu_milli,
+        rows.iter().map(|q| q.used.gpu_milli).sum::<u64>()
+    );
+    assert_eq!(
+        ml.max_gpu_milli,
+        rows.iter().map(|q| q.max.gpu_milli).sum::<Option<u64>>()
+    );
+    assert_eq!(ml.clusters, ["lab", "site-b"]);
+    let text = screen(&a, 200, 60);
+    let line_of = text
+        .lines()
+        .find(|l| l.contains("(all)") && l.contains("ml-prod"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line_of.contains("(every pool)"), "{line_of}");
+    let max = ml.max_gpu_milli.unwrap() / 1000;
+    assert!(line_of.contains(&format!("/{max} ")), "{line_of}");
+    for s in &a.sites {
+        s.engine.shutdown();
+    }
+}

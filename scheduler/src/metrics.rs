@@ -623,6 +623,43 @@ impl Cluster {
     }
 }
 
+/// A project's GPUs summed over several clusters' quotas (every pool of every cluster):
+/// the budget a dispatch among them stays within, since each cluster admits a job only
+/// within its own quota.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectSum {
+    pub project: String,
+    pub department: String,
+    pub used_gpu_milli: u64,
+    pub reserved_gpu_milli: u64,
+    /// None when one of its quotas has no GPU limit.
+    pub max_gpu_milli: Option<u64>,
+    /// The clusters it has a quota in, in the order met.
+    pub clusters: Vec<String>,
+}
+
+/// Each project's [`ProjectSum`] over `quotas` (rows of several clusters), by name.
+pub fn project_sums(quotas: &[QuotaView]) -> Vec<ProjectSum> {
+    let mut by: BTreeMap<&str, ProjectSum> = BTreeMap::new();
+    for v in quotas {
+        let e = by.entry(v.project.as_str()).or_insert_with(|| ProjectSum {
+            project: v.project.clone(),
+            department: v.department.clone(),
+            used_gpu_milli: 0,
+            reserved_gpu_milli: 0,
+            max_gpu_milli: Some(0),
+            clusters: Vec::new(),
+        });
+        e.used_gpu_milli += v.used.gpu_milli;
+        e.reserved_gpu_milli += v.reserved.gpu_milli;
+        e.max_gpu_milli = e.max_gpu_milli.zip(v.max.gpu_milli).map(|(a, b)| a + b);
+        if !e.clusters.contains(&v.cluster) {
+            e.clusters.push(v.cluster.clone());
+        }
+    }
+    by.into_values().collect()
+}
+
 #[cfg(test)]
 mod tests {
     /// A project that used no GPU yet costs 0.00, not "-0.00" (a float sum of nothing

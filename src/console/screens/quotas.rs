@@ -1,5 +1,7 @@
 //! The Quotas screen: each project's quota per pool (reserved, used, borrowed) and the
-//! pending quota requests; a r decide the selected request (the verbs' keys).
+//! pending quota requests; a r decide the selected request (the verbs' keys). With
+//! every cluster's rows, each project's GPUs summed over all of them (CLUSTER
+//! `(all)`).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -47,7 +49,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length((reqs.len() as u16 + 2).clamp(3, 10)),
     ])
     .areas(area);
-    let rows: Vec<Cells> = app
+    let mut rows: Vec<Cells> = app
         .snapshot
         .quotas
         .iter()
@@ -77,6 +79,31 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             cells
         })
         .collect();
+    if app.all_rows() {
+        // Each project over every cluster: the budget a dispatch stays within.
+        let room = (top.height.saturating_sub(2) as usize).saturating_sub(rows.len());
+        let sums = maar_scheduler::metrics::project_sums(&app.snapshot.quotas);
+        rows.extend(sums.into_iter().take(room).map(|p| {
+            let b = QuotaBar::new(p.used_gpu_milli, p.reserved_gpu_milli, p.max_gpu_milli).text(22);
+            vec![
+                plain("(all)"),
+                plain(p.project),
+                plain(p.department),
+                plain("(every pool)"),
+                plain(b),
+                plain(format!(
+                    "{}/{}/{}",
+                    fmt_cpu(p.used_gpu_milli),
+                    fmt_cpu(p.reserved_gpu_milli),
+                    p.max_gpu_milli.map(fmt_cpu).unwrap_or_else(|| "-".into())
+                )),
+                plain("-"),
+                plain("-"),
+                plain("-"),
+                plain("-"),
+            ]
+        }));
+    }
     let mut cols = vec![
         Column::new("PROJECT", 6).name(),
         Column::new("DEPARTMENT", 6).drop(6),
