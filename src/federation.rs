@@ -207,9 +207,14 @@ impl Mover {
                 Some(m)
             }
             Ok(None) => {
+                let why = if wanted == "auto" {
+                    "and no other cluster starts it sooner"
+                } else {
+                    "(this one)"
+                };
                 tracing::info!(
                     target: "maar",
-                    "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster) and no other cluster starts it sooner",
+                    "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster) {why}",
                     sites[i].name
                 );
                 None
