@@ -204,8 +204,11 @@ pub struct Cluster {
     /// By model id: the most memory of a card on any node indexed under the model
     /// (never lowered): a request for more per card need not look at the model's nodes.
     pub(crate) model_max_mem: Vec<u64>,
-    pub(crate) node_by_name: HashMap<String, NodeId>,
-    pub(crate) job_by_name: HashMap<(String, String), JobId>,
+    /// Names shared with the cluster's copies (a prospect's, a forecast's copy takes
+    /// them without copying each string).
+    pub(crate) node_by_name: HashMap<std::sync::Arc<str>, NodeId>,
+    /// By `project/name`.
+    pub(crate) job_by_name: HashMap<std::sync::Arc<str>, JobId>,
     /// Jobs in Pending phase (ordered by id for determinism), with the fields the
     /// queue order reads, kept compact so ordering a long queue stays cheap.
     pub(crate) pending: BTreeMap<JobId, QueueKey>,
@@ -401,7 +404,7 @@ impl Cluster {
     pub fn add_node(&mut self, mut node: Node) -> NodeId {
         let id = self.nodes.len() as NodeId;
         node.pool = self.pool_for_labels(node.labels());
-        self.node_by_name.insert(node.name.clone(), id);
+        self.node_by_name.insert(node.name.as_str().into(), id);
         self.nodes.push(node);
         self.account_node(id, true);
         self.index_key.push((NO_POOL, 0, 0, id));
@@ -662,10 +665,10 @@ impl Cluster {
 
     /// Finds a job by `name` or `project/name`.
     pub fn job_id(&self, name: &str) -> Result<JobId, ClusterError> {
-        if let Some((p, n)) = name.split_once('/') {
+        if name.contains('/') {
             return self
                 .job_by_name
-                .get(&(p.to_string(), n.to_string()))
+                .get(name)
                 .copied()
                 .ok_or_else(|| ClusterError::UnknownJob(name.to_string()));
         }
@@ -847,7 +850,7 @@ impl Cluster {
 
     /// Adds a job in Pending. Unknown projects or pools are kept, Pending, and explained.
     pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClusterError> {
-        let key = (spec.project.clone(), spec.name.clone());
+        let key: std::sync::Arc<str> = format!("{}/{}", spec.project, spec.name).into();
         if self.job_by_name.contains_key(&key) {
             return Err(ClusterError::DuplicateJob {
                 project: spec.project,
@@ -1108,7 +1111,7 @@ impl Cluster {
             t.dropped_max_wait_s = t.dropped_max_wait_s.max(j.wait_s);
             t.dropped_restarts += j.restarts as u64;
             self.job_by_name
-                .remove(&(j.spec.project.clone(), j.spec.name.clone()));
+                .remove(format!("{}/{}", j.spec.project, j.spec.name).as_str());
             self.services.remove(&old);
             self.anti.remove(&old);
             self.by_label.remove(old, &j.spec.rules.labels);

@@ -229,7 +229,9 @@ impl Gpu {
 pub struct Node {
     pub name: String,
     /// Labels; change them with [`Node::set_labels`] so derived facts stay right.
-    labels: BTreeMap<String, String>,
+    /// Shared between a cluster and its copies (a prospect's, a forecast's): labels
+    /// change seldom and a copy need not copy them.
+    labels: std::sync::Arc<BTreeMap<String, String>>,
     /// Derived from the labels: the GPU model label when model and count are set.
     #[serde(skip)]
     gpu_label: Option<std::sync::Arc<str>>,
@@ -312,7 +314,7 @@ impl From<NodeData> for Node {
     fn from(d: NodeData) -> Node {
         let mut n = Node {
             name: d.name,
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             gpu_label: None,
             vendor_label: None,
             cpu_milli: d.cpu_milli,
@@ -350,7 +352,7 @@ impl Node {
     ) -> Node {
         let mut n = Node {
             name: name.into(),
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             gpu_label: None,
             vendor_label: None,
             cpu_milli,
@@ -392,7 +394,7 @@ impl Node {
             (Some(m), true) => Some(m.to_lowercase().into()),
             _ => None,
         };
-        self.labels = labels;
+        self.labels = std::sync::Arc::new(labels);
     }
 
     /// True when the crater.ai labels describe the node's GPUs (model and count).
