@@ -24,6 +24,20 @@ pub struct Loaded {
     pub note: Option<String>,
 }
 
+impl Loaded {
+    /// `core` and `driver` as a cluster not recorded (nothing replayed, no note).
+    pub fn new(core: Core, driver: Box<dyn Driver>, meta: Meta) -> Loaded {
+        Loaded {
+            core,
+            driver,
+            meta,
+            after_seq: 0,
+            replayed: 0,
+            note: None,
+        }
+    }
+}
+
 /// Why a recorded cluster could not be brought back.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -404,13 +418,7 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
         (rec, meta, opened)
     } else {
         let opened = B::open(args, path, None)?;
-        let meta = Meta {
-            backend: B::NAME.into(),
-            cluster: opened.cluster.clone(),
-            scenario: None,
-            seed: None,
-            created: crate::record::now_rfc3339(),
-        };
+        let meta = Meta::of(B::NAME, &opened.cluster);
         let mut rec = Record::create(path, &meta)?;
         rec.acquire()?;
         (rec, meta, opened)
@@ -514,20 +522,10 @@ pub fn first_difference(
 /// A demo run (core and simulation) as a cluster for an engine, not recorded.
 pub fn from_demo(d: maar_demo::Demo) -> Loaded {
     let meta = Meta {
-        backend: "demo".into(),
-        cluster: d.sim.scenario.name.clone(),
-        scenario: None,
         seed: Some(d.seed()),
-        created: crate::record::now_rfc3339(),
+        ..Meta::of("demo", &d.sim.scenario.name)
     };
-    Loaded {
-        core: d.core,
-        driver: Box::new(d.sim),
-        meta,
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    }
+    Loaded::new(d.core, Box::new(d.sim), meta)
 }
 
 impl From<LoadError> for crate::failure::Failure {

@@ -773,7 +773,8 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     ));
                 }
                 let spec = load_manifest(&file)?;
-                return submit_to_cluster(spec, &file, name, dry_run, output, o);
+                let asked = format!("--cluster {}", maar_scheduler::limits::echo(name));
+                return submit_to_cluster(spec, &file, name, &asked, dry_run, output, o);
             }
             let spec = load_manifest(&file)?;
             // The file asks for a cluster (`crater.ai/cluster`) and none was named
@@ -786,20 +787,12 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                     || source.scenario.scenario.is_some();
                 let listed = crate::config::load().is_ok_and(|c| !c.clusters.is_empty());
                 if !chose_one && !what_if && listed {
-                    return submit_to_cluster(spec, &file, &name, dry_run, output, o).map_err(
-                        |e| match e {
-                            Failure::Usage(m) => Failure::Usage(m.replacen(
-                                &format!("--cluster {}", maar_scheduler::limits::echo(&name)),
-                                &format!(
-                                    "{}: crater.ai/cluster: {}",
-                                    file.display(),
-                                    maar_scheduler::limits::echo(&name)
-                                ),
-                                1,
-                            )),
-                            other => other,
-                        },
+                    let asked = format!(
+                        "{}: crater.ai/cluster: {}",
+                        file.display(),
+                        maar_scheduler::limits::echo(&name)
                     );
+                    return submit_to_cluster(spec, &file, &name, &asked, dry_run, output, o);
                 }
             }
             if what_if {
@@ -1481,31 +1474,11 @@ fn get_everywhere(
     if merged {
         // One clock for the table: each cluster's starts moved onto the latest one.
         let now = snaps.iter().map(|(_, s)| s.time_s).max().unwrap_or(0);
-        let mut all = Snapshot {
+        let base = Snapshot {
             time_s: now,
             ..Snapshot::default()
         };
-        for (name, s) in snaps {
-            let shift = now - s.time_s;
-            all.jobs.extend(s.jobs.into_iter().map(|mut j| {
-                j.cluster = name.clone();
-                j.expected_start_s = j.expected_start_s.map(|t| t + shift);
-                j
-            }));
-            all.nodes.extend(s.nodes.into_iter().map(|mut n| {
-                n.cluster = name.clone();
-                n
-            }));
-            all.quotas.extend(s.quotas.into_iter().map(|mut q| {
-                q.cluster = name.clone();
-                q
-            }));
-            all.quota_requests
-                .extend(s.quota_requests.into_iter().map(|mut r| {
-                    r.cluster = name.clone();
-                    r
-                }));
-        }
+        let all = Snapshot::of_clusters(&base, snaps.iter().map(|(n, s)| (n.as_str(), s)));
         o.put(&get_text(&all, resource, output));
     } else {
         match output {
@@ -1583,10 +1556,12 @@ fn explain_everywhere(
 /// `maar submit --cluster NAME|auto`: to a cluster of the config file's list, or to
 /// the one where it starts first: each cluster's prospect asked on its record (the
 /// job as its world would take it), the choice and why printed and kept with the job.
+#[allow(clippy::too_many_arguments)]
 fn submit_to_cluster(
     spec: maar_scheduler::JobSpec,
     file: &Path,
     name: &str,
+    asked: &str,
     dry_run: bool,
     output: TextOrJson,
     o: &mut Out,
@@ -1597,8 +1572,7 @@ fn submit_to_cluster(
         .unwrap_or_else(|| "the config file".into());
     if cfg.clusters.is_empty() {
         return Err(Failure::Usage(format!(
-            "--cluster {}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)",
-            maar_scheduler::limits::echo(name)
+            "{asked}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
         )));
     }
     let target = |c: &crate::config::Cluster| SourceArgs {
@@ -1610,8 +1584,7 @@ fn submit_to_cluster(
         let Some(c) = cfg.clusters.iter().find(|c| c.name == name) else {
             let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
             return Err(Failure::Usage(format!(
-                "--cluster {}: no such cluster in {where_} ({}, or auto)",
-                maar_scheduler::limits::echo(name),
+                "{asked}: no such cluster in {where_} ({}, or auto)",
                 names.join(", ")
             )));
         };

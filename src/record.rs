@@ -97,6 +97,19 @@ pub struct Meta {
     pub created: String,
 }
 
+impl Meta {
+    /// A cluster of `backend` named `cluster`, without scenario or seed, created now.
+    pub fn of(backend: &str, cluster: &str) -> Meta {
+        Meta {
+            backend: backend.into(),
+            cluster: cluster.into(),
+            scenario: None,
+            seed: None,
+            created: now_rfc3339(),
+        }
+    }
+}
+
 /// One recorded operator command.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CommandRow {

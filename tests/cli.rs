@@ -20,6 +20,34 @@ fn isolated(args: &[&str]) -> Command {
     c
 }
 
+/// Runs `c` (a headless maar) until `until` says so or 20 s pass, then interrupts it
+/// (SIGTERM) and returns what it printed; the exit is 128 + 15.
+fn run_until_interrupted(c: &mut Command, mut until: impl FnMut() -> bool) -> std::process::Output {
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline && !until() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(128 + 15),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    o
+}
+
 static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn text(b: &[u8]) -> String {
@@ -645,21 +673,13 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
             .unwrap()
     };
     let (lab0, b0) = (before("lab"), before("site-b"));
-    let child = isolated(&["clusters", "--headless", "--speed", "3600"])
-        .env("XDG_CONFIG_HOME", dir.join("cfg"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let started = std::time::Instant::now();
+    let o = run_until_interrupted(
+        isolated(&["clusters", "--headless", "--speed", "3600"])
+            .env("XDG_CONFIG_HOME", dir.join("cfg")),
+        || started.elapsed() > std::time::Duration::from_millis(2500),
+    );
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
     assert!(out.contains("maar: lab: demo lab continued on "), "{out}");
     assert!(
         out.contains("maar: site-b: demo site-b continued on "),
@@ -684,22 +704,14 @@ fn submit_to_the_cluster_where_it_starts_first_from_the_config_list() {
         ),
     )
     .unwrap();
-    let child = isolated(&["clusters", "--headless"])
-        .env("XDG_CONFIG_HOME", dir.join("cfg"))
-        .env("KUBECONFIG", &kubeconfig)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let started = std::time::Instant::now();
+    let o = run_until_interrupted(
+        isolated(&["clusters", "--headless"])
+            .env("XDG_CONFIG_HOME", dir.join("cfg"))
+            .env("KUBECONFIG", &kubeconfig),
+        || started.elapsed() > std::time::Duration::from_millis(2500),
+    );
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
     assert!(out.contains("maar: lab: demo lab continued on "), "{out}");
     assert!(
         out.contains("maar: east: not answering, tried again every 10 s: context gone:"),
@@ -790,12 +802,6 @@ fn this_machine_is_a_cluster_of_the_config_list() {
         c.env("XDG_CONFIG_HOME", dir.join("cfg"));
         c
     };
-    let child = with_cfg(&["clusters", "--headless"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     // Up once this machine's node is recorded in its state file.
     let nodes = || {
         let o = with_cfg(&["get", "nodes", "--cluster", "box", "-o", "json"])
@@ -803,15 +809,9 @@ fn this_machine_is_a_cluster_of_the_config_list() {
             .unwrap();
         text(&o.stdout)
     };
-    while std::time::Instant::now() < deadline && !nodes().contains("\"name\"") {
-        std::thread::sleep(std::time::Duration::from_millis(300));
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = run_until_interrupted(&mut with_cfg(&["clusters", "--headless"]), || {
+        nodes().contains("\"name\"")
+    });
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(128 + 15), "{out}{}", text(&o.stderr));
     assert!(out.contains("maar: lab: demo lab continued on "), "{out}");

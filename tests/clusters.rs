@@ -686,6 +686,8 @@ fn a_quota_request_of_another_cluster_is_approved_there() {
         },
     )
     .unwrap();
+    // Its view published with the request before the rows are put together.
+    b.sync().unwrap();
     line(&mut a, "cluster all");
     line(&mut a, "quotas");
     let text = screen(&a, 160, 50);
@@ -867,20 +869,11 @@ fn synthetic_site(name: &str, nodes: usize, jobs: usize) -> Site {
     for id in waiting {
         cl.complete(id, false, "withdrawn");
     }
-    let loaded = maar::backend::Loaded {
-        core: maar_scheduler::Core::new(cl),
-        driver: Box::new(maar_scheduler::kit::Bare),
-        meta: maar::record::Meta {
-            backend: "demo".into(),
-            cluster: name.into(),
-            scenario: None,
-            seed: None,
-            created: maar::record::now_rfc3339(),
-        },
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    };
+    let loaded = maar::backend::Loaded::new(
+        maar_scheduler::Core::new(cl),
+        Box::new(maar_scheduler::kit::Bare),
+        maar::record::Meta::of("demo", name),
+    );
     Site {
         name: name.into(),
         engine: engine::start(

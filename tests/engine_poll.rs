@@ -12,21 +12,8 @@ use maar_scheduler::*;
 
 /// An engine on `core` and `driver` with no record, at speed 1.
 fn start(core: Core, driver: Box<dyn Driver>, paused: bool) -> engine::EngineHandle {
-    let backend = driver.kind().to_string();
-    let loaded = Loaded {
-        core,
-        driver,
-        meta: Meta {
-            backend,
-            cluster: "test".into(),
-            scenario: None,
-            seed: None,
-            created: String::new(),
-        },
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    };
+    let meta = Meta::of(driver.kind(), "test");
+    let loaded = Loaded::new(core, driver, meta);
     engine::start(
         loaded,
         None,
@@ -244,14 +231,7 @@ fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
         .checkpoint(0, core.now(), &core.checkpoint_json(false), "null")
         .unwrap();
     let opened = record.newest_checkpoint_mark().unwrap();
-    let loaded = Loaded {
-        core,
-        driver: Box::new(Standby(true)),
-        meta,
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    };
+    let loaded = Loaded::new(core, Box::new(Standby(true)), meta);
     let handle = engine::start(
         loaded,
         Some(record),

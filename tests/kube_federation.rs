@@ -97,20 +97,8 @@ fn started_at(name: &str, mut driver: KubeDriver, seen: Vec<Seen>, until: u64) -
     if until > 1 {
         driver.step(&mut core, until, vec![]);
     }
-    let loaded = maar::backend::Loaded {
-        core,
-        driver: Box::new(driver),
-        meta: maar::record::Meta {
-            backend: "kube".into(),
-            cluster: name.into(),
-            scenario: None,
-            seed: None,
-            created: maar::record::now_rfc3339(),
-        },
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    };
+    let loaded =
+        maar::backend::Loaded::new(core, Box::new(driver), maar::record::Meta::of("kube", name));
     let engine: EngineHandle = engine::start(
         loaded,
         None,

@@ -91,6 +91,17 @@ fn phase(core: &Core, job: &str) -> Phase {
     c.jobs[c.job_id(job).unwrap() as usize].phase
 }
 
+/// The objects (TrainJobs, InferenceServices) `writes` make.
+fn created(writes: &[Write]) -> Vec<&Value> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::CreateObject { object, .. } => Some(object),
+            _ => None,
+        })
+        .collect()
+}
+
 fn new_core() -> Core {
     Core::new(Cluster::new(SchedConfig::default()))
 }
@@ -2398,13 +2409,7 @@ fn a_trainjob_moved_between_two_clusters_runs_in_one_only_and_moves_no_more() {
     );
     assert!(out.result.is_ok(), "{:?}", out.result);
     let writes = b.take_unsent();
-    let objects: Vec<&Value> = writes
-        .iter()
-        .filter_map(|w| match w {
-            Write::CreateObject { object, .. } => Some(object),
-            _ => None,
-        })
-        .collect();
+    let objects = created(&writes);
     assert_eq!(objects.len(), 1, "{writes:?}");
     let ann = &objects[0]["metadata"]["annotations"];
     assert_eq!(ann["crater.ai/moved-from"], "a");
@@ -2511,13 +2516,7 @@ fn a_trainjob_asking_for_auto_is_made_in_the_cluster_it_is_sent_to_as_written() 
     );
     assert!(out.result.is_ok(), "{:?}", out.result);
     let writes = b.take_unsent();
-    let objects: Vec<&Value> = writes
-        .iter()
-        .filter_map(|w| match w {
-            Write::CreateObject { object, .. } => Some(object),
-            _ => None,
-        })
-        .collect();
+    let objects = created(&writes);
     assert_eq!(objects.len(), 1, "{writes:?}");
     let made = objects[0];
     assert_eq!(made["metadata"]["labels"]["team"], "nlp");

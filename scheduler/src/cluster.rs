@@ -1177,25 +1177,31 @@ impl Cluster {
     /// A job's task shape for maar's placement, and how many placements it counts for
     /// (a same-node gang is placed as one; other replicas one by one).
     pub(crate) fn shape_of(j: &Job) -> (crate::placement::Shape, u64) {
-        let (mult, placements) = if j.spec.affinity == Affinity::SameNode {
-            (j.desired_replicas.max(1), 1)
+        Self::shape_of_spec(&j.spec, j.desired_replicas)
+    }
+
+    /// The typical-shape entry of `replicas` replicas of `spec` (a job submitted now
+    /// counts `spec.replicas`).
+    pub(crate) fn shape_of_spec(spec: &JobSpec, replicas: u32) -> (crate::placement::Shape, u64) {
+        let (mult, placements) = if spec.affinity == Affinity::SameNode {
+            (replicas.max(1), 1)
         } else {
-            (1, j.desired_replicas.max(1) as u64)
+            (1, replicas.max(1) as u64)
         };
-        let milli = if j.spec.gpu.count == 0 {
+        let milli = if spec.gpu.count == 0 {
             0
-        } else if j.spec.gpu.shared {
-            j.spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
+        } else if spec.gpu.shared {
+            spec.gpu.milli.unwrap_or(GPU_MILLI / 2)
         } else {
             GPU_MILLI
         };
-        let mut models = j.spec.gpu.models.clone();
+        let mut models = spec.gpu.models.clone();
         models.sort();
         (
             crate::placement::Shape {
-                cpu: j.spec.cpu_milli * mult as u64,
+                cpu: spec.cpu_milli * mult as u64,
                 milli,
-                count: j.spec.gpu.count * mult,
+                count: spec.gpu.count * mult,
                 models,
             },
             placements,

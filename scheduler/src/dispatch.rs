@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use crate::cluster::Cluster;
 use crate::forecast::{Basis, Reach};
 use crate::input::{Actor, Core, Input};
 use crate::model::{JobSpec, Phase};
@@ -157,22 +158,17 @@ impl Core {
             return None;
         }
         let (project, pool) = (c.project_id(&spec.project)?, c.pool_id(&spec.pool)?);
-        let mut models = spec.gpu.models.clone();
-        models.sort();
-        let shape = crate::placement::Shape {
-            cpu: spec.cpu_milli,
-            milli: if spec.gpu.count == 0 {
-                0
-            } else {
-                crate::model::GPU_MILLI
-            },
-            count: spec.gpu.count,
-            models,
-        };
+        if !c
+            .quota_verdict_for(spec, Some(project), Some(pool), 1, 0)
+            .ok
+        {
+            return None;
+        }
+        let (shape, n) = Cluster::shape_of_spec(spec, spec.replicas);
         // Placement scores against the typical shapes as the copy's cycle has them:
         // with this job among them.
         let mut counts = c.shape_counts.clone();
-        *counts.entry(shape).or_default() += 1;
+        *counts.entry(shape).or_default() += n;
         let shapes = crate::placement::cover_95(counts);
         let gpu = crate::placement::gpu_shapes(&shapes);
         let bound = crate::placement::bound_demand(&shapes, &c.models);
@@ -181,12 +177,6 @@ impl Core {
             gpu: &gpu,
             bound: &bound,
         };
-        if !c
-            .quota_verdict_for(spec, Some(project), Some(pool), 1, 0)
-            .ok
-        {
-            return None;
-        }
         let pools = c.candidate_pools(Some(pool));
         let p = c.find_node_typed(spec, 1, &pools, &[], &[], true, &typ)?;
         let node = &c.nodes[p.node as usize];

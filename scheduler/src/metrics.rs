@@ -623,6 +623,58 @@ impl Cluster {
     }
 }
 
+impl Snapshot {
+    /// Several clusters' snapshots as one (the console's and the command line's
+    /// `--cluster all`): `base`'s other fields, and every part's jobs, nodes, quotas,
+    /// requests, alerts, events and costs, each naming its cluster (a Pending job's
+    /// start moved onto `base`'s clock), the costs' total summed, the events by time.
+    pub fn of_clusters<'a>(
+        base: &Snapshot,
+        parts: impl IntoIterator<Item = (&'a str, &'a Snapshot)>,
+    ) -> Snapshot {
+        let mut all = Snapshot {
+            jobs: Vec::new(),
+            nodes: Vec::new(),
+            quotas: Vec::new(),
+            quota_requests: Vec::new(),
+            alerts: Vec::new(),
+            resolved_alerts: Vec::new(),
+            events: Vec::new(),
+            costs: Costs::default(),
+            ..base.clone()
+        };
+        for (name, v) in parts {
+            let shift = base.time_s as i64 - v.time_s as i64;
+            // Each row copied with its cluster's name.
+            macro_rules! named {
+                ($rows:expr) => {
+                    $rows.iter().map(|x| {
+                        let mut x = x.clone();
+                        x.cluster = name.to_string();
+                        x
+                    })
+                };
+            }
+            all.jobs.extend(named!(v.jobs).map(|mut j| {
+                j.expected_start_s = j.expected_start_s.map(|t| (t as i64 + shift).max(0) as u64);
+                j
+            }));
+            all.nodes.extend(named!(v.nodes));
+            all.quotas.extend(named!(v.quotas));
+            all.quota_requests.extend(named!(v.quota_requests));
+            all.alerts.extend(named!(v.alerts));
+            all.resolved_alerts.extend(named!(v.resolved_alerts));
+            all.events.extend(named!(v.events));
+            all.costs.projects.extend(named!(v.costs.projects));
+            all.costs.departments.extend(named!(v.costs.departments));
+            all.costs.total += v.costs.total;
+        }
+        // One story, oldest first, as one cluster's events are (each on its clock).
+        all.events.sort_by_key(|e| e.time);
+        all
+    }
+}
+
 /// A project's GPUs summed over several clusters' quotas (every pool of every cluster):
 /// the budget a dispatch among them stays within, since each cluster admits a job only
 /// within its own quota.

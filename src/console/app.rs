@@ -310,75 +310,24 @@ impl App {
         if self.sites.len() < 2 {
             return shown.clone();
         }
-        let mut all = Snapshot {
-            jobs: Vec::new(),
-            nodes: Vec::new(),
-            quotas: Vec::new(),
-            quota_requests: Vec::new(),
-            alerts: Vec::new(),
-            resolved_alerts: Vec::new(),
-            events: Vec::new(),
-            costs: Default::default(),
-            ..(**shown).clone()
-        };
-        for (i, site) in self.sites.iter().enumerate() {
-            let v = if i == self.site {
-                shown.clone()
-            } else {
-                site.engine.view().snapshot.clone()
-            };
-            let shift = shown.time_s as i64 - v.time_s as i64;
-            all.jobs.extend(v.jobs.iter().map(|j| {
-                let mut j = j.clone();
-                j.cluster = site.name.clone();
-                j.expected_start_s = j.expected_start_s.map(|t| (t as i64 + shift).max(0) as u64);
-                j
-            }));
-            all.nodes.extend(v.nodes.iter().map(|n| {
-                let mut n = n.clone();
-                n.cluster = site.name.clone();
-                n
-            }));
-            all.quotas.extend(v.quotas.iter().map(|q| {
-                let mut q = q.clone();
-                q.cluster = site.name.clone();
-                q
-            }));
-            all.quota_requests.extend(v.quota_requests.iter().map(|r| {
-                let mut r = r.clone();
-                r.cluster = site.name.clone();
-                r
-            }));
-            let named = |a: &maar_scheduler::alerts::AlertView| {
-                let mut a = a.clone();
-                a.cluster = site.name.clone();
-                a
-            };
-            all.alerts.extend(v.alerts.iter().map(named));
-            all.resolved_alerts
-                .extend(v.resolved_alerts.iter().map(named));
-            all.events.extend(v.events.iter().map(|e| {
-                let mut e = e.clone();
-                e.cluster = site.name.clone();
-                e
-            }));
-            all.costs.projects.extend(v.costs.projects.iter().map(|p| {
-                let mut p = p.clone();
-                p.cluster = site.name.clone();
-                p
-            }));
-            all.costs
-                .departments
-                .extend(v.costs.departments.iter().map(|d| {
-                    let mut d = d.clone();
-                    d.cluster = site.name.clone();
-                    d
-                }));
-            all.costs.total += v.costs.total;
-        }
-        // One story, oldest first, as one cluster's events are (each on its clock).
-        all.events.sort_by_key(|e| e.time);
-        Arc::new(all)
+        let views: Vec<Arc<Snapshot>> = self
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, site)| {
+                if i == self.site {
+                    shown.clone()
+                } else {
+                    site.engine.view().snapshot.clone()
+                }
+            })
+            .collect();
+        let parts = self
+            .sites
+            .iter()
+            .zip(&views)
+            .map(|(s, v)| (s.name.as_str(), &**v));
+        Arc::new(Snapshot::of_clusters(shown, parts))
     }
 
     /// The rows of all clusters put together again now, the selection kept on its row.
