@@ -12,6 +12,9 @@ use maar_agent::{Agent, NodeSample, RecordedGpus, SysinfoHost};
 use maar_scheduler::{Actor, Command, Core, Driver, Phase};
 
 const FIXTURE: &str = include_str!("../agent/tests/fixtures/nvml-8xh100.json");
+/// Recorded on a real H200 (`maar agent --once -o json` on a lent GPU machine): idle,
+/// then with a PyTorch process holding 30 GiB and multiplying matrices.
+const H200: &str = include_str!("../agent/tests/fixtures/nvml-1xh200.json");
 /// The program that runs each replica: maar itself.
 const SHIM: &str = env!("CARGO_BIN_EXE_maar");
 
@@ -337,10 +340,11 @@ fn stopping_a_job_stops_everything_it_started_and_quitting_records_it() {
     assert_ne!(phase(&core, "default/left"), Phase::Running);
 }
 
-/// GPUs whose card 0 runs the process whose pid is in `pidfile`, using 40 GiB.
+/// GPUs whose card 0 runs the process whose pid is in `pidfile`, using `used` bytes.
 struct OneProcess {
     inner: RecordedGpus,
     pidfile: std::path::PathBuf,
+    used: u64,
 }
 
 impl maar_agent::GpuSource for OneProcess {
@@ -355,7 +359,7 @@ impl maar_agent::GpuSource for OneProcess {
         {
             s.gpus[0].processes.push(maar_agent::reading::GpuProcess {
                 pid,
-                used_bytes: Some(40 << 30),
+                used_bytes: Some(self.used),
             });
         }
         s
@@ -379,6 +383,7 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
         gpus: Box::new(OneProcess {
             inner: RecordedGpus::from_json(FIXTURE).unwrap(),
             pidfile: work.join("job.pid"),
+            used: 40 << 30,
         }),
     }))];
     let (cluster, names) = build(&mut feeds, &opts).unwrap();
@@ -399,6 +404,64 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
     let j = &c.jobs[c.job_id("default/uses-half").unwrap() as usize];
     // 40 GiB of an 80 GiB card asked for whole: half.
     assert_eq!(j.used_pct, 50);
+}
+
+#[test]
+fn a_real_h200s_readings_make_the_node_and_charge_a_job_what_its_process_used() {
+    let work = dir("h200");
+    let samples: Vec<NodeSample> = serde_json::from_str(H200).unwrap();
+    let busy = &samples[1];
+    let card = &busy.gpus[0];
+    // What the card read: 143,771 MiB (nvidia-smi's figure), one process of ~31 GiB.
+    assert_eq!(card.memory_total_bytes, 143_771 << 20);
+    let used = card.processes[0].used_bytes.unwrap();
+    assert!(used > 30 << 30 && used < 32 << 30, "{used}");
+    let opts = LocalOptions {
+        agents: Vec::new(),
+        labels: BTreeMap::new(),
+        every_s: 1,
+        workdir: work.clone(),
+        logs: work.join("logs"),
+        shim: SHIM.into(),
+    };
+    let mut feeds = vec![Feed::Here(Box::new(Agent {
+        host: Box::new(RecordedHost::new(vec![busy.host.clone()])),
+        gpus: Box::new(OneProcess {
+            inner: RecordedGpus::from_json(H200).unwrap(),
+            pidfile: work.join("job.pid"),
+            used,
+        }),
+    }))];
+    let (cluster, names) = build(&mut feeds, &opts).unwrap();
+    let mut d = LocalDriver::new(feeds, names, &opts);
+    let mut core = Core::new(cluster);
+    {
+        let n = &core.cluster().nodes[0];
+        assert_eq!(n.gpus.len(), 1);
+        assert_eq!(n.gpus[0].model, "h200");
+        assert_eq!(n.gpus[0].memory, 143_771 << 20);
+        assert_eq!(n.gpus[0].uuid, card.uuid);
+    }
+    submit(
+        &mut core,
+        &mut d,
+        "burn",
+        1,
+        "echo $$ > job.pid; exec sleep 30",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for t in 1..=2 {
+        d.advance(&mut core, t);
+    }
+    let c = core.cluster();
+    let j = &c.jobs[c.job_id("default/burn").unwrap() as usize];
+    assert_eq!(j.phase, Phase::Running);
+    // 31 GiB of a 140.4 GiB card, asked for whole.
+    assert_eq!(j.used_pct, (used * 100 / card.memory_total_bytes) as u32);
+    assert_eq!(j.used_pct, 22);
+    // The card's own reading: the busy sample's utilisation and power.
+    let g = &c.nodes[0].gpus[0];
+    assert_eq!((g.util_pct, g.power_w), (100, 690));
 }
 
 /// Waits (up to 10 s) for `what` to hold; fails naming it if it never does.

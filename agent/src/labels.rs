@@ -41,6 +41,44 @@ pub fn memory_label(bytes: u64) -> String {
     format!("{gib}Gi")
 }
 
+/// Whether a memory label agrees with the cards (their largest, as NVML counts it):
+/// within a tenth. Cards are sold by a rounder number than NVML reports and operators
+/// label them as sold: an H200 "141GB" holds 140.4 GiB, an L40S "48GB" 45 GiB, a T4
+/// "16GB" 15 GiB. A label twice or half the card (a 40 GB A100 labelled 80Gi) is
+/// still named; a label that is no quantity is compared as written.
+fn memory_agrees(label: &str, card_bytes: Option<u64>) -> bool {
+    let (Some(said), Some(card)) = (label_bytes(label), card_bytes) else {
+        return false;
+    };
+    let card = card as f64;
+    (said - card).abs() <= card / 10.0
+}
+
+/// A memory label's bytes, as Kubernetes quantities write them (`80Gi`, `48G`,
+/// `81920Mi`; `GB` too, as cards are sold). The agent knows nothing of the scheduler,
+/// whose `quantity` module reads the same forms for jobs.
+fn label_bytes(label: &str) -> Option<f64> {
+    let t = label.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let k = match unit.trim_end_matches('B') {
+        "" => 1.0,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0f64.powi(2),
+        "Gi" => 1024.0f64.powi(3),
+        "Ti" => 1024.0f64.powi(4),
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        _ => return None,
+    };
+    Some(n * k).filter(|b| b.is_finite())
+}
+
 /// The labels the node's GPUs call for (none without GPUs). Mixed models: the model
 /// of most cards (a warning is the operator's to read in `mismatches`).
 pub fn from_hardware(gpus: &[GpuReading]) -> BTreeMap<String, String> {
@@ -79,8 +117,10 @@ pub fn kubectl_line(node: &str, labels: &BTreeMap<String, String>) -> String {
 pub fn mismatches(labels: &BTreeMap<String, String>, sample: &NodeSample) -> Vec<String> {
     let want = from_hardware(&sample.gpus);
     let mut out = Vec::new();
+    let card_bytes = sample.gpus.iter().map(|g| g.memory_total_bytes).max();
     for k in [MODEL, COUNT, MEMORY, VENDOR] {
         match (labels.get(k), want.get(k)) {
+            (Some(have), Some(_)) if k == MEMORY && memory_agrees(have, card_bytes) => {}
             (Some(have), Some(hw)) if !have.eq_ignore_ascii_case(hw) => {
                 out.push(format!("{k} is {have} but the hardware says {hw}"))
             }
@@ -121,5 +161,33 @@ mod tests {
         }
         assert_eq!(memory_label(85_899_345_920), "80Gi");
         assert_eq!(memory_label(34_359_738_368), "32Gi");
+    }
+
+    #[test]
+    fn a_memory_label_as_cards_are_sold_agrees_and_one_of_another_card_does_not() {
+        // NVML's totals: H200 143,771 MiB, L40S 46,068 MiB, T4 15,360 MiB, A100 40GB
+        // 40,960 MiB.
+        let mib = |m: u64| Some(m << 20);
+        for (label, card) in [
+            ("141Gi", mib(143_771)),
+            ("140Gi", mib(143_771)),
+            ("48Gi", mib(46_068)),
+            ("48G", mib(46_068)),
+            ("16Gi", mib(15_360)),
+            ("40960Mi", mib(40_960)),
+        ] {
+            assert!(memory_agrees(label, card), "{label}");
+        }
+        for (label, card) in [
+            ("80Gi", mib(40_960)),
+            ("16Gi", mib(32_768)),
+            ("lots", mib(40_960)),
+            ("80Gi", None),
+            ("", mib(40_960)),
+        ] {
+            assert!(!memory_agrees(label, card), "{label}");
+        }
+        assert_eq!(label_bytes("1.5Ti"), Some(1.5 * 1024f64.powi(4)));
+        assert_eq!(label_bytes("80 Gi"), None);
     }
 }

@@ -283,3 +283,94 @@ fn a_named_agent_labels_its_metrics_with_the_node_it_runs_on() {
     assert!(text.contains("Hostname=\"gpu-node-7\""));
     assert!(!text.contains(&format!("Hostname=\"{}\"", samples[0].host.hostname)));
 }
+
+/// Readings recorded on a real H200 on a lent GPU machine (`maar agent --once -o json`,
+/// idle and then with a PyTorch process holding 30 GiB), and the `/metrics` the real
+/// agent served there a moment later (`h200-metrics.txt`).
+const H200: &str = include_str!("fixtures/nvml-1xh200.json");
+const H200_METRICS: &str = include_str!("fixtures/h200-metrics.txt");
+
+#[test]
+fn a_real_h200_gives_its_labels_and_a_label_as_the_card_is_sold_is_no_mismatch() {
+    let samples: Vec<NodeSample> = serde_json::from_str(H200).unwrap();
+    let s = &samples[1];
+    assert_eq!(s.gpus.len(), 1);
+    assert_eq!(s.gpus[0].name, "NVIDIA H200");
+    let l = labels::from_hardware(&s.gpus);
+    assert_eq!(l[labels::MODEL], "h200");
+    // NVML's 143,771 MiB are 140.4 GiB.
+    assert_eq!(l[labels::MEMORY], "140Gi");
+    assert_eq!(l[labels::COUNT], "1");
+    assert!(labels::mismatches(&l, s).is_empty());
+    // Sold as 141 GB, labelled so: no alarm. Labelled as an 80 GB card: named.
+    let mut sold = l.clone();
+    sold.insert(labels::MEMORY.into(), "141Gi".into());
+    assert!(
+        labels::mismatches(&sold, s).is_empty(),
+        "{:?}",
+        labels::mismatches(&sold, s)
+    );
+    let mut wrong = l.clone();
+    wrong.insert(labels::MEMORY.into(), "80Gi".into());
+    wrong.insert(labels::MODEL.into(), "h100".into());
+    assert_eq!(
+        labels::mismatches(&wrong, s),
+        vec![
+            "crater.ai/gpu-model is h100 but the hardware says h200".to_string(),
+            "crater.ai/gpu-memory is 80Gi but the hardware says 140Gi".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn a_real_h200s_readings_render_the_series_the_real_agent_served() {
+    let samples: Vec<NodeSample> = serde_json::from_str(H200).unwrap();
+    let parse = |text: &str| {
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("a real Prometheus parser reads it")
+    };
+    let series = |scrape: &prometheus_parse::Scrape| {
+        let mut v: Vec<String> = scrape
+            .samples
+            .iter()
+            .map(|x| {
+                let mut l: Vec<String> = x.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                l.sort();
+                format!("{}{{{}}}", x.metric, l.join(","))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let served = parse(H200_METRICS);
+    let ours = parse(&render(&samples[1], &[]));
+    // The same series, named and labelled as the agent on the H200 served them.
+    assert_eq!(series(&ours), series(&served));
+    let value = |scrape: &prometheus_parse::Scrape, name: &str| -> f64 {
+        match scrape
+            .samples
+            .iter()
+            .find(|x| x.metric == name)
+            .unwrap()
+            .value
+        {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{other:?}"),
+        }
+    };
+    // What does not move between the two moments agrees exactly; what does, nearly.
+    for name in [
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_DEV_MEM_CLOCK",
+    ] {
+        assert_eq!(value(&ours, name), value(&served, name), "{name}");
+    }
+    assert_eq!(value(&ours, "DCGM_FI_DEV_FB_TOTAL"), 143_771.0);
+    let used = (
+        value(&ours, "DCGM_FI_DEV_FB_USED"),
+        value(&served, "DCGM_FI_DEV_FB_USED"),
+    );
+    assert!((used.0 - used.1).abs() < 16.0, "{used:?}");
+    assert!(value(&ours, "DCGM_FI_DEV_GPU_UTIL") >= 99.0);
+}

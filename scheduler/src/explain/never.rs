@@ -235,7 +235,10 @@ impl Cluster {
             },
             biggest.name,
             of_kind(biggest),
-            spec.gpu.resource.as_deref().unwrap_or("GPUs"),
+            spec.gpu
+                .resource
+                .as_deref()
+                .unwrap_or(if of_kind(biggest) == 1 { "GPU" } else { "GPUs" }),
             biggest
                 .gpus
                 .iter()
