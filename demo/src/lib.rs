@@ -52,7 +52,14 @@ impl Demo {
 
     /// Keeps every event from now on (the core itself keeps only a window).
     pub fn keep_events(mut self) -> Demo {
-        self.log = Some(self.core.cluster().events.iter().cloned().collect());
+        self.log = Some(
+            self.core
+                .cluster()
+                .events
+                .iter()
+                .map(|e| maar_scheduler::Event::clone(e))
+                .collect(),
+        );
         self
     }
 

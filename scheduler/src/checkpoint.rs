@@ -108,7 +108,7 @@ impl Cluster {
             pools: &'a [Pool],
             projects: &'a [Project],
             models: &'a [String],
-            nodes: &'a [Node],
+            nodes: &'a crate::nodes::Nodes,
             jobs: J,
             next_job: JobId,
             ended: Seq<std::iter::Copied<std::collections::vec_deque::Iter<'a, JobId>>>,
@@ -163,13 +163,13 @@ impl Cluster {
             pools: self.pools.clone(),
             projects: self.projects.clone(),
             models: self.models.clone(),
-            nodes: self.nodes.clone(),
+            nodes: self.nodes.to_vec(),
             jobs: self.jobs.iter().cloned().collect(),
             next_job: self.jobs.next_id(),
             ended: self.ended.iter().copied().collect(),
             quota_requests: self.quota_requests.clone(),
             next_request: self.next_request,
-            events: self.events.iter().cloned().collect(),
+            events: self.events.iter().map(|e| Event::clone(e)).collect(),
             next_event: self.next_event,
             totals: self.totals_ever.clone(),
             gpu_ms: self
@@ -324,7 +324,7 @@ impl Cluster {
         c.ended = s.ended.into_iter().collect();
         c.quota_requests = s.quota_requests;
         c.next_request = s.next_request;
-        c.events = s.events.into_iter().collect();
+        c.events = s.events.into_iter().map(std::sync::Arc::new).collect();
         c.next_event = s.next_event;
         c.totals_ever = s.totals;
         c.gpu_ms = s.gpu_ms.into_iter().map(|(p, m, v)| ((p, m), v)).collect();

@@ -121,13 +121,14 @@ pub struct Attempts {
 
 #[derive(Clone, Debug)]
 pub struct Cluster {
-    pub nodes: Vec<Node>,
+    pub nodes: crate::nodes::Nodes,
     pub pools: Vec<Pool>,
     pub projects: Vec<Project>,
     pub jobs: Jobs,
     pub quota_requests: Vec<QuotaRequest>,
-    /// The newest events (at most `config.event_window`), oldest first.
-    pub events: VecDeque<Event>,
+    /// The newest events (at most `config.event_window`), oldest first; shared with
+    /// the cluster's copies (a prospect's copy takes 5,000 pointers, not 5,000 events).
+    pub events: VecDeque<std::sync::Arc<Event>>,
     pub config: SchedConfig,
     /// Counters over the whole history.
     pub totals_ever: Totals,
@@ -232,6 +233,9 @@ pub struct Cluster {
     /// reasons of those they cannot, emit no events, keep no bill and note no touched
     /// placements (nobody reads them; wording them was most of a forward run's cost).
     pub(crate) quiet: bool,
+    /// On a quiet copy, the one job whose reason is still worded (a prospect's job:
+    /// its first line is the prospect's reason; the others' are nobody's).
+    pub(crate) word_only: Option<JobId>,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     /// How many running jobs have each base priority (a job outranks none unless
@@ -321,7 +325,7 @@ pub enum ClusterError {
 impl Cluster {
     pub fn new(config: SchedConfig) -> Cluster {
         Cluster {
-            nodes: Vec::new(),
+            nodes: crate::nodes::Nodes::new(),
             pools: Vec::new(),
             projects: Vec::new(),
             jobs: Jobs::default(),
@@ -368,6 +372,7 @@ impl Cluster {
             runtimes: Default::default(),
             last_start: None,
             quiet: false,
+            word_only: None,
             running_by_prio: BTreeSet::new(),
             running_base: BTreeMap::new(),
             next_request: 1,
@@ -760,7 +765,7 @@ impl Cluster {
             cluster: String::new(),
         };
         self.outbox.push(e.clone());
-        self.events.push_back(e);
+        self.events.push_back(std::sync::Arc::new(e));
         while self.events.len() > self.config.event_window.max(1) {
             self.events.pop_front();
         }

@@ -267,6 +267,13 @@ pub struct Core {
 }
 
 impl Core {
+    /// Makes a copy quiet (see `Cluster::quiet`), wording only `job`'s reason: a
+    /// prospect's copy, whose other jobs' reasons, events and bill nobody reads.
+    pub(crate) fn quiet_but(&mut self, job: JobId) {
+        self.cluster.quiet = true;
+        self.cluster.word_only = Some(job);
+    }
+
     pub fn new(mut cluster: Cluster) -> Core {
         // Whatever was built before the core took over is not news to anyone.
         cluster.take_outbox();

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::{Index, IndexMut};
+use std::sync::Arc;
 
 use crate::model::{Job, JobId};
 
@@ -15,7 +16,9 @@ type IdMap<V> = crate::fxhash::FxHashMap<JobId, V>;
 
 #[derive(Clone, Debug, Default)]
 pub struct Jobs {
-    map: IdMap<Job>,
+    /// Shared with the table's copies (a prospect's, a forecast's) until one of them
+    /// changes a job: copying a table of 50,000 jobs copies pointers, not jobs.
+    map: IdMap<Arc<Job>>,
     /// The held ids in order (for iteration in submission order).
     ids: BTreeSet<JobId>,
     next: JobId,
@@ -24,12 +27,12 @@ pub struct Jobs {
 impl Jobs {
     /// The job with this id, if it is still held.
     pub fn get(&self, id: JobId) -> Option<&Job> {
-        self.map.get(&id)
+        self.map.get(&id).map(|j| &**j)
     }
 
     /// Held jobs in submission order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Job> + '_ {
-        self.ids.iter().map(|id| &self.map[id])
+        self.ids.iter().map(|id| &*self.map[id])
     }
 
     /// How many jobs are held (live and recently ended).
@@ -49,12 +52,14 @@ impl Jobs {
     pub(crate) fn insert(&mut self, job: Job) {
         self.next = self.next.max(job.id.saturating_add(1));
         self.ids.insert(job.id);
-        self.map.insert(job.id, job);
+        self.map.insert(job.id, Arc::new(job));
     }
 
     pub(crate) fn remove(&mut self, id: JobId) -> Option<Job> {
         self.ids.remove(&id);
-        self.map.remove(&id)
+        self.map
+            .remove(&id)
+            .map(|j| Arc::try_unwrap(j).unwrap_or_else(|shared| Job::clone(&shared)))
     }
 
     /// Rebuilds the table from stored jobs and the next id.
@@ -84,7 +89,8 @@ impl Index<usize> for Jobs {
 impl IndexMut<usize> for Jobs {
     fn index_mut(&mut self, i: usize) -> &mut Job {
         match self.map.get_mut(&(i as JobId)) {
-            Some(j) => j,
+            // A copy's job is copied the first time it changes.
+            Some(j) => Arc::make_mut(j),
             None => panic!("job {i} is not held (never submitted, or ended and dropped)"),
         }
     }

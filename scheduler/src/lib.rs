@@ -47,6 +47,7 @@ pub mod limits;
 pub mod manifest;
 pub mod metrics;
 pub mod model;
+pub mod nodes;
 pub mod placement;
 pub(crate) mod preempt;
 pub mod quantity;

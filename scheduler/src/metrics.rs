@@ -616,7 +616,7 @@ impl Cluster {
                 .collect(),
             metrics: self.metrics(),
             costs: self.costs(),
-            events: self.events.iter().cloned().collect(),
+            events: self.events.iter().map(|e| Event::clone(e)).collect(),
             alerts: self.alerts(),
             resolved_alerts: self.resolved_alerts(),
         }

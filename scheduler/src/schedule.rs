@@ -673,6 +673,16 @@ impl Cluster {
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         let constrained = self.constrained_nodes();
+        // A quiet copy that words one job's reason (a prospect's) words those of its
+        // shape too: a job of the same shape refused earlier in the cycle gives it
+        // its reason, as in a loud cycle.
+        let worded = match (self.quiet, self.word_only) {
+            (true, Some(w)) if self.jobs.get(w).is_some() => {
+                let a = self.asks_of(w);
+                Some((self.jobs[w as usize].pool, a.epoch, a.id))
+            }
+            _ => None,
+        };
 
         let mut last = None;
         let mut tried: u64 = 0;
@@ -688,9 +698,10 @@ impl Cluster {
             let (id, scale_up) = (item.3, item.4);
             // Evictions earlier in this cycle may have changed the job. (What the rest
             // reads of it, read at once: a long queue's cost is mostly these lookups.)
-            let (phase, pool, est, asks) = {
-                let j = &mut self.jobs[id as usize];
-                (j.phase, j.pool, j.spec.est_runtime_s, self.asks.intern(j))
+            let asks = self.asks_of(id);
+            let (phase, pool, est) = {
+                let j = &self.jobs[id as usize];
+                (j.phase, j.pool, j.spec.est_runtime_s)
             };
             if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
                 continue;
@@ -712,6 +723,7 @@ impl Cluster {
                 continue;
             }
             let looks = asks.looks_at_pods;
+            let unworded = self.quiet && worded != Some((pool, asks.epoch, asks.id));
             // Where it lands is not known yet: the slowest card it accepts bounds it.
             let use_avoid = reservation.as_ref().is_some_and(|r| {
                 let bound = *bounds
@@ -723,7 +735,7 @@ impl Cluster {
             // A forecast's copy tells no reasons, so a job whose shape found no room
             // this cycle ends its turn before its quota is asked: refused by either, it
             // is not placed and nothing else changes.
-            if self.quiet && failed.get(&key, looks, self.usage_gen).is_some() {
+            if unworded && failed.get(&key, looks, self.usage_gen).is_some() {
                 continue;
             }
             let verdict = self.cached_verdict(id, replicas);
@@ -847,7 +859,7 @@ impl Cluster {
                 continue;
             }
             // Could not place. Say why, and hold a reservation for the first such job.
-            let reason = if self.quiet {
+            let reason = if unworded {
                 String::new()
             } else if use_avoid && self.would_fit(id, replicas) {
                 let r = reservation
@@ -881,12 +893,28 @@ impl Cluster {
         report
     }
 
+    /// A job's asks number, interned once per table: read where the job holds it, so
+    /// that a copy's cycle reading a queue copies none of its (shared) jobs.
+    fn asks_of(&mut self, id: JobId) -> crate::model::AsksCache {
+        let held = self.jobs[id as usize].asks;
+        if held.epoch == self.asks.epoch() {
+            return held;
+        }
+        let j = &mut self.jobs[id as usize];
+        self.asks.intern(j)
+    }
+
+    /// Whether a job's reason goes unworded: on a quiet copy, all but `word_only`'s.
+    fn unworded(&self, id: JobId) -> bool {
+        self.quiet && self.word_only != Some(id)
+    }
+
     /// Sets a job's one-line reason (shared, so a queue of jobs refused for one reason
     /// holds one copy and an unchanged reason costs nothing).
     pub(crate) fn set_reason(&mut self, id: JobId, why: &Reason) {
         // A forecast's copy reads no reasons (only starts): a long queue's walk each
         // cycle of the copy is spared the lookup.
-        if self.quiet {
+        if self.unworded(id) {
             return;
         }
         let j = &mut self.jobs[id as usize];

@@ -99,6 +99,11 @@ impl Clone for AsksTable {
 const MAX_ASKS: usize = 1 << 16;
 
 impl AsksTable {
+    /// The table's epoch (a job's cached asks of another epoch are stale).
+    pub(crate) fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
     /// Job `j`'s asks number (and whether its pod-level rules read what is placed).
     pub(crate) fn intern(&mut self, j: &mut Job) -> AsksCache {
         if j.asks.epoch == self.epoch {

@@ -43,7 +43,7 @@ const PICKED_KEPT: usize = 64;
 
 impl TopoKey {
     /// Every node's domain of `key`.
-    fn read(nodes: &[Node], key: &str) -> TopoKey {
+    fn read(nodes: &crate::nodes::Nodes, key: &str) -> TopoKey {
         let mut ids: HashMap<&str, u32> = HashMap::new();
         let mut names = Vec::new();
         let of = nodes
@@ -70,7 +70,7 @@ impl Topology {
     /// and node affinity, for `each` in turn.
     pub(crate) fn picked_domains(
         &mut self,
-        nodes: &[Node],
+        nodes: &crate::nodes::Nodes,
         key: &str,
         spec: &JobSpec,
         mut each: impl FnMut(&str),
@@ -141,7 +141,7 @@ mod tests {
         Node::new(name, labels, 1000, 1 << 30, 0, Vec::new())
     }
 
-    fn domains(t: &mut Topology, nodes: &[Node], spec: &JobSpec) -> BTreeSet<String> {
+    fn domains(t: &mut Topology, nodes: &crate::nodes::Nodes, spec: &JobSpec) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         t.picked_domains(nodes, "zone", spec, |d| {
             out.insert(d.to_string());
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn the_domains_follow_relabelled_and_new_nodes_and_the_selection() {
-        let mut nodes = vec![node("a", "z1"), node("b", "z2")];
+        let mut nodes: crate::nodes::Nodes = vec![node("a", "z1"), node("b", "z2")].into();
         let mut t = Topology::default();
         let any = JobSpec::train("j", "p", "pool", 1);
         assert_eq!(

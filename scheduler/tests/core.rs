@@ -357,6 +357,7 @@ fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
     let reclaimed: Vec<&Event> = c
         .events
         .iter()
+        .map(|e| &**e)
         .filter(|e| e.reason == "Reclaimed")
         .collect();
     assert_eq!(reclaimed.len(), 0, "two free cards were enough");

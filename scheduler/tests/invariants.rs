@@ -595,7 +595,7 @@ fn run(
             }
         }
     }
-    Ok(c.events.into_iter().collect())
+    Ok(c.events.iter().map(|e| Event::clone(e)).collect())
 }
 
 proptest! {
