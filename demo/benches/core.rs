@@ -293,7 +293,7 @@ fn pod_rules(c: &mut Criterion) {
 
 /// Where a job goes among 3 clusters of 5,000 nodes x 8 GPUs (`dispatch::choose` over
 /// each cluster's `Core::prospect`): with room and nothing waiting (the same search
-/// as the cycle's, no copy), with room (20,000 running jobs each, some jobs waiting
+/// as the cycle's, no copy), with room (20,000 running jobs each, bound, some jobs waiting
 /// for one model's cards: a copy and a cycle per cluster), and full (40,000 running and 10,000
 /// Pending each, the job waits: the copy's forecast until it starts).
 fn dispatch(c: &mut Criterion) {
@@ -303,8 +303,11 @@ fn dispatch(c: &mut Criterion) {
             .map(|i| {
                 let mut cl = synthetic::cluster(5_000, 8);
                 synthetic::submit_single_gpu_jobs(&mut cl, jobs, i + 1);
-                cl.schedule();
-                (format!("site-{i}"), maar_scheduler::Core::new(cl))
+                // Scheduled and bound, as a running cluster's jobs are (a driver confirms
+                // each bind within a second).
+                let mut core = maar_scheduler::Core::new(cl);
+                maar_scheduler::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+                (format!("site-{i}"), core)
             })
             .collect()
     };
