@@ -319,6 +319,41 @@ fn dispatch(c: &mut Criterion) {
             .collect();
         choose(&ps)
     };
+    // As `maar`'s federation asks (`federation::prospects`): every cluster at once,
+    // each by its own thread that owns it (its engine's), then the choice.
+    type Ask = (
+        maar_scheduler::JobSpec,
+        std::sync::mpsc::Sender<Result<Prospect, String>>,
+    );
+    let engines = |sites: Vec<(String, maar_scheduler::Core)>| {
+        sites
+            .into_iter()
+            .map(|(n, core)| {
+                let (tx, rx) = std::sync::mpsc::channel::<Ask>();
+                std::thread::spawn(move || {
+                    for (spec, reply) in rx {
+                        let _ = reply.send(core.prospect(&spec));
+                    }
+                });
+                (n, tx)
+            })
+            .collect::<Vec<_>>()
+    };
+    let at_once = |engines: &[(String, std::sync::mpsc::Sender<Ask>)]| {
+        let asked: Vec<_> = engines
+            .iter()
+            .map(|(n, tx)| {
+                let (reply, answer) = std::sync::mpsc::channel();
+                tx.send((spec.clone(), reply)).expect("an engine");
+                (n.clone(), answer)
+            })
+            .collect();
+        let ps: Vec<(String, Result<Prospect, String>)> = asked
+            .into_iter()
+            .map(|(n, a)| (n, a.recv().expect("an answer")))
+            .collect();
+        choose(&ps)
+    };
     let mut g = c.benchmark_group("dispatch");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
     // Nothing waiting (the jobs the first cycle could not place withdrawn): each
@@ -343,10 +378,20 @@ fn dispatch(c: &mut Criterion) {
     let roomy = sites(20_000);
     eprintln!("dispatch, room: {}", run(&roomy).expect("a site").why);
     g.bench_function("3x5000_nodes_starts_now", |b| b.iter(|| run(&roomy)));
+    let serial = run(&roomy);
+    let roomy = engines(roomy);
+    assert_eq!(serial, at_once(&roomy), "asked at once, the same choice");
+    g.bench_function("3x5000_nodes_starts_now_asked_at_once", |b| {
+        b.iter(|| at_once(&roomy))
+    });
     drop(roomy);
     let full = sites(50_000);
     eprintln!("dispatch, full: {}", run(&full).expect("a site").why);
     g.bench_function("3x5000_nodes_waits", |b| b.iter(|| run(&full)));
+    let full = engines(full);
+    g.bench_function("3x5000_nodes_waits_asked_at_once", |b| {
+        b.iter(|| at_once(&full))
+    });
     g.finish();
 }
 
