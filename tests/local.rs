@@ -1,5 +1,5 @@
-//! Local mode: this machine (its GPUs from readings recorded from NVML's documented
-//! types) as the cluster; jobs run as real processes with the GPUs they were given,
+//! Local mode: this machine (its GPUs from readings written from NVML's documented
+//! types, and from readings of a real H200) as the cluster; jobs run as real processes with the GPUs they were given,
 //! their ends recorded; a wrong GPU label and a full disk raise alerts; the real
 //! machine without a driver is a cluster of one GPU-less node.
 
@@ -366,10 +366,11 @@ impl maar_agent::GpuSource for OneProcess {
     }
 }
 
-#[test]
-fn a_jobs_gpu_memory_comes_from_its_processes() {
-    let work = dir("usage");
-    let samples: Vec<NodeSample> = serde_json::from_str(FIXTURE).unwrap();
+/// A machine of the recorded `fixture` whose card 0 runs the job `name` (a sleep),
+/// using `used` bytes, sampled twice: the job's memory share is read from its process.
+fn one_job_using(name: &str, fixture: &str, used: u64) -> Core {
+    let work = dir(name);
+    let samples: Vec<NodeSample> = serde_json::from_str(fixture).unwrap();
     let opts = LocalOptions {
         agents: Vec::new(),
         labels: BTreeMap::new(),
@@ -379,11 +380,15 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
         shim: SHIM.into(),
     };
     let mut feeds = vec![Feed::Here(Box::new(Agent {
-        host: Box::new(RecordedHost::new(vec![samples[0].host.clone()])),
+        host: Box::new(RecordedHost::new(vec![samples
+            .last()
+            .unwrap()
+            .host
+            .clone()])),
         gpus: Box::new(OneProcess {
-            inner: RecordedGpus::from_json(FIXTURE).unwrap(),
+            inner: RecordedGpus::from_json(fixture).unwrap(),
             pidfile: work.join("job.pid"),
-            used: 40 << 30,
+            used,
         }),
     }))];
     let (cluster, names) = build(&mut feeds, &opts).unwrap();
@@ -392,7 +397,7 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
     submit(
         &mut core,
         &mut d,
-        "uses-half",
+        name,
         1,
         "echo $$ > job.pid; exec sleep 30",
     );
@@ -400,6 +405,12 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
     for t in 1..=2 {
         d.advance(&mut core, t);
     }
+    core
+}
+
+#[test]
+fn a_jobs_gpu_memory_comes_from_its_processes() {
+    let core = one_job_using("uses-half", FIXTURE, 40 << 30);
     let c = core.cluster();
     let j = &c.jobs[c.job_id("default/uses-half").unwrap() as usize];
     // 40 GiB of an 80 GiB card asked for whole: half.
@@ -408,60 +419,26 @@ fn a_jobs_gpu_memory_comes_from_its_processes() {
 
 #[test]
 fn a_real_h200s_readings_make_the_node_and_charge_a_job_what_its_process_used() {
-    let work = dir("h200");
     let samples: Vec<NodeSample> = serde_json::from_str(H200).unwrap();
-    let busy = &samples[1];
-    let card = &busy.gpus[0];
+    let card = &samples[1].gpus[0];
     // What the card read: 143,771 MiB (nvidia-smi's figure), one process of ~31 GiB.
     assert_eq!(card.memory_total_bytes, 143_771 << 20);
     let used = card.processes[0].used_bytes.unwrap();
     assert!(used > 30 << 30 && used < 32 << 30, "{used}");
-    let opts = LocalOptions {
-        agents: Vec::new(),
-        labels: BTreeMap::new(),
-        every_s: 1,
-        workdir: work.clone(),
-        logs: work.join("logs"),
-        shim: SHIM.into(),
-    };
-    let mut feeds = vec![Feed::Here(Box::new(Agent {
-        host: Box::new(RecordedHost::new(vec![busy.host.clone()])),
-        gpus: Box::new(OneProcess {
-            inner: RecordedGpus::from_json(H200).unwrap(),
-            pidfile: work.join("job.pid"),
-            used,
-        }),
-    }))];
-    let (cluster, names) = build(&mut feeds, &opts).unwrap();
-    let mut d = LocalDriver::new(feeds, names, &opts);
-    let mut core = Core::new(cluster);
-    {
-        let n = &core.cluster().nodes[0];
-        assert_eq!(n.gpus.len(), 1);
-        assert_eq!(n.gpus[0].model, "h200");
-        assert_eq!(n.gpus[0].memory, 143_771 << 20);
-        assert_eq!(n.gpus[0].uuid, card.uuid);
-    }
-    submit(
-        &mut core,
-        &mut d,
-        "burn",
-        1,
-        "echo $$ > job.pid; exec sleep 30",
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    for t in 1..=2 {
-        d.advance(&mut core, t);
-    }
+    let core = one_job_using("burn", H200, used);
     let c = core.cluster();
+    let n = &c.nodes[0];
+    assert_eq!(n.gpus.len(), 1);
+    assert_eq!(n.gpus[0].model, "h200");
+    assert_eq!(n.gpus[0].memory, 143_771 << 20);
+    assert_eq!(n.gpus[0].uuid, card.uuid);
     let j = &c.jobs[c.job_id("default/burn").unwrap() as usize];
     assert_eq!(j.phase, Phase::Running);
     // 31 GiB of a 140.4 GiB card, asked for whole.
     assert_eq!(j.used_pct, (used * 100 / card.memory_total_bytes) as u32);
     assert_eq!(j.used_pct, 22);
     // The card's own reading: the busy sample's utilisation and power.
-    let g = &c.nodes[0].gpus[0];
-    assert_eq!((g.util_pct, g.power_w), (100, 690));
+    assert_eq!((n.gpus[0].util_pct, n.gpus[0].power_w), (100, 690));
 }
 
 /// Waits (up to 10 s) for `what` to hold; fails naming it if it never does.
