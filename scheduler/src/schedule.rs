@@ -685,8 +685,17 @@ impl Cluster {
         };
 
         let mut last = None;
+        let mut asked_had_its_turn = false;
         let mut tried: u64 = 0;
         loop {
+            // A prospect's copy stops once its job has had its turn: the jobs after it
+            // in the queue change nothing of its fate (a forecast that follows starts
+            // with a cycle at the same time, where they come after it again), unless
+            // jobs held by their quota are watched (an eviction later in the cycle
+            // could let it in again).
+            if asked_had_its_turn && !queue.watching() {
+                break;
+            }
             // What the last item did to usage may let held jobs in, from here on.
             if let (true, Some(l)) = (queue.watching(), last) {
                 self.recheck_held(&mut queue, &l, &report);
@@ -696,6 +705,7 @@ impl Cluster {
             };
             last = Some(item);
             let (id, scale_up) = (item.3, item.4);
+            asked_had_its_turn = self.quiet && self.word_only == Some(id) && !scale_up;
             // Evictions earlier in this cycle may have changed the job. (What the rest
             // reads of it, read at once: a long queue's cost is mostly these lookups.)
             let asks = self.asks_of(id);
