@@ -266,7 +266,7 @@ impl Cluster {
         for j in self.jobs.iter().filter(|j| j.phase == Phase::Pending) {
             let wait = self.now.saturating_sub(j.queued_since);
             if wait >= threshold {
-                let name = format!("{}/{}", j.spec.project, j.spec.name);
+                let name = j.spec.full_name();
                 push(
                     format!("pending/{name}"),
                     Severity::Warning,

@@ -274,7 +274,7 @@ impl Cluster {
         let ids: Vec<JobId> = c.jobs.iter().map(|j| j.id).collect();
         for id in ids {
             let j = &c.jobs[id as usize];
-            let key: std::sync::Arc<str> = format!("{}/{}", j.spec.project, j.spec.name).into();
+            let key: std::sync::Arc<str> = j.spec.full_name().into();
             if c.job_by_name.insert(key, id).is_some() {
                 return bad(format!(
                     "two jobs are named {}/{}",

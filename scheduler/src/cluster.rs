@@ -855,7 +855,7 @@ impl Cluster {
 
     /// Adds a job in Pending. Unknown projects or pools are kept, Pending, and explained.
     pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClusterError> {
-        let key: std::sync::Arc<str> = format!("{}/{}", spec.project, spec.name).into();
+        let key: std::sync::Arc<str> = spec.full_name().into();
         if self.job_by_name.contains_key(&key) {
             return Err(ClusterError::DuplicateJob {
                 project: spec.project,
@@ -1115,8 +1115,7 @@ impl Cluster {
             t.dropped_wait_s += j.wait_s;
             t.dropped_max_wait_s = t.dropped_max_wait_s.max(j.wait_s);
             t.dropped_restarts += j.restarts as u64;
-            self.job_by_name
-                .remove(format!("{}/{}", j.spec.project, j.spec.name).as_str());
+            self.job_by_name.remove(j.spec.full_name().as_str());
             self.services.remove(&old);
             self.anti.remove(&old);
             self.by_label.remove(old, &j.spec.rules.labels);

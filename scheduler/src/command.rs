@@ -377,7 +377,7 @@ impl Cluster {
                 if spec.pool.is_empty() {
                     spec.pool = self.default_pool(&spec)?;
                 }
-                let name = format!("{}/{}", spec.project, spec.name);
+                let name = spec.full_name();
                 // A job for a project or pool that does not exist could never run.
                 if self.project_id(&spec.project).is_none() {
                     return Err(ClusterError::UnknownProject(spec.project.clone()));

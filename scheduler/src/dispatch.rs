@@ -127,7 +127,7 @@ impl Core {
     fn prospect_now(&self, spec: &JobSpec) -> Option<Prospect> {
         use crate::model::{Affinity, JobKind};
         let c = self.cluster();
-        if c.job_id(&format!("{}/{}", spec.project, spec.name)).is_ok() {
+        if c.job_id(&spec.full_name()).is_ok() {
             return None;
         }
         // Jobs that wait only for their quota are not tried by a cycle (their verdict
@@ -179,20 +179,13 @@ impl Core {
         };
         let pools = c.candidate_pools(Some(pool));
         let p = c.find_node_typed(spec, 1, &pools, &[], &[], true, &typ)?;
-        let node = &c.nodes[p.node as usize];
-        let price = p
-            .gpus
-            .iter()
-            .filter_map(|g| node.gpus.get(g.gpu as usize))
-            .filter_map(|g| c.prices.get(&g.model).copied())
-            .reduce(f64::max);
         Some(Prospect {
             start_in: Some(0),
             basis: Basis::Estimate,
             reason: String::new(),
             starts: "now".into(),
-            placement: vec![node.name.clone()],
-            price,
+            placement: vec![c.nodes[p.node as usize].name.clone()],
+            price: price_of(c, std::slice::from_ref(&p)),
             exists: false,
         })
     }
@@ -217,9 +210,8 @@ impl Core {
         let mut copy = self.clone();
         let mut spec = spec.clone();
         // A name already taken here is evaluated as a copy under another name.
-        let full = |s: &JobSpec| format!("{}/{}", s.project, s.name);
-        let exists = copy.cluster().job_id(&full(&spec)).is_ok();
-        while copy.cluster().job_id(&full(&spec)).is_ok() {
+        let exists = copy.cluster().job_id(&spec.full_name()).is_ok();
+        while copy.cluster().job_id(&spec.full_name()).is_ok() {
             spec.name.push_str("-x");
         }
         let out = copy.apply(Input::Command {
@@ -227,29 +219,14 @@ impl Core {
             command: crate::command::Command::Submit(Box::new(spec.clone())),
         });
         out.result.map_err(|e| e.to_string())?;
+        let id = out.job.ok_or("the copy made no job of it")?;
         if quiet {
-            let id = copy
-                .cluster()
-                .job_id(&full(&spec))
-                .map_err(|e| e.to_string())?;
             copy.quiet_but(id);
         }
         crate::kit::Bare::settle(&mut copy, &mut Vec::new(), &mut Vec::new());
         let c = copy.cluster();
-        let id = c.job_id(&full(&spec)).map_err(|e| e.to_string())?;
         let j = &c.jobs[id as usize];
         if j.phase == Phase::Running {
-            let price = j
-                .placements
-                .iter()
-                .flat_map(|p| {
-                    let node = &c.nodes[p.node as usize];
-                    p.gpus
-                        .iter()
-                        .filter_map(|g| node.gpus.get(g.gpu as usize))
-                        .filter_map(|g| c.prices.get(&g.model).copied())
-                })
-                .reduce(f64::max);
             return Ok(Prospect {
                 start_in: Some(0),
                 basis: Basis::Estimate,
@@ -260,7 +237,7 @@ impl Core {
                     .iter()
                     .map(|p| c.nodes[p.node as usize].name.clone())
                     .collect(),
-                price,
+                price: price_of(c, &j.placements),
                 exists,
             });
         }
@@ -298,6 +275,20 @@ impl Core {
             exists,
         })
     }
+}
+
+/// The dearest GPU-hour among the cards of `placements` (`None`: no priced card).
+fn price_of(c: &Cluster, placements: &[crate::model::Placement]) -> Option<f64> {
+    placements
+        .iter()
+        .flat_map(|p| {
+            let node = &c.nodes[p.node as usize];
+            p.gpus
+                .iter()
+                .filter_map(|g| node.gpus.get(g.gpu as usize))
+                .filter_map(|g| c.prices.get(&g.model).copied())
+        })
+        .reduce(f64::max)
 }
 
 /// Where a job goes among clusters, and why.

@@ -566,7 +566,7 @@ impl Core {
                         spec.name
                     )));
                 }
-                let name = format!("{}/{}", spec.project, spec.name);
+                let name = spec.full_name();
                 let known = c.job_id(&name).ok().filter(|&id| {
                     matches!(c.jobs[id as usize].phase, Phase::Pending | Phase::Running)
                 });
@@ -758,7 +758,7 @@ impl Cluster {
             let Some(j) = self.jobs.get(id) else {
                 continue;
             };
-            let name = format!("{}/{}", j.spec.project, j.spec.name);
+            let name = j.spec.full_name();
             let key = |p: &Placement| (p.node, p.gpus.clone(), p.cpu, p.mem, p.disk);
             let mut gone: Vec<&Placement> = before.iter().collect();
             let mut new: Vec<&Placement> = Vec::new();

@@ -507,7 +507,7 @@ mod tests {
                         .jobs
                         .iter()
                         .filter(|j| !j.placements.is_empty())
-                        .map(|j| format!("{}/{}", j.spec.project, j.spec.name))
+                        .map(|j| j.spec.full_name())
                         .collect();
                     for name in running.iter().filter(|_| rnd(3) == 0) {
                         c.stop_job(name, "test").unwrap();

@@ -705,6 +705,11 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// `project/name`: how the cluster knows the job (`Cluster::job_id`).
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.project, self.name)
+    }
+
     /// Whether it names the nodes it may use: a node selector or a required node
     /// affinity (loose jobs keep off the few nodes such jobs need).
     pub fn is_constrained(&self) -> bool {

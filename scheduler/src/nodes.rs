@@ -2,12 +2,12 @@
 //! prospect's, a forecast's, a what-if's) until one of them changes a node, so that
 //! copying a cluster of 5,000 nodes copies 5,000 pointers rather than 40,000 cards.
 //! Reading is as from a `Vec<Node>`; a node is copied the first time a copy changes it
-//! (through `nodes[i]` as a place, `iter_mut` or `get_mut`).
+//! (through `nodes[i]` as a place).
 
 use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use crate::model::Node;
 
@@ -31,25 +31,8 @@ impl Nodes {
         self.0.iter().map(|n| &**n)
     }
 
-    /// Each node for changing (a node shared with a copy is copied first).
-    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut Node> + '_ {
-        self.0.iter_mut().map(Arc::make_mut)
-    }
-
     pub fn get(&self, i: usize) -> Option<&Node> {
         self.0.get(i).map(|n| &**n)
-    }
-
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut Node> {
-        self.0.get_mut(i).map(Arc::make_mut)
-    }
-
-    pub fn first(&self) -> Option<&Node> {
-        self.get(0)
-    }
-
-    pub fn last(&self) -> Option<&Node> {
-        self.0.last().map(|n| &**n)
     }
 
     pub fn push(&mut self, n: Node) {
@@ -95,30 +78,9 @@ impl<'a> IntoIterator for &'a Nodes {
     }
 }
 
-impl<'a> IntoIterator for &'a mut Nodes {
-    type Item = &'a mut Node;
-    type IntoIter =
-        std::iter::Map<std::slice::IterMut<'a, Arc<Node>>, fn(&'a mut Arc<Node>) -> &'a mut Node>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter_mut().map(Arc::make_mut)
-    }
-}
-
-impl PartialEq for Nodes {
-    fn eq(&self, other: &Nodes) -> bool {
-        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
-    }
-}
-
 impl Serialize for Nodes {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.iter())
-    }
-}
-
-impl<'de> Deserialize<'de> for Nodes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Nodes, D::Error> {
-        Vec::<Node>::deserialize(d).map(Nodes::from)
     }
 }
 

@@ -906,9 +906,8 @@ impl Cluster {
     /// A job's asks number, interned once per table: read where the job holds it, so
     /// that a copy's cycle reading a queue copies none of its (shared) jobs.
     fn asks_of(&mut self, id: JobId) -> crate::model::AsksCache {
-        let held = self.jobs[id as usize].asks;
-        if held.epoch == self.asks.epoch() {
-            return held;
+        if let Some(a) = self.asks.cached(&self.jobs[id as usize]) {
+            return a;
         }
         let j = &mut self.jobs[id as usize];
         self.asks.intern(j)

@@ -99,15 +99,15 @@ impl Clone for AsksTable {
 const MAX_ASKS: usize = 1 << 16;
 
 impl AsksTable {
-    /// The table's epoch (a job's cached asks of another epoch are stale).
-    pub(crate) fn epoch(&self) -> u32 {
-        self.epoch
+    /// Job `j`'s asks number as it holds it, if interned in this table's epoch.
+    pub(crate) fn cached(&self, j: &Job) -> Option<AsksCache> {
+        (j.asks.epoch == self.epoch).then_some(j.asks)
     }
 
     /// Job `j`'s asks number (and whether its pod-level rules read what is placed).
     pub(crate) fn intern(&mut self, j: &mut Job) -> AsksCache {
-        if j.asks.epoch == self.epoch {
-            return j.asks;
+        if let Some(a) = self.cached(j) {
+            return a;
         }
         if self.ids.len() >= MAX_ASKS {
             self.ids.clear();

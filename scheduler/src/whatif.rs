@@ -81,7 +81,7 @@ pub fn what_if(core: &Core, driver: &dyn Driver, actor: Actor, command: Command)
 
 fn name_of(c: &Cluster, id: JobId) -> String {
     let j = &c.jobs[id as usize];
-    format!("{}/{}", j.spec.project, j.spec.name)
+    j.spec.full_name()
 }
 
 type Slots = BTreeSet<(u32, Vec<u32>)>;

@@ -56,13 +56,13 @@ impl Cluster {
             return self.path_after(j, spec, pool, replicas, &[], 0, &ahead);
         }
         let mut c = self.clone();
-        let name = format!("{}/{}", j.spec.project, j.spec.name);
+        let name = j.spec.full_name();
         let mut s = JobSpec::clone(spec);
         s.name = format!("{}-explain-proof", spec.name);
         if let Some(p) = pool {
             s.pool = self.pools[p as usize].name.clone();
         }
-        let new = format!("{}/{}", s.project, s.name);
+        let new = s.full_name();
         if c.apply(crate::Command::Cancel {
             job: name,
             why: None,
@@ -724,7 +724,7 @@ impl Cluster {
                 let mut hi = j.clone();
                 std::sync::Arc::make_mut(&mut hi.spec).priority = PRIORITY_HIGH;
                 if let Some(v) = self.find_victims_for(&hi, replicas, !quota.borrowing) {
-                    let name = format!("{}/{}", spec.project, spec.name);
+                    let name = spec.full_name();
                     let change = [crate::Command::SetPriority {
                         job: name.clone(),
                         priority: PRIORITY_HIGH,
