@@ -242,8 +242,12 @@ impl Core {
             });
         }
         let now = c.now;
+        // The first line, as explain gives it (before the forward run, which runs on
+        // this copy itself: nobody keeps it).
+        let reason = c.jobs[id as usize].reason.to_string();
+        let mut c = copy.into_cluster();
         let start = c
-            .forecast(Reach::default(), Some(id))
+            .forecast_in_place(Reach::default(), Some(id))
             .starts
             .remove(&id)
             .unwrap_or(crate::forecast::Start {
@@ -267,8 +271,7 @@ impl Core {
         Ok(Prospect {
             start_in: start.at.map(|t| t.saturating_sub(now)),
             basis: start.basis,
-            // The first line, as explain gives it.
-            reason: c.jobs[id as usize].reason.to_string(),
+            reason,
             starts,
             placement: Vec::new(),
             price: None,

@@ -144,23 +144,49 @@ impl Cluster {
         if self.pending.is_empty() {
             return Forecast::default();
         }
-        let mut c = self.clone();
+        self.clone().forecast_in_place(reach, job)
+    }
+
+    /// [`Cluster::forecast`] run on this cluster itself, which it leaves as the forward
+    /// run ends it: for a copy nobody keeps (a prospect's), spared a second copy.
+    /// Asked about one job, only that job's start is told.
+    pub(crate) fn forecast_in_place(&mut self, reach: Reach, job: Option<JobId>) -> Forecast {
+        let c = self;
         c.quiet = true;
         let now = c.now;
-        let pending: std::collections::HashSet<JobId> = c
+        // The jobs whose starts are told (Pending now), and whether each can never run
+        // as asked (its reason as it stands before the run).
+        let never = |j: &Job| j.reason.starts_with("can never run");
+        let told: std::collections::HashMap<JobId, bool> = match job {
+            Some(id) => c
+                .jobs
+                .get(id)
+                .filter(|j| j.phase == Phase::Pending)
+                .map(|j| (id, never(j)))
+                .into_iter()
+                .collect(),
+            None => c
+                .jobs
+                .iter()
+                .filter(|j| j.phase == Phase::Pending)
+                .map(|j| (j.id, never(j)))
+                .collect(),
+        };
+        let mut out = Forecast::default();
+        if told.is_empty() {
+            return out;
+        }
+        // Ends to come: (time, job, its start epoch, basis).
+        let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = c
             .jobs
             .iter()
-            .filter(|j| j.phase == Phase::Pending)
-            .map(|j| j.id)
-            .collect();
-        let mut out = Forecast::default();
-        // Ends to come: (time, job, its start epoch, basis).
-        let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = BinaryHeap::new();
-        for j in c.jobs.iter().filter(|j| j.phase == Phase::Running) {
-            if let Some((t, b)) = c.expected_end_by(j, reach.predictor) {
-                ends.push(Reverse((t, j.id, j.epoch, b)));
-            }
-        }
+            .filter(|j| j.phase == Phase::Running)
+            .filter_map(|j| {
+                let (t, b) = c.expected_end_by(j, reach.predictor)?;
+                Some(Reverse((t, j.id, j.epoch, b)))
+            })
+            .collect::<Vec<_>>()
+            .into();
         let step = |c: &mut Cluster,
                     ends: &mut BinaryHeap<Reverse<(u64, JobId, u32, Basis)>>,
                     out: &mut Forecast,
@@ -169,7 +195,7 @@ impl Cluster {
             let r = c.schedule();
             out.steps += 1;
             for id in r.started {
-                if !out.starts.contains_key(&id) && pending.contains(&id) {
+                if !out.starts.contains_key(&id) && told.contains_key(&id) {
                     out.starts.insert(
                         id,
                         Start {
@@ -185,13 +211,10 @@ impl Cluster {
                 }
             }
         };
-        step(&mut c, &mut ends, &mut out, Basis::Estimate, None);
+        step(c, &mut ends, &mut out, Basis::Estimate, None);
         // Done when the job asked about has started, or every Pending job has: the
         // ends after that change no start (nothing new is foreseen to arrive).
-        let done = |out: &Forecast| match job {
-            Some(j) => out.starts.contains_key(&j),
-            None => out.starts.len() == pending.len(),
-        };
+        let done = |out: &Forecast| out.starts.len() == told.len();
         while !done(&out) && out.steps < reach.max_steps {
             let Some(Reverse((t, ..))) = ends.peek().copied() else {
                 break;
@@ -228,16 +251,13 @@ impl Cluster {
             if after.is_none() {
                 continue;
             }
-            step(&mut c, &mut ends, &mut out, basis, after);
+            step(c, &mut ends, &mut out, basis, after);
         }
-        for id in pending {
-            out.starts.entry(id).or_insert_with(|| {
-                let never = self.jobs[id as usize].reason.starts_with("can never run");
-                Start {
-                    at: None,
-                    basis: if never { Basis::Never } else { Basis::Unknown },
-                    after: None,
-                }
+        for (id, never) in told {
+            out.starts.entry(id).or_insert(Start {
+                at: None,
+                basis: if never { Basis::Never } else { Basis::Unknown },
+                after: None,
             });
         }
         out

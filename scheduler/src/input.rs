@@ -292,6 +292,12 @@ impl Core {
         &self.cluster
     }
 
+    /// The cluster itself, for a copy whose core nobody keeps (a prospect's forward
+    /// run).
+    pub(crate) fn into_cluster(self) -> Cluster {
+        self.cluster
+    }
+
     pub fn now(&self) -> u64 {
         self.cluster.now
     }

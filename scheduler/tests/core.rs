@@ -1124,4 +1124,12 @@ fn a_forecast_batches_close_ends_and_never_says_a_start_before_its_end() {
     let f = c.forecast(forecast::Reach::default(), None);
     let s = &f.starts[&c.job_id("on-c").unwrap()];
     assert_eq!((s.at, s.basis), (None, forecast::Basis::Unknown));
+    // Asked about one job, the forward run tells that job's start as the run for every
+    // job does, and no other's.
+    for n in ["first", "second", "third", "on-c"] {
+        let id = c.job_id(n).unwrap();
+        let one = c.forecast(forecast::Reach::default(), Some(id));
+        assert_eq!(one.starts.len(), 1, "{n}");
+        assert_eq!(one.starts[&id], f.starts[&id], "{n}");
+    }
 }
