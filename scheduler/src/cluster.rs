@@ -157,19 +157,19 @@ pub struct Cluster {
     /// Ended jobs still held, oldest first.
     pub(crate) ended: VecDeque<JobId>,
     /// Running jobs whose placement the driver has not confirmed yet.
-    pub(crate) assumed: BTreeSet<JobId>,
+    pub(crate) assumed: imbl::OrdSet<JobId>,
     /// Bumped whenever quota usage changes (cached quota verdicts check it).
     pub(crate) usage_gen: u64,
     /// Pending jobs by the key of their quota verdict (project, pool, request), so that
     /// a cycle decides quota once per key, not once per job; with a copy of their queue
     /// keys, so a cycle orders them without looking each up again.
     pub(crate) pending_by_key:
-        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeMap<JobId, QueueKey>>,
+        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, imbl::OrdMap<JobId, QueueKey>>,
     /// Pending jobs without a verdict key (unknown project or pool).
-    pub(crate) pending_loose: BTreeSet<JobId>,
+    pub(crate) pending_loose: imbl::OrdSet<JobId>,
     /// Pending jobs with a node selector or a required node affinity (the few whose
     /// nodes loose jobs keep off: a cycle looks at these, not at the whole queue).
-    pub(crate) pending_constrained: BTreeSet<JobId>,
+    pub(crate) pending_constrained: imbl::OrdSet<JobId>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.
     pub(crate) told: crate::fxhash::FxHashMap<crate::verdict::VerdictKey, Reason>,
@@ -209,10 +209,10 @@ pub struct Cluster {
     /// them without copying each string).
     pub(crate) node_by_name: HashMap<std::sync::Arc<str>, NodeId>,
     /// By `project/name`.
-    pub(crate) job_by_name: HashMap<std::sync::Arc<str>, JobId>,
+    pub(crate) job_by_name: imbl::HashMap<std::sync::Arc<str>, JobId>,
     /// Jobs in Pending phase (ordered by id for determinism), with the fields the
     /// queue order reads, kept compact so ordering a long queue stays cheap.
-    pub(crate) pending: BTreeMap<JobId, QueueKey>,
+    pub(crate) pending: imbl::OrdMap<JobId, QueueKey>,
     /// Jobs in Restarting phase.
     pub(crate) restarting: BTreeSet<JobId>,
     /// Inference services (they scale), by id.
@@ -237,7 +237,7 @@ pub struct Cluster {
     /// its first line is the prospect's reason; the others' are nobody's).
     pub(crate) word_only: Option<JobId>,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
-    pub(crate) running_by_prio: BTreeSet<(i32, std::cmp::Reverse<u64>, JobId)>,
+    pub(crate) running_by_prio: imbl::OrdSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     /// How many running jobs have each base priority (a job outranks none unless
     /// some running job has a lower one: preemption's quick no).
     pub(crate) running_base: BTreeMap<i32, u32>,
@@ -343,12 +343,12 @@ impl Cluster {
             touched: Vec::new(),
             touched_ids: Default::default(),
             ended: VecDeque::new(),
-            assumed: BTreeSet::new(),
+            assumed: imbl::OrdSet::new(),
             usage_gen: 0,
             verdicts: Default::default(),
             pending_by_key: Default::default(),
-            pending_loose: BTreeSet::new(),
-            pending_constrained: BTreeSet::new(),
+            pending_loose: imbl::OrdSet::new(),
+            pending_constrained: imbl::OrdSet::new(),
             told: Default::default(),
             shape_counts: BTreeMap::new(),
             admission_gen: 0,
@@ -361,8 +361,8 @@ impl Cluster {
             asks: Default::default(),
             model_max_mem: Vec::new(),
             node_by_name: HashMap::new(),
-            job_by_name: HashMap::new(),
-            pending: BTreeMap::new(),
+            job_by_name: imbl::HashMap::new(),
+            pending: imbl::OrdMap::new(),
             restarting: BTreeSet::new(),
             services: BTreeSet::new(),
             anti: BTreeSet::new(),
@@ -373,7 +373,7 @@ impl Cluster {
             last_start: None,
             quiet: false,
             word_only: None,
-            running_by_prio: BTreeSet::new(),
+            running_by_prio: imbl::OrdSet::new(),
             running_base: BTreeMap::new(),
             next_request: 1,
             pool_cap: Vec::new(),

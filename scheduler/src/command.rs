@@ -472,7 +472,7 @@ impl Cluster {
                         id,
                     )
                 };
-                if j.phase == Phase::Running && self.running_by_prio.remove(&key(old)) {
+                if j.phase == Phase::Running && self.running_by_prio.remove(&key(old)).is_some() {
                     self.running_by_prio.insert(key(priority));
                     crate::cluster::running_base_remove(&mut self.running_base, old);
                     *self.running_base.entry(priority).or_default() += 1;

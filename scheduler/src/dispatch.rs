@@ -599,6 +599,55 @@ mod tests {
         assert!(core.prospect(&specs[0]).is_ok());
     }
 
+    /// A job behind the asked one in the queue that backfills in the forward run (it
+    /// delays no reservation: the one ahead of both holds it) takes a card the asked
+    /// job would have had at a later end: the prospect says the start the cluster's own
+    /// forecast gives the job once submitted, not the earlier one a forward run without
+    /// the later jobs would say.
+    #[test]
+    fn a_prospect_waits_for_a_later_job_that_backfills_before_it_in_the_forward_run() {
+        use crate::model::{PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "n", "a100", 3);
+        c.config.preemption = false;
+        let job = |name: &str, gpus: u32, prio: i32, secs: u64| JobSpec {
+            priority: prio,
+            est_runtime_s: Some(secs),
+            ..JobSpec::train(name, "p", "train", gpus)
+        };
+        let mut core = Core::new(c);
+        let submit = |core: &mut Core, s: JobSpec| {
+            core.apply(Input::Command {
+                actor: Actor::system("t"),
+                command: crate::command::Command::Submit(Box::new(s)),
+            })
+            .result
+            .unwrap();
+            crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
+        };
+        // Every card busy: one free at 100 s, one at 200 s, the last at 10,000 s.
+        submit(&mut core, job("r1", 1, PRIORITY_LOW, 100));
+        submit(&mut core, job("r2", 1, PRIORITY_LOW, 200));
+        submit(&mut core, job("r3", 1, PRIORITY_LOW, 10_000));
+        // The head wants all three (held for it at 10,000 s); behind the asked job, a
+        // long one-card job that ends before that reservation.
+        submit(&mut core, job("head", 3, PRIORITY_HIGH, 50));
+        submit(&mut core, job("later", 1, PRIORITY_LOW, 5_000));
+        let asked = job("asked", 2, PRIORITY_MEDIUM, 50);
+        let p = core.prospect(&asked).expect("a prospect");
+        // As submitted: the cluster's own forecast of it.
+        submit(&mut core, asked);
+        let c = core.cluster();
+        let id = c.job_id("p/asked").expect("submitted");
+        let f = c.forecast(Reach::default(), None);
+        let at = f.starts[&id].at.expect("a start");
+        // `later` takes the card freed at 100 s; at 200 s one is free, so `asked`
+        // waits for `later` to end (5,100 s).
+        assert_eq!(at, 5_100);
+        assert_eq!(p.start_in, Some(at - c.now), "{}", p.starts);
+    }
+
     #[test]
     fn prospect_again_is_the_job_as_if_submitted_anew_not_behind_its_twin() {
         use crate::testkit::*;

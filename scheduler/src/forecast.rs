@@ -153,6 +153,10 @@ impl Cluster {
     pub(crate) fn forecast_in_place(&mut self, reach: Reach, job: Option<JobId>) -> Forecast {
         let c = self;
         c.quiet = true;
+        // Every step's cycle runs whole, even on a prospect's copy that ended its first
+        // one after the asked job's turn: a job behind it may backfill at a step and
+        // hold a card it would have had at a later one.
+        c.word_only = None;
         let now = c.now;
         // The jobs whose starts are told (Pending now), and whether each can never run
         // as asked (its reason as it stands before the run).
@@ -167,7 +171,7 @@ impl Cluster {
                 .collect(),
             None => c
                 .jobs
-                .iter()
+                .iter_unordered()
                 .filter(|j| j.phase == Phase::Pending)
                 .map(|j| (j.id, never(j)))
                 .collect(),
@@ -176,10 +180,11 @@ impl Cluster {
         if told.is_empty() {
             return out;
         }
-        // Ends to come: (time, job, its start epoch, basis).
+        // Ends to come: (time, job, its start epoch, basis); the heap's order is the
+        // same whatever order they are read in.
         let mut ends: BinaryHeap<Reverse<(u64, JobId, u32, Basis)>> = c
             .jobs
-            .iter()
+            .iter_unordered()
             .filter(|j| j.phase == Phase::Running)
             .filter_map(|j| {
                 let (t, b) = c.expected_end_by(j, reach.predictor)?;

@@ -6,7 +6,6 @@
 //! memory (their history stays in the event log and the durable record), so memory and
 //! per-cycle work follow the live cluster, not everything ever submitted.
 
-use std::collections::BTreeSet;
 use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
@@ -19,8 +18,9 @@ pub struct Jobs {
     /// Shared with the table's copies (a prospect's, a forecast's) until one of them
     /// changes a job: copying a table of 50,000 jobs copies pointers, not jobs.
     map: IdMap<Arc<Job>>,
-    /// The held ids in order (for iteration in submission order).
-    ids: BTreeSet<JobId>,
+    /// The held ids in order (for iteration in submission order), a persistent set
+    /// that a copy shares.
+    ids: imbl::OrdSet<JobId>,
     next: JobId,
 }
 
@@ -33,6 +33,12 @@ impl Jobs {
     /// Held jobs in submission order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Job> + '_ {
         self.ids.iter().map(|id| &*self.map[id])
+    }
+
+    /// Held jobs in no particular order (where order does not matter, quicker than
+    /// [`Jobs::iter`]).
+    pub(crate) fn iter_unordered(&self) -> impl Iterator<Item = &Job> + '_ {
+        self.map.values().map(|j| &**j)
     }
 
     /// How many jobs are held (live and recently ended).
@@ -66,7 +72,7 @@ impl Jobs {
     pub(crate) fn from_parts(jobs: Vec<Job>, next: JobId) -> Jobs {
         let mut t = Jobs {
             map: IdMap::default(),
-            ids: BTreeSet::new(),
+            ids: imbl::OrdSet::new(),
             next,
         };
         for j in jobs {

@@ -106,7 +106,7 @@ impl Cluster {
         if !reclaim
             && (self
                 .running_by_prio
-                .first()
+                .get_min()
                 .is_none_or(|&(p, _, _)| p as i64 >= rank)
                 || self
                     .running_base

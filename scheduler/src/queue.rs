@@ -207,6 +207,14 @@ impl Cluster {
             }
             hold = !q.held.is_empty();
         }
+        // A prospect's copy ends its cycle once the asked job has had its turn where no
+        // held job is watched (`Cluster::schedule`): the items after it are never
+        // reached, so they are neither kept nor sorted.
+        if let (true, Some(w), false) = (self.quiet, self.word_only, hold) {
+            if let Some(me) = q.items.iter().find(|(k, _)| k.3 == w && !k.4).map(|x| x.0) {
+                q.items.retain(|(k, _)| *k <= me);
+            }
+        }
         q.items.sort_unstable();
         q.items.reverse();
         q.shares = shares;

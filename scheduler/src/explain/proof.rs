@@ -328,7 +328,7 @@ impl Cluster {
     ) -> bool {
         let victims = self
             .running_by_prio
-            .first()
+            .get_min()
             .is_some_and(|v| (v.0 as i64) < self.effective_priority(a))
             || self.pools.iter().any(|p| !p.lend_to.is_empty());
         if !victims {
