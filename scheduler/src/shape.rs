@@ -62,7 +62,15 @@ impl Asks {
 pub(crate) struct AsksTable {
     ids: FxHashMap<Asks, u32>,
     epoch: u32,
+    /// The epochs of the tables this one was copied from (nearest first, a few), each
+    /// with how many numbers it had then: the copy took those numbers along, so a
+    /// number cached under one of them and below that count means the same asks here,
+    /// and a copy's jobs are not taken for change (copied) to look theirs up again.
+    inherited: Vec<(u32, u32)>,
 }
+
+/// How many copies back a table trusts its ancestors' numbers.
+const INHERITED: usize = 4;
 
 /// Epochs handed out so far (0 is never one: a job's empty cache).
 static EPOCHS: AtomicU32 = AtomicU32::new(1);
@@ -81,16 +89,22 @@ impl Default for AsksTable {
         AsksTable {
             ids: FxHashMap::default(),
             epoch: fresh_epoch(),
+            inherited: Vec::new(),
         }
     }
 }
 
 impl Clone for AsksTable {
-    /// The same numbers under a new epoch: the copy's jobs look theirs up once.
+    /// The same numbers under a new epoch, trusting those cached under this one (and
+    /// its ancestors) that it had when copied.
     fn clone(&self) -> Self {
+        let mut inherited = Vec::with_capacity(INHERITED);
+        inherited.push((self.epoch, self.ids.len() as u32));
+        inherited.extend(self.inherited.iter().take(INHERITED - 1));
         AsksTable {
             ids: self.ids.clone(),
             epoch: fresh_epoch(),
+            inherited,
         }
     }
 }
@@ -101,7 +115,19 @@ const MAX_ASKS: usize = 1 << 16;
 impl AsksTable {
     /// Job `j`'s asks number as it holds it, if interned in this table's epoch.
     pub(crate) fn cached(&self, j: &Job) -> Option<AsksCache> {
-        (j.asks.epoch == self.epoch).then_some(j.asks)
+        let a = j.asks;
+        if a.epoch == self.epoch {
+            return Some(a);
+        }
+        // A number from before the copy: the same here, told under this epoch (so
+        // jobs alike share one shape key whichever table numbered them).
+        self.inherited
+            .iter()
+            .any(|&(e, n)| e == a.epoch && a.id < n)
+            .then_some(AsksCache {
+                epoch: self.epoch,
+                ..a
+            })
     }
 
     /// Job `j`'s asks number (and whether its pod-level rules read what is placed).
@@ -112,6 +138,7 @@ impl AsksTable {
         if self.ids.len() >= MAX_ASKS {
             self.ids.clear();
             self.epoch = fresh_epoch();
+            self.inherited.clear();
         }
         let next = self.ids.len() as u32;
         let id = *self.ids.entry(Asks::of(&j.spec)).or_insert(next);
@@ -240,6 +267,30 @@ mod tests {
             ShapeKey::new(None, kc, 1, false),
             ShapeKey::new(None, kd, 1, false)
         );
+        // What the original numbered before the copy, the copy trusts (the job is not
+        // looked up again, so not changed), under the copy's epoch: a job it numbers
+        // itself with the same asks shares its shape key.
+        let before = (b.asks.epoch, b.asks.id);
+        let kb_copy = copy.cached(&b).expect("numbered before the copy");
+        assert_eq!((b.asks.epoch, b.asks.id), before);
+        assert_eq!(kb_copy.epoch, copy.epoch);
+        assert_eq!(kb_copy.id, kb.id);
+        let mut b2 = job(5, |s| s.cpu_milli = 9_000);
+        b2.asks = Default::default();
+        assert_eq!(
+            ShapeKey::new(None, copy.intern(&mut b2), 1, false),
+            ShapeKey::new(None, kb_copy, 1, false)
+        );
+        // What either numbered after the copy, the other does not trust: the same
+        // number means other asks there.
+        assert_eq!(kd.id, kc.id, "both went on from the same count");
+        assert!(copy.cached(&d).is_none());
+        assert!(second.cached(&c).is_none());
+        // A copy of the copy trusts both the copy's numbers and the original's.
+        let grandchild = copy.clone();
+        assert_eq!(grandchild.cached(&c).map(|k| k.id), Some(kc.id));
+        assert_eq!(grandchild.cached(&b).map(|k| k.id), Some(kb.id));
+        assert!(grandchild.cached(&d).is_none());
     }
 
     #[test]
