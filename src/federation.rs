@@ -71,13 +71,15 @@ pub enum Moved {
         to: String,
         why: String,
     },
-    /// Withdrawn from `from`, but `to` refused it (it changed in between): the job
-    /// runs nowhere until submitted again.
+    /// Withdrawn from `from`, but `to` refused it (it changed in between): given back
+    /// to `from`'s queue (`back`), or, where `from` took it not back, the job runs
+    /// nowhere until submitted again.
     Refused {
         job: String,
         from: String,
         to: String,
         why: String,
+        back: bool,
     },
 }
 
@@ -86,7 +88,22 @@ impl Moved {
     pub fn words(&self) -> String {
         match self {
             Moved::Done { job, why, .. } => format!("job/{job} {why}"),
-            Moved::Refused { job, from, to, why } => format!(
+            Moved::Refused {
+                job,
+                from,
+                to,
+                why,
+                back: true,
+            } => format!(
+                "job/{job} was not sent to {to}, which refused it: {why}; it waits in {from} again"
+            ),
+            Moved::Refused {
+                job,
+                from,
+                to,
+                why,
+                back: false,
+            } => format!(
                 "job/{job} was withdrawn from {from} to go to {to}, but {to} refused it: {why}; submit it again"
             ),
         }
@@ -294,12 +311,26 @@ fn move_one(
                 to: to_name,
                 why,
             },
-            Err(e) => Moved::Refused {
-                job: job.to_string(),
-                from: from_name,
-                to: to_name,
-                why: e.to_string(),
-            },
+            Err(e) => {
+                // Given back where it was withdrawn (nothing of it ran there), so it
+                // is in one cluster still.
+                let back = from
+                    .engine
+                    .apply(
+                        Actor::system(MOVER),
+                        Command::Requeue {
+                            job: job.to_string(),
+                        },
+                    )
+                    .is_ok();
+                Moved::Refused {
+                    job: job.to_string(),
+                    from: from_name,
+                    to: to_name,
+                    why: e.to_string(),
+                    back,
+                }
+            }
         },
     )
 }

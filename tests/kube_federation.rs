@@ -254,9 +254,17 @@ fn a_cluster_that_refuses_to_make_it_is_said_and_nothing_runs_twice() {
         json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 403,
             "reason": "Forbidden", "message": "trainjobs.crater.ai is forbidden: User \"maar\" cannot create resource \"trainjobs\" in namespace \"ml\""}),
     ));
-    let moved = Mover::default().look(&sites);
+    let mut mover = Mover::default();
+    let moved = mover.look(&sites);
     assert_eq!(moved.len(), 1, "{moved:?}");
-    let Moved::Refused { job, from, to, why } = &moved[0] else {
+    let Moved::Refused {
+        job,
+        from,
+        to,
+        why,
+        back,
+    } = &moved[0]
+    else {
         panic!("{moved:?}")
     };
     assert_eq!(
@@ -265,17 +273,27 @@ fn a_cluster_that_refuses_to_make_it_is_said_and_nothing_runs_twice() {
     );
     assert!(why.contains("was not made in the cluster"), "{why}");
     assert!(why.contains("forbidden"), "{why}");
+    assert!(*back, "given back to the first");
     assert!(
-        moved[0].words().contains("submit it again"),
+        moved[0].words().contains("it waits in east again"),
         "{}",
         moved[0].words()
     );
     assert!(posted
         .recv_timeout(std::time::Duration::from_secs(5))
         .is_ok());
-    // Not in the second (nothing made there), withdrawn in the first: it runs nowhere.
+    // Not in the second (nothing made there), back in the first's queue: in one
+    // cluster, not in neither; and not sent again.
     assert_eq!(phase_in(&sites[1], "ml/tj"), None);
-    assert_eq!(phase_in(&sites[0], "ml/tj").unwrap().0, "Cancelled");
+    assert_eq!(phase_in(&sites[0], "ml/tj").unwrap().0, "Pending");
+    let events = sites[0].engine.sync().unwrap().snapshot.events.clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == "Requeued" && e.message == "requeued by federation"),
+        "{events:?}"
+    );
+    assert_eq!(mover.look(&sites), vec![]);
     for s in &sites {
         s.engine.shutdown();
     }

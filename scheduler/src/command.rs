@@ -534,20 +534,18 @@ impl Cluster {
             Command::Requeue { job } => {
                 let id = self.job_id(&job)?;
                 let j = &self.jobs[id as usize];
+                // Who asked, as the audit has it (an operator, or maar's federation
+                // giving back a job another cluster refused).
+                let by = format!("requeued by {actor}");
                 match j.phase {
-                    Phase::Running => self.evict(id, "Requeued", "requeued by operator".into()),
+                    Phase::Running => self.evict(id, "Requeued", by),
                     Phase::Failed | Phase::Cancelled | Phase::Restarting => {
                         self.set_phase(id, Phase::Pending);
                         let j = &mut self.jobs[id as usize];
                         j.restarts = 0;
                         j.remaining_s = j.spec.est_runtime_s;
-                        j.reason = "requeued by operator".into();
-                        self.emit(
-                            Severity::Normal,
-                            "Requeued",
-                            self.job_ref(id),
-                            "requeued by operator".into(),
-                        );
+                        j.reason = by.as_str().into();
+                        self.emit(Severity::Normal, "Requeued", self.job_ref(id), by);
                     }
                     p => {
                         return Err(ClusterError::Invalid(format!(
