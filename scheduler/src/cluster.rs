@@ -164,12 +164,12 @@ pub struct Cluster {
     /// a cycle decides quota once per key, not once per job; with a copy of their queue
     /// keys, so a cycle orders them without looking each up again.
     pub(crate) pending_by_key:
-        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, imbl::OrdMap<JobId, QueueKey>>,
+        crate::fxhash::FxHashMap<crate::verdict::VerdictKey, BTreeMap<JobId, QueueKey>>,
     /// Pending jobs without a verdict key (unknown project or pool).
-    pub(crate) pending_loose: imbl::OrdSet<JobId>,
+    pub(crate) pending_loose: BTreeSet<JobId>,
     /// Pending jobs with a node selector or a required node affinity (the few whose
     /// nodes loose jobs keep off: a cycle looks at these, not at the whole queue).
-    pub(crate) pending_constrained: imbl::OrdSet<JobId>,
+    pub(crate) pending_constrained: BTreeSet<JobId>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.
     pub(crate) told: crate::fxhash::FxHashMap<crate::verdict::VerdictKey, Reason>,
@@ -212,7 +212,7 @@ pub struct Cluster {
     pub(crate) job_by_name: imbl::HashMap<std::sync::Arc<str>, JobId>,
     /// Jobs in Pending phase (ordered by id for determinism), with the fields the
     /// queue order reads, kept compact so ordering a long queue stays cheap.
-    pub(crate) pending: imbl::OrdMap<JobId, QueueKey>,
+    pub(crate) pending: BTreeMap<JobId, QueueKey>,
     /// Jobs in Restarting phase.
     pub(crate) restarting: BTreeSet<JobId>,
     /// Inference services (they scale), by id.
@@ -347,8 +347,8 @@ impl Cluster {
             usage_gen: 0,
             verdicts: Default::default(),
             pending_by_key: Default::default(),
-            pending_loose: imbl::OrdSet::new(),
-            pending_constrained: imbl::OrdSet::new(),
+            pending_loose: BTreeSet::new(),
+            pending_constrained: BTreeSet::new(),
             told: Default::default(),
             shape_counts: BTreeMap::new(),
             admission_gen: 0,
@@ -362,7 +362,7 @@ impl Cluster {
             model_max_mem: Vec::new(),
             node_by_name: HashMap::new(),
             job_by_name: imbl::HashMap::new(),
-            pending: imbl::OrdMap::new(),
+            pending: BTreeMap::new(),
             restarting: BTreeSet::new(),
             services: BTreeSet::new(),
             anti: BTreeSet::new(),

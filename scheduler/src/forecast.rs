@@ -137,8 +137,9 @@ impl Cluster {
         self.runtimes.record(&spec, secs, peak);
     }
 
-    /// Estimated starts of every Pending job (or only until `job` starts, when
-    /// given), by a forward run on a copy: see the module's documentation.
+    /// Estimated starts of every Pending job (or of `job` alone, when given: the run
+    /// stops when it starts), by a forward run on a copy: see the module's
+    /// documentation.
     pub fn forecast(&self, reach: Reach, job: Option<JobId>) -> Forecast {
         // Nothing waits: nothing to foresee (and no copy to make).
         if self.pending.is_empty() {
@@ -149,7 +150,6 @@ impl Cluster {
 
     /// [`Cluster::forecast`] run on this cluster itself, which it leaves as the forward
     /// run ends it: for a copy nobody keeps (a prospect's), spared a second copy.
-    /// Asked about one job, only that job's start is told.
     pub(crate) fn forecast_in_place(&mut self, reach: Reach, job: Option<JobId>) -> Forecast {
         let c = self;
         c.quiet = true;

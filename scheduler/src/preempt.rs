@@ -193,19 +193,19 @@ impl Cluster {
                 // so each rank's are stepped over at once: after a cycle that placed
                 // thousands, a search would otherwise walk them all.
                 use std::ops::Bound::{Excluded, Unbounded};
-                let mut from = Unbounded;
+                let mut walk = self
+                    .running_by_prio
+                    .range::<_, (i32, Reverse<u64>, JobId)>(..);
                 let mut anyone = false;
-                while let Some(&(prio, Reverse(started), v)) =
-                    self.running_by_prio.range((from, Unbounded)).next()
-                {
+                while let Some(&(prio, Reverse(started), v)) = walk.next() {
                     if prio as i64 >= rank && !reclaim {
                         break;
                     }
                     if started == self.now {
-                        from = Excluded((prio, Reverse(started), JobId::MAX));
+                        let past = (prio, Reverse(started), JobId::MAX);
+                        walk = self.running_by_prio.range((Excluded(past), Unbounded));
                         continue;
                     }
-                    from = Excluded((prio, Reverse(started), v));
                     let vj = &self.jobs[v as usize];
                     let mut nodes: Vec<NodeId> = vj.placements.iter().map(|p| p.node).collect();
                     nodes.dedup();
@@ -404,9 +404,8 @@ mod tests {
 
     /// The victim a walk over every job on the job's nodes finds, one by one in the
     /// preference order (lowest rank, most recent start, id, node): the reference
-    /// preemption's search among the few nodes a job names must agree with.
-    /// The first single victim in preference order, and whether any job at all may
-    /// be evicted for it on a node that could take it.
+    /// preemption's search among the few nodes a job names must agree with; and
+    /// whether any job at all may be evicted for it on a node that could take it.
     fn first_victim_walking_every_job(c: &Cluster, id: JobId) -> (Option<JobId>, bool) {
         let j = &c.jobs[id as usize];
         let mut cands = Vec::new();
