@@ -480,6 +480,17 @@ mod tests {
         })
     }
 
+    /// Submits `s` and runs cycles until nothing more is decided.
+    fn submit_settled(core: &mut Core, s: JobSpec) {
+        core.apply(Input::Command {
+            actor: Actor::system("t"),
+            command: crate::command::Command::Submit(Box::new(s)),
+        })
+        .result
+        .unwrap();
+        crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
+    }
+
     fn sent(start_in: Option<u64>) -> JobSpec {
         let mut s = JobSpec::train("j", "ml", "train", 1);
         s.dispatched = Some("sent to a: starts now there".into());
@@ -544,20 +555,11 @@ mod tests {
         add_train_node(&mut c, "h1", "h100", 4);
         c.prices.insert("h100".into(), 4.5);
         let mut core = Core::new(c);
-        let submit = |core: &mut Core, s: JobSpec| {
-            core.apply(Input::Command {
-                actor: Actor::system("t"),
-                command: crate::command::Command::Submit(Box::new(s)),
-            })
-            .result
-            .unwrap();
-            crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
-        };
         // Some running work on the a100s, nothing waiting.
         for i in 0..3 {
             let mut r = JobSpec::train(&format!("r{i}"), "p", "train", 2);
             r.gpu.models = vec!["a100".into()];
-            submit(&mut core, r);
+            submit_settled(&mut core, r);
         }
         let specs = {
             let mut h100 = JobSpec::train("h", "p", "train", 2);
@@ -594,7 +596,7 @@ mod tests {
             None
         );
         // Something waiting: the copy decides.
-        submit(&mut core, JobSpec::train("waits", "p", "train", 16));
+        submit_settled(&mut core, JobSpec::train("waits", "p", "train", 16));
         assert_eq!(core.prospect_now(&specs[0]), None);
         assert!(core.prospect(&specs[0]).is_ok());
     }
@@ -617,27 +619,18 @@ mod tests {
             ..JobSpec::train(name, "p", "train", gpus)
         };
         let mut core = Core::new(c);
-        let submit = |core: &mut Core, s: JobSpec| {
-            core.apply(Input::Command {
-                actor: Actor::system("t"),
-                command: crate::command::Command::Submit(Box::new(s)),
-            })
-            .result
-            .unwrap();
-            crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
-        };
         // Every card busy: one free at 100 s, one at 200 s, the last at 10,000 s.
-        submit(&mut core, job("r1", 1, PRIORITY_LOW, 100));
-        submit(&mut core, job("r2", 1, PRIORITY_LOW, 200));
-        submit(&mut core, job("r3", 1, PRIORITY_LOW, 10_000));
+        submit_settled(&mut core, job("r1", 1, PRIORITY_LOW, 100));
+        submit_settled(&mut core, job("r2", 1, PRIORITY_LOW, 200));
+        submit_settled(&mut core, job("r3", 1, PRIORITY_LOW, 10_000));
         // The head wants all three (held for it at 10,000 s); behind the asked job, a
         // long one-card job that ends before that reservation.
-        submit(&mut core, job("head", 3, PRIORITY_HIGH, 50));
-        submit(&mut core, job("later", 1, PRIORITY_LOW, 5_000));
+        submit_settled(&mut core, job("head", 3, PRIORITY_HIGH, 50));
+        submit_settled(&mut core, job("later", 1, PRIORITY_LOW, 5_000));
         let asked = job("asked", 2, PRIORITY_MEDIUM, 50);
         let p = core.prospect(&asked).expect("a prospect");
         // As submitted: the cluster's own forecast of it.
-        submit(&mut core, asked);
+        submit_settled(&mut core, asked);
         let c = core.cluster();
         let id = c.job_id("p/asked").expect("submitted");
         let f = c.forecast(Reach::default(), None);
