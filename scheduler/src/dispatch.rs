@@ -641,6 +641,63 @@ mod tests {
         assert_eq!(p.start_in, Some(at - c.now), "{}", p.starts);
     }
 
+    /// On random small clusters (models, card counts, priorities, runtimes, a job's
+    /// models, preemption on or off, time moving between submits): a prospect says
+    /// what the cluster itself does once the job is submitted: it starts now where a
+    /// prospect said now, and otherwise the cluster's own forecast of it (every job at
+    /// once, no copy of the prospect's shortcuts) gives the start the prospect said.
+    #[test]
+    fn a_prospect_is_what_the_cluster_does_once_the_job_is_submitted() {
+        use crate::model::{PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+        use crate::testkit::*;
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
+        let (mut now, mut later) = (0, 0);
+        for case in 0..300 {
+            let mut c = train_cluster();
+            c.config.preemption = rnd(2) == 0;
+            for i in 0..1 + rnd(4) {
+                let model = ["a100", "h100"][rnd(2) as usize];
+                add_train_node(&mut c, &format!("n{i}"), model, 1 + rnd(4) as u32);
+            }
+            let rnd_job = |rnd: &mut dyn FnMut(u64) -> u64, name: String| {
+                let mut s = JobSpec {
+                    priority: [PRIORITY_LOW, PRIORITY_MEDIUM, PRIORITY_HIGH][rnd(3) as usize],
+                    est_runtime_s: Some(60 * (1 + rnd(120))),
+                    ..JobSpec::train(&name, "p", "train", 1 + rnd(3) as u32)
+                };
+                if rnd(4) == 0 {
+                    s.gpu.models = vec!["h100".into()];
+                }
+                s
+            };
+            let mut core = Core::new(c);
+            let mut t = 0;
+            for k in 0..2 + rnd(12) {
+                submit_settled(&mut core, rnd_job(&mut rnd, format!("j{k}")));
+                if rnd(3) == 0 {
+                    t += 30 * (1 + rnd(20));
+                    core.apply(Input::Advance { to: t });
+                    crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+                }
+            }
+            let asked = rnd_job(&mut rnd, "asked".into());
+            let p = core.prospect(&asked).expect("a prospect");
+            submit_settled(&mut core, asked);
+            let c = core.cluster();
+            let id = c.job_id("p/asked").expect("submitted");
+            if c.jobs[id as usize].phase == Phase::Running {
+                assert_eq!(p.start_in, Some(0), "case {case}: {}", p.starts);
+                now += 1;
+                continue;
+            }
+            let f = c.forecast(Reach::default(), None);
+            let own = f.starts[&id].at.map(|at| at - c.now);
+            assert_eq!(p.start_in, own, "case {case}: {} ({})", p.starts, p.reason);
+            later += 1;
+        }
+        assert!(now > 30 && later > 30, "{now} started now, {later} later");
+    }
+
     #[test]
     fn prospect_again_is_the_job_as_if_submitted_anew_not_behind_its_twin() {
         use crate::testkit::*;
