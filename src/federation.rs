@@ -93,17 +93,11 @@ impl Moved {
                 from,
                 to,
                 why,
-                back: true,
-            } => format!(
+                back,
+            } if *back => format!(
                 "job/{job} was not sent to {to}, which refused it: {why}; it waits in {from} again"
             ),
-            Moved::Refused {
-                job,
-                from,
-                to,
-                why,
-                back: false,
-            } => format!(
+            Moved::Refused { job, from, to, why, .. } => format!(
                 "job/{job} was withdrawn from {from} to go to {to}, but {to} refused it: {why}; submit it again"
             ),
         }
@@ -314,15 +308,23 @@ fn move_one(
             Err(e) => {
                 // Given back where it was withdrawn (nothing of it ran there), so it
                 // is in one cluster still.
-                let back = from
-                    .engine
-                    .apply(
-                        Actor::system(MOVER),
-                        Command::Requeue {
-                            job: job.to_string(),
-                        },
-                    )
-                    .is_ok();
+                let back = match from.engine.apply(
+                    Actor::system(MOVER),
+                    Command::Requeue {
+                        job: job.to_string(),
+                    },
+                ) {
+                    Ok(_) => true,
+                    Err(r) => {
+                        tracing::warn!(
+                            target: "maar",
+                            "job/{job}: not given back to {} after {} refused it: {r}",
+                            from.name,
+                            to.name
+                        );
+                        false
+                    }
+                };
                 Moved::Refused {
                     job: job.to_string(),
                     from: from_name,

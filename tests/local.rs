@@ -1,7 +1,8 @@
 //! Local mode: this machine (its GPUs from readings written from NVML's documented
-//! types, and from readings of a real H200) as the cluster; jobs run as real processes with the GPUs they were given,
-//! their ends recorded; a wrong GPU label and a full disk raise alerts; the real
-//! machine without a driver is a cluster of one GPU-less node.
+//! types, and from readings of a real H200) as the cluster; jobs run as real processes
+//! with the GPUs they were given, their ends recorded; a wrong GPU label and a full
+//! disk raise alerts; the real machine without a driver is a cluster of one GPU-less
+//! node.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

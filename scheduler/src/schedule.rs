@@ -708,10 +708,13 @@ impl Cluster {
             asked_had_its_turn = self.quiet && self.word_only == Some(id) && !scale_up;
             // Evictions earlier in this cycle may have changed the job. (What the rest
             // reads of it, read at once: a long queue's cost is mostly these lookups.)
-            let asks = self.asks_of(id);
-            let (phase, pool, est) = {
+            let (phase, pool, est, cached) = {
                 let j = &self.jobs[id as usize];
-                (j.phase, j.pool, j.spec.est_runtime_s)
+                (j.phase, j.pool, j.spec.est_runtime_s, self.asks.cached(j))
+            };
+            let asks = match cached {
+                Some(a) => a,
+                None => self.asks_of(id),
             };
             if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
                 continue;
