@@ -568,9 +568,13 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             let note = loaded.note.clone();
             let roles = std::sync::Arc::new(crate::roles::Roles::load()?);
             // A demo's engine at the speed asked, its socket beside its state file.
-            let start = |loaded, record: Option<Record>, observe| {
+            // With two sites the federation's mover runs (unless the console is a
+            // viewer's), and a job asking for a cluster waits for it.
+            let federated = clusters >= 2 && !read_only;
+            let start = |loaded: crate::backend::Loaded, record: Option<Record>, observe| {
                 let door = record.as_ref().map(|r| r.path().to_path_buf());
                 let access = roles.socket_access();
+                let federation = federated.then(|| loaded.meta.cluster.clone());
                 let handle = engine::start(
                     loaded,
                     record,
@@ -579,6 +583,7 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                         paused,
                         roles: roles.clone(),
                         observe,
+                        federation,
                         ..Default::default()
                     },
                 );
@@ -1279,16 +1284,23 @@ fn run_clusters(
         joining.stop();
         sites.iter().for_each(|s| s.engine.shutdown())
     };
+    // Several clusters: the federation's mover runs unless the console is a viewer's,
+    // and a job asking for a cluster waits for it.
+    let federated = listed.len() > 1 && !read_only;
     for c in listed {
+        let federation = federated.then(|| c.name.clone());
         let opened = match (&c.state, &c.context) {
-            (_, Some(context)) => crate::live_cli::open_kube(context, roles.clone(), headless),
+            (_, Some(context)) => {
+                crate::live_cli::open_kube(context, roles.clone(), headless, federation.clone())
+            }
             _ if c.local.is_some() => crate::live_cli::open_local(
                 c.local.as_ref().expect("local"),
                 &c.state_file(),
                 roles.clone(),
                 headless,
+                federation.clone(),
             ),
-            (Some(p), None) => open_listed_state(p, speed, roles.clone()),
+            (Some(p), None) => open_listed_state(p, speed, roles.clone(), federation.clone()),
             (None, None) => Err(Failure::Usage(format!(
                 "cluster {}: neither a state file nor a context",
                 c.name
@@ -1319,9 +1331,14 @@ fn run_clusters(
                     c.name,
                     why,
                     Box::new(move || {
-                        crate::live_cli::open_kube(&context, roles.clone(), headless)
-                            .map(|(engine, what)| (name.clone(), engine, what))
-                            .map_err(|e| e.to_string())
+                        crate::live_cli::open_kube(
+                            &context,
+                            roles.clone(),
+                            headless,
+                            federation.clone(),
+                        )
+                        .map(|(engine, what)| (name.clone(), engine, what))
+                        .map_err(|e| e.to_string())
                     }),
                 );
             }
@@ -1374,6 +1391,7 @@ fn open_listed_state(
     path: &Path,
     speed: f64,
     roles: std::sync::Arc<crate::roles::Roles>,
+    federation: Option<String>,
 ) -> Result<(engine::EngineHandle, String), Failure> {
     let meta = Record::open_read_only(path)?.meta()?;
     if meta.backend != "demo" {
@@ -1398,6 +1416,7 @@ fn open_listed_state(
         EngineOptions {
             speed,
             roles,
+            federation,
             ..Default::default()
         },
     );

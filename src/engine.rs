@@ -74,6 +74,11 @@ pub struct EngineOptions {
     pub tick_publish_every: Duration,
     /// Metrics to feed (`--metrics`).
     pub observe: Option<Arc<crate::observe::Observe>>,
+    /// This cluster's name where one maar runs it among several and its federation's
+    /// mover sends the jobs whose file asks for a cluster (`crater.ai/cluster`): such
+    /// a job is held here until sent or left here (`Core::set_federation`). `None`:
+    /// alone, or no mover runs (a viewer's console).
+    pub federation: Option<String>,
 }
 
 impl Default for EngineOptions {
@@ -85,6 +90,7 @@ impl Default for EngineOptions {
             publish_every: PUBLISH_EVERY,
             tick_publish_every: PUBLISH_EVERY,
             observe: None,
+            federation: None,
         }
     }
 }
@@ -208,6 +214,12 @@ enum Request {
     ProspectAgain {
         job: String,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
+    },
+    Dispatch {
+        job: String,
+        kept: bool,
+        why: String,
+        reply: Sender<Result<String, String>>,
     },
     At {
         t: u64,
@@ -410,6 +422,18 @@ impl EngineHandle {
         })?
     }
 
+    /// The federation decided about a job whose file asks for a cluster while it waits
+    /// here ([`maar_scheduler::Observation::Dispatch`]): `kept`, it queues here from
+    /// now on; else it stays held, `why` its reason.
+    pub fn dispatch_decided(&self, job: &str, kept: bool, why: &str) -> Result<String, String> {
+        self.ask(|reply| Request::Dispatch {
+            job: job.to_string(),
+            kept,
+            why: why.to_string(),
+            reply,
+        })?
+    }
+
     /// The cluster as it was at cluster time `t`, from the record.
     pub fn at(&self, t: u64) -> Result<Past, String> {
         self.ask(|reply| Request::At { t, reply })?
@@ -531,7 +555,10 @@ const FORECAST_HOLD_JOBS: usize = 1_000;
 const FORECAST_NODES: usize = 2_000;
 
 /// Starts an engine on a loaded cluster.
-pub fn start(loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
+pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) -> EngineHandle {
+    // Before the first cycle: a job waiting for the federation is never started here
+    // in between.
+    loaded.core.set_federation(opts.federation.clone());
     let owner = record.as_ref().and_then(|r| crate::roles::owner(r.path()));
     let recorded = record
         .as_ref()
@@ -927,6 +954,23 @@ impl Engine {
                     o.question("prospect", began.elapsed());
                 }
                 let _ = reply.send(p);
+            }
+            Request::Dispatch {
+                job,
+                kept,
+                why,
+                reply,
+            } => {
+                let began = Instant::now();
+                let out = self.core.apply_held(maar_scheduler::Input::Observe(
+                    maar_scheduler::Observation::Dispatch { job, kept, why },
+                ));
+                let res = out.result.clone().map_err(|e| e.to_string());
+                if !out.events.is_empty() {
+                    self.changed = true;
+                }
+                self.took(out.events, began);
+                let _ = reply.send(res);
             }
             Request::At { t, reply } => {
                 let _ = reply.send(self.past(t));

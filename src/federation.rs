@@ -173,10 +173,13 @@ impl Mover {
         done
     }
 
-    /// A job applied to `sites[i]` whose file asks for `wanted` (`auto` or a cluster):
-    /// sent once where [`dispatch::to_send`] says, its own cluster's prospect taken as
-    /// if it were submitted there again now. Decided once (left where it is, or sent):
-    /// it is not looked at again while this maar runs.
+    /// A job applied to `sites[i]` whose file asks for `wanted` (`auto` or a cluster),
+    /// held there until this decides (`Core::set_federation`): sent once where
+    /// [`dispatch::to_send`] says, its own cluster's prospect taken as if it were
+    /// submitted there again now; or left there, which its cluster is told (`auto`,
+    /// no other starts it sooner: it queues there; a name refused, unknown or not
+    /// answering: it stays held, told why, and is looked at again after
+    /// [`LOOK_AGAIN`]).
     fn send(
         &mut self,
         sites: &[Site],
@@ -185,13 +188,34 @@ impl Mover {
         wanted: &str,
         spec: JobSpec,
     ) -> Option<Moved> {
+        let here_site = &sites[i];
+        let tell = |kept: bool, why: &str| {
+            if let Err(e) = here_site.engine.dispatch_decided(job, kept, why) {
+                tracing::warn!(target: "maar", "job/{job}: {} not told the federation's decision ({why}): {e}", here_site.name);
+            }
+        };
+        // The cluster it names does not answer now: not decided, looked at again.
+        if wanted != "auto"
+            && wanted != here_site.name
+            && sites.iter().any(|s| s.name == wanted && !answers(s))
+        {
+            tell(
+                false,
+                &format!(
+                    "waiting to be sent to cluster {wanted} ({}: {wanted}), which does not answer; tried again every {} s",
+                    maar_scheduler::manifest::LABEL_CLUSTER,
+                    LOOK_AGAIN.as_secs()
+                ),
+            );
+            return None;
+        }
         let listed: Vec<&Site> = sites
             .iter()
             .enumerate()
             .filter(|(k, s)| *k == i || answers(s))
             .map(|(_, s)| s)
             .collect();
-        let here = listed.iter().position(|s| std::ptr::eq(*s, &sites[i]))?;
+        let here = listed.iter().position(|s| std::ptr::eq(*s, here_site))?;
         let others: Vec<Site> = listed
             .iter()
             .enumerate()
@@ -201,37 +225,52 @@ impl Mover {
         let mut asked = prospects(&others, &spec);
         asked.insert(
             here,
-            (sites[i].name.clone(), sites[i].engine.prospect_again(job)),
+            (here_site.name.clone(), here_site.engine.prospect_again(job)),
         );
         if asked[here].1.is_err() {
             // It started or ended meanwhile: nothing to send.
             return None;
         }
-        // Decided now, whatever the answer: it is not asked again.
-        self.sent.insert((i, job.to_string()));
         match dispatch::to_send(here, wanted, &asked) {
             Ok(Some(choice)) => {
                 let to = listed[choice.index];
                 let start_in = asked[choice.index].1.as_ref().ok().and_then(|p| p.start_in);
-                let m = move_one(&sites[i], to, job, spec, choice.why, start_in, false)?;
+                let Some(m) = move_one(here_site, to, job, spec, choice.why, start_in, false)
+                else {
+                    // Not withdrawn (it changed meanwhile): looked at again.
+                    return None;
+                };
                 say(&m);
+                self.sent.insert((i, job.to_string()));
+                if let Moved::Refused {
+                    why, back: true, ..
+                } = &m
+                {
+                    // Given back here: `auto` queues here; a name stays held.
+                    let why = format!("{} refused it: {why}", to.name);
+                    tell(wanted == "auto", &why);
+                }
                 Some(m)
             }
             Ok(None) => {
                 let why = if wanted == "auto" {
-                    "and no other cluster starts it sooner"
+                    "no other cluster starts it sooner"
                 } else {
-                    "(this one)"
+                    "its file asks for this one"
                 };
                 tracing::info!(
                     target: "maar",
-                    "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster) {why}",
-                    sites[i].name
+                    "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster), {why}",
+                    here_site.name
                 );
+                self.sent.insert((i, job.to_string()));
+                tell(true, why);
                 None
             }
             Err(why) => {
-                tracing::warn!(target: "maar", "job/{job}: {why}; it stays in {}", sites[i].name);
+                // Held, told why; looked at again (the cluster may join, or take it).
+                tracing::warn!(target: "maar", "job/{job}: {why}; it waits in {}", here_site.name);
+                tell(false, &why);
                 None
             }
         }

@@ -202,6 +202,7 @@ where
                 ));
                 let (a, path, roles) = (a.clone(), path.clone(), roles.clone());
                 let (headless, placement) = (theme.is_none(), r.live.placement);
+                let federated = !r.live.read_only;
                 joining.wait_for(
                     name,
                     why,
@@ -210,7 +211,9 @@ where
                             backend::open_live::<B>(&path, &a).map_err(|e| e.to_string())?;
                         loaded.core.set_placement(placement);
                         let name = loaded.meta.cluster.clone();
-                        let engine = live_engine(loaded, rec, roles.clone(), headless, None);
+                        let federation = federated.then(|| name.clone());
+                        let engine =
+                            live_engine(loaded, rec, roles.clone(), headless, None, federation);
                         Ok((name, engine, what))
                     }),
                 );
@@ -229,7 +232,17 @@ where
             path.display(),
             std::process::id()
         ));
-        let handle = live_engine(loaded, rec, roles.clone(), theme.is_none(), None);
+        // Several clusters: the federation's mover runs unless the console is a
+        // viewer's, and a job asking for a cluster waits for it.
+        let federation = (!r.live.read_only).then(|| name.clone());
+        let handle = live_engine(
+            loaded,
+            rec,
+            roles.clone(),
+            theme.is_none(),
+            None,
+            federation,
+        );
         sites.push(crate::console::app::Site {
             name,
             engine: handle,
@@ -296,6 +309,7 @@ pub(crate) fn open_kube(
     context: &str,
     roles: std::sync::Arc<crate::roles::Roles>,
     headless: bool,
+    federation: Option<String>,
 ) -> Result<(engine::EngineHandle, String), Failure> {
     use maar_scheduler::kit::Backend;
     let args = maar_kube::KubeArgs {
@@ -312,7 +326,10 @@ pub(crate) fn open_kube(
     state_folder(&path)?;
     let (loaded, rec, what) = backend::open_live::<maar_kube::Kube>(&path, &args)?;
     let what = format!("{what} on {}", path.display());
-    Ok((live_engine(loaded, rec, roles, headless, None), what))
+    Ok((
+        live_engine(loaded, rec, roles, headless, None, federation),
+        what,
+    ))
 }
 
 /// This machine's cluster opened and its engine started as `maar local` would (with
@@ -322,6 +339,7 @@ pub(crate) fn open_local(
     state: &std::path::Path,
     roles: std::sync::Arc<crate::roles::Roles>,
     headless: bool,
+    federation: Option<String>,
 ) -> Result<(engine::EngineHandle, String), Failure> {
     let args = maar_local::LocalArgs {
         agents: entry.agents.clone(),
@@ -336,7 +354,10 @@ pub(crate) fn open_local(
     state_folder(state)?;
     let (loaded, rec, what) = backend::open_live::<maar_local::Local>(state, &args)?;
     let what = format!("{what} on {}", state.display());
-    Ok((live_engine(loaded, rec, roles, headless, None), what))
+    Ok((
+        live_engine(loaded, rec, roles, headless, None, federation),
+        what,
+    ))
 }
 
 /// A live cluster's engine started in real time and served: the console (as a viewer
@@ -363,7 +384,7 @@ fn serve(
     let state = rec.path().to_path_buf();
     loaded.core.set_placement(placement);
     let observe = metrics.as_ref().map(|m| m.1.clone());
-    let handle = live_engine(loaded, rec, roles, theme.is_none(), observe);
+    let handle = live_engine(loaded, rec, roles, theme.is_none(), observe, None);
     metrics_serve(metrics, &handle)?;
     let _beside = match extra.map(|f| f(&handle, &state)).transpose() {
         Ok(a) => a,
@@ -383,6 +404,7 @@ fn live_engine(
     roles: std::sync::Arc<crate::roles::Roles>,
     headless: bool,
     observe: Option<std::sync::Arc<crate::observe::Observe>>,
+    federation: Option<String>,
 ) -> EngineHandle {
     let state = rec.path().to_path_buf();
     let access = roles.socket_access();
@@ -404,6 +426,7 @@ fn live_engine(
                 EngineOptions::default().tick_publish_every
             },
             observe,
+            federation,
         },
     );
     crate::api::serve(&handle, &state, access);

@@ -13,6 +13,12 @@ use maar::load::load_scenario;
 use maar_demo::Demo;
 
 fn engine(scenario: &str, at: u64) -> EngineHandle {
+    engine_of(scenario, at, None)
+}
+
+/// The demo's `scenario` at `at`, its engine paused; `federation`: its name among
+/// several whose mover runs (`EngineOptions::federation`).
+fn engine_of(scenario: &str, at: u64, federation: Option<&str>) -> EngineHandle {
     let mut d = Demo::new(
         load_scenario(Some(std::path::Path::new(scenario))).unwrap(),
         None,
@@ -24,6 +30,7 @@ fn engine(scenario: &str, at: u64) -> EngineHandle {
         None,
         EngineOptions {
             paused: true,
+            federation: federation.map(String::from),
             ..Default::default()
         },
     )
@@ -501,6 +508,106 @@ fn a_job_whose_file_asks_for_auto_is_sent_once_where_it_starts_first() {
     assert!(!names.iter().any(|n| n.0 == "ml-prod/anywhere"), "{sent:?}");
     // Decided once: nothing is sent again, by this mover or by a look a second later.
     assert_eq!(mover.look(&sites), vec![]);
+    for s in &sites {
+        s.engine.shutdown();
+    }
+}
+
+/// Where the federation's mover runs, a job applied to one cluster whose file names
+/// another is not started where it was applied, even with room there: it waits,
+/// saying so, until the mover sends it (it runs in the named cluster only); one asking
+/// for `auto` waits for the mover's choice and, left here, starts here; and one that
+/// names a cluster no federation has waits, told why, instead of running here.
+#[test]
+fn a_job_naming_another_cluster_is_not_started_where_it_was_applied() {
+    use maar::federation::{Moved, Mover, Site as FedSite};
+    let sites = vec![
+        FedSite {
+            name: "lab".into(),
+            engine: engine_of("lab", 3600, Some("lab")),
+        },
+        FedSite {
+            name: "site-b".into(),
+            engine: engine_of("site-b", 3600, Some("site-b")),
+        },
+    ];
+    let (lab, b) = (&sites[0].engine, &sites[1].engine);
+    let actor = maar_scheduler::Actor::system("clusters-test");
+    // No GPU: both sites could start it now.
+    let submit = |name: &str, cluster: &str| {
+        let text = format!(
+            "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata:\n  name: {name}\n  namespace: ml-prod\n  annotations:\n    crater.ai/cluster: {cluster}\nspec:\n  resources:\n    pool: training-gpu\n    gpu:\n      count: 0\n"
+        );
+        let spec = maar::load::parse_manifest("tj.yaml", &text).unwrap();
+        lab.apply(
+            actor.clone(),
+            maar_scheduler::Command::Submit(Box::new(spec)),
+        )
+        .unwrap();
+    };
+    submit("named", "site-b");
+    submit("chosen", "auto");
+    submit("nowhere", "mars");
+    let job =
+        |v: &maar::engine::View, n: &str| v.snapshot.jobs.iter().find(|j| j.name == n).cloned();
+    let lv = lab.sync().unwrap();
+    for n in ["named", "chosen", "nowhere"] {
+        assert_eq!(job(&lv, n).unwrap().phase, "Pending", "{n}");
+    }
+    assert_eq!(
+        job(&lv, "named").unwrap().reasons[0],
+        "waiting to be sent to cluster site-b (crater.ai/cluster: site-b); it does not run in lab"
+    );
+    let ex = lab.explain("ml-prod/named").unwrap();
+    assert!(
+        ex.to_string()
+            .contains("Reason:    waiting to be sent to cluster site-b"),
+        "{ex}"
+    );
+    assert!(ex.suggestions.is_empty(), "{:?}", ex.suggestions);
+    let mut mover = Mover::default();
+    let sent = mover.look(&sites);
+    assert!(
+        sent.iter().any(
+            |m| matches!(m, Moved::Done { job, to, .. } if job == "ml-prod/named" && to == "site-b")
+        ),
+        "{sent:?}"
+    );
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (lv, bv) = (lab.sync().unwrap(), b.sync().unwrap());
+    // Never run in the lab: withdrawn as it waited; running in site-b.
+    let named = job(&lv, "named").unwrap();
+    assert_eq!(named.phase, "Cancelled");
+    assert_eq!(named.run_s, 0);
+    assert_eq!(job(&bv, "named").unwrap().phase, "Running");
+    // `auto`: both start it now, the lab is listed first: it stays, queued there (the
+    // next cycle starts it: the paused lab's when it runs again).
+    let chosen = job(&lv, "chosen").unwrap();
+    assert_eq!(chosen.to_send, None);
+    assert_eq!(chosen.reasons[0], "waiting for the next scheduling cycle");
+    lab.set_paused(false).unwrap();
+    let t = std::time::Instant::now();
+    while job(&lab.sync().unwrap(), "chosen").unwrap().phase != "Running" {
+        assert!(t.elapsed().as_secs() < 10, "not started in 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let lv = lab.sync().unwrap();
+    assert_eq!(job(&lv, "named").unwrap().phase, "Cancelled");
+    assert!(job(&bv, "chosen").is_none());
+    // A name no cluster has: still waiting, told why, in no queue.
+    let nowhere = job(&lv, "nowhere").unwrap();
+    assert_eq!(nowhere.phase, "Pending");
+    assert!(
+        nowhere.reasons[0]
+            .contains("asks for cluster mars (crater.ai/cluster), which is none of lab, site-b"),
+        "{:?}",
+        nowhere.reasons
+    );
+    assert!(lv
+        .snapshot
+        .events
+        .iter()
+        .any(|e| e.reason == "KeptHere" && e.object == "job/ml-prod/chosen"));
     for s in &sites {
         s.engine.shutdown();
     }

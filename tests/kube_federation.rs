@@ -104,6 +104,9 @@ fn started_at(name: &str, mut driver: KubeDriver, seen: Vec<Seen>, until: u64) -
         None,
         EngineOptions {
             paused: true,
+            // As `maar kube --context a --context b` runs them: the mover runs, and a
+            // job asking for a cluster waits for it.
+            federation: Some(name.into()),
             ..Default::default()
         },
     );

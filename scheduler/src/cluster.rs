@@ -170,6 +170,13 @@ pub struct Cluster {
     /// Pending jobs with a node selector or a required node affinity (the few whose
     /// nodes loose jobs keep off: a cycle looks at these, not at the whole queue).
     pub(crate) pending_constrained: BTreeSet<JobId>,
+    /// Pending jobs held for the federation ([`Cluster::federation_hold`]): in
+    /// `pending`, in no queue; no cycle tries them.
+    pub(crate) pending_held: BTreeSet<JobId>,
+    /// This cluster's name where one maar runs it among several and its federation
+    /// sends the jobs whose file asks for a cluster (`crater.ai/cluster`); `None`
+    /// alone. Said by whoever runs the federation, each run (not checkpointed).
+    pub(crate) federation: Option<String>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.
     pub(crate) told: crate::fxhash::FxHashMap<crate::verdict::VerdictKey, Reason>,
@@ -349,6 +356,8 @@ impl Cluster {
             pending_by_key: Default::default(),
             pending_loose: BTreeSet::new(),
             pending_constrained: BTreeSet::new(),
+            pending_held: BTreeSet::new(),
+            federation: None,
             told: Default::default(),
             shape_counts: BTreeMap::new(),
             admission_gen: 0,
@@ -893,6 +902,7 @@ impl Cluster {
             evicted: None,
             aged: 0,
             peak_pct: 0,
+            kept: false,
             spec: spec.into(),
             asks: Default::default(),
         });
@@ -1142,6 +1152,12 @@ impl Cluster {
     /// Puts a job in the pending set and its indexes.
     pub(crate) fn pending_insert(&mut self, id: JobId) {
         let k = self.queue_key(id);
+        if let Some(why) = self.federation_hold(&self.jobs[id as usize]) {
+            self.pending_held.insert(id);
+            self.pending.insert(id, k);
+            self.set_reason(id, &why);
+            return;
+        }
         match self.verdict_key(id, k.replicas) {
             Some(vk) => {
                 self.pending_by_key.entry(vk).or_default().insert(id, k);
@@ -1159,6 +1175,10 @@ impl Cluster {
 
     /// Takes a job out of the pending set and its indexes.
     pub(crate) fn pending_remove(&mut self, id: JobId) {
+        if self.pending_held.remove(&id) {
+            self.pending.remove(&id);
+            return;
+        }
         if let Some(k) = self.pending.remove(&id) {
             match self.verdict_key(id, k.replicas) {
                 Some(vk) => {

@@ -98,6 +98,18 @@ impl Core {
     /// starting ([`crate::forecast`]). Refused (the spec's own error) when this cluster
     /// would refuse the submit: a project or pool it does not have, a bad spec.
     pub fn prospect(&self, spec: &JobSpec) -> Result<Prospect, String> {
+        // As a federation would send it: the file's own ask for a cluster decided
+        // (else a copy of a cluster among several would hold it for the federation).
+        let sent;
+        let spec = if spec.cluster.is_some() {
+            sent = JobSpec {
+                cluster: None,
+                ..spec.clone()
+            };
+            &sent
+        } else {
+            spec
+        };
         if let Some(p) = self.prospect_now(spec) {
             // The shortcut answers as the copy would: checked against it in debug
             // builds (every test that asks a prospect).
@@ -114,6 +126,12 @@ impl Core {
     /// [`Core::prospect`] only where it needs no copy of the cluster (see
     /// `prospect_now`): cheap on a cluster of any size; `None` where a copy must decide.
     pub fn prospect_quick(&self, spec: &JobSpec) -> Option<Prospect> {
+        if spec.cluster.is_some() {
+            return self.prospect_now(&JobSpec {
+                cluster: None,
+                ..spec.clone()
+            });
+        }
         self.prospect_now(spec)
     }
 
@@ -277,6 +295,105 @@ impl Core {
             price: None,
             exists,
         })
+    }
+}
+
+impl Cluster {
+    /// Why a Pending job waits for the federation rather than in this cluster's queue:
+    /// its file asks for another cluster, or for `auto`, and the federation that runs
+    /// this cluster among others has neither sent it yet nor left it here (`kept`).
+    /// `None`: it queues here (alone, no ask, this cluster asked, sent here, kept).
+    pub(crate) fn federation_hold(&self, j: &crate::model::Job) -> Option<crate::model::Reason> {
+        let me = self.federation.as_deref()?;
+        let wanted = j.spec.cluster.as_deref()?;
+        if wanted == me || j.kept || j.spec.dispatched.is_some() {
+            return None;
+        }
+        let label = crate::manifest::LABEL_CLUSTER;
+        Some(if wanted == "auto" {
+            format!("waiting for the federation to send it where it starts first ({label}: auto); not started in {me} before that").into()
+        } else {
+            format!("waiting to be sent to cluster {wanted} ({label}: {wanted}); it does not run in {me}").into()
+        })
+    }
+
+    /// Whether a job waits for the federation ([`Cluster::federation_hold`]).
+    pub fn held_for_federation(&self, id: crate::model::JobId) -> bool {
+        self.pending_held.contains(&id)
+    }
+
+    /// This cluster is `me` among several whose federation sends the jobs that ask for
+    /// a cluster (`None`: alone); the Pending jobs that ask for one are held or
+    /// queued as that says.
+    pub(crate) fn set_federation(&mut self, me: Option<String>) {
+        if self.federation == me {
+            return;
+        }
+        self.federation = me;
+        let asking: Vec<crate::model::JobId> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|&id| self.jobs[id as usize].spec.cluster.is_some())
+            .collect();
+        for id in asking {
+            self.rehold(id);
+        }
+    }
+
+    /// A Pending job held or queued again as [`Cluster::federation_hold`] now says.
+    fn rehold(&mut self, id: crate::model::JobId) {
+        if !self.pending.contains_key(&id) {
+            return;
+        }
+        let was = self.pending_held.contains(&id);
+        self.pending_remove(id);
+        self.pending_insert(id);
+        if was && !self.pending_held.contains(&id) {
+            self.set_reason(id, &"waiting for the next scheduling cycle".into());
+        }
+    }
+
+    /// The federation decided about a job whose file asks for a cluster while it waits
+    /// here: `kept`, it queues here from now on; else it stays held, `why` its reason.
+    pub(crate) fn dispatch_decided(
+        &mut self,
+        job: &str,
+        kept: bool,
+        why: &str,
+    ) -> Result<String, crate::cluster::ClusterError> {
+        let id = self.job_id(job)?;
+        let object = format!("job/{job}");
+        if kept {
+            if self.jobs[id as usize].kept {
+                return Ok(format!("job {job} already kept here"));
+            }
+            self.jobs[id as usize].kept = true;
+            self.rehold(id);
+            let me = self.federation.clone().unwrap_or_default();
+            let m = format!("kept in {me} by the federation: {why}");
+            self.emit(
+                crate::event::Severity::Normal,
+                "KeptHere",
+                object,
+                m.clone(),
+            );
+            return Ok(m);
+        }
+        if !self.pending_held.contains(&id) {
+            return Ok(format!("job {job} is not held for the federation"));
+        }
+        let why: crate::model::Reason = why.into();
+        if self.jobs[id as usize].reason != why {
+            self.set_reason(id, &why);
+            self.emit(
+                crate::event::Severity::Warning,
+                "NotSent",
+                object,
+                why.to_string(),
+            );
+        }
+        Ok(format!("job {job} still held: {why}"))
     }
 }
 
@@ -823,5 +940,121 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// A job whose file asks for another cluster, or for `auto`, is not started where
+    /// it was applied while one maar runs several clusters, before the federation
+    /// decides: held (no cycle tries it, however much room), its reason saying so,
+    /// explain offering no fix or start; kept by the federation it queues; alone the
+    /// ask changes nothing; one naming this cluster, or sent here, starts at once.
+    #[test]
+    fn a_job_asking_for_another_cluster_waits_for_the_federation_not_the_queue() {
+        use crate::input::Observation;
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "n1", "a100", 8);
+        let mut core = Core::new(c);
+        core.set_federation(Some("east".into()));
+        let asking = |name: &str, cluster: &str| {
+            let mut s = JobSpec::train(name, "p", "train", 1);
+            s.cluster = Some(cluster.into());
+            s
+        };
+        submit_settled(&mut core, asking("to-west", "west"));
+        submit_settled(&mut core, asking("auto", "auto"));
+        submit_settled(&mut core, asking("here", "east"));
+        let mut sent = asking("sent", "west");
+        sent.dispatched = Some("sent to east: starts now there".into());
+        submit_settled(&mut core, sent);
+        let phase = |core: &Core, name: &str| {
+            let c = core.cluster();
+            c.jobs[c.job_id(name).unwrap() as usize].phase
+        };
+        let reason = |core: &Core, name: &str| {
+            let c = core.cluster();
+            c.jobs[c.job_id(name).unwrap() as usize].reason.to_string()
+        };
+        assert_eq!(phase(&core, "p/here"), Phase::Running);
+        assert_eq!(phase(&core, "p/sent"), Phase::Running);
+        for _ in 0..3 {
+            crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        }
+        assert_eq!(phase(&core, "p/to-west"), Phase::Pending);
+        assert_eq!(phase(&core, "p/auto"), Phase::Pending);
+        assert_eq!(
+            reason(&core, "p/to-west"),
+            "waiting to be sent to cluster west (crater.ai/cluster: west); it does not run in east"
+        );
+        assert!(reason(&core, "p/auto")
+            .starts_with("waiting for the federation to send it where it starts first"));
+        // Explain: the reason first, no fix, no start, no queue place.
+        let c = core.cluster();
+        let ex = c.explain(c.job_id("p/to-west").unwrap());
+        assert_eq!(ex.reason, reason(&core, "p/to-west"));
+        assert!(ex.suggestions.is_empty(), "{:?}", ex.suggestions);
+        assert_eq!(ex.starts, None);
+        assert_eq!(ex.queue_position, None);
+        // The forecast of every job gives it no start (nothing here will start it).
+        let f = c.forecast(crate::forecast::Reach::default(), None);
+        assert!(!f.starts.contains_key(&c.job_id("p/to-west").unwrap()));
+        // The views say which the federation is to send.
+        let snap = c.snapshot();
+        let to_send = |name: &str| {
+            snap.jobs
+                .iter()
+                .find(|j| j.name == name)
+                .and_then(|j| j.to_send.clone())
+        };
+        assert_eq!(to_send("to-west").as_deref(), Some("west"));
+        assert_eq!(to_send("auto").as_deref(), Some("auto"));
+        assert_eq!(to_send("sent"), None);
+        // A prospect here is of the job as the federation would send it: not held.
+        let p = core.prospect(&asking("probe", "auto")).unwrap();
+        assert_eq!(p.start_in, Some(0), "{p:?}");
+        // The named cluster refuses it: still held, the refusal its reason, an event.
+        let refused = "its file asks for cluster west (crater.ai/cluster), which refuses it: no pool train there";
+        let out = core.apply(Input::Observe(Observation::Dispatch {
+            job: "p/to-west".into(),
+            kept: false,
+            why: refused.into(),
+        }));
+        assert!(out.is_ok(), "{:?}", out.result);
+        assert!(
+            out.events.iter().any(|e| e.reason == "NotSent"),
+            "{:?}",
+            out.events
+        );
+        crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        assert_eq!(phase(&core, "p/to-west"), Phase::Pending);
+        assert_eq!(reason(&core, "p/to-west"), refused);
+        // `auto` left here: it queues and starts; the view no longer asks to send it.
+        let out = core.apply(Input::Observe(Observation::Dispatch {
+            job: "p/auto".into(),
+            kept: true,
+            why: "no other cluster starts it sooner".into(),
+        }));
+        assert!(
+            out.events.iter().any(|e| e.reason == "KeptHere"),
+            "{:?}",
+            out.events
+        );
+        crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        assert_eq!(phase(&core, "p/auto"), Phase::Running);
+        assert_eq!(
+            core.cluster()
+                .snapshot()
+                .jobs
+                .iter()
+                .find(|j| j.name == "auto")
+                .and_then(|j| j.to_send.clone()),
+            None
+        );
+        // Kept survives a checkpoint.
+        let back = Cluster::restore(core.checkpoint()).expect("restored");
+        assert!(back.jobs[back.job_id("p/auto").unwrap() as usize].kept);
+        // Alone, the ask changes nothing: the held job queues and starts.
+        core.set_federation(None);
+        crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        assert_eq!(phase(&core, "p/to-west"), Phase::Running);
     }
 }

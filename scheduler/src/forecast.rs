@@ -169,10 +169,11 @@ impl Cluster {
                 .map(|j| (id, never(j)))
                 .into_iter()
                 .collect(),
+            // (not those held for the federation: no cycle here tries them)
             None => c
                 .jobs
                 .iter_unordered()
-                .filter(|j| j.phase == Phase::Pending)
+                .filter(|j| j.phase == Phase::Pending && !c.pending_held.contains(&j.id))
                 .map(|j| (j.id, never(j)))
                 .collect(),
         };

@@ -187,6 +187,16 @@ pub enum Observation {
         #[serde(default)]
         reason: String,
     },
+    /// The federation that runs this cluster among others decided about a job whose
+    /// file asks for a cluster (`crater.ai/cluster`) while it waits here: `kept`, it
+    /// queues here from now on (`auto`, and no other cluster starts it sooner; or the
+    /// one chosen refused it); else it stays held, `why` its reason (the cluster it
+    /// names refuses it, is none of the federation's, or does not answer).
+    Dispatch {
+        job: String,
+        kept: bool,
+        why: String,
+    },
     /// Something the driver wants the operator to see (a scenario step it could not
     /// carry out, a reading it could not take); logged as an event, changes nothing.
     Note {
@@ -285,6 +295,14 @@ impl Core {
     /// setting maar starts with (`maar local --placement`), not an operator command.
     pub fn set_placement(&mut self, policy: crate::placement::Policy) {
         self.cluster.config.placement = policy;
+    }
+
+    /// This cluster is `me` among several run by one maar, whose federation sends the
+    /// jobs that ask for a cluster (`crater.ai/cluster`): such a job waits here,
+    /// untried, until the federation sends it or leaves it here
+    /// ([`Observation::Dispatch`]). `None`: alone, the ask changes nothing.
+    pub fn set_federation(&mut self, me: Option<String>) {
+        self.cluster.set_federation(me);
     }
 
     /// The cluster, to read.
@@ -678,6 +696,7 @@ impl Core {
                 c.emit(severity, reason, object, message);
                 done("noted".into())
             }
+            Observation::Dispatch { job, kept, why } => done(c.dispatch_decided(&job, kept, &why)?),
             Observation::BindFailed { job, reason } => {
                 let id = c.job_id(&job)?;
                 c.fail_bind(id, &format!("bind failed: {reason}"))?;

@@ -269,11 +269,9 @@ impl Cluster {
             movable: j.phase == crate::model::Phase::Pending
                 && j.spec.dispatched.is_some()
                 && j.spec.moved_from.is_none(),
-            to_send: j
-                .spec
-                .cluster
-                .clone()
-                .filter(|_| j.phase == crate::model::Phase::Pending && j.spec.dispatched.is_none()),
+            to_send: j.spec.cluster.clone().filter(|_| {
+                j.phase == crate::model::Phase::Pending && j.spec.dispatched.is_none() && !j.kept
+            }),
             bound: j.placements.iter().all(|p| p.bound),
             autoscaler_paused_by: j.autoscaler.paused_by.clone(),
             request: j.spec.shape_with(j.desired_replicas.max(1)),

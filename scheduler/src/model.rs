@@ -943,6 +943,11 @@ pub struct Job {
     /// request (telemetry): what right-sizing reads when the run ends well.
     #[serde(default, skip_serializing_if = "is_zero_u")]
     pub peak_pct: u32,
+    /// Its file asks for a cluster (`crater.ai/cluster`) and the federation that runs
+    /// this cluster among others left it here (`auto`, and no other cluster starts it
+    /// sooner; or the one chosen refused it): it queues here, held no more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
     /// The number its asks were interned under (derived: never stored, never
     /// compared; see `shape.rs`).
     #[serde(skip)]

@@ -93,6 +93,9 @@ impl Cluster {
         let share = |j: &Job| j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
         let mut items = Vec::with_capacity(self.pending.len());
         for (&id, k) in &self.pending {
+            if self.pending_held.contains(&id) {
+                continue;
+            }
             items.push((self.item_key(id, k, &shares), k.replicas));
         }
         for &id in &self.services {

@@ -192,7 +192,9 @@ impl Cluster {
         // When it starts: a forward run on a copy, until it starts (on clusters up to
         // `proof_nodes` nodes: beyond, copying the cluster costs more than an
         // explanation may; `maar get jobs` forecasts every job at once).
-        let forecast = forecast && self.nodes.len() <= self.config.proof_nodes;
+        // A job held for the federation has neither (no cycle here tries it).
+        let held = self.held_for_federation(id);
+        let forecast = forecast && !held && self.nodes.len() <= self.config.proof_nodes;
         let start = (forecast && j.phase == Phase::Pending).then(|| {
             self.forecast(crate::forecast::Reach::default(), Some(id))
                 .starts
@@ -203,7 +205,7 @@ impl Cluster {
                     after: None,
                 })
         });
-        let suggestions = if j.phase == Phase::Pending
+        let suggestions = if !held && j.phase == Phase::Pending
             || (j.phase == Phase::Running && j.desired_replicas > j.running_replicas())
         {
             self.suggestions(
