@@ -969,6 +969,11 @@ impl Engine {
                 if !out.events.is_empty() {
                     self.changed = true;
                 }
+                if kept && res.is_ok() {
+                    // Queued here now: placed by the next cycle, before anyone is
+                    // told it waits.
+                    self.driver.nudge();
+                }
                 self.took(out.events, began);
                 let _ = reply.send(res);
             }

@@ -59,6 +59,9 @@ pub struct Mover {
     next: HashMap<(usize, String), Instant>,
     /// (cluster, job) whose file asked for a cluster, decided once: left or sent.
     sent: std::collections::HashSet<(usize, String)>,
+    /// (cluster, job) held, and why it was last said (logged when it changes, not at
+    /// every look).
+    said: HashMap<(usize, String), String>,
 }
 
 /// What a look did: a job moved, or one that could not be.
@@ -189,25 +192,39 @@ impl Mover {
         spec: JobSpec,
     ) -> Option<Moved> {
         let here_site = &sites[i];
+        let key = (i, job.to_string());
         let tell = |kept: bool, why: &str| {
             if let Err(e) = here_site.engine.dispatch_decided(job, kept, why) {
                 tracing::warn!(target: "maar", "job/{job}: {} not told the federation's decision ({why}): {e}", here_site.name);
             }
         };
-        // The cluster it names does not answer now: not decided, looked at again.
-        if wanted != "auto"
-            && wanted != here_site.name
-            && sites.iter().any(|s| s.name == wanted && !answers(s))
-        {
-            tell(
-                false,
-                &format!(
-                    "waiting to be sent to cluster {wanted} ({}: {wanted}), which does not answer; tried again every {} s",
-                    maar_scheduler::manifest::LABEL_CLUSTER,
+        // Still held: said to its cluster, and logged once per reason.
+        let mut hold = |why: String| {
+            if self.said.get(&key) != Some(&why) {
+                tracing::warn!(target: "maar", "job/{job}: {why}; it waits in {}", here_site.name);
+                tell(false, &why);
+                self.said.insert(key.clone(), why);
+            }
+        };
+        let label = maar_scheduler::manifest::LABEL_CLUSTER;
+        if wanted != "auto" && wanted != here_site.name {
+            // A name none of the clusters has (down or not): said with all of them.
+            if !sites.iter().any(|s| s.name == wanted) {
+                let names: Vec<&str> = sites.iter().map(|s| s.name.as_str()).collect();
+                hold(format!(
+                    "its file asks for cluster {wanted} ({label}), which is none of {}",
+                    names.join(", ")
+                ));
+                return None;
+            }
+            // The cluster it names does not answer now: not decided, looked at again.
+            if sites.iter().any(|s| s.name == wanted && !answers(s)) {
+                hold(format!(
+                    "waiting to be sent to cluster {wanted} ({label}: {wanted}), which does not answer; tried again every {} s",
                     LOOK_AGAIN.as_secs()
-                ),
-            );
-            return None;
+                ));
+                return None;
+            }
         }
         let listed: Vec<&Site> = sites
             .iter()
@@ -242,6 +259,7 @@ impl Mover {
                 };
                 say(&m);
                 self.sent.insert((i, job.to_string()));
+                self.said.remove(&key);
                 if let Moved::Refused {
                     why, back: true, ..
                 } = &m
@@ -264,13 +282,13 @@ impl Mover {
                     here_site.name
                 );
                 self.sent.insert((i, job.to_string()));
+                self.said.remove(&key);
                 tell(true, why);
                 None
             }
             Err(why) => {
-                // Held, told why; looked at again (the cluster may join, or take it).
-                tracing::warn!(target: "maar", "job/{job}: {why}; it waits in {}", here_site.name);
-                tell(false, &why);
+                // Held, told why; looked at again (the cluster may take it later).
+                hold(why);
                 None
             }
         }

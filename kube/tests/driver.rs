@@ -2559,3 +2559,65 @@ fn a_trainjob_asking_for_auto_is_made_in_the_cluster_it_is_sent_to_as_written() 
         .count();
     assert_eq!(pods_made, 1, "{writes:?}");
 }
+
+/// A TrainJob asking for `auto` that the federation leaves in this cluster queues
+/// here and the driver places it at its next poll (nudged), before any second's step
+/// could tell it "waiting for the next scheduling cycle" as a FailedScheduling warning
+/// (seen on a real API server before the nudge). While held it is told why it waits.
+#[test]
+fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() {
+    use maar_scheduler::{Driver, Input, Observation};
+    let mut core = new_core();
+    core.set_federation(Some("east".into()));
+    let mut d = KubeDriver::detached();
+    let o: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "crater.ai/v1", "kind": "TrainJob",
+        "metadata": {"name": "t", "namespace": "ml", "uid": "uid-t",
+            "resourceVersion": "12", "generation": 1,
+            "annotations": {"crater.ai/cluster": "auto"}},
+        "spec": {"image": "i", "resources": {"pool": "gpu", "gpu": {"count": 1}}},
+    }))
+    .unwrap();
+    let mut seen = lists(
+        vec![node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        )],
+        vec![],
+    );
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(Box::new(ObjectSeen::of(Owner::TrainJob, &o))),
+    ));
+    let told = |writes: &[Write]| -> Vec<String> {
+        writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Unschedulable { job, message, .. } if job == "ml/t" => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (_, writes) = d.step(&mut core, 1, seen);
+    assert_eq!(phase(&core, "ml/t"), Phase::Pending);
+    let said = told(&writes);
+    assert!(
+        said.iter()
+            .all(|m| m.starts_with("waiting for the federation to send it where it starts first")),
+        "{said:?}"
+    );
+    // Left here: queued, and placed at the next poll.
+    let out = core.apply_held(Input::Observe(Observation::Dispatch {
+        job: "ml/t".into(),
+        kept: true,
+        why: "no other cluster starts it sooner".into(),
+    }));
+    assert!(out.is_ok(), "{:?}", out.result);
+    d.nudge();
+    d.poll(&mut core);
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
+    let (_, writes) = d.step(&mut core, 2, vec![]);
+    assert_eq!(told(&writes), Vec::<String>::new());
+}

@@ -55,6 +55,12 @@ pub struct ClusterState {
     /// read is dropped, not taken as a damaged checkpoint.
     #[serde(default, deserialize_with = "lenient")]
     pub runtimes: crate::forecast::Runtimes,
+    /// This cluster's name among several whose federation sends the jobs that ask for
+    /// a cluster (`Cluster::federation_hold`), as the run that wrote it had it: a
+    /// reader of the state file (explain, `get jobs`) sees those jobs held as the
+    /// engine does. A run that opens it says its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub federation: Option<String>,
 }
 
 /// Reads a value that may be dropped: its default where it does not parse.
@@ -123,6 +129,8 @@ impl Cluster {
             bound_demand: &'a [f64],
             alert_book: &'a crate::alerts::AlertBook,
             runtimes: &'a crate::forecast::Runtimes,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            federation: &'a Option<String>,
         }
         let r = Ref {
             version: CHECKPOINT_VERSION,
@@ -147,6 +155,7 @@ impl Cluster {
             bound_demand: &self.bound_demand,
             alert_book: &self.alert_book,
             runtimes: &self.runtimes,
+            federation: &self.federation,
         };
         serde_json::to_string(&r).expect("state serialises")
     }
@@ -182,6 +191,7 @@ impl Cluster {
             bound_demand: self.bound_demand.clone(),
             alert_book: self.alert_book.clone(),
             runtimes: self.runtimes.clone(),
+            federation: self.federation.clone(),
         }
     }
 
@@ -195,6 +205,15 @@ impl Cluster {
             ));
         }
         let mut c = Cluster::new(s.config);
+        // Held jobs are held again as they were, keeping the reason they were told (the
+        // federation's "refused", say), not the hold's first words.
+        c.federation = s.federation;
+        let held_reasons: Vec<(JobId, crate::model::Reason)> = s
+            .jobs
+            .iter()
+            .filter(|j| j.phase == Phase::Pending && j.spec.cluster.is_some())
+            .map(|j| (j.id, j.reason.clone()))
+            .collect();
         c.prices = s.prices;
         for p in s.pools {
             c.add_pool(p);
@@ -333,6 +352,11 @@ impl Cluster {
         c.bound_demand = s.bound_demand;
         c.alert_book = s.alert_book;
         c.runtimes = s.runtimes;
+        for (id, why) in held_reasons {
+            if c.pending_held.contains(&id) {
+                c.jobs[id as usize].reason = why;
+            }
+        }
         c.last_start = c
             .jobs
             .iter()

@@ -1049,9 +1049,17 @@ mod tests {
                 .and_then(|j| j.to_send.clone()),
             None
         );
-        // Kept survives a checkpoint.
+        // A reader of the state file sees what the engine sees: kept stays kept, the
+        // held job held with the reason it was told (no start, no queue place).
         let back = Cluster::restore(core.checkpoint()).expect("restored");
         assert!(back.jobs[back.job_id("p/auto").unwrap() as usize].kept);
+        let west = back.job_id("p/to-west").unwrap();
+        assert!(back.held_for_federation(west));
+        assert_eq!(&*back.jobs[west as usize].reason, refused);
+        assert_eq!(back.explain(west).starts, None);
+        let json: crate::checkpoint::ClusterState =
+            serde_json::from_str(&core.cluster().checkpoint_json(false)).unwrap();
+        assert_eq!(json.federation.as_deref(), Some("east"));
         // Alone, the ask changes nothing: the held job queues and starts.
         core.set_federation(None);
         crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());

@@ -747,6 +747,11 @@ pub trait Driver: Send {
     fn poll(&mut self, _core: &mut Core) -> Vec<Event> {
         Vec::new()
     }
+    /// The core was changed from outside this world (a federation left a job here to
+    /// queue): a live backend runs a cycle soon, before it tells waiting jobs why
+    /// (else it would tell a reason the next cycle ends). Nothing by default: a
+    /// simulated world cycles every step.
+    fn nudge(&mut self) {}
     /// A fresh forecast of the Pending jobs' starts (the engine's, made for its
     /// views): a live backend tells it where its users look (Kubernetes: an
     /// annotation on the waiting pod). Nothing by default.
