@@ -1013,30 +1013,31 @@ mod tests {
         assert_eq!(p.start_in, Some(0), "{p:?}");
         // The named cluster refuses it: still held, the refusal its reason, an event.
         let refused = "its file asks for cluster west (crater.ai/cluster), which refuses it: no pool train there";
-        let out = core.apply(Input::Observe(Observation::Dispatch {
-            job: "p/to-west".into(),
-            kept: false,
-            why: refused.into(),
-        }));
-        assert!(out.is_ok(), "{:?}", out.result);
-        assert!(
-            out.events.iter().any(|e| e.reason == "NotSent"),
-            "{:?}",
-            out.events
-        );
+        // The federation's decision, and the event it leaves.
+        let decide = |core: &mut Core, job: &str, kept: bool, why: &str, event: &str| {
+            let out = core.apply(Input::Observe(Observation::Dispatch {
+                job: job.into(),
+                kept,
+                why: why.into(),
+            }));
+            assert!(out.is_ok(), "{:?}", out.result);
+            assert!(
+                out.events.iter().any(|e| e.reason == event),
+                "{:?}",
+                out.events
+            );
+        };
+        decide(&mut core, "p/to-west", false, refused, "NotSent");
         crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
         assert_eq!(phase(&core, "p/to-west"), Phase::Pending);
         assert_eq!(reason(&core, "p/to-west"), refused);
         // `auto` left here: it queues and starts; the view no longer asks to send it.
-        let out = core.apply(Input::Observe(Observation::Dispatch {
-            job: "p/auto".into(),
-            kept: true,
-            why: "no other cluster starts it sooner".into(),
-        }));
-        assert!(
-            out.events.iter().any(|e| e.reason == "KeptHere"),
-            "{:?}",
-            out.events
+        decide(
+            &mut core,
+            "p/auto",
+            true,
+            "no other cluster starts it sooner",
+            "KeptHere",
         );
         crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
         assert_eq!(phase(&core, "p/auto"), Phase::Running);
