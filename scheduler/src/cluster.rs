@@ -275,6 +275,14 @@ pub(crate) struct QueueKey {
     pub submitted: u64,
     pub project: Option<ProjectId>,
     pub replicas: u32,
+    /// What a cycle reads of a queued job at its turn before it looks at the job
+    /// itself (a job whose shape already found no room this cycle is passed over on
+    /// these alone: a long queue's turns were mostly cache misses on its jobs): its
+    /// pool, its own runtime estimate and its asks number (valid while the asks table
+    /// says so, else the job is read).
+    pub pool: Option<PoolId>,
+    pub est: Option<u64>,
+    pub asks: AsksCache,
 }
 
 /// What the filter needs to know about a node's cards without reading each one.
@@ -1151,6 +1159,11 @@ impl Cluster {
 
     /// Puts a job in the pending set and its indexes.
     pub(crate) fn pending_insert(&mut self, id: JobId) {
+        // Numbered now, so its queue key carries its asks number.
+        if self.asks.cached(&self.jobs[id as usize]).is_none() {
+            let j = &mut self.jobs[id as usize];
+            self.asks.intern(j);
+        }
         let k = self.queue_key(id);
         if let Some(why) = self.federation_hold(&self.jobs[id as usize]) {
             self.pending_held.insert(id);
@@ -1257,6 +1270,9 @@ impl Cluster {
             submitted: j.submitted,
             project: j.project,
             replicas: j.desired_replicas.max(1),
+            pool: j.pool,
+            est: j.spec.est_runtime_s,
+            asks: j.asks,
         }
     }
 
@@ -1607,10 +1623,24 @@ impl Cluster {
     /// labels a node with a model not seen yet).
     pub(crate) fn runtime_bound_with(&self, spec: &JobSpec, more: &[&str]) -> Option<u64> {
         let est = spec.est_runtime_s?;
+        Some(match self.bound_speed_with(spec, more) {
+            Some(slowest) => Self::scaled_runtime(est, slowest),
+            None => est,
+        })
+    }
+
+    /// The speed of the slowest card a job's asks accept, which its estimate is
+    /// scaled by for [`Cluster::runtime_bound`]; `None`: not scaled (no GPUs, or no
+    /// speeds configured). The same for every job that asks alike.
+    pub(crate) fn bound_speed(&self, spec: &JobSpec) -> Option<f64> {
+        self.bound_speed_with(spec, &[])
+    }
+
+    fn bound_speed_with(&self, spec: &JobSpec, more: &[&str]) -> Option<f64> {
         if spec.gpu.count == 0 || self.config.speeds.is_empty() {
-            return Some(est);
+            return None;
         }
-        let slowest = if spec.gpu.models.is_empty() {
+        Some(if spec.gpu.models.is_empty() {
             self.models
                 .iter()
                 .map(String::as_str)
@@ -1623,8 +1653,7 @@ impl Cluster {
                 .iter()
                 .map(|m| self.speed_of(m))
                 .fold(f64::INFINITY, f64::min)
-        };
-        Some(Self::scaled_runtime(est, slowest))
+        })
     }
 }
 

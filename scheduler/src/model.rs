@@ -969,6 +969,8 @@ impl PartialEq for AsksCache {
     }
 }
 
+impl Eq for AsksCache {}
+
 fn is_zero_u(x: &u32) -> bool {
     *x == 0
 }

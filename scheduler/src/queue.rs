@@ -25,7 +25,9 @@ struct Held {
 /// the cycle (a min-heap), and the keys held back by quota.
 #[derive(Debug, Default)]
 pub(crate) struct CycleQueue {
-    items: Vec<(QueueItem, u32)>,
+    /// (key, replicas, the job's queue key where it is a queued job: what its turn
+    /// reads before the job itself).
+    items: Vec<(QueueItem, u32, Option<QueueKey>)>,
     extra: BinaryHeap<Reverse<(QueueItem, u32)>>,
     held: Vec<Held>,
     shares: Vec<u64>,
@@ -34,11 +36,12 @@ pub(crate) struct CycleQueue {
 
 impl CycleQueue {
     /// The next item in order.
-    pub(crate) fn next(&mut self) -> Option<(QueueItem, u32)> {
+    pub(crate) fn next(&mut self) -> Option<(QueueItem, u32, Option<QueueKey>)> {
+        let extra = |r: Reverse<(QueueItem, u32)>| (r.0 .0, r.0 .1, None);
         match (self.items.last(), self.extra.peek()) {
-            (Some(a), Some(Reverse(b))) if b < a => self.extra.pop().map(|r| r.0),
+            (Some(a), Some(Reverse(b))) if (b.0, b.1) < (a.0, a.1) => self.extra.pop().map(extra),
             (Some(_), _) => self.items.pop(),
-            (None, _) => self.extra.pop().map(|r| r.0),
+            (None, _) => self.extra.pop().map(extra),
         }
     }
 
@@ -164,7 +167,11 @@ impl Cluster {
         if !hold {
             // With backfill off, jobs behind the first blocked one wait behind it
             // whatever their quota says: every job is taken in turn.
-            q.items = self.queue_items();
+            q.items = self
+                .queue_items()
+                .into_iter()
+                .map(|(k, r)| (k, r, None))
+                .collect();
         } else {
             let keys: Vec<VerdictKey> = self.pending_by_key.keys().copied().collect();
             for key in keys {
@@ -174,7 +181,8 @@ impl Cluster {
                     self.told.remove(&key);
                     for (&id, k) in &self.pending_by_key[&key] {
                         debug_assert_eq!(*k, self.pending[&id], "a queue key's copy went stale");
-                        q.items.push((self.item_key(id, k, &shares), k.replicas));
+                        q.items
+                            .push((self.item_key(id, k, &shares), k.replicas, Some(*k)));
                     }
                 } else {
                     let same = self
@@ -197,7 +205,8 @@ impl Cluster {
             }
             for &id in &self.pending_loose {
                 let k = self.pending[&id];
-                q.items.push((self.item_key(id, &k, &shares), k.replicas));
+                q.items
+                    .push((self.item_key(id, &k, &shares), k.replicas, Some(k)));
             }
             for &id in &self.services {
                 let j = &self.jobs[id as usize];
@@ -205,7 +214,7 @@ impl Cluster {
                     let share = j.project.map(|p| shares[p as usize]).unwrap_or(u64::MAX);
                     let key = (Reverse(j.rank() as i64), share, j.submitted, j.id, true);
                     q.items
-                        .push((key, j.desired_replicas - j.running_replicas()));
+                        .push((key, j.desired_replicas - j.running_replicas(), None));
                 }
             }
             hold = !q.held.is_empty();
@@ -214,12 +223,12 @@ impl Cluster {
         // held job is watched (`Cluster::schedule`): the items after it are never
         // reached, so they are neither kept nor sorted.
         if let (true, Some(w), false) = (self.quiet, self.word_only, hold) {
-            if let Some(me) = q.items.iter().find(|(k, _)| k.3 == w && !k.4).map(|x| x.0) {
-                q.items.retain(|(k, _)| *k <= me);
+            if let Some(me) = q.items.iter().find(|(k, ..)| k.3 == w && !k.4).map(|x| x.0) {
+                q.items.retain(|(k, ..)| *k <= me);
             }
         }
-        q.items.sort_unstable();
-        q.items.reverse();
+        // Last first (a stack); the keys are unique (they hold the job's id).
+        q.items.sort_unstable_by_key(|x| Reverse(x.0));
         q.shares = shares;
         q.watch = hold;
         q

@@ -668,8 +668,7 @@ impl Cluster {
         let mut no_victims: ShapeMap<i64> = ShapeMap::new();
         // Runtime bounds by asks and estimate (what the slowest card accepted makes of
         // the estimate: the same for every job that asks alike, all cycle long).
-        let mut bounds: crate::fxhash::FxHashMap<(u32, u32, Option<u64>), Option<u64>> =
-            Default::default();
+        let mut bounds: crate::fxhash::FxHashMap<(u32, u32), Option<f64>> = Default::default();
         let mut reservation: Option<Reservation> = None;
         let mut strict_block: Option<JobId> = None;
         let constrained = self.constrained_nodes();
@@ -700,23 +699,39 @@ impl Cluster {
             if let (true, Some(l)) = (queue.watching(), last) {
                 self.recheck_held(&mut queue, &l, &report);
             }
-            let Some((item, replicas)) = queue.next() else {
+            let Some((item, replicas, carried)) = queue.next() else {
                 break;
             };
             last = Some(item);
             let (id, scale_up) = (item.3, item.4);
             asked_had_its_turn = self.quiet && self.word_only == Some(id) && !scale_up;
-            // Evictions earlier in this cycle may have changed the job. (What the rest
-            // reads of it, read at once: a long queue's cost is mostly these lookups.)
-            let (phase, pool, est, cached) = {
-                let j = &self.jobs[id as usize];
-                (j.phase, j.pool, j.spec.est_runtime_s, self.asks.cached(j))
+            // On a quiet copy (a forecast's, a prospect's), a queued job's turn first
+            // reads its queue key's copy of its pool, estimate and asks number: a job
+            // whose shape already found no room is passed over without reading the job
+            // (a long queue's turns were mostly cache misses on its jobs). Its phase is
+            // read once the turn goes on (a quiet cycle counts no attempts).
+            let quick = carried
+                .filter(|_| !scale_up && self.quiet)
+                .and_then(|k| Some((k.pool, k.est, self.asks.cached_value(k.asks)?)));
+            let (phase, pool, est, asks) = match quick {
+                Some((pool, est, asks)) => (None, pool, est, asks),
+                None => {
+                    // Evictions earlier in this cycle may have changed the job.
+                    let (phase, pool, est, cached) = {
+                        let j = &self.jobs[id as usize];
+                        (j.phase, j.pool, j.spec.est_runtime_s, self.asks.cached(j))
+                    };
+                    let asks = match cached {
+                        Some(a) => a,
+                        None => self.asks_of(id),
+                    };
+                    (Some(phase), pool, est, asks)
+                }
             };
-            let asks = match cached {
-                Some(a) => a,
-                None => self.asks_of(id),
+            let turn_over = |phase: Phase| {
+                (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending)
             };
-            if (scale_up && phase != Phase::Running) || (!scale_up && phase != Phase::Pending) {
+            if phase.is_some_and(turn_over) {
                 continue;
             }
             let replicas = if scale_up {
@@ -738,17 +753,23 @@ impl Cluster {
             let looks = asks.looks_at_pods;
             let unworded = self.quiet && worded != Some((pool, asks.epoch, asks.id));
             // Where it lands is not known yet: the slowest card it accepts bounds it.
+            // (The slowest card's speed is the same for every job that asks alike.)
             let use_avoid = reservation.as_ref().is_some_and(|r| {
-                let bound = *bounds
-                    .entry((asks.epoch, asks.id, est))
-                    .or_insert_with(|| self.runtime_bound(&self.jobs[id as usize].spec));
+                let speed = *bounds
+                    .entry((asks.epoch, asks.id))
+                    .or_insert_with(|| self.bound_speed(&self.jobs[id as usize].spec));
+                let bound = est.map(|e| speed.map_or(e, |s| Cluster::scaled_runtime(e, s)));
                 !matches!((r.until, bound), (Some(t), Some(rt)) if self.now + rt <= t)
             });
             let key = ShapeKey::new(pool, asks, replicas, use_avoid);
             // A forecast's copy tells no reasons, so a job whose shape found no room
             // this cycle ends its turn before its quota is asked: refused by either, it
-            // is not placed and nothing else changes.
+            // is not placed and nothing else changes (whatever its phase: the turn ends
+            // either way).
             if unworded && failed.get(&key, looks, self.usage_gen).is_some() {
+                continue;
+            }
+            if phase.is_none() && turn_over(self.jobs[id as usize].phase) {
                 continue;
             }
             let verdict = self.cached_verdict(id, replicas);

@@ -115,7 +115,11 @@ const MAX_ASKS: usize = 1 << 16;
 impl AsksTable {
     /// Job `j`'s asks number as it holds it, if interned in this table's epoch.
     pub(crate) fn cached(&self, j: &Job) -> Option<AsksCache> {
-        let a = j.asks;
+        self.cached_value(j.asks)
+    }
+
+    /// As [`AsksTable::cached`], for a copy of a job's number (a queue key's).
+    pub(crate) fn cached_value(&self, a: AsksCache) -> Option<AsksCache> {
         if a.epoch == self.epoch {
             return Some(a);
         }
