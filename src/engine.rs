@@ -221,6 +221,9 @@ enum Request {
         why: String,
         reply: Sender<Result<String, String>>,
     },
+    Held {
+        reply: Sender<Vec<(String, String)>>,
+    },
     At {
         t: u64,
         reply: Sender<Result<Past, String>>,
@@ -432,6 +435,13 @@ impl EngineHandle {
             why: why.to_string(),
             reply,
         })?
+    }
+
+    /// The jobs held for the federation (`project/name`, the cluster asked for), read
+    /// of the core itself: a headless engine publishes its views seldom, and the
+    /// mover decides each within a second.
+    pub fn held_jobs(&self) -> Result<Vec<(String, String)>, String> {
+        self.ask(|reply| Request::Held { reply })
     }
 
     /// The cluster as it was at cluster time `t`, from the record.
@@ -976,6 +986,9 @@ impl Engine {
                 }
                 self.took(out.events, began);
                 let _ = reply.send(res);
+            }
+            Request::Held { reply } => {
+                let _ = reply.send(self.core.cluster().held_jobs());
             }
             Request::At { t, reply } => {
                 let _ = reply.send(self.past(t));

@@ -111,8 +111,9 @@ impl Mover {
     /// Looks at every cluster's jobs that may move once, each at most every
     /// [`LOOK_AGAIN`], and moves those [`dispatch::to_move`] says should; and at the
     /// jobs applied to one cluster whose file asks for a cluster (`crater.ai/cluster`),
-    /// each sent once where [`dispatch::to_send`] says. What was moved or sent (or
-    /// failed half-way) is returned and logged.
+    /// held there (`Cluster::held_jobs`, asked of each engine at every look), each
+    /// sent once where [`dispatch::to_send`] says or left there. What was moved or
+    /// sent (or failed half-way) is returned and logged.
     pub fn look(&mut self, sites: &[Site]) -> Vec<Moved> {
         let mut done = Vec::new();
         if sites.len() < 2 {
@@ -121,17 +122,27 @@ impl Mover {
         let now = Instant::now();
         self.next.retain(|_, t| *t > now);
         for (i, site) in sites.iter().enumerate() {
-            let view = site.engine.view();
             if !answers(site) {
                 continue;
             }
+            // Jobs held for the federation, asked of the engine itself (a headless
+            // engine publishes its views seldom): each decided within a second.
+            for (full, wanted) in site.engine.held_jobs().unwrap_or_default() {
+                let key = (i, full.clone());
+                if self.next.contains_key(&key) || self.sent.contains(&key) {
+                    continue;
+                }
+                self.next.insert(key, now + LOOK_AGAIN);
+                let Ok(spec) = site.engine.spec(&full) else {
+                    continue;
+                };
+                if let Some(m) = self.send(sites, i, &full, &wanted, spec) {
+                    done.push(m);
+                }
+            }
+            let view = site.engine.view();
             let time = view.snapshot.time_s;
-            let looked_at = view
-                .snapshot
-                .jobs
-                .iter()
-                .filter(|j| j.movable || j.to_send.is_some());
-            for j in looked_at {
+            for j in view.snapshot.jobs.iter().filter(|j| j.movable) {
                 let full = format!("{}/{}", j.project, j.name);
                 let key = (i, full.clone());
                 if self.next.contains_key(&key) || self.sent.contains(&key) {
@@ -141,12 +152,6 @@ impl Mover {
                 let Ok(spec) = site.engine.spec(&full) else {
                     continue;
                 };
-                if let Some(wanted) = &j.to_send {
-                    if let Some(m) = self.send(sites, i, &full, wanted, spec) {
-                        done.push(m);
-                    }
-                    continue;
-                }
                 // Cheap first: only a job past the start it was sent for asks the others.
                 if j.wait_s < spec.sent_start_in.unwrap_or(0) + dispatch::MOVE_AFTER_S {
                     continue;

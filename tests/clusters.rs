@@ -36,15 +36,17 @@ fn engine_of(scenario: &str, at: u64, federation: Option<&str>) -> EngineHandle 
     )
 }
 
+/// The two sites as `maar demo --clusters 2` runs them: the federation's mover runs,
+/// so each holds the jobs whose file asks for a cluster until the mover decides.
 fn two() -> App {
     let mut a = App::with_sites(vec![
         Site {
             name: "lab".into(),
-            engine: engine("lab", 3600),
+            engine: engine_of("lab", 3600, Some("lab")),
         },
         Site {
             name: "site-b".into(),
-            engine: engine("site-b", 3600),
+            engine: engine_of("site-b", 3600, Some("site-b")),
         },
     ]);
     a.actor = maar_scheduler::Actor::system("clusters-test");

@@ -2563,7 +2563,8 @@ fn a_trainjob_asking_for_auto_is_made_in_the_cluster_it_is_sent_to_as_written() 
 /// A TrainJob asking for `auto` that the federation leaves in this cluster queues
 /// here and the driver places it at its next poll (nudged), before any second's step
 /// could tell it "waiting for the next scheduling cycle" as a FailedScheduling warning
-/// (seen on a real API server before the nudge). While held it is told why it waits.
+/// (seen on a real API server before the nudge). Held, it is told nothing until the
+/// federation says why it stays held.
 #[test]
 fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() {
     use maar_scheduler::{Driver, Input, Observation};
@@ -2602,11 +2603,23 @@ fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() 
     };
     let (_, writes) = d.step(&mut core, 1, seen);
     assert_eq!(phase(&core, "ml/t"), Phase::Pending);
-    let said = told(&writes);
+    // Held until the federation decides, which is no failure to tell (a real API server
+    // showed a FailedScheduling warning for every such job before).
+    assert_eq!(told(&writes), Vec::<String>::new());
+    // The federation's word that it is still held (the cluster it names refuses it) is
+    // told.
+    let refused = "west refused it: no pool gpu there";
+    let out = core.apply_held(Input::Observe(Observation::Dispatch {
+        job: "ml/t".into(),
+        kept: false,
+        why: refused.into(),
+    }));
+    assert!(out.is_ok(), "{:?}", out.result);
+    let (_, writes) = d.step(&mut core, 2, vec![]);
     assert!(
-        said.iter()
-            .all(|m| m.starts_with("waiting for the federation to send it where it starts first")),
-        "{said:?}"
+        told(&writes).iter().any(|m| m.starts_with(refused)),
+        "{:?}",
+        told(&writes)
     );
     // Left here: queued, and placed at the next poll.
     let out = core.apply_held(Input::Observe(Observation::Dispatch {
@@ -2618,6 +2631,6 @@ fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() 
     d.nudge();
     d.poll(&mut core);
     assert_eq!(phase(&core, "ml/t"), Phase::Running);
-    let (_, writes) = d.step(&mut core, 2, vec![]);
+    let (_, writes) = d.step(&mut core, 3, vec![]);
     assert_eq!(told(&writes), Vec::<String>::new());
 }

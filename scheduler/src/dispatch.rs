@@ -322,6 +322,28 @@ impl Cluster {
         self.pending_held.contains(&id)
     }
 
+    /// Whether a held job waits for the federation's first word on it (its reason is
+    /// still the hold's own): nothing to tell where users look as a scheduling
+    /// failure, since the federation decides within a second or two.
+    pub fn awaits_federation(&self, id: crate::model::JobId) -> bool {
+        self.pending_held.contains(&id)
+            && self
+                .federation_hold(&self.jobs[id as usize])
+                .is_some_and(|r| r == self.jobs[id as usize].reason)
+    }
+
+    /// The jobs held for the federation: (`project/name`, the cluster its file asks
+    /// for), for the federation's mover to decide.
+    pub fn held_jobs(&self) -> Vec<(String, String)> {
+        self.pending_held
+            .iter()
+            .map(|&id| {
+                let s = &self.jobs[id as usize].spec;
+                (s.full_name(), s.cluster.clone().unwrap_or_default())
+            })
+            .collect()
+    }
+
     /// This cluster is `me` among several whose federation sends the jobs that ask for
     /// a cluster (`None`: alone); the Pending jobs that ask for one are held or
     /// queued as that says.

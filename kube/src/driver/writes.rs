@@ -264,7 +264,8 @@ impl KubeDriver {
             let Some((uid, object)) = self.waiting_ref(&key) else {
                 continue;
             };
-            if j.reason.is_empty() {
+            // (Nor one whose federation has not decided yet: it is not a failure.)
+            if j.reason.is_empty() || c.awaits_federation(j.id) {
                 continue;
             }
             // A running service waiting for room to scale up: its status says so.
