@@ -46,15 +46,17 @@ impl Cluster {
         // in that order, and once `units` of them are found, a node whose first end is
         // later than the last of those cannot be among the earliest (ties are still
         // tried, for the same choice of nodes as a full walk).
-        let mut order: Vec<(u64, NodeId)> = self
+        // (A heap: the walk usually stops after a few nodes of thousands, so they are
+        // not all sorted.)
+        let mut order: std::collections::BinaryHeap<std::cmp::Reverse<(u64, NodeId)>> = self
             .candidate_pools(j.pool)
             .iter()
             .flat_map(|&(pool, _)| self.pool_nodes(pool))
-            .map(|n| (self.first_end(n), n))
-            .collect();
-        order.sort_unstable();
+            .map(|n| std::cmp::Reverse((self.first_end(n), n)))
+            .collect::<Vec<_>>()
+            .into();
         // `found` is kept in order (end, node) as it grows.
-        for (first, n) in order {
+        while let Some(std::cmp::Reverse((first, n))) = order.pop() {
             if found.len() >= units && first > found[units - 1].0 {
                 break;
             }
