@@ -748,9 +748,9 @@ pub trait Driver: Send {
         Vec::new()
     }
     /// The core was changed from outside this world (a federation left a job here to
-    /// queue): a live backend runs a cycle soon, before it tells waiting jobs why
-    /// (else it would tell a reason the next cycle ends). Nothing by default: a
-    /// simulated world cycles every step.
+    /// queue): the driver runs a cycle soon (a live backend before it tells waiting
+    /// jobs why, else it would tell a reason the next cycle ends; the demo at its next
+    /// instant, not at its next event). Nothing by default.
     fn nudge(&mut self) {}
     /// A fresh forecast of the Pending jobs' starts (the engine's, made for its
     /// views): a live backend tells it where its users look (Kubernetes: an
