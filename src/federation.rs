@@ -57,11 +57,12 @@ const LOOK_AGAIN: Duration = Duration::from_secs(30);
 pub struct Mover {
     /// (cluster, job) -> when it may be looked at again.
     next: HashMap<(usize, String), Instant>,
-    /// (cluster, job) whose file asked for a cluster, decided once: left or sent.
-    sent: std::collections::HashSet<(usize, String)>,
     /// (cluster, job) held, and why it was last said (logged when it changes, not at
-    /// every look).
+    /// every look); forgotten once the job is held no more.
     said: HashMap<(usize, String), String>,
+    /// Clusters of the federation that have not joined yet (named in the config,
+    /// not answering since the start): a job naming one waits for it.
+    waiting: Vec<String>,
 }
 
 /// What a look did: a job moved, or one that could not be.
@@ -116,9 +117,6 @@ impl Mover {
     /// sent (or failed half-way) is returned and logged.
     pub fn look(&mut self, sites: &[Site]) -> Vec<Moved> {
         let mut done = Vec::new();
-        if sites.len() < 2 {
-            return done;
-        }
         let now = Instant::now();
         self.next.retain(|_, t| *t > now);
         for (i, site) in sites.iter().enumerate() {
@@ -126,10 +124,15 @@ impl Mover {
                 continue;
             }
             // Jobs held for the federation, asked of the engine itself (a headless
-            // engine publishes its views seldom): each decided within a second.
-            for (full, wanted) in site.engine.held_jobs().unwrap_or_default() {
+            // engine publishes its views seldom): each decided within a second. A job
+            // decided is held no more (left here, or withdrawn), so one of the same name
+            // held later (applied again, requeued) is decided again.
+            let held = site.engine.held_jobs().unwrap_or_default();
+            self.said
+                .retain(|(k, job), _| *k != i || held.iter().any(|(h, _)| h == job));
+            for (full, wanted) in held {
                 let key = (i, full.clone());
-                if self.next.contains_key(&key) || self.sent.contains(&key) {
+                if self.next.contains_key(&key) {
                     continue;
                 }
                 self.next.insert(key, now + LOOK_AGAIN);
@@ -145,7 +148,7 @@ impl Mover {
             for j in view.snapshot.jobs.iter().filter(|j| j.movable) {
                 let full = format!("{}/{}", j.project, j.name);
                 let key = (i, full.clone());
-                if self.next.contains_key(&key) || self.sent.contains(&key) {
+                if self.next.contains_key(&key) {
                     continue;
                 }
                 self.next.insert((i, full.clone()), now + LOOK_AGAIN);
@@ -212,18 +215,29 @@ impl Mover {
             }
         };
         let label = maar_scheduler::manifest::LABEL_CLUSTER;
+        let waiting = self.waiting.clone();
         if wanted != "auto" && wanted != here_site.name {
-            // A name none of the clusters has (down or not): said with all of them.
-            if !sites.iter().any(|s| s.name == wanted) {
-                let names: Vec<&str> = sites.iter().map(|s| s.name.as_str()).collect();
+            // A name none of the clusters has (down, or not joined yet, or not): said
+            // with all of them.
+            let known =
+                |n: &str| sites.iter().any(|s| s.name == n) || waiting.iter().any(|w| w == n);
+            if !known(wanted) {
+                let names: Vec<&str> = sites
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .chain(waiting.iter().map(String::as_str))
+                    .collect();
                 hold(format!(
                     "its file asks for cluster {wanted} ({label}), which is none of {}",
                     names.join(", ")
                 ));
                 return None;
             }
-            // The cluster it names does not answer now: not decided, looked at again.
-            if sites.iter().any(|s| s.name == wanted && !answers(s)) {
+            // The cluster it names does not answer now (or has not joined yet): not
+            // decided, looked at again.
+            if waiting.iter().any(|w| w == wanted)
+                || sites.iter().any(|s| s.name == wanted && !answers(s))
+            {
                 hold(format!(
                     "waiting to be sent to cluster {wanted} ({label}: {wanted}), which does not answer; tried again every {} s",
                     LOOK_AGAIN.as_secs()
@@ -231,10 +245,13 @@ impl Mover {
                 return None;
             }
         }
+        // This cluster and those that answer; for a name, only that cluster besides
+        // (its word alone decides, and a refused job asks it again at every look: the
+        // others' prospects would be copies of them for nothing).
         let listed: Vec<&Site> = sites
             .iter()
             .enumerate()
-            .filter(|(k, s)| *k == i || answers(s))
+            .filter(|(k, s)| *k == i || (answers(s) && (wanted == "auto" || s.name == wanted)))
             .map(|(_, s)| s)
             .collect();
         let here = listed.iter().position(|s| std::ptr::eq(*s, here_site))?;
@@ -263,7 +280,6 @@ impl Mover {
                     return None;
                 };
                 say(&m);
-                self.sent.insert((i, job.to_string()));
                 self.said.remove(&key);
                 if let Moved::Refused {
                     why, back: true, ..
@@ -286,7 +302,6 @@ impl Mover {
                     "job/{job} stays in {}: its file asks for {wanted} (crater.ai/cluster), {why}",
                     here_site.name
                 );
-                self.sent.insert((i, job.to_string()));
                 self.said.remove(&key);
                 tell(true, why);
                 None
@@ -423,6 +438,7 @@ impl MoverThread {
                 while !flag.load(Ordering::SeqCst) {
                     if let Some(j) = &joining {
                         sites.extend(j.joined_after(sites.len() - first));
+                        mover.waiting = j.waiting().into_iter().map(|w| w.0).collect();
                     }
                     mover.look(&sites);
                     for _ in 0..10 {

@@ -615,6 +615,41 @@ fn a_job_naming_another_cluster_is_not_started_where_it_was_applied() {
     }
 }
 
+/// With one cluster of a federation answering (the others not joined yet), the mover
+/// still decides: an `auto` job is left in the cluster that answers (not held there
+/// untold until another joins).
+#[test]
+fn a_federation_of_one_answering_cluster_still_decides() {
+    use maar::federation::{Mover, Site as FedSite};
+    let sites = vec![FedSite {
+        name: "lab".into(),
+        engine: engine_of("lab", 3600, Some("lab")),
+    }];
+    let lab = &sites[0].engine;
+    let actor = maar_scheduler::Actor::system("clusters-test");
+    let text = "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata:\n  name: alone\n  namespace: ml-prod\n  annotations:\n    crater.ai/cluster: auto\nspec:\n  resources:\n    pool: training-gpu\n    gpu:\n      count: 0\n";
+    let spec = maar::load::parse_manifest("tj.yaml", text).unwrap();
+    lab.apply(
+        actor.clone(),
+        maar_scheduler::Command::Submit(Box::new(spec)),
+    )
+    .unwrap();
+    assert_eq!(lab.held_jobs().unwrap().len(), 1);
+    let mut mover = Mover::default();
+    assert_eq!(mover.look(&sites), vec![]);
+    assert_eq!(lab.held_jobs().unwrap(), vec![]);
+    let events = lab.sync().unwrap().snapshot.events.clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == "KeptHere" && e.object == "job/ml-prod/alone"),
+        "{events:?}"
+    );
+    for s in &sites {
+        s.engine.shutdown();
+    }
+}
+
 /// Roles may differ per cluster: the roles file's entry under `clusters:` decides in
 /// that cluster (here carol operates site-b and only views the lab), each engine
 /// judging by its own cluster's.

@@ -175,7 +175,8 @@ pub struct Cluster {
     pub(crate) pending_held: BTreeSet<JobId>,
     /// This cluster's name where one maar runs it among several and its federation
     /// sends the jobs whose file asks for a cluster (`crater.ai/cluster`); `None`
-    /// alone. Said by whoever runs the federation, each run (not checkpointed).
+    /// alone. Said by whoever runs the federation, each run; kept in checkpoints so a
+    /// reader of the state file sees the holds as the engine did.
     pub(crate) federation: Option<String>,
     /// The refusal every pending job of a key was last told (dropped when the key
     /// gains a job), so an unchanged refusal is not told again job by job.

@@ -236,6 +236,11 @@ fn samples() -> Vec<Input> {
             object: "cluster/scenario".into(),
             message: "m".into(),
         },
+        Observation::Dispatch {
+            job: "ml/sample".into(),
+            kept: true,
+            why: "no other cluster starts it sooner".into(),
+        },
     ];
     v.extend(obs.into_iter().map(Input::Observe));
     v.push(Input::Advance { to: 86_400 });
