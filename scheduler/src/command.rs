@@ -544,7 +544,10 @@ impl Cluster {
                         let j = &mut self.jobs[id as usize];
                         j.restarts = 0;
                         j.remaining_s = j.spec.est_runtime_s;
-                        j.reason = by.as_str().into();
+                        // (Held for the federation again, its reason says so.)
+                        if !self.pending_held.contains(&id) {
+                            self.jobs[id as usize].reason = by.as_str().into();
+                        }
                         self.emit(Severity::Normal, "Requeued", self.job_ref(id), by);
                     }
                     p => {

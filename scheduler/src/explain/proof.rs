@@ -256,15 +256,14 @@ impl Cluster {
         // (a job or a service's scale-up, anywhere in the queue) needs them: with such
         // work waiting, only the job's own pool counts.
         let lender_waits = |p: PoolId| {
-            self.pending
-                .keys()
-                .any(|&id| self.jobs[id as usize].pool == Some(p))
-                || self.services.iter().any(|&id| {
-                    let s = &self.jobs[id as usize];
-                    s.pool == Some(p)
-                        && s.phase == Phase::Running
-                        && s.desired_replicas > s.running_replicas()
-                })
+            self.pending.keys().any(|&id| {
+                self.jobs[id as usize].pool == Some(p) && !self.pending_held.contains(&id)
+            }) || self.services.iter().any(|&id| {
+                let s = &self.jobs[id as usize];
+                s.pool == Some(p)
+                    && s.phase == Phase::Running
+                    && s.desired_replicas > s.running_replicas()
+            })
         };
         let pools: Vec<(PoolId, bool)> = pools
             .into_iter()
