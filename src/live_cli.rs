@@ -192,10 +192,7 @@ where
         let (mut loaded, rec, what) = match backend::open_live::<B>(path, a) {
             Ok(x) => x,
             Err(Failure::No(why)) if i > 0 => {
-                let name = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let name = waiting_name(path, B::NAME);
                 line.push_str(&format!(
                     "maar: {name}: not answering, tried again every {} s: {why}\n",
                     crate::federation::RETRY_EVERY.as_secs()
@@ -301,6 +298,20 @@ struct Live {
     placement: maar_scheduler::placement::Policy,
     /// `--metrics`.
     metrics: Option<MetricsDoor>,
+}
+
+/// A cluster that did not answer at the start, named as it will be once it answers
+/// (its cluster's name: a context), not by its state file (`kube-NAME.db`, see the
+/// backends' `state_name`): a job naming it waits for it, and its row keeps its name
+/// when it joins.
+fn waiting_name(state: &Path, backend: &str) -> String {
+    let stem = state
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    stem.strip_prefix(&format!("{backend}-"))
+        .map(str::to_string)
+        .unwrap_or(stem)
 }
 
 /// One Kubernetes context's cluster opened and its engine started as `maar kube
@@ -548,5 +559,21 @@ fn console_exit(r: std::io::Result<crate::console::run::Ended>) -> Result<i32, F
         Ended::Quit => Ok(0),
         Ended::Signal(n) => Ok(128 + n),
         Ended::Lost(why) => Err(Failure::No(why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster of `maar kube --context a --context east` that does not answer yet is
+    /// named `east` (as its engine names it once it joins, and as files name it in
+    /// `crater.ai/cluster`), not by its state file.
+    #[test]
+    fn a_cluster_not_answering_yet_is_named_as_it_will_be() {
+        let kube = maar_kube::backend::state_name("east");
+        let path = Path::new("/state/maar").join(format!("{kube}.db"));
+        assert_eq!(waiting_name(&path, "kube"), "east");
+        assert_eq!(waiting_name(Path::new("/s/other.db"), "kube"), "other");
     }
 }
