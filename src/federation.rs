@@ -201,8 +201,25 @@ impl Mover {
     ) -> Option<Moved> {
         let here_site = &sites[i];
         let key = (i, job.to_string());
+        // Left here: a command (recorded, audited, replayed with the record); held still:
+        // its reason only.
         let tell = |kept: bool, why: &str| {
-            if let Err(e) = here_site.engine.dispatch_decided(job, kept, why) {
+            let told = if kept {
+                here_site
+                    .engine
+                    .apply(
+                        Actor::system(MOVER),
+                        Command::Keep {
+                            job: job.to_string(),
+                            why: Some(why.to_string()),
+                        },
+                    )
+                    .map(|_| String::new())
+                    .map_err(|e| e.to_string())
+            } else {
+                here_site.engine.dispatch_decided(job, kept, why)
+            };
+            if let Err(e) = told {
                 tracing::warn!(target: "maar", "job/{job}: {} not told the federation's decision ({why}): {e}", here_site.name);
             }
         };

@@ -30,6 +30,7 @@ const LINES: &[&str] = &[
     "label a100-01 crater.ai/node-role=gpu --overwrite team-",
     "label node a100-01 a=b",
     "ack oom/ml-prod/gpt",
+    "keep ml-prod/gpt",
 ];
 
 fn words(line: &str) -> Vec<String> {

@@ -55,6 +55,15 @@ pub enum Command {
     Requeue {
         job: String,
     },
+    /// Runs a job held for the federation in this cluster (its file asks for another
+    /// cluster, or `auto`): the federation's own choice when no cluster starts it
+    /// sooner, or an operator's.
+    Keep {
+        job: String,
+        /// Why, where the federation decided ("no other cluster starts it sooner").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
     Cancel {
         job: String,
         /// Why, where not the operator's own wish: a federation moving a Pending job
@@ -140,6 +149,7 @@ impl Command {
                 format!("drain node {node} (cordon it and requeue its jobs)")
             }
             Command::Requeue { job } => format!("requeue job {job}"),
+            Command::Keep { job, .. } => format!("keep job {job} in this cluster"),
             Command::Cancel { job, why: None } => format!("cancel job {job}"),
             Command::Cancel {
                 job,
@@ -558,6 +568,16 @@ impl Cluster {
                     }
                 }
                 format!("job {job} requeued")
+            }
+            Command::Keep { job, why } => {
+                let id = self.job_id(&job)?;
+                if !self.held_for_federation(id) {
+                    return Ok(format!(
+                        "job {job} is not held for the federation: nothing to keep"
+                    ));
+                }
+                let why = why.unwrap_or_else(|| format!("kept here by {actor}"));
+                self.dispatch_decided(&job, true, &why)?
             }
             Command::Cancel { job, why } => {
                 let why = why.map_or_else(

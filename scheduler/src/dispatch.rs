@@ -1088,4 +1088,43 @@ mod tests {
         crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
         assert_eq!(phase(&core, "p/to-west"), Phase::Running);
     }
+
+    /// An operator (or the federation, recorded as a command) keeps a held job here:
+    /// it queues and starts; a job not held has nothing to keep.
+    #[test]
+    fn keep_runs_a_held_job_here_and_is_said_of_one_not_held() {
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "n1", "a100", 8);
+        let mut core = Core::new(c);
+        core.set_federation(Some("east".into()));
+        let mut s = JobSpec::train("j", "p", "train", 1);
+        s.cluster = Some("west".into());
+        submit_settled(&mut core, s);
+        let id = core.cluster().job_id("p/j").unwrap();
+        assert!(core.cluster().held_for_federation(id));
+        let keep = |core: &mut Core| {
+            let out = core.apply(Input::Command {
+                actor: Actor::system("alice"),
+                command: crate::command::Command::Keep {
+                    job: "p/j".into(),
+                    why: None,
+                },
+            });
+            crate::kit::Bare::settle(core, &mut Vec::new(), &mut Vec::new());
+            out
+        };
+        let out = keep(&mut core);
+        assert!(
+            out.result.as_ref().unwrap().contains("kept here by alice"),
+            "{:?}",
+            out.result
+        );
+        assert_eq!(core.cluster().jobs[id as usize].phase, Phase::Running);
+        let again = keep(&mut core);
+        assert!(again
+            .result
+            .unwrap()
+            .contains("not held for the federation: nothing to keep"));
+    }
 }

@@ -328,6 +328,16 @@ pub static VERBS: &[Verb] = &[
         build: Build::Words(|g| Ok(Command::Requeue { job: g.need("job")? })),
     },
     Verb {
+        name: "keep",
+        args: &[JOB],
+        doc: "Run a job held for the federation here (its file asks for another cluster or auto).",
+        role: Role::Operator,
+        destructive: false,
+        at_once: false,
+        keys: &[],
+        build: Build::Words(|g| Ok(Command::Keep { job: g.need("job")?, why: None })),
+    },
+    Verb {
         name: "cancel",
         args: &[JOB],
         doc: "Cancel a job.",
@@ -724,6 +734,7 @@ impl Command {
             Command::UncordonNode { .. } => "uncordon",
             Command::DrainNode { .. } => "drain",
             Command::Requeue { .. } => "requeue",
+            Command::Keep { .. } => "keep",
             Command::Cancel { .. } => "cancel",
             Command::Scale { .. } => "scale",
             Command::ResumeAutoscale { .. } => "autoscale",
@@ -757,6 +768,7 @@ impl Command {
             Command::UncordonNode { .. } => "uncordon_node",
             Command::DrainNode { .. } => "drain_node",
             Command::Requeue { .. } => "requeue",
+            Command::Keep { .. } => "keep",
             Command::Cancel { .. } => "cancel",
             Command::Scale { .. } => "scale",
             Command::ResumeAutoscale { .. } => "resume_autoscale",
@@ -776,6 +788,7 @@ impl Command {
             }
             Command::SetPriority { job, .. }
             | Command::Requeue { job }
+            | Command::Keep { job, .. }
             | Command::Cancel { job, .. }
             | Command::Scale { job, .. }
             | Command::ResumeAutoscale { job } => format!("job/{job}"),
@@ -796,6 +809,7 @@ impl Command {
         match self {
             Command::SetPriority { job, .. }
             | Command::Requeue { job }
+            | Command::Keep { job, .. }
             | Command::Cancel { job, .. }
             | Command::Scale { job, .. }
             | Command::ResumeAutoscale { job } => Some(job),

@@ -46,9 +46,10 @@ impl KubeDriver {
                 set: set.clone(),
                 remove: remove.clone(),
             },
-            Command::Requeue { .. } | Command::Cancel { .. } | Command::Scale { .. } => {
-                InCluster::Decisions
-            }
+            Command::Requeue { .. }
+            | Command::Keep { .. }
+            | Command::Cancel { .. }
+            | Command::Scale { .. } => InCluster::Decisions,
             Command::RequestQuota { .. }
             | Command::ApproveQuota { .. }
             | Command::RejectQuota { .. } => InCluster::Objects,
