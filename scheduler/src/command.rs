@@ -576,8 +576,7 @@ impl Cluster {
                         "job {job} is not held for the federation: nothing to keep"
                     ));
                 }
-                let why = why.unwrap_or_else(|| format!("kept here by {actor}"));
-                self.dispatch_decided(&job, true, &why)?
+                self.dispatch_decided(&job, true, why.as_deref().unwrap_or(""), actor)?
             }
             Command::Cancel { job, why } => {
                 let why = why.map_or_else(

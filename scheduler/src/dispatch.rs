@@ -383,6 +383,7 @@ impl Cluster {
         job: &str,
         kept: bool,
         why: &str,
+        by: &str,
     ) -> Result<String, crate::cluster::ClusterError> {
         let id = self.job_id(job)?;
         let object = format!("job/{job}");
@@ -393,7 +394,11 @@ impl Cluster {
             self.jobs[id as usize].kept = true;
             self.rehold(id);
             let me = self.federation.clone().unwrap_or_default();
-            let m = format!("kept in {me} by the federation: {why}");
+            let m = if why.is_empty() {
+                format!("kept in {me} by {by}")
+            } else {
+                format!("kept in {me} by {by}: {why}")
+            };
             self.emit(
                 crate::event::Severity::Normal,
                 "KeptHere",
@@ -1116,7 +1121,10 @@ mod tests {
         };
         let out = keep(&mut core);
         assert!(
-            out.result.as_ref().unwrap().contains("kept here by alice"),
+            out.result
+                .as_ref()
+                .unwrap()
+                .contains("kept in east by alice"),
             "{:?}",
             out.result
         );

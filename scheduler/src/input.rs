@@ -696,7 +696,9 @@ impl Core {
                 c.emit(severity, reason, object, message);
                 done("noted".into())
             }
-            Observation::Dispatch { job, kept, why } => done(c.dispatch_decided(&job, kept, &why)?),
+            Observation::Dispatch { job, kept, why } => {
+                done(c.dispatch_decided(&job, kept, &why, "the federation")?)
+            }
             Observation::BindFailed { job, reason } => {
                 let id = c.job_id(&job)?;
                 c.fail_bind(id, &format!("bind failed: {reason}"))?;
