@@ -215,9 +215,8 @@ enum Request {
         job: String,
         reply: Sender<Result<maar_scheduler::dispatch::Prospect, String>>,
     },
-    Dispatch {
+    NotSent {
         job: String,
-        kept: bool,
         why: String,
         reply: Sender<Result<String, String>>,
     },
@@ -425,13 +424,12 @@ impl EngineHandle {
         })?
     }
 
-    /// The federation decided about a job whose file asks for a cluster while it waits
-    /// here ([`maar_scheduler::Observation::Dispatch`]): `kept`, it queues here from
-    /// now on; else it stays held, `why` its reason.
-    pub fn dispatch_decided(&self, job: &str, kept: bool, why: &str) -> Result<String, String> {
-        self.ask(|reply| Request::Dispatch {
+    /// The federation says why a job held for it is not sent yet
+    /// ([`maar_scheduler::Observation::NotSent`]): its reason here. (Leaving it here is
+    /// the `keep` command.)
+    pub fn not_sent(&self, job: &str, why: &str) -> Result<String, String> {
+        self.ask(|reply| Request::NotSent {
             job: job.to_string(),
-            kept,
             why: why.to_string(),
             reply,
         })?
@@ -965,24 +963,14 @@ impl Engine {
                 }
                 let _ = reply.send(p);
             }
-            Request::Dispatch {
-                job,
-                kept,
-                why,
-                reply,
-            } => {
+            Request::NotSent { job, why, reply } => {
                 let began = Instant::now();
                 let out = self.core.apply_held(maar_scheduler::Input::Observe(
-                    maar_scheduler::Observation::Dispatch { job, kept, why },
+                    maar_scheduler::Observation::NotSent { job, why },
                 ));
                 let res = out.result.clone().map_err(|e| e.to_string());
                 if !out.events.is_empty() {
                     self.changed = true;
-                }
-                if kept && res.is_ok() {
-                    // Queued here now: placed by the next cycle, before anyone is
-                    // told it waits.
-                    self.driver.nudge();
                 }
                 self.took(out.events, began);
                 let _ = reply.send(res);

@@ -217,7 +217,7 @@ impl Mover {
                     .map(|_| String::new())
                     .map_err(|e| e.to_string())
             } else {
-                here_site.engine.dispatch_decided(job, kept, why)
+                here_site.engine.not_sent(job, why)
             };
             if let Err(e) = told {
                 tracing::warn!(target: "maar", "job/{job}: {} not told the federation's decision ({why}): {e}", here_site.name);

@@ -886,11 +886,6 @@ impl Driver for Sim {
         self.apply(core, actor, command)
     }
 
-    fn nudge(&mut self) {
-        // A cycle at the next instant (as after an arrival), not at the next event.
-        self.st.dirty = true;
-    }
-
     fn save(&self) -> serde_json::Value {
         self.save_state()
     }

@@ -236,12 +236,11 @@ fn a_job_already_in_a_cluster_is_sent_nowhere_else() {
     assert!(choice.why.starts_with("already in lab: "), "{}", choice.why);
 }
 
-/// A job the federation leaves here (its file asked for `auto`) is placed at the
-/// simulation's next instant once the driver is nudged, not at its next event (up to
-/// minutes of simulated time later); held, no instant places it.
+/// A job the federation leaves here (its file asked for `auto`; the `keep` command) is
+/// placed at once, not at the simulation's next event (up to minutes of simulated time
+/// later, when leaving it was an observation); held, no instant places it.
 #[test]
 fn a_job_the_federation_leaves_here_starts_at_the_next_instant() {
-    use maar_scheduler::{Driver, Input, Observation};
     let (_, mut d) = sites(600).into_iter().next().expect("the lab");
     d.core.set_federation(Some("lab".into()));
     let mut spec = JobSpec::train("asks-auto", "ml-prod", "training-gpu", 0);
@@ -254,13 +253,14 @@ fn a_job_the_federation_leaves_here_starts_at_the_next_instant() {
     let t = d.now();
     d.run_until(t + 1);
     assert_eq!(phase(&d), Phase::Pending, "held for the federation");
-    let out = d.core.apply(Input::Observe(Observation::Dispatch {
-        job: "ml-prod/asks-auto".into(),
-        kept: true,
-        why: "no other cluster starts it sooner".into(),
-    }));
+    let out = d.command(
+        Actor::system("federation"),
+        Command::Keep {
+            job: "ml-prod/asks-auto".into(),
+            why: Some("no other cluster starts it sooner".into()),
+        },
+    );
     assert!(out.is_ok(), "{:?}", out.result);
-    d.sim.nudge();
     d.run_until(t + 2);
     assert_eq!(phase(&d), Phase::Running);
 }

@@ -2560,14 +2560,14 @@ fn a_trainjob_asking_for_auto_is_made_in_the_cluster_it_is_sent_to_as_written() 
     assert_eq!(pods_made, 1, "{writes:?}");
 }
 
-/// A TrainJob asking for `auto` that the federation leaves in this cluster queues
-/// here and the driver places it at its next poll (nudged), before any second's step
-/// could tell it "waiting for the next scheduling cycle" as a FailedScheduling warning
-/// (seen on a real API server before the nudge). Held, it is told nothing until the
-/// federation says why it stays held.
+/// A TrainJob asking for `auto` that the federation leaves in this cluster (the
+/// `keep` command) is placed by that command's cycle, before any second's step could
+/// tell it "waiting for the next scheduling cycle" as a FailedScheduling warning
+/// (seen on a real API server when leaving it was an observation and waited for the
+/// next cycle). Held, it is told nothing until the federation says why it stays held.
 #[test]
 fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() {
-    use maar_scheduler::{Driver, Input, Observation};
+    use maar_scheduler::{Actor, Command, Driver, Input, Observation};
     let mut core = new_core();
     core.set_federation(Some("east".into()));
     let mut d = KubeDriver::detached();
@@ -2609,9 +2609,8 @@ fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() 
     // The federation's word that it is still held (the cluster it names refuses it) is
     // told.
     let refused = "west refused it: no pool gpu there";
-    let out = core.apply_held(Input::Observe(Observation::Dispatch {
+    let out = core.apply_held(Input::Observe(Observation::NotSent {
         job: "ml/t".into(),
-        kept: false,
         why: refused.into(),
     }));
     assert!(out.is_ok(), "{:?}", out.result);
@@ -2621,15 +2620,16 @@ fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() 
         "{:?}",
         told(&writes)
     );
-    // Left here: queued, and placed at the next poll.
-    let out = core.apply_held(Input::Observe(Observation::Dispatch {
-        job: "ml/t".into(),
-        kept: true,
-        why: "no other cluster starts it sooner".into(),
-    }));
+    // Left here: queued, and placed by the command's own cycle.
+    let out = d.command(
+        &mut core,
+        Actor::system("federation"),
+        Command::Keep {
+            job: "ml/t".into(),
+            why: Some("no other cluster starts it sooner".into()),
+        },
+    );
     assert!(out.is_ok(), "{:?}", out.result);
-    d.nudge();
-    d.poll(&mut core);
     assert_eq!(phase(&core, "ml/t"), Phase::Running);
     let (_, writes) = d.step(&mut core, 3, vec![]);
     assert_eq!(told(&writes), Vec::<String>::new());

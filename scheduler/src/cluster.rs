@@ -1615,13 +1615,8 @@ impl Cluster {
     }
 
     /// The longest a job of `spec` may run once started: its estimate at the slowest
-    /// speed among the models it accepts (all the cluster's models when it names none).
-    pub fn runtime_bound(&self, spec: &JobSpec) -> Option<u64> {
-        self.runtime_bound_with(spec, &[])
-    }
-
-    /// As [`Cluster::runtime_bound`], with `more` models in the cluster (a change that
-    /// labels a node with a model not seen yet).
+    /// speed among the models it accepts (all the cluster's models when it names none,
+    /// and `more`: a change that labels a node with a model not seen yet).
     pub(crate) fn runtime_bound_with(&self, spec: &JobSpec, more: &[&str]) -> Option<u64> {
         let est = spec.est_runtime_s?;
         Some(match self.bound_speed_with(spec, more) {
@@ -1631,7 +1626,7 @@ impl Cluster {
     }
 
     /// The speed of the slowest card a job's asks accept, which its estimate is
-    /// scaled by for [`Cluster::runtime_bound`]; `None`: not scaled (no GPUs, or no
+    /// scaled by for [`Cluster::runtime_bound_with`]; `None`: not scaled (no GPUs, or no
     /// speeds configured). The same for every job that asks alike.
     pub(crate) fn bound_speed(&self, spec: &JobSpec) -> Option<f64> {
         self.bound_speed_with(spec, &[])

@@ -569,15 +569,7 @@ impl Cluster {
                 }
                 format!("job {job} requeued")
             }
-            Command::Keep { job, why } => {
-                let id = self.job_id(&job)?;
-                if !self.held_for_federation(id) {
-                    return Ok(format!(
-                        "job {job} is not held for the federation: nothing to keep"
-                    ));
-                }
-                self.dispatch_decided(&job, true, why.as_deref().unwrap_or(""), actor)?
-            }
+            Command::Keep { job, why } => self.keep(&job, why.as_deref().unwrap_or(""), actor)?,
             Command::Cancel { job, why } => {
                 let why = why.map_or_else(
                     || "cancelled by operator".into(),

@@ -98,18 +98,7 @@ impl Core {
     /// starting ([`crate::forecast`]). Refused (the spec's own error) when this cluster
     /// would refuse the submit: a project or pool it does not have, a bad spec.
     pub fn prospect(&self, spec: &JobSpec) -> Result<Prospect, String> {
-        // As a federation would send it: the file's own ask for a cluster decided
-        // (else a copy of a cluster among several would hold it for the federation).
-        let sent;
-        let spec = if spec.cluster.is_some() {
-            sent = JobSpec {
-                cluster: None,
-                ..spec.clone()
-            };
-            &sent
-        } else {
-            spec
-        };
+        let spec = &*as_sent(spec);
         if let Some(p) = self.prospect_now(spec) {
             // The shortcut answers as the copy would: checked against it in debug
             // builds (every test that asks a prospect).
@@ -126,13 +115,7 @@ impl Core {
     /// [`Core::prospect`] only where it needs no copy of the cluster (see
     /// `prospect_now`): cheap on a cluster of any size; `None` where a copy must decide.
     pub fn prospect_quick(&self, spec: &JobSpec) -> Option<Prospect> {
-        if spec.cluster.is_some() {
-            return self.prospect_now(&JobSpec {
-                cluster: None,
-                ..spec.clone()
-            });
-        }
-        self.prospect_now(spec)
+        self.prospect_now(&as_sent(spec))
     }
 
     /// The prospect without a copy, where the copy's cycle would try this job alone
@@ -376,37 +359,45 @@ impl Cluster {
         }
     }
 
-    /// The federation decided about a job whose file asks for a cluster while it waits
-    /// here: `kept`, it queues here from now on; else it stays held, `why` its reason.
-    pub(crate) fn dispatch_decided(
+    /// `by` (the federation, or an operator: `maar keep`) keeps a job held for the
+    /// federation here: it queues here from now on.
+    pub(crate) fn keep(
         &mut self,
         job: &str,
-        kept: bool,
         why: &str,
         by: &str,
     ) -> Result<String, crate::cluster::ClusterError> {
         let id = self.job_id(job)?;
-        let object = format!("job/{job}");
-        if kept {
-            if self.jobs[id as usize].kept {
-                return Ok(format!("job {job} already kept here"));
-            }
-            self.jobs[id as usize].kept = true;
-            self.rehold(id);
-            let me = self.federation.clone().unwrap_or_default();
-            let m = if why.is_empty() {
-                format!("kept in {me} by {by}")
-            } else {
-                format!("kept in {me} by {by}: {why}")
-            };
-            self.emit(
-                crate::event::Severity::Normal,
-                "KeptHere",
-                object,
-                m.clone(),
-            );
-            return Ok(m);
+        if !self.pending_held.contains(&id) {
+            return Ok(format!(
+                "job {job} is not held for the federation: nothing to keep"
+            ));
         }
+        self.jobs[id as usize].kept = true;
+        self.rehold(id);
+        let me = self.federation.clone().unwrap_or_default();
+        let m = if why.is_empty() {
+            format!("kept in {me} by {by}")
+        } else {
+            format!("kept in {me} by {by}: {why}")
+        };
+        self.emit(
+            crate::event::Severity::Normal,
+            "KeptHere",
+            format!("job/{job}"),
+            m.clone(),
+        );
+        Ok(m)
+    }
+
+    /// The federation says why a job held for it is not sent yet (the cluster its file
+    /// names refuses it, is none of the federation's, or does not answer): its reason.
+    pub(crate) fn not_sent(
+        &mut self,
+        job: &str,
+        why: &str,
+    ) -> Result<String, crate::cluster::ClusterError> {
+        let id = self.job_id(job)?;
         if !self.pending_held.contains(&id) {
             return Ok(format!("job {job} is not held for the federation"));
         }
@@ -416,11 +407,23 @@ impl Cluster {
             self.emit(
                 crate::event::Severity::Warning,
                 "NotSent",
-                object,
+                format!("job/{job}"),
                 why.to_string(),
             );
         }
         Ok(format!("job {job} still held: {why}"))
+    }
+}
+
+/// A job as a federation would send it: its file's ask for a cluster decided (else a
+/// prospect's copy of a cluster among several would hold it for the federation).
+fn as_sent(spec: &JobSpec) -> std::borrow::Cow<'_, JobSpec> {
+    match spec.cluster {
+        Some(_) => std::borrow::Cow::Owned(JobSpec {
+            cluster: None,
+            ..spec.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(spec),
     }
 }
 
@@ -1042,11 +1045,18 @@ mod tests {
         let refused = "its file asks for cluster west (crater.ai/cluster), which refuses it: no pool train there";
         // The federation's decision, and the event it leaves.
         let decide = |core: &mut Core, job: &str, kept: bool, why: &str, event: &str| {
-            let out = core.apply(Input::Observe(Observation::Dispatch {
-                job: job.into(),
-                kept,
-                why: why.into(),
-            }));
+            let (job, why) = (job.to_string(), why.to_string());
+            let out = core.apply(if kept {
+                Input::Command {
+                    actor: Actor::system("federation"),
+                    command: crate::command::Command::Keep {
+                        job,
+                        why: Some(why),
+                    },
+                }
+            } else {
+                Input::Observe(Observation::NotSent { job, why })
+            });
             assert!(out.is_ok(), "{:?}", out.result);
             assert!(
                 out.events.iter().any(|e| e.reason == event),

@@ -187,16 +187,11 @@ pub enum Observation {
         #[serde(default)]
         reason: String,
     },
-    /// The federation that runs this cluster among others decided about a job whose
-    /// file asks for a cluster (`crater.ai/cluster`) while it waits here: `kept`, it
-    /// queues here from now on (`auto`, and no other cluster starts it sooner; or the
-    /// one chosen refused it); else it stays held, `why` its reason (the cluster it
-    /// names refuses it, is none of the federation's, or does not answer).
-    Dispatch {
-        job: String,
-        kept: bool,
-        why: String,
-    },
+    /// The federation that runs this cluster among others says why a job held for it
+    /// (its file asks for a cluster, `crater.ai/cluster`) is not sent yet: the
+    /// cluster it names refuses it, is none of the federation's, or does not answer.
+    /// (Leaving it here is a command: `keep`.)
+    NotSent { job: String, why: String },
     /// Something the driver wants the operator to see (a scenario step it could not
     /// carry out, a reading it could not take); logged as an event, changes nothing.
     Note {
@@ -300,7 +295,7 @@ impl Core {
     /// This cluster is `me` among several run by one maar, whose federation sends the
     /// jobs that ask for a cluster (`crater.ai/cluster`): such a job waits here,
     /// untried, until the federation sends it or leaves it here
-    /// ([`Observation::Dispatch`]). `None`: alone, the ask changes nothing.
+    /// (`Command::Keep`). `None`: alone, the ask changes nothing.
     pub fn set_federation(&mut self, me: Option<String>) {
         self.cluster.set_federation(me);
     }
@@ -696,9 +691,7 @@ impl Core {
                 c.emit(severity, reason, object, message);
                 done("noted".into())
             }
-            Observation::Dispatch { job, kept, why } => {
-                done(c.dispatch_decided(&job, kept, &why, "the federation")?)
-            }
+            Observation::NotSent { job, why } => done(c.not_sent(&job, &why)?),
             Observation::BindFailed { job, reason } => {
                 let id = c.job_id(&job)?;
                 c.fail_bind(id, &format!("bind failed: {reason}"))?;
@@ -749,11 +742,6 @@ pub trait Driver: Send {
     fn poll(&mut self, _core: &mut Core) -> Vec<Event> {
         Vec::new()
     }
-    /// The core was changed from outside this world (a federation left a job here to
-    /// queue): the driver runs a cycle soon (a live backend before it tells waiting
-    /// jobs why, else it would tell a reason the next cycle ends; the demo at its next
-    /// instant, not at its next event). Nothing by default.
-    fn nudge(&mut self) {}
     /// A fresh forecast of the Pending jobs' starts (the engine's, made for its
     /// views): a live backend tells it where its users look (Kubernetes: an
     /// annotation on the waiting pod). Nothing by default.

@@ -236,10 +236,9 @@ fn samples() -> Vec<Input> {
             object: "cluster/scenario".into(),
             message: "m".into(),
         },
-        Observation::Dispatch {
+        Observation::NotSent {
             job: "ml/sample".into(),
-            kept: true,
-            why: "no other cluster starts it sooner".into(),
+            why: "its file asks for cluster west (crater.ai/cluster), which does not answer".into(),
         },
     ];
     v.extend(obs.into_iter().map(Input::Observe));

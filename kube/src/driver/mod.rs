@@ -977,17 +977,12 @@ impl Driver for KubeDriver {
         }
         self.last_poll = Some(now);
         let seen = self.take_seen();
-        // (Nudged: a cycle is due with nothing seen.)
-        if seen.is_empty() && !self.dirty {
+        if seen.is_empty() {
             return Vec::new();
         }
         let (events, writes) = self.step_at(core, None, seen);
         self.flush(writes);
         events
-    }
-
-    fn nudge(&mut self) {
-        self.dirty = true;
     }
 
     fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
