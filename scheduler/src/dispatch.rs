@@ -170,7 +170,7 @@ impl Core {
         // with this job among them.
         let mut counts = c.shape_counts.clone();
         *counts.entry(shape).or_default() += n;
-        let shapes = crate::placement::cover_95(counts);
+        let shapes = c.typical_of(counts);
         let gpu = crate::placement::gpu_shapes(&shapes);
         let bound = crate::placement::bound_demand(&shapes, &c.models);
         let typ = crate::schedule::Typical {

@@ -28,7 +28,9 @@ use crate::cluster::{Cluster, SchedConfig};
 use crate::fit::fit;
 use crate::model::*;
 use crate::placement::{affinity_tag, bound_demand, rank, Ask, Measures, NodeView, Verdict};
-pub use crate::placement::{capacity_fragmentation, cover_95, fragmentation, Policy, Shape};
+pub use crate::placement::{
+    capacity_fragmentation, cover_95, fragmentation, with_scarce, Policy, Shape,
+};
 
 /// A node row of the trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,6 +173,34 @@ pub enum ShapeWeight {
 /// (`isInvolvedCpuPods: true`); with it our FGD lands within 0.05 points of the
 /// published means (BENCHMARKS.md).
 pub fn typical_shapes(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) -> Vec<(Shape, f64)> {
+    cover_95(shape_counts(pods, weight, with_cpu))
+}
+
+/// The shapes maar's policy measures against on `nodes`: the typical ones and the
+/// scarce ones ([`crate::placement::with_scarce`]).
+pub fn maar_shapes(
+    nodes: &[TraceNode],
+    pods: &[TracePod],
+    weight: ShapeWeight,
+    with_cpu: bool,
+) -> Vec<(Shape, f64)> {
+    let gpu_nodes = nodes.iter().filter(|n| n.gpus > 0).count();
+    with_scarce(
+        shape_counts(pods, weight, with_cpu),
+        gpu_nodes,
+        |s, limit| nodes.iter().filter(|n| can_hold(n, s)).nth(limit).is_some(),
+    )
+}
+
+/// Whether an empty `node` could hold a shape (its cards, its CPU, its model).
+fn can_hold(node: &TraceNode, s: &Shape) -> bool {
+    node.gpus >= s.count
+        && node.cpu_milli >= s.cpu
+        && (s.models.is_empty() || s.models.contains(&node.model.to_lowercase()))
+}
+
+/// How many times each shape occurs, by `weight`; CPU-only pods only `with_cpu`.
+fn shape_counts(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) -> BTreeMap<Shape, u64> {
     let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
     for p in pods.iter().filter(|p| with_cpu || p.num_gpu > 0) {
         let w = match weight {
@@ -179,7 +209,7 @@ pub fn typical_shapes(pods: &[TracePod], weight: ShapeWeight, with_cpu: bool) ->
         };
         *counts.entry(Shape::of(p)).or_default() += w;
     }
-    cover_95(counts)
+    counts
 }
 
 /// What a node looks like to the policies. Nodes with equal states are interchangeable.
@@ -589,7 +619,13 @@ pub fn replay(nodes: &[TraceNode], pods: &[TracePod], cfg: &ReplayConfig) -> Rep
     let started = Instant::now();
     let capacity = gpu_capacity(nodes);
     let order = arrival_order(pods, capacity, cfg);
-    let shapes = typical_shapes(pods, cfg.shape_weight, cfg.cpu_shapes);
+    // FGD and the others against the typical shapes, as published; maar against the
+    // scarce ones too.
+    let shapes = if cfg.policy == Policy::Maar {
+        maar_shapes(nodes, pods, cfg.shape_weight, cfg.cpu_shapes)
+    } else {
+        typical_shapes(pods, cfg.shape_weight, cfg.cpu_shapes)
+    };
     let mut r =
         Replayer::new(nodes, shapes, cfg.policy, cfg.seed.wrapping_add(1)).with_ties(cfg.ties);
     let mut curve = Vec::new();

@@ -239,9 +239,27 @@ impl Cluster {
             "typical shape counts drifted"
         );
         let counts = self.shape_counts.clone();
-        self.typical = placement::cover_95(counts);
+        self.typical = self.typical_of(counts);
         self.typical_gpu = placement::gpu_shapes(&self.typical);
         self.bound_demand = placement::bound_demand(&self.typical, &self.models);
+    }
+
+    /// The shapes placement measures fragmentation against, from shape counts: the
+    /// typical ones ([`placement::cover_95`]); under maar's policy the scarce ones too
+    /// ([`placement::with_scarce`]: rare GPU shapes that few of this cluster's nodes
+    /// could hold even empty).
+    pub(crate) fn typical_of(&self, counts: BTreeMap<Shape, u64>) -> Vec<(Shape, f64)> {
+        if self.config.placement != placement::Policy::Maar {
+            return placement::cover_95(counts);
+        }
+        let gpu_nodes = self.nodes.iter().filter(|n| !n.gpus.is_empty()).count();
+        placement::with_scarce(counts, gpu_nodes, |s, limit| {
+            self.nodes
+                .iter()
+                .filter(|n| n.gpus.len() as u32 >= s.count && n.cpu_milli >= s.cpu)
+                .nth(limit)
+                .is_some()
+        })
     }
 
     /// Pools a job may be placed in: its own first, then pools that lend to it.
@@ -966,5 +984,63 @@ impl Cluster {
             1
         };
         self.find_node(&j.spec, mult, &pools, &[], &[]).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::*;
+    use crate::placement::{Policy, Shape};
+    use crate::testkit::{add_train_node, train_cluster};
+
+    /// 40 nodes of 8 cards and 64 cores, one of 8 cards and 128 cores; 96 one-card jobs
+    /// and one that asks for 8 cards and 120 cores (only the large node holds it).
+    fn rare_large_job(placement: Policy) -> Vec<(Shape, f64)> {
+        let mut c = train_cluster();
+        c.config.placement = placement;
+        for i in 0..40 {
+            add_train_node(&mut c, &format!("n{i}"), "a100", 8);
+        }
+        let labels = [
+            (LABEL_ROLE, "train"),
+            (LABEL_MODEL, "a100"),
+            (LABEL_COUNT, "8"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let cards = (0..8)
+            .map(|g| Gpu::new(g, format!("large/{g}"), "a100", 80 << 30, false))
+            .collect();
+        c.add_node(Node::new(
+            "large",
+            labels,
+            128_000,
+            512 << 30,
+            1 << 40,
+            cards,
+        ));
+        for i in 0..96 {
+            let mut s = JobSpec::train(&format!("s{i}"), "p", "train", 1);
+            s.cpu_milli = 8000;
+            c.submit(s).unwrap();
+        }
+        let mut s = JobSpec::train("big", "p", "train", 8);
+        s.cpu_milli = 120_000;
+        c.submit(s).unwrap();
+        c.schedule();
+        c.typical.clone()
+    }
+
+    #[test]
+    fn maar_measures_against_a_rare_shape_only_few_nodes_can_hold() {
+        let big = |t: &[(Shape, f64)]| t.iter().any(|(s, _)| s.count == 8 && s.cpu == 120_000);
+        let maar = rare_large_job(Policy::Maar);
+        assert!(big(&maar), "{maar:?}");
+        assert!((maar.iter().map(|x| x.1).sum::<f64>() - 1.0).abs() < 1e-9);
+        // The published policies read the typical shapes alone, as published.
+        let fgd = rare_large_job(Policy::Fgd);
+        assert!(!big(&fgd), "{fgd:?}");
+        assert_eq!(fgd.len(), 1, "{fgd:?}");
     }
 }

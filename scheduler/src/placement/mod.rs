@@ -27,7 +27,8 @@ pub mod rank;
 pub use fgd::fgd_score;
 pub use maar::{maar_leftover, maar_order};
 pub use measure::{
-    bound_demand, capacity_fragmentation, cover_95, fragmentation, gpu_shapes, Measure, Memo, Shape,
+    bound_demand, capacity_fragmentation, cover_95, fragmentation, gpu_shapes, with_scarce,
+    Measure, Memo, Shape, SCARCE_SHARE,
 };
 
 /// The policies, one line each: the variant operators name (its lower-case name, as the
