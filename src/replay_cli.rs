@@ -93,9 +93,13 @@ pub struct ReplayArgs {
     /// Total GPU request to replay, as a multiple of the cluster's GPU capacity.
     #[arg(long, default_value_t = 1.3)]
     pub inflate: f64,
-    /// Run every policy x seeds 42-51 and print the means.
+    /// Run every policy x seeds 42-51 (or --seeds) and print the means.
     #[arg(long)]
     pub sweep: bool,
+    /// The sweep's seeds, FROM-TO (the paper's artifact and its published means are of
+    /// 42-51; other seeds show whether a lead is tuned to those).
+    #[arg(long, value_name = "FROM-TO", default_value = "42-51", value_parser = parse_seeds, requires = "sweep")]
+    pub seeds: std::ops::RangeInclusive<u64>,
     /// Published results to compare with (fgd_reference_alloc_default.csv).
     #[arg(long, value_name = "CSV")]
     pub reference: Option<PathBuf>,
@@ -120,8 +124,25 @@ pub struct ReplayArgs {
     pub bound: bool,
 }
 
-/// The sweep's seeds, as in the paper's artifact.
-pub const SEEDS: std::ops::RangeInclusive<u64> = 42..=51;
+/// `--seeds FROM-TO`: at least one seed, at most 10,000.
+fn parse_seeds(s: &str) -> Result<std::ops::RangeInclusive<u64>, String> {
+    let (from, to) = s
+        .split_once('-')
+        .ok_or_else(|| format!("`{s}` is not FROM-TO (for example 42-51)"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("`{x}` in `{s}` is not a seed (a whole number)"))
+    };
+    let (from, to) = (num(from)?, num(to)?);
+    if to < from {
+        return Err(format!("`{s}` ends before it starts"));
+    }
+    if to - from >= 10_000 {
+        return Err(format!("`{s}` is more than 10,000 seeds"));
+    }
+    Ok(from..=to)
+}
 
 #[derive(Serialize)]
 struct SweepRow {
@@ -460,11 +481,11 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     let started = Instant::now();
     let cfgs: Vec<ReplayConfig> = Policy::ALL
         .iter()
-        .flat_map(|&p| SEEDS.map(move |s| (p, s)))
+        .flat_map(|&p| a.seeds.clone().map(move |s| (p, s)))
         .map(|(p, s)| cfg(p, s))
         .collect();
     let runs = run_all(&nodes, &pods, &cfgs);
-    let seeds: Vec<ReplayConfig> = SEEDS.map(|s| cfg(Policy::Maar, s)).collect();
+    let seeds: Vec<ReplayConfig> = a.seeds.clone().map(|s| cfg(Policy::Maar, s)).collect();
     let per_seed = if a.bound {
         Some(bounds(&nodes, &pods, &seeds)?)
     } else {
@@ -511,9 +532,9 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
         crate::args::SimOutput::Table => {
             w(format!(
                 "{} seeds ({}-{}), inflate {}\n",
-                SEEDS.count(),
-                SEEDS.start(),
-                SEEDS.end(),
+                a.seeds.clone().count(),
+                a.seeds.start(),
+                a.seeds.end(),
                 a.inflate
             ));
             w(format!(

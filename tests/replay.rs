@@ -389,3 +389,38 @@ fn maar_is_ahead_of_fgd_on_the_published_multi_gpu_traces() {
         assert!(maar > fgd, "{trace}: maar {maar:.3} fgd {fgd:.3}");
     }
 }
+
+#[test]
+fn a_sweep_runs_the_seeds_asked_and_a_bad_range_is_a_usage_error() {
+    let (dir, nodes, pods) = trace_files(
+        "seeds",
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,T4\n",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,1,600\np2,1000,1024,1,1000\n",
+    );
+    let o = replay_on(&nodes, &pods, &["--sweep", "--seeds", "7-9"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("3 seeds (7-9), inflate 1.3"), "{text}");
+    let o = replay_on(&nodes, &pods, &["--sweep", "--output", "json"]);
+    assert_eq!(o.status.code(), Some(0));
+    for (bad, says) in [
+        ("9-7", "ends before it starts"),
+        ("7", "is not FROM-TO"),
+        ("7-x", "`x` in `7-x` is not a seed"),
+        ("0-10000", "more than 10,000 seeds"),
+    ] {
+        let o = replay_on(&nodes, &pods, &["--sweep", "--seeds", bad]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    // Seeds are the sweep's: alone they are refused.
+    let o = replay_on(&nodes, &pods, &["--seeds", "7-9"]);
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,8 +1,10 @@
 //! maar's own policy. A GPU pod first stays off GPU models under pressure (the typical
 //! demand only that model can serve, per idle GPU, well above the least pressed
 //! candidate's: [`super::ease_pressure`]); then FGD's score of the fragmentation
-//! removed; then the capacity fragmentation removed (idle GPU that copies of the
-//! typical GPU shapes could not use: [`super::capacity_fragmentation`]); then what is
+//! removed (against the typical shapes and the rare ones few nodes can hold:
+//! [`super::with_scarce`], which the caller builds the measures from); then the
+//! capacity fragmentation removed (idle GPU that copies of those GPU shapes could not
+//! use: [`super::capacity_fragmentation`]); then what is
 //! left over ([`maar_leftover`]: best fit, or for a CPU-only pod the fewest idle GPUs).
 
 use super::fgd::fgd_score;
