@@ -184,7 +184,7 @@ pub fn maar_shapes(
     weight: ShapeWeight,
     with_cpu: bool,
 ) -> Vec<(Shape, f64)> {
-    let gpu_nodes = nodes.iter().filter(|n| n.gpus > 0).count();
+    let gpu_nodes = || nodes.iter().filter(|n| n.gpus > 0).count();
     with_scarce(
         shape_counts(pods, weight, with_cpu),
         gpu_nodes,

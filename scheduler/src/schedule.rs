@@ -252,7 +252,7 @@ impl Cluster {
         if self.config.placement != placement::Policy::Maar {
             return placement::cover_95(counts);
         }
-        let gpu_nodes = self.nodes.iter().filter(|n| !n.gpus.is_empty()).count();
+        let gpu_nodes = || self.nodes.iter().filter(|n| !n.gpus.is_empty()).count();
         placement::with_scarce(counts, gpu_nodes, |s, limit| {
             self.nodes
                 .iter()

@@ -52,9 +52,9 @@ pub const SCARCE_SHARE: f64 = 0.05;
 
 /// The shapes maar measures fragmentation against: the typical ones ([`cover_95`]),
 /// and also every rarer GPU shape that names no model and that at most
-/// [`SCARCE_SHARE`] of the `gpu_nodes` could hold even empty (`held_by_more(shape,
-/// limit)`: whether more than `limit` nodes could), each weighted by its count over
-/// the shapes kept.
+/// [`SCARCE_SHARE`] of the GPU nodes (`gpu_nodes()`, asked only when some shape is
+/// rare) could hold even empty (`held_by_more(shape, limit)`: whether more than
+/// `limit` nodes could), each weighted by its count over the shapes kept.
 ///
 /// Why: the typical shapes leave out the rarest 5% of the workload, and with them the
 /// large shapes that only a few nodes can take at all (on the openb multi-GPU traces,
@@ -64,19 +64,21 @@ pub const SCARCE_SHARE: f64 = 0.05;
 /// (BENCHMARKS.md). A shape that names its model is left to model pressure.
 pub fn with_scarce(
     counts: BTreeMap<Shape, u64>,
-    gpu_nodes: usize,
+    gpu_nodes: impl FnOnce() -> usize,
     held_by_more: impl Fn(&Shape, usize) -> bool,
 ) -> Vec<(Shape, f64)> {
-    let limit = (gpu_nodes as f64 * SCARCE_SHARE) as usize;
     let mut kept = covering_95(counts.iter().map(|(s, &c)| (s.clone(), c)));
     let typical: std::collections::BTreeSet<Shape> = kept.iter().map(|x| x.0.clone()).collect();
+    let mut gpu_nodes = Some(gpu_nodes);
+    let mut limit = 0;
     for (s, c) in counts {
-        if c > 0
-            && s.milli > 0
-            && s.models.is_empty()
-            && !typical.contains(&s)
-            && !held_by_more(&s, limit)
-        {
+        if c == 0 || s.milli == 0 || !s.models.is_empty() || typical.contains(&s) {
+            continue;
+        }
+        if let Some(count) = gpu_nodes.take() {
+            limit = (count() as f64 * SCARCE_SHARE) as usize;
+        }
+        if !held_by_more(&s, limit) {
             kept.push((s, c));
         }
     }
@@ -297,10 +299,14 @@ mod tests {
         // 41 GPU nodes: a shape at most 2 of them hold is scarce; only one holds over
         // 96 cores.
         let held_by = |sh: &Shape| if sh.cpu > 96_000 { 1 } else { 41 };
-        let got = with_scarce(counts.clone(), 41, |sh, limit| held_by(sh) > limit);
+        let got = with_scarce(counts.clone(), || 41, |sh, limit| held_by(sh) > limit);
         assert_eq!(got, vec![(small.clone(), 96.0 / 97.0), (big, 1.0 / 97.0)]);
         // Held by three nodes of 41: not scarce.
-        let got = with_scarce(counts, 41, |_, limit| 3 > limit);
+        let got = with_scarce(counts.clone(), || 41, |_, limit| 3 > limit);
+        assert_eq!(got, vec![(small.clone(), 1.0)]);
+        // Nothing rare: the nodes are not counted.
+        let typical: BTreeMap<Shape, u64> = [(small.clone(), 96)].into();
+        let got = with_scarce(typical, || panic!("counted"), |_, _| panic!("asked"));
         assert_eq!(got, vec![(small, 1.0)]);
     }
 
