@@ -187,6 +187,7 @@ pub fn maar_shapes(
     let gpu_nodes = || nodes.iter().filter(|n| n.gpus > 0).count();
     with_scarce(
         shape_counts(pods, weight, with_cpu),
+        nodes.len(),
         gpu_nodes,
         |s, limit| nodes.iter().filter(|n| can_hold(n, s)).nth(limit).is_some(),
     )

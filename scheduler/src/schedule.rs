@@ -253,7 +253,7 @@ impl Cluster {
             return placement::cover_95(counts);
         }
         let gpu_nodes = || self.nodes.iter().filter(|n| !n.gpus.is_empty()).count();
-        placement::with_scarce(counts, gpu_nodes, |s, limit| {
+        placement::with_scarce(counts, self.nodes.len(), gpu_nodes, |s, limit| {
             self.nodes
                 .iter()
                 .filter(|n| n.gpus.len() as u32 >= s.count && n.cpu_milli >= s.cpu)

@@ -62,11 +62,16 @@ pub const SCARCE_SHARE: f64 = 0.05;
 /// against the typical shapes alone, those nodes look like any other to a small pod,
 /// maar filled them, and the large pods found none empty: maar fell behind FGD there
 /// (BENCHMARKS.md). A shape that names its model is left to model pressure.
+///
+/// `nodes` (every node, at least the GPU nodes) lets a shape that more than 5% of all
+/// nodes hold be passed over without counting the GPU nodes.
 pub fn with_scarce(
     counts: BTreeMap<Shape, u64>,
+    nodes: usize,
     gpu_nodes: impl FnOnce() -> usize,
     held_by_more: impl Fn(&Shape, usize) -> bool,
 ) -> Vec<(Shape, f64)> {
+    let limit_of = |n: usize| (n as f64 * SCARCE_SHARE) as usize;
     let mut kept = covering_95(counts.iter().map(|(s, &c)| (s.clone(), c)));
     let typical: std::collections::BTreeSet<Shape> = kept.iter().map(|x| x.0.clone()).collect();
     let mut gpu_nodes = Some(gpu_nodes);
@@ -75,8 +80,11 @@ pub fn with_scarce(
         if c == 0 || s.milli == 0 || !s.models.is_empty() || typical.contains(&s) {
             continue;
         }
+        if held_by_more(&s, limit_of(nodes)) {
+            continue;
+        }
         if let Some(count) = gpu_nodes.take() {
-            limit = (count() as f64 * SCARCE_SHARE) as usize;
+            limit = limit_of(count());
         }
         if !held_by_more(&s, limit) {
             kept.push((s, c));
@@ -299,14 +307,18 @@ mod tests {
         // 41 GPU nodes: a shape at most 2 of them hold is scarce; only one holds over
         // 96 cores.
         let held_by = |sh: &Shape| if sh.cpu > 96_000 { 1 } else { 41 };
-        let got = with_scarce(counts.clone(), || 41, |sh, limit| held_by(sh) > limit);
+        let got = with_scarce(counts.clone(), 41, || 41, |sh, limit| held_by(sh) > limit);
         assert_eq!(got, vec![(small.clone(), 96.0 / 97.0), (big, 1.0 / 97.0)]);
         // Held by three nodes of 41: not scarce.
-        let got = with_scarce(counts.clone(), || 41, |_, limit| 3 > limit);
+        let got = with_scarce(counts.clone(), 41, || 41, |_, limit| 3 > limit);
         assert_eq!(got, vec![(small.clone(), 1.0)]);
         // Nothing rare: the nodes are not counted.
         let typical: BTreeMap<Shape, u64> = [(small.clone(), 96)].into();
-        let got = with_scarce(typical, || panic!("counted"), |_, _| panic!("asked"));
+        let got = with_scarce(typical, 41, || panic!("counted"), |_, _| panic!("asked"));
+        assert_eq!(got, vec![(small.clone(), 1.0)]);
+        // Held by more than 5% of all 1,000 nodes: passed over without counting.
+        let wide: BTreeMap<Shape, u64> = [(small.clone(), 96), (s(4000, 1000, 2, &[]), 1)].into();
+        let got = with_scarce(wide, 1000, || panic!("counted"), |_, limit| limit == 50);
         assert_eq!(got, vec![(small, 1.0)]);
     }
 
