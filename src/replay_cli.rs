@@ -530,12 +530,20 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
             w(serde_json::to_string_pretty(&rows).expect("serialisable") + "\n")
         }
         crate::args::SimOutput::Table => {
+            // The published means are of seeds 42-51: other seeds compare with them,
+            // not with the same seeds.
+            let of_other_seeds = a.reference.is_some() && a.seeds != (42..=51);
             w(format!(
-                "{} seeds ({}-{}), inflate {}\n",
+                "{} seeds ({}-{}), inflate {}{}\n",
                 a.seeds.clone().count(),
                 a.seeds.start(),
                 a.seeds.end(),
-                a.inflate
+                a.inflate,
+                if of_other_seeds {
+                    "; REFERENCE is the published mean of seeds 42-51"
+                } else {
+                    ""
+                }
             ));
             w(format!(
                 "POLICY         ALLOC@100  REFERENCE  DIFF    IDLE GPUS  MS/RUN{}\n",

@@ -408,6 +408,33 @@ fn a_sweep_runs_the_seeds_asked_and_a_bad_range_is_a_usage_error() {
     assert!(text.starts_with("3 seeds (7-9), inflate 1.3"), "{text}");
     let o = replay_on(&nodes, &pods, &["--sweep", "--output", "json"]);
     assert_eq!(o.status.code(), Some(0));
+    // Published means are of seeds 42-51: other seeds say what they compare with.
+    let reference = dir.join("reference.csv");
+    std::fs::write(
+        &reference,
+        "workload,sc_policy,tune,seed,total_gpus,99,100\npods,06-FGD,1.3,42,2,90,95.0\n",
+    )
+    .unwrap();
+    let r = reference.to_str().unwrap();
+    let o = replay_on(
+        &nodes,
+        &pods,
+        &["--sweep", "--seeds", "7-9", "--reference", r],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with(
+            "3 seeds (7-9), inflate 1.3; REFERENCE is the published mean of seeds 42-51"
+        ),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = replay_on(&nodes, &pods, &["--sweep", "--reference", r]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with("10 seeds (42-51), inflate 1.3\n"),
+        "{text}"
+    );
     for (bad, says) in [
         ("9-7", "ends before it starts"),
         ("7", "is not FROM-TO"),

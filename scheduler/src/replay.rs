@@ -189,15 +189,11 @@ pub fn maar_shapes(
         shape_counts(pods, weight, with_cpu),
         nodes.len(),
         gpu_nodes,
-        |s, limit| nodes.iter().filter(|n| can_hold(n, s)).nth(limit).is_some(),
+        |s, limit| {
+            let mut hold = nodes.iter().filter(|n| s.fits_empty(n.gpus, n.cpu_milli));
+            hold.nth(limit).is_some()
+        },
     )
-}
-
-/// Whether an empty `node` could hold a shape (its cards, its CPU, its model).
-fn can_hold(node: &TraceNode, s: &Shape) -> bool {
-    node.gpus >= s.count
-        && node.cpu_milli >= s.cpu
-        && (s.models.is_empty() || s.models.contains(&node.model.to_lowercase()))
 }
 
 /// How many times each shape occurs, by `weight`; CPU-only pods only `with_cpu`.

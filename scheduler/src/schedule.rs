@@ -256,7 +256,7 @@ impl Cluster {
         placement::with_scarce(counts, self.nodes.len(), gpu_nodes, |s, limit| {
             self.nodes
                 .iter()
-                .filter(|n| n.gpus.len() as u32 >= s.count && n.cpu_milli >= s.cpu)
+                .filter(|n| s.fits_empty(n.gpus.len() as u32, n.cpu_milli))
                 .nth(limit)
                 .is_some()
         })
@@ -991,7 +991,7 @@ impl Cluster {
 mod tests {
     use crate::model::*;
     use crate::placement::{Policy, Shape};
-    use crate::testkit::{add_train_node, train_cluster};
+    use crate::testkit::{add_train_node, add_train_node_with_cpu, train_cluster};
 
     /// 40 nodes of 8 cards and 64 cores, one of 8 cards and 128 cores; 96 one-card jobs
     /// and one that asks for 8 cards and 120 cores (only the large node holds it).
@@ -1001,25 +1001,7 @@ mod tests {
         for i in 0..40 {
             add_train_node(&mut c, &format!("n{i}"), "a100", 8);
         }
-        let labels = [
-            (LABEL_ROLE, "train"),
-            (LABEL_MODEL, "a100"),
-            (LABEL_COUNT, "8"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let cards = (0..8)
-            .map(|g| Gpu::new(g, format!("large/{g}"), "a100", 80 << 30, false))
-            .collect();
-        c.add_node(Node::new(
-            "large",
-            labels,
-            128_000,
-            512 << 30,
-            1 << 40,
-            cards,
-        ));
+        add_train_node_with_cpu(&mut c, "large", "a100", 8, 128_000);
         for i in 0..96 {
             let mut s = JobSpec::train(&format!("s{i}"), "p", "train", 1);
             s.cpu_milli = 8000;

@@ -27,8 +27,19 @@ pub(crate) fn train_cluster() -> Cluster {
     c
 }
 
-/// Adds a node of the "train" pool with `gpus` cards of `model`.
+/// Adds a node of the "train" pool with `gpus` cards of `model` (64 cores).
 pub(crate) fn add_train_node(c: &mut Cluster, name: &str, model: &str, gpus: u32) {
+    add_train_node_with_cpu(c, name, model, gpus, 64_000);
+}
+
+/// As [`add_train_node`], with `cpu_milli` of CPU.
+pub(crate) fn add_train_node_with_cpu(
+    c: &mut Cluster,
+    name: &str,
+    model: &str,
+    gpus: u32,
+    cpu_milli: u64,
+) {
     let count = gpus.to_string();
     let labels = [
         (LABEL_ROLE, "train"),
@@ -41,7 +52,7 @@ pub(crate) fn add_train_node(c: &mut Cluster, name: &str, model: &str, gpus: u32
     c.add_node(Node::new(
         name,
         labels,
-        64_000,
+        cpu_milli,
         512 << 30,
         1 << 40,
         (0..gpus)

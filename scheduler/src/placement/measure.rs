@@ -19,6 +19,14 @@ pub struct Shape {
     pub models: Vec<String>,
 }
 
+impl Shape {
+    /// Whether an empty node of `cards` GPUs and `cpu_milli` could hold one of this
+    /// shape (its model aside).
+    pub fn fits_empty(&self, cards: u32, cpu_milli: u64) -> bool {
+        cards >= self.count && cpu_milli >= self.cpu
+    }
+}
+
 /// The most frequent shapes (by the weights counted) until they cover 95% of the total,
 /// with their frequencies renormalised to sum to 1.
 pub fn cover_95(counts: BTreeMap<Shape, u64>) -> Vec<(Shape, f64)> {
