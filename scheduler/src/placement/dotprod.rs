@@ -1,8 +1,11 @@
-//! DotProd (Tetris): the dot product of the pod's request and the node's free
-//! resources, each normalised by the largest node spec; a smaller product scores higher.
-//! A sharing pod is matched against each card it could take.
+//! DotProd (Tetris), as the published artifact runs it (`-DotProd 1000 -gpusel best
+//! -dimext merge -norm max`): the dot product of the pod's request and the node's free
+//! resources, CPU and the GPU-milli of all the node's cards together ("merge"), each
+//! normalised by the largest node spec ("max"); a smaller product scores higher. A
+//! shared slice is scored by the node as a whole and takes the default card, the
+//! tightest that fits ("best").
 
-use super::{share_cards, Ask, Measures, NodeView, Plugin, Verdict, MAX_SPEC_CPU, MAX_SPEC_GPU};
+use super::{Ask, Measures, NodeView, Plugin, Verdict, MAX_SPEC_CPU, MAX_SPEC_GPU};
 
 pub struct DotProd;
 
@@ -14,30 +17,8 @@ impl Plugin for DotProd {
     fn score(&self, s: &NodeView, pod: &Ask, _m: &mut Measures) -> Verdict {
         let cpu =
             (pod.cpu as f64 / MAX_SPEC_CPU as f64) * (s.free_cpu as f64 / MAX_SPEC_CPU as f64);
-        let groups: Vec<Option<u16>> = if pod.sharing() {
-            share_cards(s, pod).into_iter().map(Some).collect()
-        } else {
-            vec![None]
-        };
-        let mut best: Option<(i64, Option<u16>)> = None;
-        for g in groups {
-            let gpu = match g {
-                Some(card) => (pod.gpu_milli as f64 / 1000.0) * (card as f64 / 1000.0),
-                None => {
-                    (pod.gpu_request() as f64 / MAX_SPEC_GPU as f64)
-                        * (s.free_total() as f64 / MAX_SPEC_GPU as f64)
-                }
-            };
-            let sc = ((1.0 - (cpu + gpu) / 2.0) * 100.0) as i64;
-            if best.is_none_or(|b| sc > b.0) {
-                best = Some((sc, g));
-            }
-        }
-        let (score, card) = best.unwrap_or((0, None));
-        Verdict {
-            score,
-            aux: 0,
-            card,
-        }
+        let gpu = (pod.gpu_request() as f64 / MAX_SPEC_GPU as f64)
+            * (s.free_total() as f64 / MAX_SPEC_GPU as f64);
+        Verdict::plain(((1.0 - (cpu + gpu) / 2.0) * 100.0) as i64)
     }
 }

@@ -96,6 +96,31 @@ mod tests {
     }
 
     #[test]
+    fn dotprod_scores_a_slice_by_the_whole_node_and_leaves_the_card_to_best_fit() {
+        // As the published artifact runs DotProd (GPU dimensions merged): a 900-milli
+        // slice is matched against the node's free GPU-milli in all, so the node with
+        // one free card (1,000 of 8,000) is preferred to the one with eight; matched
+        // card by card, both would offer a whole free card and tie.
+        let pod = Ask {
+            cpu: 1000,
+            count: 1,
+            gpu_milli: 900,
+        };
+        let (one, eight) = ([1000, 0, 0, 0, 0, 0, 0, 0], [1000; 8]);
+        let cands = vec![
+            ("eight", view(1, 32_000, &eight)),
+            ("one", view(1, 32_000, &one)),
+        ];
+        let best = best(Policy::DotProd, &pod, cands, &mut Measures::none(), |_| 0.0);
+        assert_eq!(best.iter().map(|x| x.0).collect::<Vec<_>>(), ["one"]);
+        assert_eq!(best[0].1.score, 99);
+        assert_eq!(
+            best[0].1.card, None,
+            "the default card: the tightest it fits"
+        );
+    }
+
+    #[test]
     fn maar_keeps_gpu_pods_off_pressed_models_and_cpu_pods_anywhere() {
         let shapes = vec![(
             crate::placement::Shape {
