@@ -1024,6 +1024,21 @@ mod tests {
         assert!(ex.suggestions.is_empty(), "{:?}", ex.suggestions);
         assert_eq!(ex.starts, None);
         assert_eq!(ex.queue_position, None);
+        // Its quota and nodes are said as what it would meet were it kept here.
+        assert!(ex.held);
+        let text = ex.to_string();
+        let kept = text
+            .find("If kept:   were it kept here (`maar keep p/to-west`), it would meet:")
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            kept < text.find("Quota:").unwrap() && kept < text.find("Nodes:").unwrap(),
+            "{text}"
+        );
+        let here = c.explain(c.job_id("p/here").unwrap());
+        assert!(
+            !here.held && !here.to_string().contains("If kept"),
+            "{here}"
+        );
         // The forecast of every job gives it no start (nothing here will start it).
         let f = c.forecast(crate::forecast::Reach::default(), None);
         assert!(!f.starts.contains_key(&c.job_id("p/to-west").unwrap()));

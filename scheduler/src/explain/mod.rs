@@ -72,6 +72,11 @@ pub struct Explanation {
     /// Why a federation of clusters sent it here (`crate::dispatch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatched: Option<String>,
+    /// Held for the federation (its file asks for another cluster, or `auto`, and it
+    /// has been neither sent nor kept): no cycle here tries it, so its quota and nodes
+    /// say what it would meet were it kept here (`maar keep`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
     /// For a Pending job: when it is expected to start, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub starts: Option<String>,
@@ -240,6 +245,7 @@ impl Cluster {
             suggestions,
             placement,
             dispatched: j.spec.dispatched.clone(),
+            held,
             reason: j.reason.to_string(),
             evicted: j
                 .evicted
@@ -331,6 +337,14 @@ impl fmt::Display for Explanation {
         }
         if let Some(a) = &self.autoscaler {
             writeln!(f, "Autoscale: {a}")?;
+        }
+        if self.held {
+            // Nothing here tries it: what follows is this cluster as it would be for it.
+            let job = self.job.trim_start_matches("job/");
+            writeln!(
+                f,
+                "If kept:   were it kept here (`maar keep {job}`), it would meet:"
+            )?;
         }
         writeln!(f, "Quota:     {}", self.quota.message)?;
         if self.phase == "Running" && self.suggestions.is_empty() {
