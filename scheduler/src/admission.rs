@@ -218,6 +218,15 @@ impl Cluster {
         })
     }
 
+    /// Whether a running job is on borrowed quota now: admitted above its project's
+    /// reserved quota in its pool, and the project still holds more than reserved there.
+    /// Only such a job may be reclaimed by a job within its own reserved quota; one
+    /// whose project fell back within reserved (others of its jobs ended) is held as
+    /// reserved work is.
+    pub fn borrowing(&self, j: &crate::model::Job) -> bool {
+        j.borrowed && self.above_reserved(j.id)
+    }
+
     /// Whether the job's project holds more GPUs than reserved in its pool.
     pub(crate) fn above_reserved(&self, id: JobId) -> bool {
         let j = &self.jobs[id as usize];

@@ -163,6 +163,7 @@ pub struct JobView {
     pub wait_s: u64,
     pub run_s: u64,
     pub restarts: u32,
+    /// On borrowed quota now ([`Cluster::borrowing`]): may be reclaimed.
     pub borrowed: bool,
     /// GPU memory in use as a share of what was requested, percent.
     pub used_pct: u32,
@@ -293,7 +294,7 @@ impl Cluster {
             wait_s: self.wait_s(j),
             run_s: self.run_s(j),
             restarts: j.restarts,
-            borrowed: j.borrowed,
+            borrowed: self.borrowing(j),
             used_pct: j.used_pct,
             reasons: if j.reason.is_empty() {
                 Vec::new()

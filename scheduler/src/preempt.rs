@@ -41,7 +41,7 @@ impl Cluster {
         // loan on this pool's node (a job on loan here is of another pool: asked only
         // then, since the placements' walk is the dear part of a long search).
         lower
-            || (within_reserved && v.borrowed && v.pool == j.pool)
+            || (within_reserved && v.pool == j.pool && self.borrowing(v))
             || (v.pool != j.pool && on_loan_here())
     }
 

@@ -396,6 +396,80 @@ fn reserved_quota_reclaims_borrowed_cards_youngest_first() {
     assert_eq!(phase(&c2, "b-old"), Phase::Running);
 }
 
+/// Reclaim takes borrowed quota only while it is borrowed: a job admitted above its
+/// project's reserved quota is held as reserved work once the project's other jobs
+/// ended and it fell back within reserved (it was reclaimed for as long as it ran, and
+/// explain called it "borrowed quota" all along).
+#[test]
+fn reclaim_passes_over_a_job_whose_project_fell_back_within_reserved() {
+    let mut c = cluster(
+        vec![
+            node("a", "train", 4, "a100", 80, false),
+            node("b", "train", 4, "a100", 80, false),
+        ],
+        &[
+            ("owner", 2, Some(2)),
+            ("team", 2, Some(4)),
+            ("guest", 0, Some(2)),
+            ("other", 2, Some(2)),
+        ],
+    );
+    c.submit(job("t-first", "team", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    c.submit(job("t-second", "team", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.submit(job("o-filler", "other", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    let second = c.job_id("t-second").unwrap();
+    assert!(c.jobs[second as usize].borrowed, "admitted above team's reserved 2");
+    assert!(c.borrowing(&c.jobs[second as usize]));
+    // team's first job ends: team holds 2, its reserved, with the second alone.
+    c.complete(c.job_id("t-first").unwrap(), true, "done");
+    assert!(!c.borrowing(&c.jobs[second as usize]));
+    let ex = c.explain(second);
+    assert!(!ex.quota.borrowing, "{}", ex.quota.message);
+    assert!(
+        ex.quota.message.starts_with("holds 2 GPUs; project team uses 2 GPUs"),
+        "{}",
+        ex.quota.message
+    );
+    // A guest borrows the idle unreserved cards at high priority.
+    c.set_time(10);
+    c.submit(job("g-high", "guest", 2, PRIORITY_HIGH, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "g-high"), Phase::Running);
+    // The last free cards go out of service: the owner, within its reserved 2, must
+    // reclaim. The guest borrows (guest holds 2 > reserved 0); team does not.
+    let free: Vec<(String, u32)> = c
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.gpus
+                .iter()
+                .filter(|g| g.used_milli() == 0)
+                .map(move |g| (n.name.clone(), g.index))
+        })
+        .collect();
+    assert_eq!(free.len(), 2, "{free:?}");
+    for (node, gpu) in free {
+        c.apply(Command::CordonGpu { node, gpu }).unwrap();
+    }
+    c.set_time(20);
+    c.submit(job("o-mine", "owner", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "o-mine"), Phase::Running);
+    assert_eq!(phase(&c, "g-high"), Phase::Pending, "the borrower is reclaimed");
+    assert_eq!(
+        phase(&c, "t-second"),
+        Phase::Running,
+        "team is within its reserved quota: its job is not reclaimed, however low its priority"
+    );
+}
+
 #[test]
 fn drain_requeues_and_cordon_gpu_skips_it() {
     let mut c = cluster(

@@ -119,13 +119,14 @@ impl Cluster {
                 ),
                 _ => (0, None),
             };
+            let borrowing = self.borrowing(j);
             QuotaVerdict {
                 ok: true,
-                borrowing: j.borrowed,
+                borrowing,
                 message: format!(
                     "holds {} GPUs{}; project {} uses {} GPUs in pool {} (max {})",
                     Dim::Gpu.fmt(held.gpu_milli),
-                    if j.borrowed { " (borrowed quota)" } else { "" },
+                    if borrowing { " (borrowed quota)" } else { "" },
                     j.spec.project,
                     Dim::Gpu.fmt(used),
                     j.spec.pool,
