@@ -403,6 +403,15 @@ pub enum ClientError {
     Denied { path: String, why: String },
     #[error("{path}: {why}")]
     Failed { path: String, why: String },
+    /// The process behind the socket is not of the state file's owner: nothing is sent
+    /// to it (a user who could write to the folder could have planted it).
+    #[error("{path}: served by a process of user {peer}, not of {owner}, who owns {state}: nothing was sent to it; remove that socket (or use a folder only its owner can write)")]
+    Impostor {
+        path: String,
+        peer: String,
+        owner: String,
+        state: String,
+    },
     /// The maar answered with an error.
     #[error("{0}")]
     Answer(String),
@@ -450,9 +459,35 @@ impl Remote {
         self.kube.is_some()
     }
 
+    /// A connection to the maar serving the state file: only to a process of the
+    /// state file's owner (the kernel names the peer, `SO_PEERCRED`), who alone runs
+    /// maar on it ([`crate::record::guard_write`]).
     fn stream(&self) -> Result<UnixStream, ClientError> {
+        use std::os::unix::fs::MetadataExt;
         match UnixStream::connect(&self.socket) {
-            Ok(s) => Ok(s),
+            Ok(s) => {
+                let failed = |why: String| ClientError::Failed {
+                    path: self.socket.display().to_string(),
+                    why,
+                };
+                // No state file: no maar of it serves here.
+                let owner = std::fs::metadata(&self.state)
+                    .map_err(|e| failed(format!("{}: {e}", self.state.display())))?
+                    .uid();
+                let peer =
+                    nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+                        .map_err(|e| failed(format!("its peer cannot be known: {e}")))?
+                        .uid();
+                if peer != owner {
+                    return Err(ClientError::Impostor {
+                        path: self.socket.display().to_string(),
+                        peer: crate::actor::user_name(peer),
+                        owner: crate::actor::user_name(owner),
+                        state: self.state.display().to_string(),
+                    });
+                }
+                Ok(s)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 Err(ClientError::Denied {
                     path: self.socket.display().to_string(),

@@ -65,6 +65,9 @@ pub enum RecordError {
     },
     #[error("{path}: no recorded cluster here; start one with `maar demo`, or name another state file with --state")]
     Missing { path: String },
+    /// Another user could swap the file or what lies beside it ([`guard_write`]).
+    #[error("{path}: not written: {why}")]
+    Unsafe { path: String, why: String },
     #[error("{path}: this maar lost the state file to another ({why}); nothing more is written or acknowledged")]
     LeaseLost { path: String, why: String },
     #[error("{path}: {why}; this maar stops acknowledging commands")]
@@ -352,6 +355,87 @@ fn action_of(c: &Command) -> (String, String) {
     (c.action().to_string(), c.object())
 }
 
+/// The files beside a state file that maar writes or serves: SQLite's journals and
+/// the running maar's socket ([`crate::api::socket_path`]).
+const COMPANIONS: [&str; 4] = ["-wal", "-shm", "-journal", ".sock"];
+
+/// Refuses to write a state file that another user could swap, or whose companions
+/// another user already holds, as ssh's StrictModes refuses such a home: a folder
+/// another user may write to (and not sticky), or owned by another user than this
+/// one or root; a state file of another user; a journal or socket beside it that is
+/// another user's or a symbolic link. Without it, a user who may write to the folder
+/// could plant a socket that takes the owner's commands and answers "done", or a
+/// state file of forged history (both found by a hostile second user on a shared
+/// host). Each reason names the file, its owner and what to do.
+pub fn guard_write(path: &Path) -> Result<(), RecordError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let name = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .unwrap_or_else(|| format!("uid {uid}"))
+    };
+    let unsafe_ = |why: String| RecordError::Unsafe {
+        path: path.display().to_string(),
+        why,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Ok(m) = std::fs::metadata(&dir) {
+        let mode = m.mode();
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(unsafe_(format!(
+                "its folder {} may be written by other users (mode {:o}), who could replace the state file or plant a socket that takes its commands; make it writable by its owner alone (chmod go-w {}) or use another folder",
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            )));
+        }
+        if m.uid() != me && m.uid() != 0 {
+            return Err(unsafe_(format!(
+                "its folder {} belongs to user {}, who could replace the state file; use a folder of your own",
+                dir.display(),
+                name(m.uid())
+            )));
+        }
+    }
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.uid() != me {
+            return Err(unsafe_(format!(
+                "it belongs to user {}: only its owner runs maar on it (others act through that maar: `maar cordon ... --state {}` reaches it while it runs)",
+                name(m.uid()),
+                path.display()
+            )));
+        }
+    }
+    for suffix in COMPANIONS {
+        let mut c = path.as_os_str().to_owned();
+        c.push(suffix);
+        let c = PathBuf::from(c);
+        let Ok(m) = std::fs::symlink_metadata(&c) else {
+            continue;
+        };
+        if m.file_type().is_symlink() {
+            return Err(unsafe_(format!(
+                "{} is a symbolic link; maar writes its journal and serves its socket there itself: remove it",
+                c.display()
+            )));
+        }
+        if m.uid() != me {
+            return Err(unsafe_(format!(
+                "{} belongs to user {}: a process of another user may be waiting behind it for this maar's commands; remove it (or use a folder only you can write)",
+                c.display(),
+                name(m.uid())
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Record {
     fn sql(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> RecordError + '_ {
         move |source| classify(&self.path, what, source)
@@ -362,7 +446,7 @@ impl Record {
     }
 
     /// Creates a new record at `path` (its folder too). Refuses to touch an existing
-    /// file.
+    /// file, and a folder where another user could swap it ([`guard_write`]).
     pub fn create(path: &Path, meta: &Meta) -> Result<Record, RecordError> {
         let p = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -371,6 +455,7 @@ impl Record {
                 why: format!("cannot create its folder: {e}"),
             })?;
         }
+        guard_write(path)?;
         // Claim the name first: of two processes creating the same record, one wins
         // and the other is told a file is there.
         // Private to its owner: others reach it through the engine's socket (or read
@@ -468,6 +553,9 @@ impl Record {
                 })
             }
             Ok(_) => {}
+        }
+        if !read_only {
+            guard_write(path)?;
         }
         let flags = if read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX

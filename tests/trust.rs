@@ -471,3 +471,114 @@ fn checkpoints_thin_with_age_hourly_then_daily_then_weekly() {
     let r = Record::open(&p).unwrap();
     assert_eq!(r.latest_checkpoint().unwrap().unwrap().core, core);
 }
+
+/// Where another user could swap the state file or plant what lies beside it, maar
+/// writes nothing (as ssh's StrictModes): a folder others may write to and not sticky,
+/// a journal or socket that is a link or another user's, a state file of another user.
+/// Found by a hostile second user: in a group-writable folder, or in /tmp before the
+/// owner's maar started, a listener at `<state>.sock` took the owner's commands and
+/// answered "done"; a forged state file was resumed.
+#[test]
+fn a_state_file_another_user_could_swap_is_not_written() {
+    let d = dir("strict");
+    let made = |sub: &str, mode: u32| {
+        let f = d.join(sub);
+        std::fs::create_dir_all(&f).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        f.join("lab.db")
+    };
+    let unsafe_why = |r: Result<Record, RecordError>| match r {
+        Err(RecordError::Unsafe { why, .. }) => why,
+        Err(e) => panic!("another refusal: {e}"),
+        Ok(_) => panic!("written"),
+    };
+    // A folder any user may write to: refused, saying how to mend it.
+    let open = made("open", 0o777);
+    let why = unsafe_why(Record::create(&open, &meta()));
+    assert!(
+        why.contains("may be written by other users (mode 777)") && why.contains("chmod go-w"),
+        "{why}"
+    );
+    assert!(!open.exists(), "nothing was made");
+    // Sticky (as /tmp): others cannot rename or remove the owner's files there.
+    let sticky = made("sticky", 0o1777);
+    Record::create(&sticky, &meta()).unwrap();
+    // A journal planted as a link: refused before SQLite follows it.
+    let linked = made("linked", 0o755);
+    std::os::unix::fs::symlink(d.join("elsewhere"), format!("{}-wal", linked.display())).unwrap();
+    assert!(unsafe_why(Record::create(&linked, &meta())).contains("-wal is a symbolic link"));
+    // A command on a state file whose folder was opened to all since: refused, exit 2,
+    // the file as it was.
+    std::fs::set_permissions(
+        sticky.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let o = maar(&d)
+        .args(["cordon", "a100-01", "--state"])
+        .arg(&sticky)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("not written: its folder")
+            && text(&o.stderr).contains("(mode 777)"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(
+        Record::open_read_only(&sticky)
+            .unwrap()
+            .command_count()
+            .unwrap(),
+        0
+    );
+    if !is_root() {
+        eprintln!("skipped the rest: files of another user need root (chown)");
+        return;
+    }
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    // A socket another user planted beside the owner's new state file.
+    let planted = made("planted", 0o1777);
+    let sock = format!("{}.sock", planted.display());
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    nix::unistd::chown(sock.as_str(), Some(nobody), None).unwrap();
+    let why = unsafe_why(Record::create(&planted, &meta()));
+    assert!(why.contains(".sock belongs to user"), "{why}");
+    // A state file of another user: its owner alone runs maar on it.
+    let theirs = made("theirs", 0o755);
+    drop(Record::create(&theirs, &meta()).unwrap());
+    nix::unistd::chown(&theirs, Some(nobody), None).unwrap();
+    let why = unsafe_why(Record::open(&theirs));
+    assert!(
+        why.contains("it belongs to user") && why.contains("only its owner runs maar on it"),
+        "{why}"
+    );
+    // A client sends nothing to a socket whose process is not of the state file's
+    // owner (the kernel names the peer): here the state file is nobody's and the
+    // listener this test's.
+    let sock = format!("{}.sock", theirs.display());
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let sent = std::thread::spawn(move || {
+        listener.set_nonblocking(false).unwrap();
+        let (s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut got = Vec::new();
+        use std::io::Read;
+        let _ = (&s).read_to_end(&mut got);
+        got
+    });
+    let e = match Remote::connect(&theirs) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a planted socket was trusted"),
+    };
+    assert!(
+        e.contains("served by a process of user root, not of")
+            && e.contains("nothing was sent to it"),
+        "{e}"
+    );
+    assert!(
+        sent.join().unwrap().is_empty(),
+        "nothing reached the listener"
+    );
+}

@@ -423,7 +423,10 @@ fn reclaim_passes_over_a_job_whose_project_fell_back_within_reserved() {
         .unwrap();
     c.schedule();
     let second = c.job_id("t-second").unwrap();
-    assert!(c.jobs[second as usize].borrowed, "admitted above team's reserved 2");
+    assert!(
+        c.jobs[second as usize].borrowed,
+        "admitted above team's reserved 2"
+    );
     assert!(c.borrowing(&c.jobs[second as usize]));
     // team's first job ends: team holds 2, its reserved, with the second alone.
     c.complete(c.job_id("t-first").unwrap(), true, "done");
@@ -431,7 +434,9 @@ fn reclaim_passes_over_a_job_whose_project_fell_back_within_reserved() {
     let ex = c.explain(second);
     assert!(!ex.quota.borrowing, "{}", ex.quota.message);
     assert!(
-        ex.quota.message.starts_with("holds 2 GPUs; project team uses 2 GPUs"),
+        ex.quota
+            .message
+            .starts_with("holds 2 GPUs; project team uses 2 GPUs"),
         "{}",
         ex.quota.message
     );
@@ -462,7 +467,11 @@ fn reclaim_passes_over_a_job_whose_project_fell_back_within_reserved() {
         .unwrap();
     c.schedule();
     assert_eq!(phase(&c, "o-mine"), Phase::Running);
-    assert_eq!(phase(&c, "g-high"), Phase::Pending, "the borrower is reclaimed");
+    assert_eq!(
+        phase(&c, "g-high"),
+        Phase::Pending,
+        "the borrower is reclaimed"
+    );
     assert_eq!(
         phase(&c, "t-second"),
         Phase::Running,
