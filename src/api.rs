@@ -154,7 +154,14 @@ impl Server {
         let listener = UnixListener::bind(&path).map_err(|e| {
             std::io::Error::new(e.kind(), format!("{}: cannot serve: {e}", path.display()))
         })?;
-        set_access(&path, &access)?;
+        if let Err(e) = set_access(&path, &access) {
+            // Nothing listens behind a socket left as it was made.
+            let _ = std::fs::remove_file(&path);
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("{}: cannot serve: {e}", path.display()),
+            ));
+        }
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let served = Arc::new(AtomicUsize::new(0));
@@ -265,7 +272,15 @@ fn set_access(path: &Path, access: &SocketAccess) -> std::io::Result<()> {
                     format!("socket group {g}: no such group"),
                 )
             })?;
-        nix::unistd::chown(path, None, Some(group.gid)).map_err(std::io::Error::from)?;
+        nix::unistd::chown(path, None, Some(group.gid)).map_err(|e| {
+            let me = crate::actor::user_name(nix::unistd::geteuid().as_raw());
+            std::io::Error::new(
+                std::io::Error::from(e).kind(),
+                format!(
+                    "socket group {g}: the socket cannot be given to it ({e}); {me} must be a member of {g} (the roles file's `socket: group`)"
+                ),
+            )
+        })?;
         0o660
     } else {
         0o600
@@ -525,7 +540,18 @@ impl Remote {
         let mut line = serde_json::to_vec(req).map_err(|e| failed(e.to_string()))?;
         line.push(b'\n');
         s.write_all(&line).map_err(|e| failed(e.to_string()))?;
-        let got = read_line(&s).map_err(|e| failed(format!("no answer: {e}")))?;
+        let got = read_line(&s).map_err(|e| {
+            failed(match req {
+                // Sent: a maar that was stopped (SIGSTOP, a paused VM) takes it when it
+                // goes on, so the caller is told so rather than to give it again.
+                Request::Apply { command, key, .. } => format!(
+                    "no answer within {}s to `{}` ({e}): the running maar may be stopped; it may still apply it when it goes on. Before giving it again, see whether it was taken: `maar audit -o json --last 20` lists its key {key} once it is",
+                    ANSWER_TIMEOUT.as_secs(),
+                    command.describe()
+                ),
+                _ => format!("no answer: {e}"),
+            })
+        })?;
         if got.is_empty() {
             return Err(failed("the running maar closed the connection".into()));
         }

@@ -532,6 +532,8 @@ struct Engine {
     /// commands are refused and the engine stops.
     lost: Option<String>,
     roles: Arc<Roles>,
+    /// The roles file's modification time and size when it was read.
+    roles_stamp: Option<(Option<std::time::SystemTime>, u64)>,
     publish_every: Duration,
     tick_publish_every: Duration,
     /// Only the clock moved since the last publish.
@@ -623,6 +625,11 @@ pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) ->
         owner,
         // The roles file as it stands in this cluster (its own entry, if any).
         roles: Arc::new(opts.roles.in_cluster(&loaded_cluster)),
+        roles_stamp: opts
+            .roles
+            .file_path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| (m.modified().ok(), m.len())),
         publish_every: opts.publish_every,
         tick_publish_every: opts.tick_publish_every,
         ticked: false,
@@ -1014,7 +1021,34 @@ impl Engine {
 
     /// The role of an actor: maar's own actors in this process (no uid, not sent by
     /// another process) act as admin; people by the roles file.
-    fn grant(&self, actor: &Actor, sent: bool, cap: Option<Role>) -> Grant {
+    /// Reads the roles file again when it changed since it was read (its modification
+    /// time or size): roles are judged as the file stands. One that no longer parses
+    /// leaves the roles as they were, said in the log each time it is looked at.
+    fn refresh_roles(&mut self) {
+        let Some(path) = self.roles.file_path() else {
+            return;
+        };
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()));
+        if stamp == self.roles_stamp {
+            return;
+        }
+        match self.roles.reread() {
+            Some(Ok(r)) => {
+                tracing::info!(target: "maar", "{}: roles read again", path.display());
+                self.roles = Arc::new(r);
+                self.roles_stamp = stamp;
+            }
+            Some(Err(e)) => {
+                tracing::error!(target: "maar", "roles not changed: {e}");
+            }
+            None => {}
+        }
+    }
+
+    fn grant(&mut self, actor: &Actor, sent: bool, cap: Option<Role>) -> Grant {
+        self.refresh_roles();
         if actor.uid.is_none() && !sent && cap.is_none() {
             return Grant {
                 role: Role::Admin,
@@ -1036,6 +1070,15 @@ impl Engine {
     ) -> Result<Ack, Refusal> {
         if let Some(why) = &self.lost {
             return Err(Refusal::Record(why.clone()));
+        }
+        // Too large to take: refused at the door, said in the log, not recorded (its
+        // text is what is too large).
+        if let Some(why) = command.too_large() {
+            tracing::warn!(target: "maar::action", "{actor}: refused a command: {why}");
+            return Err(Refusal::Refused {
+                why: format!("not taken: {why}"),
+                seq: None,
+            });
         }
         // Asked again (its sender lost the answer): the first answer, nothing applied.
         if let (Some(k), Some(r)) = (&key, &self.record) {

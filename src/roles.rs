@@ -136,6 +136,23 @@ impl Roles {
         }
     }
 
+    /// The file these roles were read from, if any.
+    pub fn file_path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The roles file read again, as it stands in the same cluster: a running maar
+    /// judges by the file as it is now (an operator demoted in it is an operator no
+    /// more). `None`: nothing to read again (no file was read).
+    pub fn reread(&self) -> Option<Result<Roles, InputError>> {
+        let path = self.path.as_ref()?;
+        let mut r = Roles::from_path(path, true);
+        if let (Ok(r), Some(c)) = (&mut r, &self.cluster) {
+            r.cluster = Some(c.clone());
+        }
+        Some(r)
+    }
+
     /// Who may connect to the engine's socket.
     pub fn socket_access(&self) -> SocketAccess {
         self.file.socket.clone()

@@ -582,3 +582,86 @@ fn a_state_file_another_user_could_swap_is_not_written() {
         "nothing reached the listener"
     );
 }
+
+/// A command too large to take is refused at the door and not recorded: a viewer's
+/// refused commands are recorded, and 25 node names of 131 kB each (a hostile second
+/// user's) made every later read through the socket (audit, get, explain) longer than
+/// an answer may be.
+#[test]
+fn a_command_too_large_is_refused_unrecorded_and_reads_go_on() {
+    let d = dir("large");
+    let _e = engine(&d, None);
+    let s = state(&d);
+    let s = s.to_str().unwrap();
+    let huge = "A".repeat(131_000);
+    for _ in 0..3 {
+        let o = maar(&d)
+            .args(["cordon", &huge, "--state", s])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(
+                "not taken: a value of the command is 131000 bytes long; at most 16384 are taken"
+            ),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let o = maar(&d).args(["audit", "--state", s]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("AAAA"), "not recorded");
+    // A name of ordinary length is still judged and recorded.
+    let o = maar(&d)
+        .args(["cordon", "no-such-node", "--state", s])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let o = maar(&d).args(["audit", "--state", s]).output().unwrap();
+    assert!(
+        text(&o.stdout).contains("no-such-node"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+/// A running maar judges by its roles file as it stands: an operator demoted in the
+/// file acts no more, without a restart (found by a hostile second user: bob, demoted
+/// by `sed -i` in the file, still cordoned nodes). A file that no longer parses leaves
+/// the roles as they were.
+#[test]
+fn a_role_changed_in_the_file_is_in_force_without_a_restart() {
+    if !is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    let d = dir("reread");
+    let roles = d.join("roles.yaml");
+    std::fs::write(
+        &roles,
+        "users:\n  nobody: operator\nsocket:\n  everyone: true\n",
+    )
+    .unwrap();
+    let _e = engine(&d, Some(&roles));
+    let st = state(&d);
+    let s = st.to_str().unwrap();
+    let o = as_uid(&d, 65534, &["cordon", "a100-01", "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // A broken edit: the roles stay as they were (and the log says why).
+    std::fs::write(&roles, "users: [\n").unwrap();
+    let o = as_uid(&d, 65534, &["uncordon", "a100-01", "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // Demoted: refused at once, the file named.
+    std::fs::write(
+        &roles,
+        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
+    )
+    .unwrap();
+    let o = as_uid(&d, 65534, &["cordon", "a100-02", "--state", s]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("needs the operator role") && err.contains("user nobody is viewer"),
+        "{err}"
+    );
+}

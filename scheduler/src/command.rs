@@ -124,7 +124,47 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// The longest text one field of a command may carry (a name, a reason, a line of a
+/// submitted job's command), bytes.
+pub const MAX_COMMAND_FIELD: usize = 16 << 10;
+/// The most a whole command may weigh, as recorded (JSON), bytes.
+pub const MAX_COMMAND: usize = 1 << 20;
+
 impl Command {
+    /// Why the command is too large to be taken (and recorded): a field longer than
+    /// [`MAX_COMMAND_FIELD`], or the whole beyond [`MAX_COMMAND`]. A viewer's refused
+    /// commands are recorded too, so without a bound 25 names of 131 kB each made every
+    /// later read through the socket longer than it may be.
+    pub fn too_large(&self) -> Option<String> {
+        fn longest(v: &serde_json::Value) -> usize {
+            match v {
+                serde_json::Value::String(s) => s.len(),
+                serde_json::Value::Array(a) => a.iter().map(longest).max().unwrap_or(0),
+                serde_json::Value::Object(o) => o
+                    .iter()
+                    .map(|(k, v)| k.len().max(longest(v)))
+                    .max()
+                    .unwrap_or(0),
+                _ => 0,
+            }
+        }
+        let json = serde_json::to_string(self).ok()?;
+        if json.len() > MAX_COMMAND {
+            return Some(format!(
+                "the command is {} bytes long; at most {} are taken",
+                json.len(),
+                MAX_COMMAND
+            ));
+        }
+        let value: serde_json::Value = serde_json::from_str(&json).ok()?;
+        let n = longest(&value);
+        (n > MAX_COMMAND_FIELD).then(|| {
+            format!(
+                "a value of the command is {n} bytes long; at most {MAX_COMMAND_FIELD} are taken"
+            )
+        })
+    }
+
     /// The command in words, for confirmation prompts, logs and the audit.
     pub fn describe(&self) -> String {
         match self {
