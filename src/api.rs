@@ -11,8 +11,9 @@
 //!   names a `socket:` group (0660) or `everyone: true` (0666); the engine's roles
 //!   decide what each may do (`roles.rs`).
 //! - **Requests** are one JSON line each way, one per connection, at most
-//!   [`MAX_REQUEST`] bytes, read within [`IO_TIMEOUT`]; at most [`MAX_CONNECTIONS`] are
-//!   served at once. A command carries a key chosen by its sender: asked again after a
+//!   [`MAX_REQUEST`] bytes, the whole read within [`IO_TIMEOUT`]; at most
+//!   [`MAX_CONNECTIONS`] are served at once, [`MAX_CONNECTIONS_PER_USER`] of one uid.
+//!   A command carries a key chosen by its sender: asked again after a
 //!   lost answer, the engine answers with what it recorded the first time.
 //! - **Reads** (the state as it is now, the audit, the history for `--at`) are served
 //!   from the record by the engine's process, so a reader needs no access to the file.
@@ -40,6 +41,8 @@ pub const MAX_REQUEST: u64 = 8 << 20;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; more are told to come back.
 pub const MAX_CONNECTIONS: usize = 32;
+/// Connections served at once for one user (by uid): one user cannot take them all.
+pub const MAX_CONNECTIONS_PER_USER: usize = 8;
 /// How long a client waits for an answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -165,6 +168,8 @@ impl Server {
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let served = Arc::new(AtomicUsize::new(0));
+        let per_user: Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>> =
+            Default::default();
         let state = state.to_path_buf();
         let flag = stop.clone();
         // The thread sleeps until a client connects or it is stopped (no polling: an
@@ -190,22 +195,41 @@ impl Server {
                     }
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                                let _ = reply(
-                                    &stream,
-                                    &Reply::Error(
-                                        "maar is serving too many requests; try again".into(),
-                                    ),
-                                );
+                            let uid = nix::sys::socket::getsockopt(
+                                &stream,
+                                nix::sys::socket::sockopt::PeerCredentials,
+                            )
+                            .map(|c| c.uid())
+                            .unwrap_or(u32::MAX);
+                            let mine = *per_user.lock().unwrap().get(&uid).unwrap_or(&0);
+                            let busy = if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                                Some("maar is serving too many requests; try again")
+                            } else if mine >= MAX_CONNECTIONS_PER_USER {
+                                Some("maar is serving too many of this user's requests at once; try again")
+                            } else {
+                                None
+                            };
+                            if let Some(why) = busy {
+                                let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                                let _ = reply(&stream, &Reply::Error(why.into()));
                                 continue;
                             }
                             served.fetch_add(1, Ordering::Relaxed);
-                            let (h, st, n) = (handle.clone(), state.clone(), served.clone());
+                            *per_user.lock().unwrap().entry(uid).or_default() += 1;
+                            let (h, st, n, users) =
+                                (handle.clone(), state.clone(), served.clone(), per_user.clone());
                             let _ = std::thread::Builder::new()
                                 .name("maar-api-conn".into())
                                 .spawn(move || {
                                     serve_one(stream, &h, &st);
                                     n.fetch_sub(1, Ordering::Relaxed);
+                                    let mut u = users.lock().unwrap();
+                                    if let Some(c) = u.get_mut(&uid) {
+                                        *c -= 1;
+                                        if *c == 0 {
+                                            u.remove(&uid);
+                                        }
+                                    }
                                 });
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -308,10 +332,58 @@ fn read_line(stream: &UnixStream) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Reads one request line of at most [`MAX_REQUEST`] bytes, all of it within
+/// [`IO_TIMEOUT`] (not each read: a client sending a byte every few seconds held a
+/// connection for as long as it liked).
+fn read_request(stream: &UnixStream) -> std::io::Result<Vec<u8>> {
+    let end = std::time::Instant::now() + IO_TIMEOUT;
+    let late = || {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("not sent within {}s", IO_TIMEOUT.as_secs()),
+        )
+    };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = match (&*stream).read(&mut chunk) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(late())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() as u64 > MAX_REQUEST {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("longer than {} MiB", MAX_REQUEST >> 20),
+            ));
+        }
+        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            buf.truncate(i + 1);
+            return Ok(buf);
+        }
+    }
+}
+
 fn serve_one(stream: UnixStream, handle: &EngineHandle, state: &Path) {
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
-    let answer = match read_line(&stream) {
+    let answer = match read_request(&stream) {
         Err(e) => Reply::Error(format!("request not read: {e}")),
         Ok(line) => match serde_json::from_slice::<Request>(&line) {
             Err(e) => Reply::Error(format!("request not understood: {e}")),

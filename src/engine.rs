@@ -1081,8 +1081,14 @@ impl Engine {
             });
         }
         // Asked again (its sender lost the answer): the first answer, nothing applied.
+        // Only to its sender: another user giving a key seen in the audit is judged and
+        // recorded as any command (without the key, which is taken).
+        let mut key = key;
         if let (Some(k), Some(r)) = (&key, &self.record) {
             match r.answered(k) {
+                Ok(Some(row)) if row.actor.uid != actor.uid || row.actor.user != actor.user => {
+                    key = None;
+                }
                 Ok(Some(row)) => {
                     return match row.result {
                         Ok(message) => Ok(Ack {

@@ -665,3 +665,171 @@ fn a_role_changed_in_the_file_is_in_force_without_a_restart() {
         "{err}"
     );
 }
+
+/// Not a test by itself: run as another user by `a_key_seen_in_the_audit_...`, it sends
+/// the request in `MAAR_TEST_SEND` to the socket in `MAAR_TEST_SOCKET` and prints the
+/// answer line.
+#[test]
+fn send_as_another_user_helper() {
+    let (Some(req), Some(sock)) = (
+        std::env::var_os("MAAR_TEST_SEND"),
+        std::env::var_os("MAAR_TEST_SOCKET"),
+    ) else {
+        return;
+    };
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.write_all(req.to_str().unwrap().as_bytes()).unwrap();
+    s.write_all(b"\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&s).read_line(&mut line).unwrap();
+    println!("ANSWER {line}");
+}
+
+/// A key answers only its sender: another user who sends a key seen in the audit is
+/// judged and recorded as any command, and gets no one else's answer (found by a
+/// hostile second user: bob's key brought bob's "cordoned", and the attempt went
+/// unrecorded).
+#[test]
+fn a_key_seen_in_the_audit_answers_only_its_sender() {
+    if !is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    let d = dir("stolen-key");
+    let roles = d.join("roles.yaml");
+    std::fs::write(
+        &roles,
+        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
+    )
+    .unwrap();
+    let _e = engine(&d, Some(&roles));
+    let st = state(&d);
+    let r = Remote::connect(&st).unwrap().unwrap();
+    let Reply::Applied { result, .. } = r
+        .ask(&Request::Apply {
+            command: Cmd::CordonNode {
+                node: "t4-02".into(),
+            },
+            key: "k-owner".into(),
+            ssh: None,
+        })
+        .unwrap()
+    else {
+        panic!("not applied")
+    };
+    assert!(result.is_ok(), "{result:?}");
+    let stolen = serde_json::to_string(&Request::Apply {
+        command: Cmd::Cancel {
+            job: "ml-prod/gpt-finetune-lab".into(),
+            why: None,
+        },
+        key: "k-owner".into(),
+        ssh: None,
+    })
+    .unwrap();
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
+        .env("MAAR_TEST_SEND", &stolen)
+        .env("MAAR_TEST_SOCKET", maar::api::socket_path(&st))
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("ANSWER")
+            && out.contains("needs the operator role")
+            && !out.contains("cordoned"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    let rows = r.audit(&Default::default()).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1].actor.user, "nobody");
+    assert!(
+        rows[1].result.is_err() && rows[1].key.is_none(),
+        "{:?}",
+        rows[1]
+    );
+}
+
+/// One user cannot take every connection of a running maar, and a connection that
+/// trickles its request is dropped when its time is up (found by a hostile second
+/// user: 32 connections sending a byte every 5 s kept everyone out for as long as they
+/// liked).
+#[test]
+fn one_user_cannot_hold_the_door_and_a_trickling_request_is_dropped() {
+    if !is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    use std::io::{Read, Write};
+    let d = dir("door");
+    let roles = d.join("roles.yaml");
+    std::fs::write(
+        &roles,
+        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
+    )
+    .unwrap();
+    let _e = engine(&d, Some(&roles));
+    let st = state(&d);
+    let sock = maar::api::socket_path(&st);
+    let started = Instant::now();
+    let held: Vec<std::os::unix::net::UnixStream> = (0..maar::api::MAX_CONNECTIONS_PER_USER)
+        .map(|_| {
+            let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            s.write_all(b"{").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // This user's next request is turned away...
+    let e = match Remote::connect(&st).unwrap().unwrap().ask(&Request::Meta) {
+        Err(e) => e.to_string(),
+        Ok(r) => panic!("served: {r:?}"),
+    };
+    assert!(
+        e.contains("too many of this user's requests at once"),
+        "{e}"
+    );
+    // ... another's is served.
+    let meta = serde_json::to_string(&Request::Meta).unwrap();
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
+        .env("MAAR_TEST_SEND", &meta)
+        .env("MAAR_TEST_SOCKET", &sock)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(
+        text(&o.stdout).contains("ANSWER {\"meta\""),
+        "{}",
+        text(&o.stdout)
+    );
+    // The trickling connections are answered and closed once their time is up (a
+    // byte every two seconds keeps none of them).
+    let mut first = held.into_iter().next().unwrap();
+    let mut got = Vec::new();
+    first
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    loop {
+        let _ = first.write_all(b" ");
+        let mut b = [0u8; 4096];
+        match first.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(_) => {}
+        }
+        assert!(started.elapsed() < Duration::from_secs(25), "still held");
+        std::thread::sleep(Duration::from_millis(1900));
+    }
+    assert!(text(&got).contains("not sent within 10s"), "{}", text(&got));
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+}
