@@ -407,11 +407,15 @@ impl Reader {
             return Ok(Reader::Remote(r));
         }
         let mine = crate::roles::owner(path) == Some(nix::unistd::getuid().as_raw());
-        Ok(Reader::File(if mine {
+        let r = if mine {
             Record::open(path)?
         } else {
             Record::open_read_only(path)?
-        }))
+        };
+        // Damage is said, not read as a shorter history (a page of commands zeroed
+        // read as none: an empty audit, exit 0).
+        r.check()?;
+        Ok(Reader::File(r))
     }
 
     fn history(&self) -> &dyn record::History {
@@ -1226,8 +1230,16 @@ fn preview(
             Err(e) => return Err(api_failure(e)),
         },
         None => {
-            // As that cluster's engine would judge: its own roles first.
-            let roles = crate::roles::Roles::load()?;
+            // As that cluster's engine would judge: its own roles first. With no maar
+            // running only the file's owner acts on it, so the caller's own roles file
+            // ($MAAR_ROLES, its config) counts only when the caller owns it; anyone
+            // else is judged as on a shared file (docs/roles.md).
+            let owner = state.as_deref().and_then(crate::roles::owner);
+            let roles = if owner.is_none_or(|o| o == nix::unistd::getuid().as_raw()) {
+                crate::roles::Roles::load()?
+            } else {
+                crate::roles::Roles::default()
+            };
             let cluster = state
                 .as_deref()
                 .and_then(|p| Record::open_read_only(p).ok())

@@ -637,8 +637,9 @@ impl Record {
     }
 
     /// Checks the file's structure (`PRAGMA quick_check`, a pass over the whole file):
-    /// done before this process writes to it as its owner, not on every read (a reader
-    /// meets damage as an error where it reads).
+    /// done before this process writes to it as its owner, and when the command line
+    /// reads it with no maar running (`cli::Reader`), not on every read a running
+    /// maar serves.
     pub fn check(&self) -> Result<(), RecordError> {
         let check: String = self
             .conn

@@ -227,3 +227,65 @@ fn only_one_process_holds_the_lease() {
     a.release().unwrap();
     assert!(a.holder().unwrap().is_none());
 }
+
+/// A reader with no maar running meets damage as damage: a page of commands zeroed
+/// (the cell count of the commands table's page, as a hostile user did) read as no
+/// commands at all, an empty audit and exit 0.
+#[test]
+fn a_reader_is_told_of_damage_not_shown_a_shorter_history() {
+    let d = dir("zeroed");
+    let p = d.join("zeroed.db");
+    {
+        let mut r = Record::create(&p, &meta()).unwrap();
+        r.acquire().unwrap();
+        let actor = maar_scheduler::Actor::system("t");
+        for n in ["a100-01", "a100-02", "a100-03"] {
+            r.append_command(
+                0,
+                &actor,
+                &maar_scheduler::Command::CordonNode { node: n.into() },
+                &Ok("ok".into()),
+                None,
+                &[],
+                None,
+            )
+            .unwrap();
+        }
+        r.release().unwrap();
+    }
+    let (root, size): (i64, i64) = {
+        let c = rusqlite::Connection::open(&p).unwrap();
+        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;")
+            .unwrap();
+        (
+            c.query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name = 'commands'",
+                [],
+                |x| x.get(0),
+            )
+            .unwrap(),
+            c.query_row("PRAGMA page_size", [], |x| x.get(0)).unwrap(),
+        )
+    };
+    let o = maar(&["audit", "--state", p.to_str().unwrap()], &d);
+    assert!(text(&o.stdout).contains("a100-03"), "{}", text(&o.stdout));
+    // Zero the leaf page's cell count (bytes 3-4 of its header).
+    let mut b = bytes(&p);
+    let at = ((root - 1) * size) as usize + 3;
+    b[at] = 0;
+    b[at + 1] = 0;
+    std::fs::write(&p, &b).unwrap();
+    let o = maar(&["audit", "--state", p.to_str().unwrap()], &d);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stderr).contains("the state file is damaged"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -222,3 +222,53 @@ fn a_read_only_console_says_why_on_the_key_and_greys_the_help() {
     assert!(s.contains("needs operator"), "{s}");
     h.shutdown();
 }
+
+/// With no maar running, a preview judges a caller who does not own the state file as
+/// on a shared file: its own roles file ($MAAR_ROLES) counts for nothing (found by a
+/// hostile second user: `MAAR_ROLES=mine.yaml maar approve 1 --what-if` said
+/// "approved ...", exit 0).
+#[test]
+fn a_preview_by_another_user_ignores_the_roles_file_they_name() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let d = dir("whatif-stranger");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let state = demo(&d);
+    // As a stopped maar leaves it (rollback journal: a reader needs no write access).
+    rusqlite::Connection::open(&state)
+        .unwrap()
+        .execute_batch("PRAGMA journal_mode=DELETE;")
+        .unwrap();
+    // Shared for reading: the stranger may look.
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mine = d.join("mine.yaml");
+    std::fs::write(&mine, "default: admin\n").unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = Proc::new(env!("CARGO_BIN_EXE_maar"))
+        .args(["cordon", "a100-01", "--what-if", "--state"])
+        .arg(&state)
+        .env("MAAR_ROLES", &mine)
+        .env("HOME", "/nonexistent")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).contains(
+            "would be refused: cordon node a100-01 needs the operator role; nobody is viewer"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+}
