@@ -600,3 +600,28 @@ fn a_preview_made_stale_by_another_operator_is_shown_again_not_applied() {
     keys(&mut app, "y");
     assert!(app.snapshot.nodes[0].cordoned, "{}", app.message);
 }
+
+/// The help scrolls and stays scrolled while the cluster runs: its rows kept no name,
+/// so each new view took the selection back to the first line (a QA pass at 80x24:
+/// j, PgDn and G did nothing and the `:` commands could not be read).
+#[test]
+fn the_help_scrolls_to_its_end_and_stays_there_as_views_come() {
+    let mut app = app_on(load_scenario(None).unwrap(), 60);
+    keys(&mut app, "?G");
+    let n = app.selected + 1;
+    assert!(n > 20, "{n} rows");
+    let bottom = screen(&app, 80, 24);
+    assert!(
+        bottom.contains(&format!("of {n}, j/k")) && !bottom.contains(" help — lines 1-"),
+        "{bottom}"
+    );
+    // New views come while it is open.
+    app.engine.set_speed(3600.0);
+    app.engine.set_paused(false).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    app.engine.set_paused(true).unwrap();
+    app.refresh_if_changed();
+    assert!(app.snapshot.time_s > 60, "a new view came");
+    assert_eq!(app.selected, n - 1, "the help stays where it was scrolled");
+    assert_eq!(screen(&app, 80, 24).lines().nth(3), bottom.lines().nth(3));
+}

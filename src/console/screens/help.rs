@@ -13,7 +13,7 @@ use maar_widgets::window;
 use super::super::screen::Screen;
 use super::super::state::App;
 use super::super::table::{fitted, plain, Cells};
-pub use super::still::{key, row_key};
+pub use super::still::key;
 
 /// The screen's own keys.
 pub const KEYS: &[(&str, &str)] = &[];
@@ -179,6 +179,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         ),
         area,
     );
+}
+
+/// A row by its place: the help's rows do not reorder, and the selection (which
+/// scrolls the help) must stay where it was when a new view comes (with the empty
+/// name of a screen without rows, it went back to the first line five times a second:
+/// j, PgDn and G seemed to do nothing, and half the help could not be read at 80x24).
+pub fn row_key(_app: &App, i: usize) -> String {
+    i.to_string()
 }
 
 /// Its rows: the "you are" line, then every entry.
