@@ -1216,3 +1216,36 @@ fn a_forecast_batches_close_ends_and_never_says_a_start_before_its_end() {
         assert_eq!(one.starts[&id], f.starts[&id], "{n}");
     }
 }
+
+/// A finished job's explanation says how it ended, not what it would meet now: a QA
+/// pass found a Succeeded job explained with "Quota: quota exceeded ...", "Nodes: 0/8
+/// nodes are available" and "Nearest: a100-04 lacks cordoned".
+#[test]
+fn a_finished_job_is_explained_by_how_it_ended_alone() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, Some(2))],
+    );
+    c.submit(job("done", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.submit(job("cancelled", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    c.complete(c.job_id("done").unwrap(), true, "completed");
+    c.apply(Command::Cancel {
+        job: "cancelled".into(),
+        why: None,
+    })
+    .unwrap();
+    c.submit(job("filler", "p", 2, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.schedule();
+    for (name, phase) in [("done", "Succeeded"), ("cancelled", "Cancelled")] {
+        let text = c.explain(c.job_id(name).unwrap()).to_string();
+        assert!(text.contains(&format!("({phase})")), "{text}");
+        assert!(text.contains("Reason:"), "{text}");
+        for line in ["Quota:", "Nodes:", "Nearest:", "To run:", "Queue:"] {
+            assert!(!text.contains(line), "{name}: {line} in\n{text}");
+        }
+    }
+}

@@ -339,6 +339,14 @@ impl fmt::Display for Explanation {
         if let Some(a) = &self.autoscaler {
             writeln!(f, "Autoscale: {a}")?;
         }
+        if matches!(self.phase.as_str(), "Succeeded" | "Failed" | "Cancelled") {
+            // It asks for nothing any more: what it would meet now (quota, nodes) is
+            // not about it.
+            if let Some(e) = &self.evicted {
+                writeln!(f, "Evicted:   {e}")?;
+            }
+            return Ok(());
+        }
         if self.held {
             // Nothing here tries it: what follows is this cluster as it would be for it.
             let job = self.job.trim_start_matches("job/");
