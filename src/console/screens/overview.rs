@@ -59,8 +59,15 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
     // Only the lines that fit are built: each model gets its share, and a grid longer
     // than that ends with `…`.
     let per_model = (max_lines / by.len().max(1)).max(1);
+    // More models than lines: the last line names the models left out, with their
+    // counts, rather than dropping them without a word.
+    let fit = if by.len() > max_lines {
+        max_lines.saturating_sub(1)
+    } else {
+        by.len()
+    };
     let mut lines = Vec::new();
-    for (r, label) in by.iter().zip(labels) {
+    for (r, label) in by.iter().zip(labels).take(fit) {
         let (cells, bad) = (&r.cells, r.down);
         let shown = cells.len().min(per_model * room);
         let cut = shown < cells.len();
@@ -93,6 +100,23 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
                 Span::raw(chunk.iter().collect::<String>()),
             ]));
         }
+    }
+    if fit < by.len() && max_lines > 0 {
+        let rest: Vec<String> = by[fit..]
+            .iter()
+            .map(|r| format!("{} {}/{}", r.model, r.used, r.total))
+            .collect();
+        let mut more = format!(
+            "+{} more{}: {}",
+            rest.len(),
+            if fit == 0 { " models" } else { "" },
+            rest.join(", ")
+        );
+        if more.chars().count() > width as usize {
+            more = more.chars().take((width as usize).saturating_sub(1)).collect();
+            more.push('…');
+        }
+        lines.push(Line::from(more));
     }
     lines
 }
