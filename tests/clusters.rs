@@ -1089,3 +1089,30 @@ fn quotas_sum_each_project_over_every_cluster() {
         s.engine.shutdown();
     }
 }
+
+/// With every cluster's rows shown, a typed command acts in the cluster whose node it
+/// names, as acting on its row does (a QA pass: `:cluster all`, then `:cordon
+/// l40s-05` was refused as "no node named 'l40s-05'" while the table listed site-b's).
+#[test]
+fn a_typed_command_in_the_all_rows_view_acts_in_the_cluster_it_names() {
+    let mut a = two();
+    line(&mut a, "nodes");
+    line(&mut a, "cluster all");
+    assert!(a.all_sites);
+    assert_eq!(a.site, 0, "the lab in focus");
+    line(&mut a, "cordon l40s-05");
+    assert_eq!(a.site, 1, "site-b's node: site-b acts");
+    assert!(a.all_sites, "still every cluster's rows");
+    assert!(
+        a.message.starts_with("cordon node l40s-05?"),
+        "{}",
+        a.message
+    );
+    key(&mut a, 'y');
+    assert!(a.message.contains("cordoned"), "{}", a.message);
+    // A node of the lab: the lab acts.
+    line(&mut a, "cordon a100-03");
+    assert_eq!(a.site, 0);
+    key(&mut a, 'y');
+    assert!(a.message.contains("a100-03 cordoned"), "{}", a.message);
+}

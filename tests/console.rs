@@ -637,7 +637,12 @@ fn the_overview_names_every_gpu_model_even_when_they_do_not_fit() {
     assert!(names.len() >= 6, "{names:?}");
     for (w, h) in [(80, 24), (250, 70)] {
         let s = screen(&app, w, h);
-        let top: String = s.lines().skip(3).take(h as usize / 3 + 1).collect::<Vec<_>>().join("\n");
+        let top: String = s
+            .lines()
+            .skip(3)
+            .take(h as usize / 3 + 1)
+            .collect::<Vec<_>>()
+            .join("\n");
         for m in &names {
             assert!(top.contains(m.as_str()), "{w}x{h}: {m} missing in\n{top}");
         }

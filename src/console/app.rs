@@ -1164,8 +1164,67 @@ impl App {
             Ok((verb, Command::Submit(spec))) if self.sites.len() > 1 && self.past.is_none() => {
                 self.dispatch(verb, *spec)
             }
-            Ok((verb, cmd)) => self.act_as(verb, cmd),
+            Ok((verb, cmd)) => {
+                if self.focus_its_cluster(&cmd) {
+                    self.act_as(verb, cmd)
+                }
+            }
             Err(e) => self.message = format!("{head}: {e}"),
+        }
+    }
+
+    /// With every cluster's rows shown, a typed command acts in the cluster whose node
+    /// or job it names, as acting on that row would (it went to the focused cluster:
+    /// `:cordon l40s-05` was refused as "no node named" while the table listed site-b's
+    /// l40s-05). A name in several clusters is not guessed: false, and the message
+    /// says which to choose. Elsewhere it acts where it is.
+    fn focus_its_cluster(&mut self, cmd: &Command) -> bool {
+        if !self.all_rows() {
+            return true;
+        }
+        let object = cmd.object();
+        let mut clusters: Vec<String> = match object.split_once('/') {
+            Some(("node" | "gpu", rest)) => {
+                let node = rest.split('/').next().unwrap_or(rest);
+                self.snapshot
+                    .nodes
+                    .iter()
+                    .filter(|n| n.name == node)
+                    .map(|n| n.cluster.clone())
+                    .collect()
+            }
+            Some(("job", job)) => self
+                .snapshot
+                .jobs
+                .iter()
+                .filter(|j| format!("{}/{}", j.project, j.name) == job || j.name == job)
+                .map(|j| j.cluster.clone())
+                .collect(),
+            _ => return true,
+        };
+        clusters.sort();
+        clusters.dedup();
+        match clusters.as_slice() {
+            [one] => {
+                if let Some(i) = self.sites.iter().position(|s| &s.name == one) {
+                    if i != self.site {
+                        let (screen, filter) = (self.screen, self.filter.clone());
+                        self.switch_site(i);
+                        self.screen = screen;
+                        self.filter = filter;
+                        self.recompute();
+                    }
+                }
+                true
+            }
+            [] => true,
+            many => {
+                self.message = format!(
+                    "{object} is in clusters {}: `:cluster NAME` first, then act",
+                    many.join(", ")
+                );
+                false
+            }
         }
     }
 }

@@ -113,7 +113,10 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
             rest.join(", ")
         );
         if more.chars().count() > width as usize {
-            more = more.chars().take((width as usize).saturating_sub(1)).collect();
+            more = more
+                .chars()
+                .take((width as usize).saturating_sub(1))
+                .collect();
             more.push('…');
         }
         lines.push(Line::from(more));
