@@ -1442,7 +1442,8 @@ fn open_listed_state(
 /// The config file's `clusters:` for `--cluster all` (a usage error naming the file
 /// when it lists none).
 fn listed_clusters(what: &str) -> Result<Vec<crate::config::Cluster>, Failure> {
-    let cfg = crate::config::load()?;
+    let mut cfg = crate::config::load()?;
+    cfg.clusters = crate::config::clusters()?;
     if cfg.clusters.is_empty() {
         let where_ = crate::config::path()
             .map(|p| p.display().to_string())
@@ -1597,7 +1598,8 @@ fn submit_to_cluster(
     output: TextOrJson,
     o: &mut Out,
 ) -> Result<i32, Failure> {
-    let cfg = crate::config::load()?;
+    let mut cfg = crate::config::load()?;
+    cfg.clusters = crate::config::clusters()?;
     let where_ = crate::config::path()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "the config file".into());

@@ -136,13 +136,44 @@ pub fn load() -> Result<Config, InputError> {
     }
 }
 
+/// The clusters the command line's `--cluster` reads: the config file's list; with
+/// none listed, the default demo's two sites where `maar demo --clusters 2` recorded
+/// both in the default state folder (`lab` and `site-b`), so what the demo's console
+/// shows the command line reads too (it said "no `clusters:`" of them).
+pub fn clusters() -> Result<Vec<Cluster>, InputError> {
+    let cfg = load()?;
+    if !cfg.clusters.is_empty() {
+        return Ok(cfg.clusters);
+    }
+    let demo: Vec<Cluster> = ["lab", "site-b"]
+        .into_iter()
+        .map(|name| Cluster {
+            name: name.to_string(),
+            state: Some(crate::record::default_path(name)),
+            context: None,
+            local: None,
+        })
+        .collect();
+    Ok(
+        if demo
+            .iter()
+            .all(|c| c.state.as_ref().is_some_and(|p| p.exists()))
+        {
+            demo
+        } else {
+            Vec::new()
+        },
+    )
+}
+
 /// `--cluster NAME` as the command line takes it: the cluster of that name in the
 /// config file's list (an unknown name, or no list, says which file and what it has).
 pub fn cluster_arg(name: &str) -> Result<Cluster, String> {
     let file = path()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "the config file".into());
-    let cfg = load().map_err(|e| e.to_string())?;
+    let mut cfg = load().map_err(|e| e.to_string())?;
+    cfg.clusters = clusters().map_err(|e| e.to_string())?;
     if cfg.clusters.is_empty() {
         return Err(format!(
             "no `clusters:` in {file} (each a name and its `state` or `context`: docs/clusters.md)"

@@ -1116,3 +1116,57 @@ fn a_typed_command_in_the_all_rows_view_acts_in_the_cluster_it_names() {
     key(&mut a, 'y');
     assert!(a.message.contains("a100-03 cordoned"), "{}", a.message);
 }
+
+/// The command line reads the demo's two sites by name where `maar demo --clusters 2`
+/// recorded them and the config file lists no clusters (a QA pass: `get jobs
+/// --cluster site-b` after the two-site demo said "no `clusters:` in config.yaml").
+#[test]
+fn the_command_line_reads_the_two_site_demo_by_cluster_name() {
+    let d = std::env::temp_dir().join(format!("maar-clusters-{}-demo2", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("maar")).unwrap();
+    let maar = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_maar"))
+            .args(args)
+            .env("XDG_STATE_HOME", &d)
+            .env("XDG_CONFIG_HOME", d.join("config"))
+            .output()
+            .unwrap()
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    // Only the lab recorded: no second site to name.
+    for (name, yaml) in [
+        ("lab", maar::load::BUILTIN_LAB),
+        ("site-b", maar_demo::SITE_B_YAML),
+    ] {
+        let o = maar(&["get", "nodes", "--cluster", "site-b"]);
+        if name == "site-b" {
+            assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+            assert!(
+                text(&o.stderr).contains("no `clusters:`"),
+                "{}",
+                text(&o.stderr)
+            );
+        }
+        let p = d.join("maar").join(format!("{name}.db"));
+        drop(
+            maar::backend::fresh_demo(
+                Some(&p),
+                yaml,
+                maar::load::parse_scenario(name, yaml).unwrap(),
+                None,
+            )
+            .unwrap(),
+        );
+    }
+    let o = maar(&["get", "nodes", "--cluster", "site-b"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("h200-01") && !text(&o.stdout).contains("a100-01"));
+    let o = maar(&["get", "nodes", "--cluster", "all"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("CLUSTER") && out.contains("a100-01") && out.contains("h200-01"),
+        "{out}"
+    );
+}
