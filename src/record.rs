@@ -1462,6 +1462,24 @@ fn classify(path: &Path, what: &'static str, e: rusqlite::Error) -> RecordError 
             why: "this maar may only read the state file (its owner or a running maar writes it)"
                 .into(),
         },
+        // Another user's file this user may not read: say whose, and the ways in
+        // (SQLite says only "unable to open database file").
+        Some(ErrorCode::CannotOpen)
+            if std::fs::File::open(path)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) =>
+        {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(path)
+                .map(|m| crate::actor::user_name(m.uid()))
+                .unwrap_or_else(|_| "another user".into());
+            RecordError::Os {
+                path: p,
+                what,
+                why: format!(
+                    "this user may not read it (it is {owner}'s); while {owner}'s maar runs on it, commands and reads with --state reach that maar; with none running, {owner} may share it for reading (chmod g+r or o+r)"
+                ),
+            }
+        }
         _ => RecordError::Sql {
             path: p,
             what,

@@ -833,3 +833,24 @@ fn one_user_cannot_hold_the_door_and_a_trickling_request_is_dropped() {
         started.elapsed()
     );
 }
+
+/// A reader who may not read another user's state file, with no maar running on it,
+/// is told whose it is and the ways in (SQLite said only "unable to open database
+/// file").
+#[test]
+fn a_reader_without_access_is_told_whose_file_it_is() {
+    if !is_root() {
+        eprintln!("skipped: acting as a second user needs root (setuid for the child)");
+        return;
+    }
+    let d = dir("unreadable");
+    let p = d.join("lab.db");
+    drop(Record::create(&p, &meta()).unwrap());
+    let o = as_uid(&d, 65534, &["get", "nodes", "--state", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("this user may not read it (it is root's)") && err.contains("chmod g+r"),
+        "{err}"
+    );
+}
