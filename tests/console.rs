@@ -624,6 +624,9 @@ fn the_help_scrolls_to_its_end_and_stays_there_as_views_come() {
     assert!(app.snapshot.time_s > 60, "a new view came");
     assert_eq!(app.selected, n - 1, "the help stays where it was scrolled");
     assert_eq!(screen(&app, 80, 24).lines().nth(3), bottom.lines().nth(3));
+    // What the keys do is readable at 80 columns (the longest `:` command's keys had
+    // left each description its first 20 characters).
+    assert!(bottom.contains("Cordon a node, or one of its"), "{bottom}");
 }
 
 /// Every GPU model is on the overview at any size: where there are more models than

@@ -163,7 +163,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     );
     let n = all.len();
     let rows: Vec<Cells> = all.into_iter().skip(start).take(end - start).collect();
-    let cols = vec![Column::new("KEYS", 10), Column::new("WHAT", 20).grow()];
+    // The keys give way to what they do: at 80 columns the longest `:` command took
+    // 60 and left each line its first 20 characters.
+    let cols = vec![
+        Column::new("KEYS", 10).soft(),
+        Column::new("WHAT", 40).grow(),
+    ];
     f.render_widget(
         fitted(
             app,
