@@ -680,6 +680,15 @@ impl Cluster {
                         self.pool_name(before_pool),
                         self.pool_name(after)
                     )
+                } else if set.keys().any(|k| k == "pool" || k.ends_with("/pool")) {
+                    // A label named for the pool is not what chooses it: said, since
+                    // nothing moved (a QA pass labelled pool=inference-gpu and saw no
+                    // change without a word why).
+                    format!(
+                        "node {node} labelled (pool {}, unchanged: a node's pool is chosen by the pools' node selectors, such as {}=NAME, not by a `pool` label)",
+                        self.pool_name(after),
+                        crate::model::LABEL_ROLE
+                    )
                 } else {
                     format!("node {node} labelled (pool {})", self.pool_name(after))
                 }

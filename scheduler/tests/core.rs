@@ -1249,3 +1249,26 @@ fn a_finished_job_is_explained_by_how_it_ended_alone() {
         }
     }
 }
+
+/// Labelling a node `pool=...` moves nothing, and the answer says why (a QA pass saw
+/// "node a100-08 labelled (pool training-gpu)" and no change); the role label moves it.
+#[test]
+fn a_pool_label_says_that_pools_are_chosen_by_their_selectors() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    let mut set = BTreeMap::new();
+    set.insert("pool".to_string(), "inference".to_string());
+    let msg = c
+        .apply(Command::LabelNode {
+            node: "a".into(),
+            set,
+            remove: vec![],
+        })
+        .unwrap();
+    assert!(
+        msg.contains("unchanged: a node's pool is chosen by the pools' node selectors, such as crater.ai/node-role=NAME"),
+        "{msg}"
+    );
+}

@@ -51,7 +51,7 @@ pub const HELP: &[(&str, &str)] = &[
     (":pause  :resume", "pause or resume the simulation"),
     (
         "y  n/Esc  j k",
-        "each action first shows what it would do: y does it, n or Esc keeps things, j/k scroll",
+        "each action first shows what it would do (acknowledging an alert is done at once): y does it, n or Esc keeps things, j/k scroll",
     ),
     (
         "? or Esc on this screen",
