@@ -168,8 +168,7 @@ impl Server {
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let served = Arc::new(AtomicUsize::new(0));
-        let per_user: Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>> =
-            Default::default();
+        let per_user: PerUser = Default::default();
         let state = state.to_path_buf();
         let flag = stop.clone();
         // The thread sleeps until a client connects or it is stopped (no polling: an
@@ -201,7 +200,11 @@ impl Server {
                             )
                             .map(|c| c.uid())
                             .unwrap_or(u32::MAX);
-                            let mine = *per_user.lock().unwrap().get(&uid).unwrap_or(&0);
+                            let mine = *per_user
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get(&uid)
+                                .unwrap_or(&0);
                             let busy = if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
                                 Some("maar is serving too many requests; try again")
                             } else if mine >= MAX_CONNECTIONS_PER_USER {
@@ -214,22 +217,15 @@ impl Server {
                                 let _ = reply(&stream, &Reply::Error(why.into()));
                                 continue;
                             }
-                            served.fetch_add(1, Ordering::Relaxed);
-                            *per_user.lock().unwrap().entry(uid).or_default() += 1;
-                            let (h, st, n, users) =
-                                (handle.clone(), state.clone(), served.clone(), per_user.clone());
+                            // Counted while served: given back however the serving
+                            // ends (a thread that never started, a panic).
+                            let slot = Slot::take(&served, &per_user, uid);
+                            let (h, st) = (handle.clone(), state.clone());
                             let _ = std::thread::Builder::new()
                                 .name("maar-api-conn".into())
                                 .spawn(move || {
+                                    let _slot = slot;
                                     serve_one(stream, &h, &st);
-                                    n.fetch_sub(1, Ordering::Relaxed);
-                                    let mut u = users.lock().unwrap();
-                                    if let Some(c) = u.get_mut(&uid) {
-                                        *c -= 1;
-                                        if *c == 0 {
-                                            u.remove(&uid);
-                                        }
-                                    }
                                 });
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -330,6 +326,44 @@ fn read_line(stream: &UnixStream) -> std::io::Result<Vec<u8>> {
         ));
     }
     Ok(buf)
+}
+
+type PerUser = Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>>;
+
+/// A connection being served, counted in all and for its uid until dropped.
+struct Slot {
+    served: Arc<AtomicUsize>,
+    per_user: PerUser,
+    uid: u32,
+}
+
+impl Slot {
+    fn take(served: &Arc<AtomicUsize>, per_user: &PerUser, uid: u32) -> Slot {
+        served.fetch_add(1, Ordering::Relaxed);
+        *per_user
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(uid)
+            .or_default() += 1;
+        Slot {
+            served: served.clone(),
+            per_user: per_user.clone(),
+            uid,
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.served.fetch_sub(1, Ordering::Relaxed);
+        let mut u = self.per_user.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = u.get_mut(&self.uid) {
+            *c -= 1;
+            if *c == 0 {
+                u.remove(&self.uid);
+            }
+        }
+    }
 }
 
 /// Reads one request line of at most [`MAX_REQUEST`] bytes, all of it within
@@ -462,12 +496,25 @@ pub fn answer(req: Request, caller: &Caller, handle: &EngineHandle, state: &Path
         },
         Request::Meta => read(&|r| r.meta().map(Reply::Meta)),
         Request::CheckpointBefore { t } => read(&|r| r.checkpoint_before(t).map(Reply::Checkpoint)),
-        Request::CommandsAfter { seq } => read(&|r| r.commands_after(seq).map(Reply::Commands)),
+        Request::CommandsAfter { seq } => read(&|r| r.applied_after(seq).map(Reply::Commands)),
         Request::EventsBefore { before, limit } => {
             read(&|r| r.events_before(before, limit).map(Reply::Events))
         }
         Request::LatestTime => read(&|r| r.latest_time().map(Reply::Time)),
-        Request::Audit { filter } => read(&|r| r.audit(&filter).map(Reply::Commands)),
+        Request::Audit { filter } => match read(&|r| r.audit(&filter).map(Reply::Commands)) {
+            // Longer than an answer may be: said, with how to narrow it, rather than
+            // left for the client to fail on ("no answer: longer than 8 MiB").
+            Reply::Commands(rows)
+                if serde_json::to_vec(&rows).map_or(0, |v| v.len() as u64) > MAX_REQUEST - 1024 =>
+            {
+                Reply::Error(format!(
+                    "the audit asked for holds {} commands, more than one answer carries ({} MiB): narrow it with --last N, --since, --actor, --action or --object",
+                    rows.len(),
+                    MAX_REQUEST >> 20
+                ))
+            }
+            other => other,
+        },
         Request::CommandCount => read(&|r| r.command_count().map(Reply::Count)),
         Request::Holder => read(&|r| r.holder().map(Reply::Holder)),
         Request::Verify => match Record::open_read_only(state) {
@@ -561,9 +608,22 @@ impl Remote {
                 let owner = std::fs::metadata(&self.state)
                     .map_err(|e| failed(format!("{}: {e}", self.state.display())))?
                     .uid();
+                // In a folder others may write to, the state file and its socket may
+                // both be theirs: nothing is sent.
+                crate::record::folder_safe(&self.state, owner).map_err(|why| {
+                    ClientError::Answer(format!(
+                        "{}: nothing was sent to the maar there: {why}",
+                        self.state.display()
+                    ))
+                })?;
                 let peer =
                     nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
-                        .map_err(|e| failed(format!("its peer cannot be known: {e}")))?
+                        .map_err(|e| {
+                            ClientError::Answer(format!(
+                                "{}: nothing was sent: the process behind it cannot be known ({e})",
+                                self.socket.display()
+                            ))
+                        })?
                         .uid();
                 if peer != owner {
                     return Err(ClientError::Impostor {

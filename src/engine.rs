@@ -532,8 +532,8 @@ struct Engine {
     /// commands are refused and the engine stops.
     lost: Option<String>,
     roles: Arc<Roles>,
-    /// The roles file's modification time and size when it was read.
-    roles_stamp: Option<(Option<std::time::SystemTime>, u64)>,
+    /// The roles file as it was when read ([`roles_stamp`]).
+    roles_stamp: Option<RolesStamp>,
     publish_every: Duration,
     tick_publish_every: Duration,
     /// Only the clock moved since the last publish.
@@ -625,11 +625,7 @@ pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) ->
         owner,
         // The roles file as it stands in this cluster (its own entry, if any).
         roles: Arc::new(opts.roles.in_cluster(&loaded_cluster)),
-        roles_stamp: opts
-            .roles
-            .file_path()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map(|m| (m.modified().ok(), m.len())),
+        roles_stamp: opts.roles.file_path().and_then(roles_stamp),
         publish_every: opts.publish_every,
         tick_publish_every: opts.tick_publish_every,
         ticked: false,
@@ -1028,9 +1024,7 @@ impl Engine {
         let Some(path) = self.roles.file_path() else {
             return;
         };
-        let stamp = std::fs::metadata(path)
-            .ok()
-            .map(|m| (m.modified().ok(), m.len()));
+        let stamp = roles_stamp(path);
         if stamp == self.roles_stamp {
             return;
         }
@@ -1083,6 +1077,9 @@ impl Engine {
         // Asked again (its sender lost the answer): the first answer, nothing applied.
         // Only to its sender: another user giving a key seen in the audit is judged and
         // recorded as any command (without the key, which is taken).
+        // Sent by another process (it carries a key): judged as such, even when the
+        // key is dropped below.
+        let sent = key.is_some();
         let mut key = key;
         if let (Some(k), Some(r)) = (&key, &self.record) {
             match r.answered(k) {
@@ -1119,7 +1116,7 @@ impl Engine {
                 (j.role, j.why)
             }
             None => {
-                let g = self.grant(&actor, key.is_some(), cap);
+                let g = self.grant(&actor, sent, cap);
                 (Some(g.role), g.why)
             }
         };
@@ -1302,6 +1299,24 @@ impl Engine {
             o.write("checkpoint", self.checkpoint_cost);
         }
     }
+}
+
+/// What tells a roles file changed: its inode (a file put in its place), size,
+/// modification and change times (a copy that kept the old modification time, as
+/// `cp -p` and `rsync -a` make, still changes the change time).
+type RolesStamp = (u64, u64, i64, i64, i64, i64);
+
+fn roles_stamp(path: &std::path::Path) -> Option<RolesStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 pub use maar_scheduler::kit::Bare;

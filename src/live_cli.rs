@@ -98,7 +98,9 @@ impl LiveArgs {
 /// The state file's folder made where it is missing.
 fn state_folder(path: &std::path::Path) -> Result<(), Failure> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
+        // Writable by its owner alone, whatever the umask (record::guard_write).
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o755)
+            .create(dir)
             .map_err(|e| Failure::Usage(format!("{}: {e}", dir.display())))?;
     }
     Ok(())

@@ -370,39 +370,12 @@ const COMPANIONS: [&str; 4] = ["-wal", "-shm", "-journal", ".sock"];
 pub fn guard_write(path: &Path) -> Result<(), RecordError> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
-    let name = |uid: u32| {
-        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_else(|| format!("uid {uid}"))
-    };
+    let name = crate::actor::user_name;
     let unsafe_ = |why: String| RecordError::Unsafe {
         path: path.display().to_string(),
         why,
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if let Ok(m) = std::fs::metadata(&dir) {
-        let mode = m.mode();
-        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-            return Err(unsafe_(format!(
-                "its folder {} may be written by other users (mode {:o}), who could replace the state file or plant a socket that takes its commands; make it writable by its owner alone (chmod go-w {}) or use another folder",
-                dir.display(),
-                mode & 0o7777,
-                dir.display()
-            )));
-        }
-        if m.uid() != me && m.uid() != 0 {
-            return Err(unsafe_(format!(
-                "its folder {} belongs to user {}, who could replace the state file; use a folder of your own",
-                dir.display(),
-                name(m.uid())
-            )));
-        }
-    }
+    folder_safe(path, me).map_err(unsafe_)?;
     if let Ok(m) = std::fs::metadata(path) {
         if m.uid() != me {
             return Err(unsafe_(format!(
@@ -436,6 +409,70 @@ pub fn guard_write(path: &Path) -> Result<(), RecordError> {
     Ok(())
 }
 
+/// Why the folder of a state file is not safe for `owner` (a uid) to keep it in
+/// (`Err`, in words): one users other than `owner` may write to (and not sticky), or
+/// one of another user than `owner` or root. The client checks it too, for the state
+/// file's owner, before it trusts the socket there (`api::Remote`): in such a folder
+/// anyone could swap the state file and its socket.
+pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = owner;
+    let name = crate::actor::user_name;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Ok(m) = std::fs::metadata(&dir) {
+        let mode = m.mode();
+        // Group write is others' write unless the group is this user's alone: a
+        // private user group (umask 002), or a Kubernetes volume given the pod's
+        // fsGroup (the kubelet makes it group-writable, 2775).
+        let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), me));
+        if others && mode & 0o1000 == 0 {
+            return Err(format!(
+                "its folder {} may be written by other users (mode {:o}), who could replace the state file or plant a socket that takes its commands; make it writable by its owner alone (chmod go-w {}) or use another folder",
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            ));
+        }
+        if m.uid() != me && m.uid() != 0 {
+            return Err(format!(
+                "its folder {} belongs to user {}, who could replace the state file; use a folder of your own",
+                dir.display(),
+                name(m.uid())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether group `gid` holds no user but `me`: this user's primary group or one it
+/// alone is in, with no other member listed (`/etc/group`) and no other user having it
+/// as their primary group (`/etc/passwd`), or a group no user database knows (a
+/// container's fsGroup).
+fn group_is_mine(gid: u32, me: u32) -> bool {
+    let my_name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(me))
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    let listed = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map(|g| g.mem)
+        .unwrap_or_default();
+    if listed.iter().any(|m| Some(m) != my_name.as_ref()) {
+        return false;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    !passwd.lines().any(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        f.len() > 3
+            && f[3].parse::<u32>() == Ok(gid)
+            && f[2].parse::<u32>().is_ok_and(|uid| uid != me)
+    })
+}
+
 impl Record {
     fn sql(&self, what: &'static str) -> impl Fn(rusqlite::Error) -> RecordError + '_ {
         move |source| classify(&self.path, what, source)
@@ -450,7 +487,15 @@ impl Record {
     pub fn create(path: &Path, meta: &Meta) -> Result<Record, RecordError> {
         let p = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| RecordError::Corrupt {
+            // Writable by its owner alone (0755 at most, whatever the umask: under
+            // umask 002 it was 0775, and then refused as others' to write); others
+            // may pass through it to reach the socket, as the roles file allows.
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o755,
+            )
+            .create(dir)
+            .map_err(|e| RecordError::Corrupt {
                 path: p.clone(),
                 why: format!("cannot create its folder: {e}"),
             })?;
@@ -1071,6 +1116,19 @@ impl Record {
         self.rows(
             &format!(
                 "SELECT {} FROM commands WHERE seq > ?1 ORDER BY seq",
+                Self::COLUMNS
+            ),
+            &[&seq],
+        )
+    }
+
+    /// The commands applied after `seq` (those refused changed nothing, so a reader
+    /// rebuilding the cluster needs none of them: a flood of refused commands cannot
+    /// make its answer through the socket too long).
+    pub fn applied_after(&self, seq: i64) -> Result<Vec<CommandRow>, RecordError> {
+        self.rows(
+            &format!(
+                "SELECT {} FROM commands WHERE seq > ?1 AND result = 'ok' ORDER BY seq",
                 Self::COLUMNS
             ),
             &[&seq],

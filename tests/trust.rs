@@ -503,6 +503,33 @@ fn a_state_file_another_user_could_swap_is_not_written() {
     // Sticky (as /tmp): others cannot rename or remove the owner's files there.
     let sticky = made("sticky", 0o1777);
     Record::create(&sticky, &meta()).unwrap();
+    // Group-writable, the group this user's alone (a private user group under umask
+    // 002; a Kubernetes volume given the pod's fsGroup, 2775): accepted.
+    let own_group = made("own-group", 0o2775);
+    nix::unistd::chown(
+        own_group.parent().unwrap(),
+        None,
+        Some(nix::unistd::getegid()),
+    )
+    .unwrap();
+    if nix::unistd::Group::from_gid(nix::unistd::getegid())
+        .ok()
+        .flatten()
+        .is_none_or(|g| g.mem.is_empty())
+    {
+        Record::create(&own_group, &meta()).unwrap();
+    }
+    // A folder maar makes is writable by its owner alone, whatever the umask.
+    let nested = d.join("new").join("deeper").join("lab.db");
+    Record::create(&nested, &meta()).unwrap();
+    assert_eq!(
+        std::fs::metadata(nested.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o022,
+        0
+    );
     // A journal planted as a link: refused before SQLite follows it.
     let linked = made("linked", 0o755);
     std::os::unix::fs::symlink(d.join("elsewhere"), format!("{}-wal", linked.display())).unwrap();
@@ -538,6 +565,19 @@ fn a_state_file_another_user_could_swap_is_not_written() {
         return;
     }
     let nobody = nix::unistd::Uid::from_raw(65534);
+    // Group-writable for a group another user has (nobody's primary group): refused.
+    let shared = made("shared-group", 0o2775);
+    nix::unistd::chown(
+        shared.parent().unwrap(),
+        None,
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let why = unsafe_why(Record::create(&shared, &meta()));
+    assert!(
+        why.contains("may be written by other users (mode 2775)"),
+        "{why}"
+    );
     // A socket another user planted beside the owner's new state file.
     let planted = made("planted", 0o1777);
     let sock = format!("{}.sock", planted.display());
@@ -623,6 +663,44 @@ fn a_command_too_large_is_refused_unrecorded_and_reads_go_on() {
         "{}",
         text(&o.stdout)
     );
+    // Many refused commands each under the bound (15 kB names, some 9 MB in all):
+    // readers rebuilding the cluster are sent only applied commands, and an audit too
+    // long for one answer says how to narrow it.
+    let r = Remote::connect(&state(&d)).unwrap().unwrap();
+    let name = "B".repeat(15_000);
+    for i in 0..200 {
+        let reply = r
+            .ask(&Request::Apply {
+                command: Cmd::CordonNode {
+                    node: format!("{name}{i}"),
+                },
+                key: format!("flood-{i}"),
+                ssh: None,
+            })
+            .unwrap();
+        assert!(
+            matches!(reply, Reply::Applied { result: Err(_), .. }),
+            "{reply:?}"
+        );
+    }
+    let o = maar(&d)
+        .args(["get", "nodes", "--state", s])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("a100-01"));
+    let o = maar(&d).args(["audit", "--state", s]).output().unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("more than one answer carries (8 MiB): narrow it with --last N"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = maar(&d)
+        .args(["audit", "--last", "3", "--state", s])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
 
 /// A running maar judges by its roles file as it stands: an operator demoted in the

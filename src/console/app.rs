@@ -1200,6 +1200,20 @@ impl App {
                 .filter(|j| format!("{}/{}", j.project, j.name) == job || j.name == job)
                 .map(|j| j.cluster.clone())
                 .collect(),
+            // Quota requests are numbered per cluster: a number in both is asked.
+            Some(("request", id)) => self
+                .snapshot
+                .quota_requests
+                .iter()
+                .filter(|r| r.id.to_string() == id)
+                .map(|r| r.cluster.clone())
+                .collect(),
+            Some(("alert", key)) => self
+                .alerts
+                .iter()
+                .filter(|a| a.key == key)
+                .map(|a| a.cluster.clone())
+                .collect(),
             _ => return true,
         };
         clusters.sort();
@@ -1208,11 +1222,19 @@ impl App {
             [one] => {
                 if let Some(i) = self.sites.iter().position(|s| &s.name == one) {
                     if i != self.site {
-                        let (screen, filter) = (self.screen, self.filter.clone());
+                        let (key, screen, filter) =
+                            (self.selected_key(), self.screen, self.filter.clone());
                         self.switch_site(i);
                         self.screen = screen;
                         self.filter = filter;
                         self.recompute();
+                        if let Some(k) = key {
+                            if let Some(at) =
+                                (0..self.rows.len()).find(|&r| self.row_key(self.rows[r]) == k)
+                            {
+                                self.selected = at;
+                            }
+                        }
                     }
                 }
                 true

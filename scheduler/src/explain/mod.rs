@@ -77,6 +77,10 @@ pub struct Explanation {
     /// say what it would meet were it kept here (`maar keep`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// Succeeded, failed or cancelled ([`Phase::is_terminal`]): it asks for nothing
+    /// any more, so what it would meet now (quota, nodes) is not said of it.
+    #[serde(skip)]
+    pub ended: bool,
     /// For a Pending job: when it is expected to start, in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub starts: Option<String>,
@@ -247,6 +251,7 @@ impl Cluster {
             placement,
             dispatched: j.spec.dispatched.clone(),
             held,
+            ended: j.phase.is_terminal(),
             reason: j.reason.to_string(),
             evicted: j
                 .evicted
@@ -339,7 +344,7 @@ impl fmt::Display for Explanation {
         if let Some(a) = &self.autoscaler {
             writeln!(f, "Autoscale: {a}")?;
         }
-        if matches!(self.phase.as_str(), "Succeeded" | "Failed" | "Cancelled") {
+        if self.ended {
             // It asks for nothing any more: what it would meet now (quota, nodes) is
             // not about it.
             if let Some(e) = &self.evicted {
