@@ -406,7 +406,17 @@ impl Reader {
         if let Some(r) = running(path, context)? {
             return Ok(Reader::Remote(r));
         }
-        let mine = crate::roles::owner(path) == Some(nix::unistd::getuid().as_raw());
+        let owner = crate::roles::owner(path);
+        // Not read where another user could have swapped it or planted its journal.
+        if let Some(o) = owner {
+            crate::record::folder_safe(path, o).map_err(|why| {
+                Failure::Record(RecordError::Unsafe {
+                    path: path.display().to_string(),
+                    why,
+                })
+            })?;
+        }
+        let mine = owner == Some(nix::unistd::getuid().as_raw());
         let r = if mine {
             Record::open(path)?
         } else {
@@ -1235,21 +1245,32 @@ fn preview(
             // ($MAAR_ROLES, its config) counts only when the caller owns it; anyone
             // else is judged as on a shared file (docs/roles.md).
             let owner = state.as_deref().and_then(crate::roles::owner);
-            let roles = if owner.is_none_or(|o| o == nix::unistd::getuid().as_raw()) {
-                crate::roles::Roles::load()?
-            } else {
-                crate::roles::Roles::default()
-            };
-            let cluster = state
-                .as_deref()
-                .and_then(|p| Record::open_read_only(p).ok())
-                .and_then(|r| r.meta().ok())
-                .map(|m| m.cluster);
-            match cluster {
-                Some(c) => roles.in_cluster(&c),
-                None => roles,
+            match owner.filter(|&o| o != nix::unistd::getuid().as_raw()) {
+                // Whatever a roles file says, with no maar running only the file's
+                // owner acts on it.
+                Some(o) => {
+                    let who = crate::actor::user_name(o);
+                    crate::roles::Grant {
+                        role: maar_scheduler::Role::Viewer,
+                        why: format!(
+                            "no maar runs on this state file: only its owner, {who}, acts on it then; while {who}'s maar runs, its roles decide"
+                        ),
+                    }
+                }
+                None => {
+                    let roles = crate::roles::Roles::load()?;
+                    let cluster = state
+                        .as_deref()
+                        .and_then(|p| Record::open_read_only(p).ok())
+                        .and_then(|r| r.meta().ok())
+                        .map(|m| m.cluster);
+                    match cluster {
+                        Some(c) => roles.in_cluster(&c),
+                        None => roles,
+                    }
+                    .grant(&actor, owner, None)
+                }
             }
-            .grant(&actor, state.as_deref().and_then(crate::roles::owner), None)
         }
     };
     let need = command.required_role();

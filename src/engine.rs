@@ -534,6 +534,10 @@ struct Engine {
     roles: Arc<Roles>,
     /// The roles file as it was when read ([`roles_stamp`]).
     roles_stamp: Option<RolesStamp>,
+    /// The roles file read at the start, watched for changes.
+    roles_watch: Option<std::path::PathBuf>,
+    /// Refused commands recorded per uid in the current minute (its start, how many).
+    refusals: std::collections::HashMap<u32, (Instant, u32)>,
     publish_every: Duration,
     tick_publish_every: Duration,
     /// Only the clock moved since the last publish.
@@ -626,6 +630,8 @@ pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) ->
         // The roles file as it stands in this cluster (its own entry, if any).
         roles: Arc::new(opts.roles.in_cluster(&loaded_cluster)),
         roles_stamp: opts.roles.file_path().and_then(roles_stamp),
+        roles_watch: opts.roles.file_path().map(std::path::Path::to_path_buf),
+        refusals: Default::default(),
         publish_every: opts.publish_every,
         tick_publish_every: opts.tick_publish_every,
         ticked: false,
@@ -1021,23 +1027,24 @@ impl Engine {
     /// time or size): roles are judged as the file stands. One that no longer parses
     /// leaves the roles as they were, said in the log each time it is looked at.
     fn refresh_roles(&mut self) {
-        let Some(path) = self.roles.file_path() else {
+        let Some(path) = self.roles_watch.clone() else {
             return;
         };
-        let stamp = roles_stamp(path);
+        let stamp = roles_stamp(&path);
         if stamp == self.roles_stamp {
             return;
         }
-        match self.roles.reread() {
-            Some(Ok(r)) => {
+        // Removed: the defaults, as with no roles file (a user named in it no more
+        // keeps the role it gave); put back: read again.
+        match Roles::read_again(&path, self.roles.cluster().map(str::to_string)) {
+            Ok(r) => {
                 tracing::info!(target: "maar", "{}: roles read again", path.display());
                 self.roles = Arc::new(r);
                 self.roles_stamp = stamp;
             }
-            Some(Err(e)) => {
+            Err(e) => {
                 tracing::error!(target: "maar", "roles not changed: {e}");
             }
-            None => {}
         }
     }
 
@@ -1067,6 +1074,12 @@ impl Engine {
         }
         // Too large to take: refused at the door, said in the log, not recorded (its
         // text is what is too large).
+        if key.as_ref().is_some_and(|k| k.len() > MAX_KEY) {
+            return Err(Refusal::Refused {
+                why: format!("not taken: its key is longer than {MAX_KEY} bytes"),
+                seq: None,
+            });
+        }
         if let Some(why) = command.too_large() {
             tracing::warn!(target: "maar::action", "{actor}: refused a command: {why}");
             return Err(Refusal::Refused {
@@ -1081,25 +1094,41 @@ impl Engine {
         // key is dropped below.
         let sent = key.is_some();
         let mut key = key;
-        if let (Some(k), Some(r)) = (&key, &self.record) {
-            match r.answered(k) {
-                Ok(Some(row)) if row.actor.uid != actor.uid || row.actor.user != actor.user => {
-                    key = None;
-                }
-                Ok(Some(row)) => {
-                    return match row.result {
-                        Ok(message) => Ok(Ack {
-                            message,
-                            seq: Some(row.seq),
-                        }),
-                        Err(why) => Err(Refusal::Refused {
-                            why,
-                            seq: Some(row.seq),
-                        }),
-                    }
-                }
-                Ok(None) => {}
+        if let (Some(k), Some(r)) = (key.clone(), &self.record) {
+            let first = match r.answered(&k) {
+                Ok(row) => row,
                 Err(e) => return Err(Refusal::Record(e.to_string())),
+            };
+            // Recorded for another: this sender's own use of that key is kept apart
+            // (under the key and its uid), still at most once.
+            let row = match first {
+                Some(row) if row.actor.uid != actor.uid || row.actor.user != actor.user => {
+                    let mine = format!(
+                        "{k}@{}",
+                        actor
+                            .uid
+                            .map_or_else(|| actor.user.clone(), |u| u.to_string())
+                    );
+                    let again = match r.answered(&mine) {
+                        Ok(row) => row,
+                        Err(e) => return Err(Refusal::Record(e.to_string())),
+                    };
+                    key = Some(mine);
+                    again.filter(|row| row.actor.uid == actor.uid && row.actor.user == actor.user)
+                }
+                row => row,
+            };
+            if let Some(row) = row {
+                return match row.result {
+                    Ok(message) => Ok(Ack {
+                        message,
+                        seq: Some(row.seq),
+                    }),
+                    Err(why) => Err(Refusal::Refused {
+                        why,
+                        seq: Some(row.seq),
+                    }),
+                };
             }
         }
         let at = self.core.now();
@@ -1145,12 +1174,50 @@ impl Engine {
         };
         let mut seq = None;
         let began = Instant::now();
+        // A refusal changed nothing: the record keeps who tried what, cut short, and
+        // at most REFUSALS_A_MINUTE of one user's a minute (the rest are answered and
+        // logged, not recorded), so refusals cannot grow the file without bound.
+        let (kept, kept_result) = match &result {
+            Err(why) => {
+                let uid = actor.uid.unwrap_or(u32::MAX);
+                let now = Instant::now();
+                let w = self.refusals.entry(uid).or_insert((now, 0));
+                if now.duration_since(w.0) >= Duration::from_secs(60) {
+                    *w = (now, 0);
+                }
+                w.1 += 1;
+                if w.1 > REFUSALS_A_MINUTE {
+                    if w.1 == REFUSALS_A_MINUTE + 1 {
+                        tracing::warn!(target: "maar::action", "{actor}: more than {REFUSALS_A_MINUTE} refused commands this minute; the rest are not recorded");
+                    }
+                    return Err(Refusal::Refused {
+                        why: format!("{why} (not recorded: more than {REFUSALS_A_MINUTE} refusals a minute from {})", actor.user),
+                        seq: None,
+                    });
+                }
+                let mut short = why.clone();
+                if short.len() > 1024 {
+                    let mut at = 1024;
+                    while !short.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    short.truncate(at);
+                    short.push('…');
+                }
+                (command.trimmed(256), Err(short))
+            }
+            Ok(_) => (command.clone(), result.clone()),
+        };
+        let object = match &result {
+            Err(_) => object.map(|o| o.chars().take(256).collect::<String>()),
+            Ok(_) => object,
+        };
         if let Some(r) = &mut self.record {
             let appended = r.append_keyed(
                 at,
                 &actor,
-                &command,
-                &result,
+                &kept,
+                &kept_result,
                 None,
                 key.as_deref(),
                 &self.unwritten,
@@ -1300,6 +1367,11 @@ impl Engine {
         }
     }
 }
+
+/// The longest key a command may carry, bytes (maar's own are 32 hex digits).
+pub const MAX_KEY: usize = 128;
+/// One user's refused commands recorded a minute; more are answered, not recorded.
+pub const REFUSALS_A_MINUTE: u32 = 60;
 
 /// What tells a roles file changed: its inode (a file put in its place), size,
 /// modification and change times (a copy that kept the old modification time, as

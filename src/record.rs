@@ -400,7 +400,7 @@ pub fn guard_write(path: &Path) -> Result<(), RecordError> {
         }
         if m.uid() != me {
             return Err(unsafe_(format!(
-                "{} belongs to user {}: a process of another user may be waiting behind it for this maar's commands; remove it (or use a folder only you can write)",
+                "{} belongs to user {}: another user's journal could be read as this file's, or their process could take this maar's commands at its socket; remove it (and keep the state file in a folder only you can write)",
                 c.display(),
                 name(m.uid())
             )));
@@ -409,40 +409,64 @@ pub fn guard_write(path: &Path) -> Result<(), RecordError> {
     Ok(())
 }
 
-/// Why the folder of a state file is not safe for `owner` (a uid) to keep it in
-/// (`Err`, in words): one users other than `owner` may write to (and not sticky), or
-/// one of another user than `owner` or root. The client checks it too, for the state
-/// file's owner, before it trusts the socket there (`api::Remote`): in such a folder
-/// anyone could swap the state file and its socket.
+/// Why the folders of a state file are not safe for `owner` (a uid) to keep it in
+/// (`Err`, in words), as ssh's StrictModes judges a home: the file's own folder (after
+/// symbolic links) must be writable by `owner` alone (not even sticky: in `/tmp`
+/// another user can still plant the journal or socket beside it before SQLite opens
+/// it); each folder above it must be writable by `owner` alone or be sticky (else
+/// another user could rename the folders below and put their own in place); each must
+/// belong to `owner` or root. The client checks it too, for the state file's owner,
+/// before it trusts the socket there (`api::Remote`), and so does the command line
+/// before it reads a file with no maar running. Each reason names the folder and what
+/// to do.
 pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    let me = owner;
     let name = crate::actor::user_name;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    if let Ok(m) = std::fs::metadata(&dir) {
+    // The folder SQLite writes the journals in: where the file really is.
+    let real = match std::fs::canonicalize(path) {
+        Ok(p) => p.parent().map(Path::to_path_buf).unwrap_or(dir),
+        Err(_) => std::fs::canonicalize(&dir).unwrap_or(dir),
+    };
+    let mut first = true;
+    for d in real.ancestors() {
+        let Ok(m) = std::fs::metadata(d) else {
+            first = false;
+            continue;
+        };
         let mode = m.mode();
-        // Group write is others' write unless the group is this user's alone: a
+        // Group write is others' write unless the group is the owner's alone: a
         // private user group (umask 002), or a Kubernetes volume given the pod's
         // fsGroup (the kubelet makes it group-writable, 2775).
-        let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), me));
-        if others && mode & 0o1000 == 0 {
-            return Err(format!(
-                "its folder {} may be written by other users (mode {:o}), who could replace the state file or plant a socket that takes its commands; make it writable by its owner alone (chmod go-w {}) or use another folder",
-                dir.display(),
-                mode & 0o7777,
-                dir.display()
-            ));
+        let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner));
+        if others && (first || mode & 0o1000 == 0) {
+            return Err(if first {
+                format!(
+                    "its folder {} may be written by other users (mode {:o}), who could plant a journal or a socket beside the state file{}; keep it in a folder only its owner can write (chmod go-w {}, or the default ~/.local/state/maar)",
+                    d.display(),
+                    mode & 0o7777,
+                    if mode & 0o1000 != 0 { " (sticky or not)" } else { " or replace it" },
+                    d.display()
+                )
+            } else {
+                format!(
+                    "the folder {} above it may be written by other users (mode {:o}) and is not sticky: any of them could rename the folders below and put their own in place; keep the state file under folders only its owner (or root) can write",
+                    d.display(),
+                    mode & 0o7777
+                )
+            });
         }
-        if m.uid() != me && m.uid() != 0 {
+        if m.uid() != owner && m.uid() != 0 {
             return Err(format!(
-                "its folder {} belongs to user {}, who could replace the state file; use a folder of your own",
-                dir.display(),
+                "the folder {} belongs to user {}, who could replace what is in it; keep the state file under folders of its owner's own (or root's)",
+                d.display(),
                 name(m.uid())
             ));
         }
+        first = false;
     }
     Ok(())
 }

@@ -141,16 +141,21 @@ impl Roles {
         self.path.as_deref()
     }
 
-    /// The roles file read again, as it stands in the same cluster: a running maar
-    /// judges by the file as it is now (an operator demoted in it is an operator no
-    /// more). `None`: nothing to read again (no file was read).
-    pub fn reread(&self) -> Option<Result<Roles, InputError>> {
-        let path = self.path.as_ref()?;
-        let mut r = Roles::from_path(path, true);
-        if let (Ok(r), Some(c)) = (&mut r, &self.cluster) {
-            r.cluster = Some(c.clone());
-        }
-        Some(r)
+    /// The roles file at `path` as it stands now, for `cluster`: removed, the
+    /// defaults (no roles file).
+    pub fn read_again(path: &Path, cluster: Option<String>) -> Result<Roles, InputError> {
+        let mut r = if path.exists() {
+            Roles::from_path(path, true)?
+        } else {
+            Roles::default()
+        };
+        r.cluster = cluster;
+        Ok(r)
+    }
+
+    /// The cluster these roles are for, if one.
+    pub fn cluster(&self) -> Option<&str> {
+        self.cluster.as_deref()
     }
 
     /// Who may connect to the engine's socket.

@@ -165,6 +165,36 @@ impl Command {
         })
     }
 
+    /// The command with every text longer than `max` bytes cut (ending in `…`) and
+    /// every list kept to its first 16 items: what the record keeps of a refused
+    /// command, which changed nothing and is kept only to say who tried what (a
+    /// viewer's refused submits of 700 kB each grew a state file by 1.5 GB).
+    pub fn trimmed(&self, max: usize) -> Command {
+        fn trim(v: &mut serde_json::Value, max: usize) {
+            match v {
+                serde_json::Value::String(s) if s.len() > max => {
+                    let mut at = max;
+                    while !s.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    s.truncate(at);
+                    s.push('…');
+                }
+                serde_json::Value::Array(a) => {
+                    a.truncate(16);
+                    a.iter_mut().for_each(|x| trim(x, max));
+                }
+                serde_json::Value::Object(o) => o.values_mut().for_each(|x| trim(x, max)),
+                _ => {}
+            }
+        }
+        let Ok(mut v) = serde_json::to_value(self) else {
+            return self.clone();
+        };
+        trim(&mut v, max);
+        serde_json::from_value(v).unwrap_or_else(|_| self.clone())
+    }
+
     /// The command in words, for confirmation prompts, logs and the audit.
     pub fn describe(&self) -> String {
         match self {
