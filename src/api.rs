@@ -671,7 +671,16 @@ impl Remote {
             .map_err(|e| failed(e.to_string()))?;
         let mut line = serde_json::to_vec(req).map_err(|e| failed(e.to_string()))?;
         line.push(b'\n');
-        s.write_all(&line).map_err(|e| failed(e.to_string()))?;
+        if let Err(e) = s.write_all(&line) {
+            // Turned away at once (too many requests): its answer says why.
+            return match read_line(&s)
+                .ok()
+                .and_then(|l| serde_json::from_slice::<Reply>(&l).ok())
+            {
+                Some(Reply::Error(why)) => Err(ClientError::Answer(why)),
+                _ => Err(failed(e.to_string())),
+            };
+        }
         let got = read_line(&s).map_err(|e| {
             failed(match req {
                 // Sent: a maar that was stopped (SIGSTOP, a paused VM) takes it when it

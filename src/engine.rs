@@ -536,8 +536,8 @@ struct Engine {
     roles_stamp: Option<RolesStamp>,
     /// The roles file read at the start, watched for changes.
     roles_watch: Option<std::path::PathBuf>,
-    /// Refused commands recorded per uid in the current minute (its start, how many).
-    refusals: std::collections::HashMap<u32, (Instant, u32)>,
+    /// Refused commands recorded per user in the current window (its start, how many).
+    refusals: std::collections::HashMap<String, (Instant, u32)>,
     publish_every: Duration,
     tick_publish_every: Duration,
     /// Only the clock moved since the last publish.
@@ -909,7 +909,16 @@ impl Engine {
                 let _ = reply.send(res);
             }
             Request::Checkpoint { reply } => {
-                self.checkpoint();
+                // A reader wants the cluster as it is: written when it moved since the
+                // last one, and at most every HISTORY_MIN_GAP (readers asking without
+                // pause made a maar write 43 MB/s of copies of the same cluster); the
+                // commands after it reach the reader from the record anyway.
+                let moved = (self.core.cluster().next_event_seq(), self.seq) != self.checkpointed;
+                if moved && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP {
+                    self.checkpoint();
+                } else {
+                    self.flush();
+                }
                 let _ = reply.send(match &self.lost {
                     Some(why) => Err(why.clone()),
                     None => Ok(()),
@@ -1175,23 +1184,27 @@ impl Engine {
         let mut seq = None;
         let began = Instant::now();
         // A refusal changed nothing: the record keeps who tried what, cut short, and
-        // at most REFUSALS_A_MINUTE of one user's a minute (the rest are answered and
+        // at most REFUSALS_RECORDED of one user's an hour (the rest are answered and
         // logged, not recorded), so refusals cannot grow the file without bound.
         let (kept, kept_result) = match &result {
             Err(why) => {
-                let uid = actor.uid.unwrap_or(u32::MAX);
+                // By uid; a Kubernetes user (no uid) by name.
+                let who = match actor.uid {
+                    Some(u) => format!("uid {u}"),
+                    None => format!("user {}", actor.user),
+                };
                 let now = Instant::now();
-                let w = self.refusals.entry(uid).or_insert((now, 0));
-                if now.duration_since(w.0) >= Duration::from_secs(60) {
+                let w = self.refusals.entry(who).or_insert((now, 0));
+                if now.duration_since(w.0) >= REFUSALS_WINDOW {
                     *w = (now, 0);
                 }
                 w.1 += 1;
-                if w.1 > REFUSALS_A_MINUTE {
-                    if w.1 == REFUSALS_A_MINUTE + 1 {
-                        tracing::warn!(target: "maar::action", "{actor}: more than {REFUSALS_A_MINUTE} refused commands this minute; the rest are not recorded");
+                if w.1 > REFUSALS_RECORDED {
+                    if w.1 == REFUSALS_RECORDED + 1 {
+                        tracing::warn!(target: "maar::action", "{actor}: more than {REFUSALS_RECORDED} refused commands this hour; the rest are not recorded");
                     }
                     return Err(Refusal::Refused {
-                        why: format!("{why} (not recorded: more than {REFUSALS_A_MINUTE} refusals a minute from {})", actor.user),
+                        why: format!("{why} (not recorded: more than {REFUSALS_RECORDED} refusals an hour from {})", actor.user),
                         seq: None,
                     });
                 }
@@ -1370,8 +1383,12 @@ impl Engine {
 
 /// The longest key a command may carry, bytes (maar's own are 32 hex digits).
 pub const MAX_KEY: usize = 128;
-/// One user's refused commands recorded a minute; more are answered, not recorded.
-pub const REFUSALS_A_MINUTE: u32 = 60;
+/// One user's refused commands recorded in [`REFUSALS_WINDOW`]; more are answered
+/// and logged, not recorded (a refusal changed nothing; its record says who tried).
+pub const REFUSALS_RECORDED: u32 = 60;
+/// The window of [`REFUSALS_RECORDED`]: an hour, so one user's refusals grow the file
+/// by at most 60 trimmed rows an hour.
+pub const REFUSALS_WINDOW: Duration = Duration::from_secs(3600);
 
 /// What tells a roles file changed: its inode (a file put in its place), size,
 /// modification and change times (a copy that kept the old modification time, as

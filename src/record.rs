@@ -426,47 +426,76 @@ pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // The path as given (made absolute, links not followed): a link on the way is
+    // judged where it lies, and must be the owner's or root's (whoever owns a link
+    // may point it elsewhere between this look and SQLite's open).
+    let given = if dir.is_absolute() {
+        dir.clone()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(&dir))
+            .unwrap_or(dir.clone())
+    };
+    for d in given.ancestors() {
+        if let Ok(m) = std::fs::symlink_metadata(d) {
+            if m.file_type().is_symlink() && m.uid() != owner && m.uid() != 0 {
+                return Err(format!(
+                    "the link {} on its path belongs to user {}, who could point it elsewhere; give the state file's path without it",
+                    d.display(),
+                    name(m.uid())
+                ));
+            }
+        }
+    }
     // The folder SQLite writes the journals in: where the file really is.
     let real = match std::fs::canonicalize(path) {
         Ok(p) => p.parent().map(Path::to_path_buf).unwrap_or(dir),
         Err(_) => std::fs::canonicalize(&dir).unwrap_or(dir),
     };
-    let mut first = true;
-    for d in real.ancestors() {
-        let Ok(m) = std::fs::metadata(d) else {
+    // The folders as given and as they really are: the first of each is the file's
+    // own folder.
+    for chain in [&given, &real] {
+        let mut first = true;
+        for d in chain.ancestors() {
+            let Ok(m) = std::fs::metadata(d) else {
+                first = false;
+                continue;
+            };
+            let mode = m.mode();
+            if m.uid() != owner && m.uid() != 0 {
+                return Err(format!(
+                    "the folder {} belongs to user {}, who could replace what is in it; keep the state file under folders of its owner's own (the default ~/.local/state/maar)",
+                    d.display(),
+                    name(m.uid())
+                ));
+            }
+            // Group write is others' write unless the group is the owner's alone: a
+            // private user group (umask 002), or a Kubernetes volume given the pod's
+            // fsGroup (the kubelet makes it group-writable, 2775).
+            let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner));
+            if others && (first || mode & 0o1000 == 0) {
+                let mend = if m.uid() == owner {
+                    format!("chmod go-w {}, or", d.display())
+                } else {
+                    "keep it in".to_string()
+                };
+                return Err(if first {
+                    format!(
+                        "its folder {} may be written by other users (mode {:o}), who could plant a journal or a socket beside the state file{}; {mend} a folder only its owner can write (the default ~/.local/state/maar)",
+                        d.display(),
+                        mode & 0o7777,
+                        if mode & 0o1000 != 0 { " (sticky or not)" } else { " or replace it" },
+                    )
+                } else {
+                    format!(
+                        "the folder {} above it may be written by other users (mode {:o}) and is not sticky: any of them could rename the folders below and put their own in place; keep the state file under folders only its owner (or root) can write",
+                        d.display(),
+                        mode & 0o7777
+                    )
+                });
+            }
             first = false;
-            continue;
-        };
-        let mode = m.mode();
-        // Group write is others' write unless the group is the owner's alone: a
-        // private user group (umask 002), or a Kubernetes volume given the pod's
-        // fsGroup (the kubelet makes it group-writable, 2775).
-        let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner));
-        if others && (first || mode & 0o1000 == 0) {
-            return Err(if first {
-                format!(
-                    "its folder {} may be written by other users (mode {:o}), who could plant a journal or a socket beside the state file{}; keep it in a folder only its owner can write (chmod go-w {}, or the default ~/.local/state/maar)",
-                    d.display(),
-                    mode & 0o7777,
-                    if mode & 0o1000 != 0 { " (sticky or not)" } else { " or replace it" },
-                    d.display()
-                )
-            } else {
-                format!(
-                    "the folder {} above it may be written by other users (mode {:o}) and is not sticky: any of them could rename the folders below and put their own in place; keep the state file under folders only its owner (or root) can write",
-                    d.display(),
-                    mode & 0o7777
-                )
-            });
         }
-        if m.uid() != owner && m.uid() != 0 {
-            return Err(format!(
-                "the folder {} belongs to user {}, who could replace what is in it; keep the state file under folders of its owner's own (or root's)",
-                d.display(),
-                name(m.uid())
-            ));
-        }
-        first = false;
     }
     Ok(())
 }

@@ -587,6 +587,24 @@ fn a_state_file_another_user_could_swap_is_not_written() {
         return;
     }
     let nobody = nix::unistd::Uid::from_raw(65534);
+    // A link on the path that another user owns (they could point it elsewhere between
+    // maar's look and SQLite's open): refused, wherever it points.
+    let target = made("target", 0o755);
+    let link = d.join("via");
+    std::os::unix::fs::symlink(target.parent().unwrap(), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let why = unsafe_why(Record::create(&link.join("lab.db"), &meta()));
+    assert!(
+        why.contains("the link") && why.contains("belongs to user"),
+        "{why}"
+    );
+    // The owner's own link inside a folder others may write to: refused too (the
+    // folder as given is judged, not only where the link leads).
+    let team2 = made("team2", 0o777);
+    let inner = team2.parent().unwrap().join("maar");
+    std::os::unix::fs::symlink(target.parent().unwrap(), &inner).unwrap();
+    let why = unsafe_why(Record::create(&inner.join("lab.db"), &meta()));
+    assert!(why.contains("(mode 777)"), "{why}");
     // Group-writable for a group another user has (nobody's primary group): refused.
     let shared = made("shared-group", 0o2775);
     nix::unistd::chown(
@@ -706,7 +724,7 @@ fn a_command_too_large_is_refused_unrecorded_and_reads_go_on() {
             Reply::Applied {
                 result: Err(why), ..
             } => {
-                if why.contains("(not recorded: more than 60 refusals a minute from") {
+                if why.contains("(not recorded: more than 60 refusals an hour from") {
                     unrecorded += 1;
                 }
             }
@@ -735,6 +753,25 @@ fn a_command_too_large_is_refused_unrecorded_and_reads_go_on() {
         .len()
         .saturating_sub(before);
     assert!(grown < 2 << 20, "{grown} bytes for 200 refusals");
+    // A map of more than 256 entries: not taken; a refused command's long map keys
+    // are cut in the record.
+    let wide: std::collections::BTreeMap<String, String> =
+        (0..300).map(|i| (format!("k{i}"), "v".into())).collect();
+    let reply = r
+        .ask(&Request::Apply {
+            command: Cmd::LabelNode {
+                node: "a100-01".into(),
+                set: wide,
+                remove: vec![],
+            },
+            key: "wide".into(),
+            ssh: None,
+        })
+        .unwrap();
+    assert!(
+        matches!(&reply, Reply::Applied { result: Err(why), .. } if why.contains("has 300 entries; at most 256 are taken")),
+        "{reply:?}"
+    );
     // A key longer than a key is: not taken.
     let reply = r
         .ask(&Request::Apply {

@@ -129,6 +129,9 @@ impl std::fmt::Display for Role {
 pub const MAX_COMMAND_FIELD: usize = 16 << 10;
 /// The most a whole command may weigh, as recorded (JSON), bytes.
 pub const MAX_COMMAND: usize = 1 << 20;
+/// The most entries of one list or map in a command (a node's labels, a job's
+/// environment): more is refused unrecorded.
+pub const MAX_COMMAND_ENTRIES: usize = 256;
 
 impl Command {
     /// Why the command is too large to be taken (and recorded): a field longer than
@@ -148,6 +151,15 @@ impl Command {
                 _ => 0,
             }
         }
+        fn widest(v: &serde_json::Value) -> usize {
+            match v {
+                serde_json::Value::Array(a) => a.iter().map(widest).max().unwrap_or(0).max(a.len()),
+                serde_json::Value::Object(o) => {
+                    o.values().map(widest).max().unwrap_or(0).max(o.len())
+                }
+                _ => 0,
+            }
+        }
         let json = serde_json::to_string(self).ok()?;
         if json.len() > MAX_COMMAND {
             return Some(format!(
@@ -158,10 +170,14 @@ impl Command {
         }
         let value: serde_json::Value = serde_json::from_str(&json).ok()?;
         let n = longest(&value);
-        (n > MAX_COMMAND_FIELD).then(|| {
-            format!(
+        if n > MAX_COMMAND_FIELD {
+            return Some(format!(
                 "a value of the command is {n} bytes long; at most {MAX_COMMAND_FIELD} are taken"
-            )
+            ));
+        }
+        let wide = widest(&value);
+        (wide > MAX_COMMAND_ENTRIES).then(|| {
+            format!("a list or map of the command has {wide} entries; at most {MAX_COMMAND_ENTRIES} are taken")
         })
     }
 
@@ -184,7 +200,20 @@ impl Command {
                     a.truncate(16);
                     a.iter_mut().for_each(|x| trim(x, max));
                 }
-                serde_json::Value::Object(o) => o.values_mut().for_each(|x| trim(x, max)),
+                serde_json::Value::Object(o) => {
+                    // Map keys too (a node's labels): a struct's field names are short.
+                    let long: Vec<String> = o.keys().filter(|k| k.len() > max).cloned().collect();
+                    for k in long {
+                        if let Some(v) = o.remove(&k) {
+                            let mut at = max;
+                            while !k.is_char_boundary(at) {
+                                at -= 1;
+                            }
+                            o.insert(format!("{}…", &k[..at]), v);
+                        }
+                    }
+                    o.values_mut().for_each(|x| trim(x, max));
+                }
                 _ => {}
             }
         }
