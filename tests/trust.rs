@@ -987,13 +987,31 @@ fn one_user_cannot_hold_the_door_and_a_trickling_request_is_dropped() {
     let st = state(&d);
     let sock = maar::api::socket_path(&st);
     let started = Instant::now();
-    let held: Vec<std::os::unix::net::UnixStream> = (0..maar::api::MAX_CONNECTIONS_PER_USER)
-        .map(|_| {
+    // Eight connections the server holds: made, then kept only if the server has not
+    // answered them a moment later (one turned away, because an earlier connection of
+    // this user's such as the start-up probe's was still being served, is made again).
+    let mut held: Vec<std::os::unix::net::UnixStream> = Vec::new();
+    loop {
+        while held.len() < maar::api::MAX_CONNECTIONS_PER_USER {
             let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
             s.write_all(b"{").unwrap();
-            s
-        })
-        .collect();
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        held.retain(|s| {
+            s.set_nonblocking(true).unwrap();
+            let open = matches!((&*s).read(&mut [0u8; 256]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+            s.set_nonblocking(false).unwrap();
+            open
+        });
+        if held.len() == maar::api::MAX_CONNECTIONS_PER_USER {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "never held eight"
+        );
+    }
     // This user's next request is turned away (once the server has taken the eight:
     // on a busy machine that may take a moment)...
     let remote = Remote::connect(&st).unwrap().unwrap();
