@@ -474,7 +474,8 @@ pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
             // fsGroup (the kubelet makes it group-writable, 2775).
             let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner));
             if others && (first || mode & 0o1000 == 0) {
-                let mend = if m.uid() == owner {
+                // (A sticky folder such as /tmp is shared by design: not to be closed.)
+                let mend = if m.uid() == owner && mode & 0o1000 == 0 {
                     format!("chmod go-w {}, or", d.display())
                 } else {
                     "keep it in".to_string()
