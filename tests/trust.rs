@@ -618,6 +618,15 @@ fn a_state_file_another_user_could_swap_is_not_written() {
         why.contains("may be written by other users (mode 2775)"),
         "{why}"
     );
+    // A Kubernetes volume given the pod's fsGroup: group-writable (2775) for a group no
+    // user database knows, so nobody else is in it: accepted (deploy/scheduler.yaml).
+    let volume = made("fsgroup", 0o2775);
+    let unknown = (42_000..43_000)
+        .map(nix::unistd::Gid::from_raw)
+        .find(|&g| nix::unistd::Group::from_gid(g).ok().flatten().is_none())
+        .unwrap();
+    nix::unistd::chown(volume.parent().unwrap(), None, Some(unknown)).unwrap();
+    Record::create(&volume, &meta()).unwrap();
     // A socket another user planted beside the owner's new state file.
     let planted = made("planted", 0o755);
     let sock = format!("{}.sock", planted.display());
