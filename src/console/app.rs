@@ -335,11 +335,7 @@ impl App {
         let keep = self.selected_key();
         self.merge(true);
         self.recompute();
-        if let Some(k) = keep {
-            if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
-                self.selected = at;
-            }
-        }
+        self.reselect(keep);
         self.dirty = true;
     }
 
@@ -363,6 +359,12 @@ impl App {
         let Some(i) = cluster.and_then(|c| self.sites.iter().position(|s| &s.name == c)) else {
             return;
         };
+        self.focus_site(i);
+    }
+
+    /// Cluster `i` becomes the one acted in, the screen, filter and selected row kept
+    /// (every cluster's rows still shown).
+    fn focus_site(&mut self, i: usize) {
         if i == self.site {
             return;
         }
@@ -371,11 +373,7 @@ impl App {
         self.screen = screen;
         self.filter = filter;
         self.recompute();
-        if let Some(k) = key {
-            if let Some(at) = (0..self.rows.len()).find(|&r| self.row_key(self.rows[r]) == k) {
-                self.selected = at;
-            }
-        }
+        self.reselect(key);
     }
 
     /// GPUs by model over every cluster, from each one's rows.
@@ -521,11 +519,7 @@ impl App {
             self.record_history();
         }
         self.recompute();
-        if let Some(k) = keep {
-            if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
-                self.selected = at;
-            }
-        }
+        self.reselect(keep);
         self.dirty = true;
     }
 
@@ -738,6 +732,7 @@ impl App {
         self.past.as_ref().map(|p| p.at).unwrap_or(self.live_s)
     }
 
+    /// The selection put back on the row named `keep`, where it still is.
     fn reselect(&mut self, keep: Option<String>) {
         if let Some(k) = keep {
             if let Some(at) = (0..self.rows.len()).find(|&i| self.row_key(self.rows[i]) == k) {
@@ -1221,21 +1216,7 @@ impl App {
         match clusters.as_slice() {
             [one] => {
                 if let Some(i) = self.sites.iter().position(|s| &s.name == one) {
-                    if i != self.site {
-                        let (key, screen, filter) =
-                            (self.selected_key(), self.screen, self.filter.clone());
-                        self.switch_site(i);
-                        self.screen = screen;
-                        self.filter = filter;
-                        self.recompute();
-                        if let Some(k) = key {
-                            if let Some(at) =
-                                (0..self.rows.len()).find(|&r| self.row_key(self.rows[r]) == k)
-                            {
-                                self.selected = at;
-                            }
-                        }
-                    }
+                    self.focus_site(i);
                 }
                 true
             }

@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
 use maar_scheduler::quantity::fmt_duration;
-use maar_widgets::columns::Column;
+use maar_widgets::columns::{cut_end, Column};
 use maar_widgets::{window, GpuGrid};
 
 use crossterm::event::KeyCode;
@@ -106,20 +106,13 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
             .iter()
             .map(|r| format!("{} {}/{}", r.model, r.used, r.total))
             .collect();
-        let mut more = format!(
+        let more = format!(
             "+{} more{}: {}",
             rest.len(),
             if fit == 0 { " models" } else { "" },
             rest.join(", ")
         );
-        if more.chars().count() > width as usize {
-            more = more
-                .chars()
-                .take((width as usize).saturating_sub(1))
-                .collect();
-            more.push('…');
-        }
-        lines.push(Line::from(more));
+        lines.push(Line::from(cut_end(&more, width)));
     }
     lines
 }
