@@ -1463,9 +1463,8 @@ fn open_listed_state(
 /// The config file's `clusters:` for `--cluster all` (a usage error naming the file
 /// when it lists none).
 fn listed_clusters(what: &str) -> Result<Vec<crate::config::Cluster>, Failure> {
-    let mut cfg = crate::config::load()?;
-    cfg.clusters = crate::config::clusters()?;
-    if cfg.clusters.is_empty() {
+    let clusters = crate::config::clusters()?;
+    if clusters.is_empty() {
         let where_ = crate::config::path()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "the config file".into());
@@ -1473,7 +1472,7 @@ fn listed_clusters(what: &str) -> Result<Vec<crate::config::Cluster>, Failure> {
             "{what}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
         )));
     }
-    Ok(cfg.clusters)
+    Ok(clusters)
 }
 
 /// Each listed cluster's source at `--at`, by name; one that cannot be read is said
@@ -1619,12 +1618,11 @@ fn submit_to_cluster(
     output: TextOrJson,
     o: &mut Out,
 ) -> Result<i32, Failure> {
-    let mut cfg = crate::config::load()?;
-    cfg.clusters = crate::config::clusters()?;
+    let clusters = crate::config::clusters()?;
     let where_ = crate::config::path()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "the config file".into());
-    if cfg.clusters.is_empty() {
+    if clusters.is_empty() {
         return Err(Failure::Usage(format!(
             "{asked}: no `clusters:` in {where_} (each a name and its `state` or `context`: docs/clusters.md)"
         )));
@@ -1635,8 +1633,8 @@ fn submit_to_cluster(
         ..SourceArgs::default()
     };
     if name != "auto" {
-        let Some(c) = cfg.clusters.iter().find(|c| c.name == name) else {
-            let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
+        let Some(c) = clusters.iter().find(|c| c.name == name) else {
+            let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
             return Err(Failure::Usage(format!(
                 "{asked}: no such cluster in {where_} ({}, or auto)",
                 names.join(", ")
@@ -1648,7 +1646,7 @@ fn submit_to_cluster(
         return submit_in(c, spec, output, o);
     }
     let mut prospects = Vec::new();
-    for c in &cfg.clusters {
+    for c in &clusters {
         // A job is sent only when every cluster answers: one not read might hold it.
         let l = recorded(&c.state_file(), c.context.as_deref()).map_err(|e| {
             Failure::No(format!(
@@ -1699,7 +1697,7 @@ fn submit_to_cluster(
         .ok()
         .and_then(|p| p.start_in);
     spec.dispatched = Some(choice.why);
-    submit_in(&cfg.clusters[choice.index], spec, output, o)
+    submit_in(&clusters[choice.index], spec, output, o)
 }
 
 /// A submit to a cluster of the config's list, as `maar submit --state/--context` does.

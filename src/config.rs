@@ -172,19 +172,18 @@ pub fn cluster_arg(name: &str) -> Result<Cluster, String> {
     let file = path()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "the config file".into());
-    let mut cfg = load().map_err(|e| e.to_string())?;
-    cfg.clusters = clusters().map_err(|e| e.to_string())?;
-    if cfg.clusters.is_empty() {
+    let clusters = clusters().map_err(|e| e.to_string())?;
+    if clusters.is_empty() {
         return Err(format!(
             "no `clusters:` in {file} (each a name and its `state` or `context`: docs/clusters.md)"
         ));
     }
-    cfg.clusters
+    clusters
         .iter()
         .find(|c| c.name == name)
         .cloned()
         .ok_or_else(|| {
-            let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
+            let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
             format!("no such cluster in {file} ({})", names.join(", "))
         })
 }
