@@ -1208,21 +1208,15 @@ impl Engine {
                         seq: None,
                     });
                 }
-                let mut short = why.clone();
-                if short.len() > 1024 {
-                    let mut at = 1024;
-                    while !short.is_char_boundary(at) {
-                        at -= 1;
-                    }
-                    short.truncate(at);
-                    short.push('…');
-                }
-                (command.trimmed(256), Err(short))
+                (
+                    command.trimmed(256),
+                    Err(maar_scheduler::limits::cut(why, 1024)),
+                )
             }
             Ok(_) => (command.clone(), result.clone()),
         };
         let object = match &result {
-            Err(_) => object.map(|o| o.chars().take(256).collect::<String>()),
+            Err(_) => object.map(|o| maar_scheduler::limits::cut(&o, 256)),
             Ok(_) => object,
         };
         if let Some(r) = &mut self.record {

@@ -160,15 +160,13 @@ impl Command {
                 _ => 0,
             }
         }
-        let json = serde_json::to_string(self).ok()?;
-        if json.len() > MAX_COMMAND {
+        let value = serde_json::to_value(self).ok()?;
+        let len = value.to_string().len();
+        if len > MAX_COMMAND {
             return Some(format!(
-                "the command is {} bytes long; at most {} are taken",
-                json.len(),
-                MAX_COMMAND
+                "the command is {len} bytes long; at most {MAX_COMMAND} are taken"
             ));
         }
-        let value: serde_json::Value = serde_json::from_str(&json).ok()?;
         let n = longest(&value);
         if n > MAX_COMMAND_FIELD {
             return Some(format!(
@@ -181,21 +179,14 @@ impl Command {
         })
     }
 
-    /// The command with every text longer than `max` bytes cut (ending in `…`) and
+    /// The command with every text longer than `max` characters cut (ending in `…`) and
     /// every list kept to its first 16 items: what the record keeps of a refused
     /// command, which changed nothing and is kept only to say who tried what (a
     /// viewer's refused submits of 700 kB each grew a state file by 1.5 GB).
     pub fn trimmed(&self, max: usize) -> Command {
         fn trim(v: &mut serde_json::Value, max: usize) {
             match v {
-                serde_json::Value::String(s) if s.len() > max => {
-                    let mut at = max;
-                    while !s.is_char_boundary(at) {
-                        at -= 1;
-                    }
-                    s.truncate(at);
-                    s.push('…');
-                }
+                serde_json::Value::String(s) => *s = crate::limits::cut(s, max),
                 serde_json::Value::Array(a) => {
                     a.truncate(16);
                     a.iter_mut().for_each(|x| trim(x, max));
@@ -205,11 +196,7 @@ impl Command {
                     let long: Vec<String> = o.keys().filter(|k| k.len() > max).cloned().collect();
                     for k in long {
                         if let Some(v) = o.remove(&k) {
-                            let mut at = max;
-                            while !k.is_char_boundary(at) {
-                                at -= 1;
-                            }
-                            o.insert(format!("{}…", &k[..at]), v);
+                            o.insert(crate::limits::cut(&k, max), v);
                         }
                     }
                     o.values_mut().for_each(|x| trim(x, max));

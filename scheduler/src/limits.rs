@@ -58,11 +58,15 @@ pub fn label(key: &str, value: &str) -> Result<(), String> {
 }
 
 pub fn echo(v: &str) -> String {
-    let mut out: String = v.chars().take(MAX_ECHO_CHARS).collect();
-    if v.chars().count() > MAX_ECHO_CHARS {
-        out.push('…');
+    cut(v, MAX_ECHO_CHARS)
+}
+
+/// `v` kept to its first `max` characters, ending in `…` when cut.
+pub fn cut(v: &str, max: usize) -> String {
+    match v.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &v[..at]),
+        None => v.to_string(),
     }
-    out
 }
 
 /// `Err` naming the limit when `v > max`.
