@@ -310,6 +310,16 @@ fn set_access(path: &Path, access: &SocketAccess) -> std::io::Result<()> {
 
 fn reply(mut stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    if line.len() as u64 >= MAX_REQUEST {
+        // Longer than a client reads: said, with how to narrow it, rather than left
+        // for the client to fail on ("no answer: longer than 8 MiB").
+        line = serde_json::to_vec(&Reply::Error(format!(
+            "the answer would be {} MiB, more than one answer carries ({} MiB): ask for less (an audit: --last N, --since, --actor, --action or --object)",
+            line.len() >> 20,
+            MAX_REQUEST >> 20
+        )))
+        .map_err(std::io::Error::other)?;
+    }
     line.push(b'\n');
     stream.write_all(&line)?;
     stream.flush()
@@ -501,20 +511,7 @@ pub fn answer(req: Request, caller: &Caller, handle: &EngineHandle, state: &Path
             read(&|r| r.events_before(before, limit).map(Reply::Events))
         }
         Request::LatestTime => read(&|r| r.latest_time().map(Reply::Time)),
-        Request::Audit { filter } => match read(&|r| r.audit(&filter).map(Reply::Commands)) {
-            // Longer than an answer may be: said, with how to narrow it, rather than
-            // left for the client to fail on ("no answer: longer than 8 MiB").
-            Reply::Commands(rows)
-                if serde_json::to_vec(&rows).map_or(0, |v| v.len() as u64) > MAX_REQUEST - 1024 =>
-            {
-                Reply::Error(format!(
-                    "the audit asked for holds {} commands, more than one answer carries ({} MiB): narrow it with --last N, --since, --actor, --action or --object",
-                    rows.len(),
-                    MAX_REQUEST >> 20
-                ))
-            }
-            other => other,
-        },
+        Request::Audit { filter } => read(&|r| r.audit(&filter).map(Reply::Commands)),
         Request::CommandCount => read(&|r| r.command_count().map(Reply::Count)),
         Request::Holder => read(&|r| r.holder().map(Reply::Holder)),
         Request::Verify => match Record::open_read_only(state) {
@@ -823,4 +820,27 @@ pub fn new_key() -> String {
         b.copy_from_slice(&(t ^ (u128::from(std::process::id()) << 96)).to_le_bytes());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer longer than a client reads is replaced by one that says so and how to
+    /// ask for less (the client failed with "no answer: longer than 8 MiB").
+    #[test]
+    fn an_answer_too_long_to_read_says_so_instead() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let big = Reply::Error("x".repeat(MAX_REQUEST as usize + 10));
+        let writer = std::thread::spawn(move || reply(&a, &big));
+        let got = read_line(&b).unwrap();
+        writer.join().unwrap().unwrap();
+        match serde_json::from_slice::<Reply>(&got).unwrap() {
+            Reply::Error(why) => assert!(
+                why.starts_with("the answer would be 8 MiB, more than one answer carries (8 MiB): ask for less (an audit: --last N"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
 }
