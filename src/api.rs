@@ -553,6 +553,9 @@ pub struct Remote {
     /// Its socket, or what names the maar behind the API server in messages.
     socket: PathBuf,
     state: PathBuf,
+    /// The state file's owner, whose process alone may serve its socket (judged when
+    /// connecting, with the folders it lies in).
+    owner: u32,
     /// Through the Kubernetes API server instead of the socket.
     kube: Option<maar_kube::ops::OpsClient>,
 }
@@ -561,16 +564,34 @@ impl Remote {
     /// A client of the maar running on `state`, if one serves its socket (none: no
     /// socket, or one left by a maar that is gone).
     pub fn connect(state: &Path) -> Result<Option<Remote>, ClientError> {
+        use std::os::unix::fs::MetadataExt;
         let socket = socket_path(state);
+        // No state file: no maar of it serves here.
+        let Ok(meta) = std::fs::metadata(state) else {
+            return Ok(None);
+        };
+        let owner = meta.uid();
         let r = Remote {
             socket,
             state: state.to_path_buf(),
+            owner,
             kube: None,
         };
         match r.stream() {
-            Ok(_) => Ok(Some(r)),
             Err(ClientError::Failed { .. }) => Ok(None),
-            Err(e) => Err(e),
+            Err(e @ ClientError::Denied { .. }) => Err(e),
+            // Something serves there: in a folder others may write to, the state file
+            // and its socket may both be theirs, so nothing is sent (said before the
+            // peer's name, which then proves nothing).
+            served => {
+                crate::record::folder_safe(state, owner).map_err(|why| {
+                    ClientError::Answer(format!(
+                        "{}: nothing was sent to the maar there: {why}",
+                        state.display()
+                    ))
+                })?;
+                served.map(|_| Some(r))
+            }
         }
     }
 
@@ -581,6 +602,7 @@ impl Remote {
         Remote {
             socket: name.clone(),
             state: name,
+            owner: u32::MAX,
             kube: Some(ops),
         }
     }
@@ -594,25 +616,9 @@ impl Remote {
     /// state file's owner (the kernel names the peer, `SO_PEERCRED`), who alone runs
     /// maar on it ([`crate::record::guard_write`]).
     fn stream(&self) -> Result<UnixStream, ClientError> {
-        use std::os::unix::fs::MetadataExt;
+        let owner = self.owner;
         match UnixStream::connect(&self.socket) {
             Ok(s) => {
-                let failed = |why: String| ClientError::Failed {
-                    path: self.socket.display().to_string(),
-                    why,
-                };
-                // No state file: no maar of it serves here.
-                let owner = std::fs::metadata(&self.state)
-                    .map_err(|e| failed(format!("{}: {e}", self.state.display())))?
-                    .uid();
-                // In a folder others may write to, the state file and its socket may
-                // both be theirs: nothing is sent.
-                crate::record::folder_safe(&self.state, owner).map_err(|why| {
-                    ClientError::Answer(format!(
-                        "{}: nothing was sent to the maar there: {why}",
-                        self.state.display()
-                    ))
-                })?;
                 let peer =
                     nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
                         .map_err(|e| {
