@@ -1030,11 +1030,9 @@ impl Engine {
         true
     }
 
-    /// The role of an actor: maar's own actors in this process (no uid, not sent by
-    /// another process) act as admin; people by the roles file.
-    /// Reads the roles file again when it changed since it was read (its modification
-    /// time or size): roles are judged as the file stands. One that no longer parses
-    /// leaves the roles as they were, said in the log each time it is looked at.
+    /// Reads the roles file again when it changed since it was read ([`roles_stamp`]):
+    /// roles are judged as the file stands. One that no longer parses leaves the roles
+    /// as they were, said in the log each time it is looked at.
     fn refresh_roles(&mut self) {
         let Some(path) = self.roles_watch.clone() else {
             return;
@@ -1057,6 +1055,28 @@ impl Engine {
         }
     }
 
+    /// Whether one more refusal of `actor`'s is recorded: at most [`REFUSALS_RECORDED`]
+    /// in [`REFUSALS_WINDOW`], counted by uid (a Kubernetes user, who has none, by
+    /// name); the first past it is said in the log.
+    fn refusal_recorded(&mut self, actor: &Actor) -> bool {
+        let who = match actor.uid {
+            Some(u) => format!("uid {u}"),
+            None => format!("user {}", actor.user),
+        };
+        let now = Instant::now();
+        let w = self.refusals.entry(who).or_insert((now, 0));
+        if now.duration_since(w.0) >= REFUSALS_WINDOW {
+            *w = (now, 0);
+        }
+        w.1 += 1;
+        if w.1 == REFUSALS_RECORDED + 1 {
+            tracing::warn!(target: "maar::action", "{actor}: more than {REFUSALS_RECORDED} refused commands this hour; the rest are not recorded");
+        }
+        w.1 <= REFUSALS_RECORDED
+    }
+
+    /// The role of an actor: maar's own actors in this process (no uid, not sent by
+    /// another process) act as admin; people by the roles file.
     fn grant(&mut self, actor: &Actor, sent: bool, cap: Option<Role>) -> Grant {
         self.refresh_roles();
         if actor.uid.is_none() && !sent && cap.is_none() {
@@ -1186,38 +1206,25 @@ impl Engine {
         // A refusal changed nothing: the record keeps who tried what, cut short, and
         // at most REFUSALS_RECORDED of one user's an hour (the rest are answered and
         // logged, not recorded), so refusals cannot grow the file without bound.
-        let (kept, kept_result) = match &result {
+        let (kept, kept_result, object) = match &result {
             Err(why) => {
-                // By uid; a Kubernetes user (no uid) by name.
-                let who = match actor.uid {
-                    Some(u) => format!("uid {u}"),
-                    None => format!("user {}", actor.user),
-                };
-                let now = Instant::now();
-                let w = self.refusals.entry(who).or_insert((now, 0));
-                if now.duration_since(w.0) >= REFUSALS_WINDOW {
-                    *w = (now, 0);
-                }
-                w.1 += 1;
-                if w.1 > REFUSALS_RECORDED {
-                    if w.1 == REFUSALS_RECORDED + 1 {
-                        tracing::warn!(target: "maar::action", "{actor}: more than {REFUSALS_RECORDED} refused commands this hour; the rest are not recorded");
-                    }
+                if !self.refusal_recorded(&actor) {
                     return Err(Refusal::Refused {
                         why: format!("{why} (not recorded: more than {REFUSALS_RECORDED} refusals an hour from {})", actor.user),
                         seq: None,
                     });
                 }
                 (
-                    command.trimmed(256),
-                    Err(maar_scheduler::limits::cut(why, 1024)),
+                    std::borrow::Cow::Owned(command.trimmed(256)),
+                    std::borrow::Cow::Owned(Err(maar_scheduler::limits::cut(why, 1024))),
+                    object.map(|o| maar_scheduler::limits::cut(&o, 256)),
                 )
             }
-            Ok(_) => (command.clone(), result.clone()),
-        };
-        let object = match &result {
-            Err(_) => object.map(|o| maar_scheduler::limits::cut(&o, 256)),
-            Ok(_) => object,
+            Ok(_) => (
+                std::borrow::Cow::Borrowed(&command),
+                std::borrow::Cow::Borrowed(&result),
+                object,
+            ),
         };
         if let Some(r) = &mut self.record {
             let appended = r.append_keyed(
