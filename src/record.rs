@@ -454,7 +454,13 @@ pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
     };
     // The folders as given and as they really are: the first of each is the file's
     // own folder.
-    for chain in [&given, &real] {
+    // (One walk where no link is on the way.)
+    let chains = if given == real {
+        vec![&real]
+    } else {
+        vec![&given, &real]
+    };
+    for chain in chains {
         let mut first = true;
         for d in chain.ancestors() {
             let Ok(m) = std::fs::metadata(d) else {

@@ -359,6 +359,28 @@ fn replay_bound_says_what_no_placement_beats_on_a_small_trace() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The published openb traces in the folder `MAAR_OPENB_TRACES` names (alibaba/
+/// clusterdata, `cluster-trace-gpu-v2023/csv/`), as the mean over seeds 42-51 (the
+/// published means' seeds) of a policy's allocation at 100% arrival on a pod list
+/// (`default`, `multigpu30`, ...); `None`, said, without the folder.
+fn published_traces() -> Option<impl Fn(&str, Policy) -> f64> {
+    let Ok(dir) = std::env::var("MAAR_OPENB_TRACES") else {
+        eprintln!(
+            "skipping: MAAR_OPENB_TRACES does not name a folder of the openb traces \
+             (alibaba/clusterdata, cluster-trace-gpu-v2023/csv)"
+        );
+        return None;
+    };
+    let nodes = read_nodes(&Path::new(&dir).join("openb_node_list_gpu_node.csv")).unwrap();
+    Some(move |trace: &str, policy| {
+        let pods = read_pods(&Path::new(&dir).join(format!("openb_pod_list_{trace}.csv"))).unwrap();
+        (42..=51)
+            .map(|seed| replay(&nodes, &pods, &ReplayConfig::new(policy, seed)).alloc_pct_at_100)
+            .sum::<f64>()
+            / 10.0
+    })
+}
+
 /// The published multi-GPU traces (alibaba/clusterdata, `cluster-trace-gpu-v2023/csv/`),
 /// read from the folder `MAAR_OPENB_TRACES` names; skipped with a message without it.
 /// There a few pods ask for 8 GPUs and 120 cores, which only the 39 nodes of 128 cores
@@ -367,25 +389,11 @@ fn replay_bound_says_what_no_placement_beats_on_a_small_trace() {
 /// against 96.85% on multigpu40).
 #[test]
 fn maar_is_ahead_of_fgd_on_the_published_multi_gpu_traces() {
-    let Ok(dir) = std::env::var("MAAR_OPENB_TRACES") else {
-        eprintln!(
-            "skipping: MAAR_OPENB_TRACES does not name a folder of the openb traces \
-             (alibaba/clusterdata, cluster-trace-gpu-v2023/csv)"
-        );
+    let Some(mean) = published_traces() else {
         return;
     };
-    let nodes = read_nodes(&Path::new(&dir).join("openb_node_list_gpu_node.csv")).unwrap();
     for trace in ["multigpu30", "multigpu40"] {
-        let pods = read_pods(&Path::new(&dir).join(format!("openb_pod_list_{trace}.csv"))).unwrap();
-        let mean = |policy| {
-            (42..=51)
-                .map(|seed| {
-                    replay(&nodes, &pods, &ReplayConfig::new(policy, seed)).alloc_pct_at_100
-                })
-                .sum::<f64>()
-                / 10.0
-        };
-        let (fgd, maar) = (mean(Policy::Fgd), mean(Policy::Maar));
+        let (fgd, maar) = (mean(trace, Policy::Fgd), mean(trace, Policy::Maar));
         assert!(maar > fgd, "{trace}: maar {maar:.3} fgd {fgd:.3}");
     }
 }
@@ -396,19 +404,11 @@ fn maar_is_ahead_of_fgd_on_the_published_multi_gpu_traces() {
 /// it was before, it read 80.47% and 81.62%. Reads the folder `MAAR_OPENB_TRACES` names.
 #[test]
 fn dotprod_replays_as_published_on_the_sharing_and_model_bound_traces() {
-    let Ok(dir) = std::env::var("MAAR_OPENB_TRACES") else {
-        eprintln!("skipping: MAAR_OPENB_TRACES does not name a folder of the openb traces");
+    let Some(mean) = published_traces() else {
         return;
     };
-    let nodes = read_nodes(&Path::new(&dir).join("openb_node_list_gpu_node.csv")).unwrap();
     for (trace, published) in [("gpushare100", 81.98), ("gpuspec33", 79.82)] {
-        let pods = read_pods(&Path::new(&dir).join(format!("openb_pod_list_{trace}.csv"))).unwrap();
-        let mean = (42..=51)
-            .map(|seed| {
-                replay(&nodes, &pods, &ReplayConfig::new(Policy::DotProd, seed)).alloc_pct_at_100
-            })
-            .sum::<f64>()
-            / 10.0;
+        let mean = mean(trace, Policy::DotProd);
         assert!(
             (mean - published).abs() < 0.25,
             "{trace}: dotprod {mean:.2} against the published {published}"

@@ -808,13 +808,7 @@ fn a_role_changed_in_the_file_is_in_force_without_a_restart() {
         return;
     }
     let d = dir("reread");
-    let roles = d.join("roles.yaml");
-    std::fs::write(
-        &roles,
-        "users:\n  nobody: operator\nsocket:\n  everyone: true\n",
-    )
-    .unwrap();
-    let _e = engine(&d, Some(&roles));
+    let (roles, _e) = open_to_nobody(&d, "operator");
     let st = state(&d);
     let s = st.to_str().unwrap();
     let o = as_uid(&d, 65534, &["cordon", "a100-01", "--state", s]);
@@ -874,6 +868,32 @@ fn a_role_changed_in_the_file_is_in_force_without_a_restart() {
     );
 }
 
+/// The demo in `d` with a roles file making `nobody` (uid 65534) a `role` and the
+/// socket open to every local user: the roles file and the running engine.
+fn open_to_nobody(d: &Path, role: &str) -> (PathBuf, Running) {
+    let roles = d.join("roles.yaml");
+    std::fs::write(
+        &roles,
+        format!("users:\n  nobody: {role}\nsocket:\n  everyone: true\n"),
+    )
+    .unwrap();
+    let e = engine(d, Some(&roles));
+    (roles, e)
+}
+
+/// `req` (a request's JSON) sent by `nobody` to the socket `sock`, through this test
+/// binary's `send_as_another_user_helper`: its output ("ANSWER <line>").
+fn send_as_nobody(req: &str, sock: &Path) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
+        .env("MAAR_TEST_SEND", req)
+        .env("MAAR_TEST_SOCKET", sock)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap()
+}
+
 /// Not a test by itself: run as another user by `a_key_seen_in_the_audit_...`, it sends
 /// the request in `MAAR_TEST_SEND` to the socket in `MAAR_TEST_SOCKET` and prints the
 /// answer line.
@@ -905,13 +925,7 @@ fn a_key_seen_in_the_audit_answers_only_its_sender() {
         return;
     }
     let d = dir("stolen-key");
-    let roles = d.join("roles.yaml");
-    std::fs::write(
-        &roles,
-        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
-    )
-    .unwrap();
-    let _e = engine(&d, Some(&roles));
+    let (_roles, _e) = open_to_nobody(&d, "viewer");
     let st = state(&d);
     let r = Remote::connect(&st).unwrap().unwrap();
     let Reply::Applied { result, .. } = r
@@ -936,14 +950,7 @@ fn a_key_seen_in_the_audit_answers_only_its_sender() {
         ssh: None,
     })
     .unwrap();
-    let o = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
-        .env("MAAR_TEST_SEND", &stolen)
-        .env("MAAR_TEST_SOCKET", maar::api::socket_path(&st))
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let o = send_as_nobody(&stolen, &maar::api::socket_path(&st));
     let out = text(&o.stdout);
     assert!(
         out.contains("ANSWER")
@@ -958,14 +965,7 @@ fn a_key_seen_in_the_audit_answers_only_its_sender() {
     assert!(rows[1].result.is_err(), "{:?}", rows[1]);
     assert_eq!(rows[1].key.as_deref(), Some("k-owner@65534"));
     // Its own use of that key is still at most once: asked again, its first answer.
-    let o = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
-        .env("MAAR_TEST_SEND", &stolen)
-        .env("MAAR_TEST_SOCKET", maar::api::socket_path(&st))
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let o = send_as_nobody(&stolen, &maar::api::socket_path(&st));
     assert!(
         text(&o.stdout).contains("needs the operator role"),
         "{}",
@@ -986,13 +986,7 @@ fn one_user_cannot_hold_the_door_and_a_trickling_request_is_dropped() {
     }
     use std::io::{Read, Write};
     let d = dir("door");
-    let roles = d.join("roles.yaml");
-    std::fs::write(
-        &roles,
-        "users:\n  nobody: viewer\nsocket:\n  everyone: true\n",
-    )
-    .unwrap();
-    let _e = engine(&d, Some(&roles));
+    let (_roles, _e) = open_to_nobody(&d, "viewer");
     let st = state(&d);
     let sock = maar::api::socket_path(&st);
     let started = Instant::now();
@@ -1038,14 +1032,7 @@ fn one_user_cannot_hold_the_door_and_a_trickling_request_is_dropped() {
     );
     // ... another's is served.
     let meta = serde_json::to_string(&Request::Meta).unwrap();
-    let o = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "send_as_another_user_helper", "--nocapture"])
-        .env("MAAR_TEST_SEND", &meta)
-        .env("MAAR_TEST_SOCKET", &sock)
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let o = send_as_nobody(&meta, &sock);
     assert!(
         text(&o.stdout).contains("ANSWER {\"meta\""),
         "{}",
