@@ -84,6 +84,17 @@ impl Cluster {
             let new = used.get(d) + r;
             let reserved = q.reserved.get(d);
             if let Some(max) = q.max.get(d) {
+                // Asking more than the max on its own: no wait ends that, and the first
+                // line says so (as explain's "can never run" does).
+                if r > max {
+                    return deny(never_under_quota(
+                        d,
+                        r,
+                        max,
+                        &project.name,
+                        &self.pools[pool as usize].name,
+                    ));
+                }
                 if new > max {
                     return deny(format!(
                         "quota exceeded: project {} in pool {}: {} used {} + requested {} = {} > max {} (reserved {})",
@@ -240,4 +251,15 @@ impl Cluster {
             .unwrap_or(0);
         self.usage(pid, pool).gpu_milli > reserved
     }
+}
+
+/// The first line of a job that asks more of a dimension than its project's max in
+/// the pool allows with nothing else running: it can never run under that quota.
+pub(crate) fn never_under_quota(d: Dim, asks: u64, max: u64, project: &str, pool: &str) -> String {
+    format!(
+        "can never run under its quota: it asks {} {} and project {project} may use at most {} in pool {pool}",
+        d.fmt(asks),
+        d.name(),
+        d.fmt(max),
+    )
 }

@@ -935,6 +935,14 @@ impl Cluster {
                 }
             }
         }
+        // A job's first line tells the quota as the cycle leaves it: held keys were
+        // told at the start of the cycle (and again only for the jobs whose turn was
+        // still to come), and a job refused at its turn for room may be refused by its
+        // quota now (a later job of its project started), which the next cycle asks
+        // first.
+        if !self.quiet && self.config.backfill {
+            self.tell_held_again();
+        }
         if !self.quiet {
             let a = &mut self.attempts;
             let placed = (report.started.len() + report.scaled_up.len()) as u64;
@@ -943,6 +951,30 @@ impl Cluster {
             a.unschedulable += tried.saturating_sub(placed);
         }
         report
+    }
+
+    /// Tells the jobs of every queue key its quota refuses the verdict as it stands
+    /// (unchanged verdicts cost a lookup).
+    fn tell_held_again(&mut self) {
+        let keys: Vec<_> = self.pending_by_key.keys().copied().collect();
+        for key in keys {
+            let Some((&rep, rk)) = self.pending_by_key[&key].iter().next() else {
+                continue;
+            };
+            let v = self.cached_verdict(rep, rk.replicas);
+            let told = self
+                .told
+                .get(&key)
+                .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
+            if v.ok || told {
+                continue;
+            }
+            let ids: Vec<JobId> = self.pending_by_key[&key].keys().copied().collect();
+            for id in ids {
+                self.set_reason(id, &v.message);
+            }
+            self.told.insert(key, v.message);
+        }
     }
 
     /// A job's asks number, interned once per table: read where the job holds it, so

@@ -117,14 +117,14 @@ impl Cluster {
         if let (Some(pid), Some(pool)) = (j.project, j.pool) {
             if let Some(q) = self.projects[pid as usize].quotas.get(&pool) {
                 let req = spec.replica_request().scaled(replicas as u64);
-                if let Some(max) = q.max.gpu_milli {
-                    if req.gpu_milli > max {
-                        return Some(format!(
-                            "can never run under its quota: it asks {} GPUs and project {} may use at most {} in pool {}",
-                            Dim::Gpu.fmt(req.gpu_milli),
-                            spec.project,
-                            Dim::Gpu.fmt(max),
-                            spec.pool
+                for d in Dim::ALL {
+                    if let Some(max) = q.max.get(d).filter(|&m| req.get(d) > m) {
+                        return Some(crate::admission::never_under_quota(
+                            d,
+                            req.get(d),
+                            max,
+                            &spec.project,
+                            &spec.pool,
                         ));
                     }
                 }
