@@ -560,6 +560,14 @@ fn approving_a_quota_request_lets_the_waiting_job_start() {
     );
     c.schedule();
     assert_eq!(phase(&c, "wants-4"), Phase::Pending);
+    // The first line names what must change: no wait under this quota ends it.
+    let first = c.jobs[0].reason.to_string();
+    assert_eq!(
+        first,
+        "can never run under its quota: it asks 4 GPUs and project p may use at most 2 in pool train"
+    );
+    let f = c.forecast(forecast::Reach::default(), None);
+    assert_eq!(f.starts[&0].basis, forecast::Basis::Never, "{f:?}");
     let s = c.explain(0).suggestions;
     assert!(
         s[0].starts_with("can never run under its quota: it asks 4 GPUs"),
@@ -1270,5 +1278,173 @@ fn a_pool_label_says_that_pools_are_chosen_by_their_selectors() {
     assert!(
         msg.contains("unchanged: a node's pool is chosen by the pools' node selectors, such as crater.ai/node-role=NAME"),
         "{msg}"
+    );
+}
+
+#[test]
+fn a_quota_refusal_tells_the_usage_the_cycle_leaves() {
+    // p may use 4 GPUs. `big` (3 GPUs, high) runs; `four` (4 GPUs, medium) is refused at
+    // 3 used; `one` (1 GPU, low) then starts in the same cycle: 4 used. The first line
+    // of `four` tells 4, as `get quotas` and explain's quota line do, not the 3 of its
+    // turn.
+    let mut c = cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("p", 0, Some(4))],
+    );
+    c.submit(job("big", "p", 3, PRIORITY_HIGH, None)).unwrap();
+    c.schedule();
+    c.submit(job("four", "p", 4, PRIORITY_MEDIUM, None))
+        .unwrap();
+    c.submit(job("one", "p", 1, PRIORITY_LOW, None)).unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "one"), Phase::Running);
+    assert_eq!(phase(&c, "four"), Phase::Pending);
+    let id = c.job_id("four").unwrap();
+    let why = c.jobs[id as usize].reason.to_string();
+    assert!(
+        why.starts_with(
+            "quota exceeded: project p in pool train: GPUs used 4 + requested 4 = 8 > max 4"
+        ),
+        "{why}"
+    );
+    assert_eq!(why, c.quota_verdict(id, 1).message);
+}
+
+#[test]
+fn a_job_refused_for_room_is_told_its_quota_once_the_cycle_fills_it() {
+    // p may use 8 GPUs of a 6-card node. `big` (3) runs; `four` (4, medium) finds no
+    // room at its turn; `two` (2, low) starts after it: 5 used, and `four` would now
+    // pass 8. The next cycle asks the quota first: so does its first line now.
+    let mut c = cluster(
+        vec![node("a", "train", 6, "a100", 80, false)],
+        &[("p", 0, Some(8))],
+    );
+    c.submit(job("big", "p", 3, PRIORITY_HIGH, Some(3_600)))
+        .unwrap();
+    c.schedule();
+    c.submit(job("four", "p", 4, PRIORITY_MEDIUM, None))
+        .unwrap();
+    // (It ends before `big`: backfill lets it pass `four`'s reservation.)
+    c.submit(job("two", "p", 2, PRIORITY_LOW, Some(60)))
+        .unwrap();
+    c.schedule();
+    assert_eq!(phase(&c, "two"), Phase::Running);
+    let id = c.job_id("four").unwrap();
+    let why = c.jobs[id as usize].reason.to_string();
+    assert!(
+        why.starts_with(
+            "quota exceeded: project p in pool train: GPUs used 5 + requested 4 = 9 > max 8"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_job_lost_to_oom_raises_an_alert_for_its_hours() {
+    // Restart policy Never: the OOM kill ends it Failed, and the alert says so.
+    let mut c = cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.submit(job("gpt", "p", 1, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    c.set_time(420);
+    let id = c.job_id("gpt").unwrap();
+    c.fail_running(id, "OOMKilled", "exceeded its memory limit".into());
+    assert_eq!(phase(&c, "gpt"), Phase::Failed);
+    let oom = |c: &Cluster| {
+        c.alerts()
+            .into_iter()
+            .find(|a| a.key == "oom/p/gpt")
+            .map(|a| a.message)
+    };
+    assert_eq!(
+        oom(&c).as_deref(),
+        Some("p/gpt OOM-killed once, last at 7m00s; it ended Failed")
+    );
+    c.set_time(420 + alerts::OOM_ALERT_FOR_S);
+    assert!(oom(&c).is_some(), "open for its hours");
+    c.set_time(421 + alerts::OOM_ALERT_FOR_S);
+    assert_eq!(oom(&c), None, "closed after them");
+}
+
+#[test]
+fn the_nearest_node_is_one_that_could_hold_the_job_said_in_words() {
+    // An h100 job: the cordoned a100 node is no nearer for it than anything else.
+    let mut c = cluster(
+        vec![
+            node("a", "train", 8, "a100", 80, false),
+            node("h", "train", 8, "h100", 80, false),
+        ],
+        &[("p", 0, None)],
+    );
+    c.config.preemption = false;
+    c.apply(Command::CordonNode { node: "a".into() }).unwrap();
+    let mut full = job("full", "p", 6, PRIORITY_HIGH, None);
+    full.gpu.models = vec!["h100".into()];
+    c.submit(full).unwrap();
+    c.schedule();
+    let mut want = job("want", "p", 4, PRIORITY_MEDIUM, None);
+    want.gpu.models = vec!["h100".into()];
+    c.submit(want).unwrap();
+    c.schedule();
+    let ex = c.explain(c.job_id("want").unwrap());
+    let n = ex.nearest.clone().unwrap();
+    assert_eq!(n.node, "h", "{n:?}");
+    assert_eq!(n.lacks, vec!["2 GPU(s) (has 2 free, needs 4)".to_string()]);
+    // The h100 node cordoned: it is the nearest, and says what it is.
+    c.apply(Command::CordonNode { node: "h".into() }).unwrap();
+    c.schedule();
+    let ex = c.explain(c.job_id("want").unwrap());
+    assert!(
+        ex.to_string().contains("Nearest:   h is cordoned\n"),
+        "{ex}"
+    );
+}
+
+#[test]
+fn more_quota_is_offered_a_service_only_where_all_its_missing_replicas_start() {
+    let mut c = cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("p", 0, Some(4))],
+    );
+    let mut svc = job("svc", "p", 1, PRIORITY_MEDIUM, None);
+    svc.kind = JobKind::Inference(Autoscale {
+        min: 1,
+        max: 100,
+        target_pct: 60,
+        window_s: 60,
+    });
+    svc.replicas = 2;
+    svc.affinity = Affinity::Spread;
+    c.submit(svc).unwrap();
+    c.schedule();
+    let id = c.job_id("svc").unwrap();
+    assert_eq!(c.jobs[id as usize].running_replicas(), 2);
+    // 6 replicas: 4 more, 2 GPUs over the max; the node holds them all.
+    c.apply(Command::Scale {
+        job: "p/svc".into(),
+        replicas: 6,
+    })
+    .unwrap();
+    c.schedule();
+    let s = c.explain(id).suggestions;
+    assert!(
+        s.iter()
+            .any(|x| x.starts_with("request more quota: +2 GPUs")
+                && x.contains("then its 4 missing replicas start now")),
+        "{s:?}"
+    );
+    // 20 replicas: more quota admits them, but the 8-card node never holds 18 more.
+    c.apply(Command::Scale {
+        job: "p/svc".into(),
+        replicas: 20,
+    })
+    .unwrap();
+    c.schedule();
+    let s = c.explain(id).suggestions;
+    assert!(
+        !s.iter().any(|x| x.starts_with("request more quota")),
+        "{s:?}"
     );
 }

@@ -203,6 +203,19 @@ impl Cluster {
 
     /// Replicas a job still asks for: all of them while Pending, the missing ones of a
     /// running service.
+    /// What a proven change does, in words: a job starts; a service running short of
+    /// replicas gets the missing ones.
+    pub(super) fn then_starts(j: &Job, replicas: u32) -> String {
+        if j.phase == Phase::Running {
+            format!(
+                "its {replicas} missing replica{} start now",
+                if replicas == 1 { "" } else { "s" }
+            )
+        } else {
+            "it starts now".into()
+        }
+    }
+
     pub(super) fn asked_replicas(j: &Job) -> u32 {
         match j.phase {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
@@ -350,12 +363,13 @@ impl Cluster {
                                 let extra = extra.div_ceil(1000) * 1000;
                                 if self.proves(j, &self.quota_granted(spec, extra / 1000, false)) {
                                     out.push(format!(
-                                        "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then it starts now{}",
+                                        "request more quota: +{} GPUs for project {} in pool {} (an admin approves it; its max grows from {} to {}); then {}{}",
                                         Dim::Gpu.fmt(extra),
                                         spec.project,
                                         spec.pool,
                                         Dim::Gpu.fmt(max),
                                         Dim::Gpu.fmt(max + extra),
+                                        Self::then_starts(j, replicas),
                                         if extra > need.div_ceil(1000) * 1000 {
                                             " (the project's jobs ahead of it take the first of it)"
                                         } else {
@@ -410,8 +424,8 @@ impl Cluster {
                             ));
                         } else if self.proves(j, &change) {
                             out.push(format!(
-                                "request reserved quota: +{} GPUs reserved for project {} in pool {} (an admin approves it; other projects' reserved GPUs are never lent); then it starts now",
-                                gpus, spec.project, spec.pool
+                                "request reserved quota: +{} GPUs reserved for project {} in pool {} (an admin approves it; other projects' reserved GPUs are never lent); then {}",
+                                gpus, spec.project, spec.pool, Self::then_starts(j, replicas)
                             ));
                         }
                     }

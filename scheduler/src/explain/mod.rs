@@ -8,6 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::cluster::Cluster;
+use crate::fit::NodeReason;
 use crate::model::*;
 use crate::quantity::fmt_duration;
 use crate::schedule::QuotaVerdict;
@@ -31,6 +32,10 @@ pub struct ReasonCount {
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Nearest {
     pub node: String,
+    /// The state that keeps it out of use, where one does (`cordoned`, `NotReady
+    /// (why)`): what must change there before anything it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is: Option<String>,
     pub lacks: Vec<String>,
 }
 
@@ -154,13 +159,49 @@ impl Cluster {
         let nearest = if ok > 0 {
             None
         } else {
-            verdicts
+            // Among the nodes that could ever hold it, if any: a cordoned node of
+            // another model is near to nothing. Where none could, the nearest is told
+            // by what keeps each off for good, not by a cordon or a NotReady that
+            // would leave it as far as it is.
+            let refused: Vec<(NodeId, NodeReason)> = verdicts
                 .iter()
-                .filter_map(|(n, v)| v.as_ref().err().map(|r| (r.distance(), *n, r)))
+                .filter_map(|(n, v)| v.as_ref().err().map(|r| (*n, r.clone())))
+                .collect();
+            let able: Vec<&(NodeId, NodeReason)> = refused
+                .iter()
+                .filter(|(n, _)| self.could_ever_fit(&self.nodes[*n as usize], &j.spec, mult))
+                .collect();
+            let never_able = able.is_empty();
+            let lasting: Vec<(NodeId, NodeReason)> = if never_able {
+                refused
+                    .iter()
+                    .map(|(n, r)| match r {
+                        NodeReason::Cordoned | NodeReason::NotReady { .. } => (
+                            *n,
+                            self.never_cause(&self.nodes[*n as usize], &j.spec, mult),
+                        ),
+                        _ => (*n, r.clone()),
+                    })
+                    .collect()
+            } else {
+                able.into_iter().cloned().collect()
+            };
+            lasting
+                .iter()
+                .map(|(n, r)| (r.distance(), *n, r))
                 .min_by_key(|x| (x.0, x.1))
-                .map(|(_, n, r)| Nearest {
-                    node: self.nodes[n as usize].name.clone(),
-                    lacks: self.lacks(n, &j.spec, mult, r),
+                .map(|(_, n, r)| {
+                    let is = matches!(r, NodeReason::Cordoned | NodeReason::NotReady { .. })
+                        .then(|| r.phrase(&j.spec));
+                    Nearest {
+                        node: self.nodes[n as usize].name.clone(),
+                        lacks: if is.is_some() {
+                            Vec::new()
+                        } else {
+                            self.lacks(n, &j.spec, mult, r)
+                        },
+                        is,
+                    }
                 })
         };
         let (pos, queue_length, ahead_ids) = self.queue_position(id);
@@ -270,10 +311,12 @@ impl Cluster {
                         a.min,
                         a.max,
                         a.target_pct,
-                        j.autoscaler
-                            .last_usage_pct
-                            .map(|u| format!(", last seen {:.0}%", u.min(100.0)))
-                            .unwrap_or_default()
+                        match j.autoscaler.last_usage_pct {
+                            Some(u) => format!(", last seen {:.0}%", u.min(100.0)),
+                            // Said, not left to be guessed: an autoscaler with no
+                            // reading holds the replicas where they are.
+                            None => "; no usage reading yet, so it holds the replicas as they are".into(),
+                        }
                     ),
                 }),
                 JobKind::Train => None,
@@ -388,7 +431,9 @@ impl fmt::Display for Explanation {
             writeln!(f, "On loan:   {l}")?;
         }
         if let Some(n) = &self.nearest {
-            if n.lacks.iter().any(|l| l == "no GPUs") {
+            if let Some(is) = &n.is {
+                writeln!(f, "Nearest:   {} is {is}", n.node)?;
+            } else if n.lacks.iter().any(|l| l == "no GPUs") {
                 writeln!(f, "Nearest:   {} has no GPUs", n.node)?;
             } else {
                 writeln!(f, "Nearest:   {} lacks {}", n.node, n.lacks.join(", "))?;

@@ -24,7 +24,12 @@ impl Cluster {
             }
         }
         c.schedule();
-        c.jobs.get(j.id).is_some_and(|j| j.phase == Phase::Running)
+        // A start, or for a service that runs short of replicas, all of them: it ran
+        // before the change.
+        c.jobs.get(j.id).is_some_and(|after| {
+            after.phase == Phase::Running
+                && (j.phase != Phase::Running || after.running_replicas() >= after.desired_replicas)
+        })
     }
 
     /// The proof on a large cluster, without a whole copy. The change (labels, an
