@@ -227,8 +227,9 @@ impl Cluster {
                 }
             }
         }
-        // OOM kills, one line per job with a count, while the job lives and for
-        // OOM_ALERT_FOR_S after its last kill.
+        // OOM kills, one line per job with a count, for OOM_ALERT_FOR_S after its last
+        // kill, whether the job restarted or ended (a job lost to OOM is the one an
+        // operator most needs to see).
         let mut ooms: HashMap<&str, (u64, u64, u32)> = HashMap::new();
         for e in self.events.iter().filter(|e| e.reason == "OOMKilled") {
             let o = ooms.entry(e.object.as_str()).or_insert((e.time, e.time, 0));
@@ -239,14 +240,16 @@ impl Cluster {
         ooms.sort_by_key(|(o, (_, last, _))| (std::cmp::Reverse(*last), *o));
         for (object, (first, last, count)) in ooms {
             let name = object.trim_start_matches("job/");
-            let live = self
+            if self.now.saturating_sub(last) > OOM_ALERT_FOR_S {
+                continue;
+            }
+            let ended = self
                 .job_id(name)
                 .ok()
                 .and_then(|id| self.jobs.get(id))
-                .is_some_and(|j| !j.phase.is_terminal());
-            if !live || self.now.saturating_sub(last) > OOM_ALERT_FOR_S {
-                continue;
-            }
+                .filter(|j| j.phase.is_terminal())
+                .map(|j| format!("; it ended {}", j.phase.name()))
+                .unwrap_or_default();
             let times = if count == 1 {
                 "once".to_string()
             } else {
@@ -256,7 +259,10 @@ impl Cluster {
                 format!("oom/{name}"),
                 Severity::Warning,
                 object.to_string(),
-                format!("{name} OOM-killed {times}, last at {}", fmt_duration(last)),
+                format!(
+                    "{name} OOM-killed {times}, last at {}{ended}",
+                    fmt_duration(last)
+                ),
                 Some(first),
                 count,
                 last,
