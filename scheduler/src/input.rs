@@ -977,7 +977,8 @@ impl Cluster {
         late.len()
     }
 
-    /// The autoscaler of an inference service, on one reading of its load.
+    /// The autoscaler of an inference service, on one reading of its load: replicas
+    /// to `ceil(demand / target)` within `[min, max]`.
     pub(crate) fn autoscale(&mut self, id: JobId, usage_pct: f64) -> Result<(), ClusterError> {
         let j = &self.jobs[id as usize];
         let JobKind::Inference(a) = j.spec.kind.clone() else {
@@ -1000,22 +1001,33 @@ impl Cluster {
         // Replicas' worth of demand at full use, and the replicas that serve it at the
         // target rate.
         let demand = usage_pct * running / 100.0;
+        let current = j.desired_replicas;
         let desired = ((demand * 100.0 / a.target_pct as f64).ceil() as u32).clamp(a.min, a.max);
         let h = &mut j.autoscaler.history;
         h.push_back((now, desired));
         while h.front().is_some_and(|&(t, _)| t + a.window_s < now) {
             h.pop_front();
         }
-        let current = j.desired_replicas;
         let eff = if desired >= current {
             desired
         } else {
             h.iter().map(|x| x.1).max().unwrap_or(desired)
         };
         if eff != current {
-            let shown = usage_pct.min(100.0);
+            // To a tenth, or finer where that reads as the target itself: 60.04% is
+            // above a target of 60, and said so (rounded to 60% it read as a scale-up
+            // at the target).
+            let usage = usage_pct.min(100.0);
+            let target = a.target_pct as f64;
+            let places = (1..4)
+                .find(|&d| {
+                    let k = 10f64.powi(d);
+                    (usage * k).round() != target * k
+                })
+                .unwrap_or(4) as usize;
+            let shown = format!("{usage:.places$}");
             let why = format!(
-                "by autoscaler: GPU memory usage {shown:.0}% vs target {}%{}",
+                "by autoscaler: GPU memory usage {shown}% vs target {}%{}",
                 a.target_pct,
                 if eff < current {
                     format!(

@@ -641,3 +641,41 @@ fn the_worlds_cordons_deletions_and_quota_requests_are_facts_not_commands() {
         .result
         .is_err());
 }
+
+#[test]
+fn a_scale_up_tells_the_usage_that_asked_for_it() {
+    let mut c = core(&[("n1", 8)]);
+    let mut svc = job("svc", 1);
+    svc.kind = JobKind::Inference(Autoscale {
+        min: 1,
+        max: 8,
+        target_pct: 60,
+        window_s: 60,
+    });
+    svc.replicas = 4;
+    svc.affinity = Affinity::Spread;
+    svc.est_runtime_s = None;
+    let id = submit(&mut c, svc);
+    cycle(&mut c);
+    let load = |c: &mut Core, pct: f64| {
+        c.apply(Input::Observe(Observation::ServiceLoad {
+            job: "ml/svc".into(),
+            usage_pct: pct,
+        }))
+    };
+    let desired = |c: &Core| c.cluster().jobs[id as usize].desired_replicas;
+    // 58% of 4 replicas: ceil(3.87) = 4 replicas' worth at 60%, nothing changes.
+    let out = load(&mut c, 58.0);
+    assert!(out.events.is_empty(), "{:?}", out.events);
+    assert_eq!(desired(&c), 4);
+    // 60.4%: ceil(4 x 60.4 / 60) = 5, and the event says 60.4, not a rounded 60.
+    let out = load(&mut c, 60.4);
+    assert_eq!(desired(&c), 5);
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.message.contains("GPU memory usage 60.4% vs target 60%")),
+        "{:?}",
+        out.events
+    );
+}
