@@ -29,13 +29,7 @@ pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
                 model: g.model.clone(),
                 ..Default::default()
             });
-            // A card on a NotReady node is as unusable as an unhealthy one; a free card
-            // of a cordoned node takes nothing new.
-            e.cells.push(match cell {
-                _ if down => GpuCell::Unhealthy,
-                GpuCell::Free if n.cordoned => GpuCell::Cordoned,
-                c => c,
-            });
+            e.cells.push(cell);
             e.total += 1;
             e.used += u32::from(!g.holders.is_empty());
             e.down += u32::from(g.health != "Healthy" || down);
@@ -45,14 +39,17 @@ pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
     by.into_values().collect()
 }
 
-/// Each GPU's state as a grid cell.
+/// Each GPU's state as a grid cell, the same on every screen: a card on a NotReady
+/// node is as unusable as an unhealthy one; a free card of a cordoned node takes
+/// nothing new.
 pub fn gpu_cells(n: &maar_scheduler::metrics::NodeView) -> Vec<GpuCell> {
+    let down = n.condition != "Ready";
     n.gpus
         .iter()
         .map(|g| {
-            if g.health != "Healthy" {
+            if g.health != "Healthy" || down {
                 GpuCell::Unhealthy
-            } else if g.cordoned {
+            } else if g.cordoned || (g.holders.is_empty() && n.cordoned) {
                 GpuCell::Cordoned
             } else if g.holders.is_empty() {
                 GpuCell::Free
