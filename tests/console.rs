@@ -653,3 +653,45 @@ fn the_overview_names_every_gpu_model_even_when_they_do_not_fit() {
     let small = screen(&app, 80, 24);
     assert!(small.contains(" more: "), "{small}");
 }
+
+#[test]
+fn the_nodes_screen_marks_a_down_or_cordoned_node_s_cards_as_the_overview_does() {
+    use maar_widgets::GpuCell;
+    let mut app = app_on(load_scenario(None).unwrap(), 3600);
+    // A GPU node with a free card and a busy one.
+    let name = app
+        .snapshot
+        .nodes
+        .iter()
+        .find(|n| {
+            n.gpus.iter().any(|g| g.holders.is_empty())
+                && n.gpus.iter().any(|g| !g.holders.is_empty())
+        })
+        .map(|n| n.name.clone())
+        .expect("a node partly used");
+    keys(&mut app, &format!(":cordon {name}\ny"));
+    assert!(app.message.contains("cordoned"), "{}", app.message);
+    let node = |app: &App, name: &str| {
+        app.snapshot
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .cloned()
+            .unwrap()
+    };
+    let n = node(&app, &name);
+    assert!(n.cordoned && n.gpus.iter().any(|g| g.holders.is_empty()));
+    for (g, c) in n.gpus.iter().zip(maar::console::rows::gpu_cells(&n)) {
+        if g.holders.is_empty() {
+            assert_eq!(c, GpuCell::Cordoned, "a free card of a cordoned node");
+        } else {
+            assert_ne!(c, GpuCell::Free);
+        }
+    }
+    // A NotReady node: every card down, whatever it holds.
+    let mut down = node(&app, &name);
+    down.condition = "NotReady (KubeletNotReady)".into();
+    assert!(maar::console::rows::gpu_cells(&down)
+        .iter()
+        .all(|c| *c == GpuCell::Unhealthy));
+}

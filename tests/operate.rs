@@ -338,6 +338,18 @@ fn quota_requests_submissions_and_scaling_from_the_cli() {
         .unwrap();
         j
     };
+    // Its preview says first how the job itself would fare, then the lists.
+    let o = e.run(&["submit", "-f", job.to_str().unwrap(), "--what-if"]);
+    let t = text(&o.stdout);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].contains("submit job ml-prod/"), "{t}");
+    assert!(lines[1].starts_with("if done: job ml-prod/"), "{t}");
+    assert!(
+        lines[2].starts_with("ml-prod/")
+            && (lines[2].contains(": would start now on ") || lines[2].contains(": would wait: ")),
+        "{t}"
+    );
+    assert!(lines[3].starts_with("would evict"), "{t}");
     let o = e.run(&["submit", "-f", job.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("submitted"), "{}", text(&o.stdout));

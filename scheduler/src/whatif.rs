@@ -55,6 +55,10 @@ pub struct Preview {
     /// Every job Pending afterwards, in queue order, with its reason.
     pub still_pending: Vec<JobChange>,
     pub quotas: Vec<QuotaChange>,
+    /// For a submit: how the submitted job itself would fare (`starts on ...`, or
+    /// why it would wait), said first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobChange>,
 }
 
 /// Applies `command` to copies of the core and the driver and says what changed.
@@ -62,6 +66,10 @@ pub fn what_if(core: &Core, driver: &dyn Driver, actor: Actor, command: Command)
     let mut copy = core.clone();
     let mut d = driver.fork();
     let action = command.describe();
+    let submitted = match &command {
+        Command::Submit(spec) => Some(spec.full_name()),
+        _ => None,
+    };
     let out = d.command(&mut copy, actor, command);
     let (accepted, message) = match &out.result {
         Ok(m) => (true, m.clone()),
@@ -75,6 +83,25 @@ pub fn what_if(core: &Core, driver: &dyn Driver, actor: Actor, command: Command)
         p.evicted.clear();
         p.started.clear();
         p.quotas.clear();
+    }
+    if let (true, Some(name)) = (accepted, submitted) {
+        p.job = p
+            .started
+            .iter()
+            .find(|c| c.job == name)
+            .map(|c| JobChange {
+                job: name.clone(),
+                reason: format!("would start now {}", c.reason),
+            })
+            .or_else(|| {
+                p.still_pending
+                    .iter()
+                    .find(|c| c.job == name)
+                    .map(|c| JobChange {
+                        job: name.clone(),
+                        reason: format!("would wait: {}", c.reason),
+                    })
+            });
     }
     p
 }
@@ -202,6 +229,7 @@ impl Preview {
             started,
             still_pending: still_pending.into_iter().map(|x| x.1).collect(),
             quotas: quota_changes(&before.quota_views(), &after.quota_views()),
+            job: None,
         }
     }
 
@@ -215,7 +243,12 @@ impl Preview {
             ));
             return s;
         }
-        s.push_str(&format!("{}: {}\n", self.action, self.message));
+        // What maar would answer, said as not yet done (the confirmation is still to
+        // come), and for a submit the job's own fate before the lists.
+        s.push_str(&format!("{}\nif done: {}\n", self.action, self.message));
+        if let Some(j) = &self.job {
+            s.push_str(&format!("{}: {}\n", j.job, j.reason));
+        }
         let list = |s: &mut String, title: &str, v: &[JobChange]| {
             if v.is_empty() {
                 s.push_str(&format!("{title}: none\n"));
