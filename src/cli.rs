@@ -709,6 +709,26 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
             }
             let p = crate::trace::read_pods(&pods)?;
             let n = crate::trace::read_nodes(&nodes)?;
+            if kind.kind() == maar_scheduler::replay::VariantKind::Cpu {
+                use maar_scheduler::limits::MAX_TRACE_PODS;
+                let gpu = p.iter().filter(|p| p.num_gpu > 0).count();
+                // What it would write, refused before it is made: the pods grow as
+                // 1 / (1 - percent).
+                match maar_scheduler::replay::cpu_variant_pods(gpu, percent) {
+                    None if gpu > 0 => {
+                        return Err(Failure::Usage(format!(
+                            "--kind cpu --percent {percent}: CPU-only pods cannot be all of a trace that keeps its {gpu} GPU pods; give a percent below 100"
+                        )))
+                    }
+                    Some(cpu) if gpu + cpu > MAX_TRACE_PODS => {
+                        return Err(Failure::Usage(format!(
+                            "--kind cpu --percent {percent}: {gpu} GPU pods and {cpu} CPU-only pods would be {} pods, above the limit of {MAX_TRACE_PODS} a trace (docs/limits.md); give a smaller percent",
+                            gpu + cpu
+                        )))
+                    }
+                    _ => {}
+                }
+            }
             let v = maar_scheduler::replay::variant(&p, &n, kind.kind(), percent, seed);
             let mut buf = Vec::new();
             crate::trace::write_pods(&mut buf, &v)

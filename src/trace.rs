@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use maar_scheduler::limits::{
-    echo, MAX_BYTES, MAX_CPU_MILLI, MAX_GPUS_PER_NODE, MAX_NODES, MAX_TRACE_PODS,
+    echo, MAX_BYTES, MAX_CPU_MILLI, MAX_GPUS_PER_NODE, MAX_MODELS_PER_POD, MAX_MODEL_CHARS,
+    MAX_NODES, MAX_TRACE_PODS,
 };
 use maar_scheduler::replay::{TraceNode, TracePod};
 
@@ -178,6 +179,18 @@ fn nodes_of(t: Table) -> Result<Vec<TraceNode>, InputError> {
                 ),
             ));
         }
+        if n.model.chars().count() > MAX_MODEL_CHARS {
+            return Err(err(
+                &t.file,
+                Some(*line),
+                Some("model"),
+                format!(
+                    "a GPU model of {} characters (`{}`); at most {MAX_MODEL_CHARS}",
+                    n.model.chars().count(),
+                    echo(&n.model)
+                ),
+            ));
+        }
         if n.gpus > 0 && n.model.is_empty() {
             return Err(err(
                 &t.file,
@@ -261,6 +274,33 @@ fn pods_of(t: Table) -> Result<Vec<TracePod>, InputError> {
                 .map(str::to_string)
                 .collect(),
         };
+        if p.gpu_spec.len() > MAX_MODELS_PER_POD {
+            return Err(err(
+                &t.file,
+                Some(*line),
+                Some("gpu_spec"),
+                format!(
+                    "{} GPU models; at most {MAX_MODELS_PER_POD}",
+                    p.gpu_spec.len()
+                ),
+            ));
+        }
+        if let Some(m) = p
+            .gpu_spec
+            .iter()
+            .find(|m| m.chars().count() > MAX_MODEL_CHARS)
+        {
+            return Err(err(
+                &t.file,
+                Some(*line),
+                Some("gpu_spec"),
+                format!(
+                    "a GPU model of {} characters (`{}`); at most {MAX_MODEL_CHARS}",
+                    m.chars().count(),
+                    echo(m)
+                ),
+            ));
+        }
         if p.gpu_milli > 1000 {
             return Err(err(
                 &t.file,

@@ -229,6 +229,103 @@ fn trace_files_are_bounded_and_duplicate_nodes_named() {
 }
 
 #[test]
+fn a_trace_s_model_names_are_bounded_and_a_variant_s_size_checked_first() {
+    let nodes = file(
+        "nodes3.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,8,A100\n",
+    );
+    // A 1 MB model name in one row took 5 GB in the replay (a copy per pod drawn).
+    let long = "A".repeat(1_000_000);
+    let pods = file(
+        "pods-long.csv",
+        &format!("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,0,0,1,10,{long}\n"),
+    );
+    refused(
+        &["replay", "--nodes", &nodes, "--pods", &pods],
+        &pods,
+        2,
+        "gpu_spec: a GPU model of 1000000 characters",
+    );
+    let many = vec!["A100"; 65].join("|");
+    let pods = file(
+        "pods-many.csv",
+        &format!("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,0,0,1,10,{many}\n"),
+    );
+    refused(
+        &["replay", "--nodes", &nodes, "--pods", &pods],
+        &pods,
+        2,
+        "65 GPU models; at most 64",
+    );
+    let bad = file(
+        "nodes4.csv",
+        &format!(
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,8,{}\n",
+            "m".repeat(64)
+        ),
+    );
+    let pods = file(
+        "pods-one.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\n",
+    );
+    refused(
+        &[
+            "trace-variant",
+            "--pods",
+            &pods,
+            "--nodes",
+            &bad,
+            "--kind",
+            "gpu-spec",
+            "--percent",
+            "10",
+        ],
+        &bad,
+        2,
+        "model: a GPU model of 64 characters",
+    );
+    // A `cpu` variant grows as 1 / (1 - percent): refused before it is made.
+    let pods = file(
+        "pods-few.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\np2,1000,100,0,0\n",
+    );
+    for (pct, want) in [
+        ("99.99999", "above the limit of 2000000 a trace"),
+        ("100", "CPU-only pods cannot be all of a trace"),
+    ] {
+        let o = maar(&[
+            "trace-variant",
+            "--pods",
+            &pods,
+            "--nodes",
+            &nodes,
+            "--kind",
+            "cpu",
+            "--percent",
+            pct,
+        ]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{pct}: {err}");
+        assert!(err.contains(want), "{pct}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+    let o = maar(&[
+        "trace-variant",
+        "--pods",
+        &pods,
+        "--nodes",
+        &nodes,
+        "--kind",
+        "cpu",
+        "--percent",
+        "75",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // One GPU pod kept, three CPU-only pods: 75%, and the header.
+    assert_eq!(text(&o.stdout).lines().count(), 5, "{}", text(&o.stdout));
+}
+
+#[test]
 fn endless_or_huge_inputs_are_refused_at_the_size_limit() {
     for args in [
         vec!["sim", "--scenario", "/dev/zero"],

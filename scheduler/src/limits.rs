@@ -19,6 +19,10 @@ pub const MAX_REPLICAS: u32 = 10_000;
 pub const MAX_NODES: u32 = 100_000;
 /// Pods in one trace.
 pub const MAX_TRACE_PODS: usize = 2_000_000;
+/// Characters of a GPU model's name in a trace (a label value's 63, as Kubernetes
+/// allows it), and the models one trace pod may name (`gpu_spec`).
+pub const MAX_MODEL_CHARS: usize = 63;
+pub const MAX_MODELS_PER_POD: usize = 64;
 /// Arrivals per hour of one job generator.
 pub const MAX_RATE_PER_HOUR: f64 = 100_000.0;
 /// GPUs in one quota amount or quota request.

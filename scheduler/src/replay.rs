@@ -718,6 +718,13 @@ pub enum VariantKind {
 /// Builds a workload variant: the same number of pods (GPU pods for all kinds but
 /// `Cpu`), each drawn from the matching pool of the original trace. Deterministic in
 /// `seed`.
+/// The CPU-only pods a `cpu` variant adds to `gpu_pods` GPU pods so that they make up
+/// `percent` of the whole: `None` at 100% or more (no number of them does).
+pub fn cpu_variant_pods(gpu_pods: usize, percent: f64) -> Option<usize> {
+    let frac = (percent / 100.0).clamp(0.0, 1.0);
+    (frac < 1.0).then(|| (gpu_pods as f64 * frac / (1.0 - frac)).round() as usize)
+}
+
 pub fn variant(
     pods: &[TracePod],
     nodes: &[TraceNode],
@@ -804,11 +811,7 @@ pub fn variant(
         }
         VariantKind::Cpu => {
             // Keep the GPU pods; CPU-only pods make up `percent` of the whole.
-            let n_cpu = if frac >= 1.0 {
-                cpu.len()
-            } else {
-                (gpu.len() as f64 * frac / (1.0 - frac)).round() as usize
-            };
+            let n_cpu = cpu_variant_pods(gpu.len(), percent).unwrap_or(cpu.len());
             out.extend(gpu.iter().map(|p| (*p).clone()));
             for _ in 0..n_cpu {
                 out.extend(pick_from(&cpu, &mut rng));
