@@ -149,3 +149,29 @@ fn submitted_as_is_it_runs_in_the_projects_inference_pool() {
     );
     assert!(!spec.node_selector.contains_key("crater.ai/pool"));
 }
+
+#[test]
+fn the_hpa_s_bounds_are_checked_as_a_deployment_s_replicas_are() {
+    let (file, text) = example();
+    for (from, to, field, want) in [
+        (
+            "maxReplicas: 8",
+            "maxReplicas: 100000000",
+            "spec.maxReplicas",
+            "maxReplicas 100000000 is above the limit of 10000",
+        ),
+        (
+            "minReplicas: 2",
+            "minReplicas: 0",
+            "spec.minReplicas",
+            "an HPA keeps at least one replica",
+        ),
+    ] {
+        assert!(text.contains(from), "{file} has `{from}`");
+        let e = maar::load::parse_manifest(&file, &text.replace(from, to))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field) && e.contains(want), "{e}");
+        assert!(!e.contains(&format!("{field}: {field}")), "said twice: {e}");
+    }
+}

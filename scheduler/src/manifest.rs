@@ -1287,7 +1287,7 @@ impl Deployment {
             return Err(bad("metadata.name", "a Deployment needs a name"));
         }
         let replicas = self.spec.replicas.unwrap_or(1);
-        crate::limits::at_most("spec.replicas", replicas, crate::limits::MAX_REPLICAS)
+        crate::limits::at_most("replicas", replicas, crate::limits::MAX_REPLICAS)
             .map_err(|m| bad("spec.replicas", m))?;
         let r = self
             .spec
@@ -1349,7 +1349,15 @@ impl Deployment {
                         format!("{t} is not a usage rate within 0..1 or 1..100"),
                     ));
                 }
+                crate::limits::at_most("maxReplicas", s.max_replicas, crate::limits::MAX_REPLICAS)
+                    .map_err(|m| bad("spec.maxReplicas", m))?;
                 let min = s.min_replicas.unwrap_or(1);
+                if min == 0 {
+                    return Err(bad(
+                        "spec.minReplicas",
+                        "0: an HPA keeps at least one replica (minReplicas 1 or more)",
+                    ));
+                }
                 if min > s.max_replicas {
                     return Err(bad(
                         "spec.minReplicas",
