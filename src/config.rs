@@ -94,7 +94,16 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
     }
     let file = p.display().to_string();
     let text = crate::load::read(p)?;
-    let c: Config = crate::load::yaml(&file, &text)?;
+    let mut c: Config = crate::load::yaml(&file, &text)?;
+    // Paths as a shell and kubeconfig read them: `~/` is the home folder, and a
+    // relative path is beside the config file (not wherever maar is started).
+    let here = p.parent().unwrap_or(Path::new("."));
+    for cl in &mut c.clusters {
+        let workdir = cl.local.as_mut().and_then(|l| l.workdir.as_mut());
+        for path in [cl.state.as_mut(), workdir].into_iter().flatten() {
+            *path = resolve(path, here);
+        }
+    }
     for (i, cl) in c.clusters.iter().enumerate() {
         let bad =
             |why: String| crate::load::field_error(&file, &text, format!("clusters[{i}]"), why);
@@ -126,6 +135,19 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
         }
     }
     Ok(c)
+}
+
+/// A path of the config file: `~` and `~/...` under `$HOME`, a relative one under
+/// `dir` (the config file's folder), an absolute one as it is.
+fn resolve(path: &Path, dir: &Path) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let (Ok(rest), Some(home)) = (path.strip_prefix("~"), home) {
+        return home.join(rest);
+    }
+    if path.is_relative() {
+        return dir.join(path);
+    }
+    path.to_path_buf()
 }
 
 /// The config file of this user (none: the defaults).
@@ -186,4 +208,35 @@ pub fn cluster_arg(name: &str) -> Result<Cluster, String> {
             let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
             format!("no such cluster in {file} ({})", names.join(", "))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `~/` as a shell reads it, a relative path beside the config file.
+    #[test]
+    fn the_lists_paths_are_read_as_a_shell_and_kubeconfig_read_them() {
+        let dir = std::env::temp_dir().join(format!("maar-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("config.yaml");
+        std::fs::write(
+            &f,
+            "clusters:\n  - {name: lab, state: ~/.local/state/maar/lab.db}\n  - {name: b, state: b.db}\n  - {name: c, state: /srv/c.db}\n  - {name: here, local: {workdir: jobs}}\n",
+        )
+        .unwrap();
+        let c = read(&f).unwrap();
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+        assert_eq!(
+            c.clusters[0].state_file(),
+            home.join(".local/state/maar/lab.db")
+        );
+        assert_eq!(c.clusters[1].state_file(), dir.join("b.db"));
+        assert_eq!(c.clusters[2].state_file(), PathBuf::from("/srv/c.db"));
+        assert_eq!(
+            c.clusters[3].local.as_ref().unwrap().workdir,
+            Some(dir.join("jobs"))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
