@@ -12,7 +12,8 @@
 //!   decide what each may do (`roles.rs`).
 //! - **Requests** are one JSON line each way, one per connection, at most
 //!   [`MAX_REQUEST`] bytes, the whole read within [`IO_TIMEOUT`]; at most
-//!   [`MAX_CONNECTIONS`] are served at once, [`MAX_CONNECTIONS_PER_USER`] of one uid.
+//!   [`MAX_CONNECTIONS`] are served at once, [`MAX_CONNECTIONS_PER_USER`] of one uid;
+//!   a client turned away asks again for up to [`BUSY_WAIT`].
 //!   A command carries a key chosen by its sender: asked again after a
 //!   lost answer, the engine answers with what it recorded the first time.
 //! - **Reads** (the state as it is now, the audit, the history for `--at`) are served
@@ -43,6 +44,11 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_CONNECTIONS: usize = 32;
 /// Connections served at once for one user (by uid): one user cannot take them all.
 pub const MAX_CONNECTIONS_PER_USER: usize = 8;
+/// The answers of a maar too busy to take a request (it read none of it).
+pub const BUSY: &str = "maar is serving too many requests; try again";
+pub const BUSY_USER: &str = "maar is serving too many of this user's requests at once; try again";
+/// How long a client asks a busy maar again before it gives up.
+pub const BUSY_WAIT: Duration = Duration::from_secs(10);
 /// How long a client waits for an answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -206,9 +212,9 @@ impl Server {
                                 .get(&uid)
                                 .unwrap_or(&0);
                             let busy = if served.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                                Some("maar is serving too many requests; try again")
+                                Some(BUSY)
                             } else if mine >= MAX_CONNECTIONS_PER_USER {
-                                Some("maar is serving too many of this user's requests at once; try again")
+                                Some(BUSY_USER)
                             } else {
                                 None
                             };
@@ -651,8 +657,30 @@ impl Remote {
         }
     }
 
-    /// Sends a request and waits for its answer.
+    /// Sends a request and waits for its answer. A maar too busy to take it (turned
+    /// away before it read a byte of it: nothing was applied) is asked again, a little
+    /// later each time, for up to [`BUSY_WAIT`]: a script's parallel commands wait
+    /// their turn, as they do for the state file with no maar running.
     pub fn ask(&self, req: &Request) -> Result<Reply, ClientError> {
+        let until = std::time::Instant::now() + BUSY_WAIT;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.ask_once(req) {
+                Err(ClientError::Answer(why))
+                    if (why == BUSY || why == BUSY_USER) && std::time::Instant::now() < until =>
+                {
+                    // Apart, so that turned-away clients do not all come back at once.
+                    let jitter = u64::from(std::process::id() % 7) + 1;
+                    std::thread::sleep(pause + Duration::from_millis(jitter));
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Remote::ask`] without asking again when the maar is busy.
+    pub fn ask_once(&self, req: &Request) -> Result<Reply, ClientError> {
         let failed = |why: String| ClientError::Failed {
             path: self.socket.display().to_string(),
             why,
