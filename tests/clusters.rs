@@ -131,7 +131,25 @@ fn c_and_cluster_show_another_cluster_or_every_clusters_rows() {
     key(&mut a, 'C');
     assert!(a.all_sites);
     assert_eq!(a.rows.len(), 42 + 14);
-    assert!(screen(&a, 120, 35).contains("site-b (2 of 2), all rows"));
+    // The header's figures are both clusters' then, and says so.
+    let head = screen(&a, 120, 35);
+    assert!(head.contains("all 2 clusters (acts in site-b)"), "{head}");
+    let sum: u64 = a.site_rows.iter().map(|r| r.gpu_total_milli).sum();
+    assert_eq!(a.snapshot.metrics.total.gpu_milli, sum);
+    assert!(
+        a.snapshot
+            .metrics
+            .by_model
+            .iter()
+            .any(|m| m.model == "a100")
+            && a.snapshot
+                .metrics
+                .by_model
+                .iter()
+                .any(|m| m.model == "h200"),
+        "{:?}",
+        a.snapshot.metrics.by_model
+    );
     let text = screen(&a, 160, 70);
     assert!(text.contains("CLUSTER"), "{text}");
     assert!(
@@ -236,10 +254,17 @@ spec:
     .unwrap();
     line(&mut a, &format!("submit {}", f.display()));
     assert_eq!(a.site, 1, "{}", a.message);
+    // Nothing is sent before y: said as what would be.
     assert!(
-        a.message.contains("sent to site-b: starts now"),
+        a.message.contains("would go to site-b: starts now"),
         "{}",
         a.message
+    );
+    assert!(!a.message.contains("sent to"), "{}", a.message);
+    assert!(
+        screen(&a, 120, 35).contains("what if, in site-b"),
+        "{}",
+        screen(&a, 120, 35)
     );
     assert!(
         a.message.contains("in lab it can never run as asked"),
@@ -249,6 +274,12 @@ spec:
     // A submit is confirmed first; then it is in the second site's engine.
     if matches!(a.mode, Mode::Confirm(..)) {
         key(&mut a, 'y');
+        assert!(
+            a.message
+                .starts_with("site-b: job ml-prod/on-h200 submitted"),
+            "{}",
+            a.message
+        );
     }
     let v = a.sites[1].engine.sync().unwrap();
     let j = v

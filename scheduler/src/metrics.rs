@@ -642,7 +642,38 @@ impl Snapshot {
             costs: Costs::default(),
             ..base.clone()
         };
+        // The totals the header and the overview read, summed (the rest of the
+        // metrics, a waiting time, a fragmentation, stay the shown cluster's).
+        let m = &mut all.metrics;
+        m.total = Resources::default();
+        m.allocated = Resources::default();
+        m.idle = Resources::default();
+        m.by_model = Vec::new();
+        m.jobs = JobCounts::default();
         for (name, v) in parts {
+            let (m, o) = (&mut all.metrics, &v.metrics);
+            m.total.add(&o.total);
+            m.allocated.add(&o.allocated);
+            m.idle.add(&o.idle);
+            for g in &o.by_model {
+                match m.by_model.iter_mut().find(|x| x.model == g.model) {
+                    Some(x) => {
+                        x.total += g.total;
+                        x.allocated += g.allocated;
+                        x.idle += g.idle;
+                        x.unhealthy += g.unhealthy;
+                        x.cordoned += g.cordoned;
+                    }
+                    None => m.by_model.push(g.clone()),
+                }
+            }
+            let (j, k) = (&mut m.jobs, &o.jobs);
+            j.pending += k.pending;
+            j.running += k.running;
+            j.restarting += k.restarting;
+            j.succeeded += k.succeeded;
+            j.failed += k.failed;
+            j.cancelled += k.cancelled;
             let shift = base.time_s as i64 - v.time_s as i64;
             // Each row copied with its cluster's name.
             macro_rules! named {
@@ -668,6 +699,7 @@ impl Snapshot {
             all.costs.departments.extend(named!(v.costs.departments));
             all.costs.total += v.costs.total;
         }
+        all.metrics.by_model.sort_by(|a, b| a.model.cmp(&b.model));
         // One story, oldest first, as one cluster's events are (each on its clock).
         all.events.sort_by_key(|e| e.time);
         all

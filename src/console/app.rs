@@ -57,6 +57,8 @@ impl App {
             selected: 0,
             filter: String::new(),
             expanded: None,
+            log_view: tui_logger::TuiWidgetState::new(),
+            log_back: false,
             paused: view.status.paused,
             speed: view.status.speed,
             message: "? for help, : for commands, q to quit".into(),
@@ -121,13 +123,9 @@ impl App {
     /// The cluster shown, in words for the header: `lab (1 of 2)`; empty with one.
     pub fn site_label(&self) -> String {
         match self.sites.get(self.site) {
+            // The figures are every cluster's then; actions go to one of them.
             Some(s) if self.sites.len() > 1 && self.all_rows() => {
-                format!(
-                    "{} ({} of {}), all rows",
-                    s.name,
-                    self.site + 1,
-                    self.sites.len()
-                )
+                format!("all {} clusters (acts in {})", self.sites.len(), s.name)
             }
             Some(s) if self.sites.len() > 1 => {
                 format!("{} ({} of {})", s.name, self.site + 1, self.sites.len())
@@ -468,7 +466,12 @@ impl App {
             .ok()
             .and_then(|p| p.start_in);
         self.act_as(verb, Command::Submit(Box::new(spec)));
-        self.message = format!("{} — {}", choice.why, self.message);
+        // Nothing is sent before `y`: said as what would be.
+        let why = match choice.why.strip_prefix("sent to ") {
+            Some(rest) => format!("would go to {rest}"),
+            None => choice.why.clone(),
+        };
+        self.message = format!("{why} — {}", self.message);
     }
 
     fn with_rows(mut self) -> App {
@@ -630,7 +633,10 @@ impl App {
 
     /// Shows the engine's answer to a command.
     fn answered(&mut self, r: Result<crate::engine::Ack, Refusal>) {
+        let site = self.shown_cluster().to_string();
         self.message = match r {
+            // With several clusters, the one that did it.
+            Ok(ack) if !site.is_empty() => format!("{site}: {}", ack.message),
             Ok(ack) => ack.message,
             Err(Refusal::Refused { why, .. }) => format!("refused: {why}"),
             Err(e) => e.to_string(),
@@ -891,6 +897,10 @@ impl App {
     }
 
     fn normal_key(&mut self, k: KeyEvent) {
+        // The Logs screen has no rows: the move keys scroll its log.
+        if self.screen == Screen::Logs && screens::logs::scroll(self, k.code) {
+            return;
+        }
         let n = self.row_count();
         match k.code {
             KeyCode::Char('q') => self.quit = true,
@@ -1103,6 +1113,11 @@ impl App {
                 self.quit = true;
                 return;
             }
+            // As `maar explain JOB`.
+            ("explain", 2) => {
+                screens::jobs::explain(self, words[1]);
+                return;
+            }
             ("cluster", 2) => {
                 match self.sites.iter().position(|s| s.name == words[1]) {
                     _ if words[1] == "all" && self.sites.len() > 1 => self.show_all_sites(true),
@@ -1132,6 +1147,7 @@ impl App {
                 "at" => "at: give a moment of the history (:at 2h15m)".into(),
                 "now" | "pause" | "resume" | "q" | "quit" => format!(":{head} takes no words"),
                 "cluster" => "cluster: give a cluster's name (:cluster site-b)".into(),
+                "explain" => "explain: give a job (:explain ml-prod/train-7)".into(),
                 _ => format!("unknown command `:{line}` — ? lists them"),
             };
             return;

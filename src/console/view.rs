@@ -76,7 +76,10 @@ pub fn draw(f: &mut Frame, app: &App) {
         Mode::Confirm(_, p, at) => popup(
             f,
             area,
-            " what if — y do it, n/Esc keep as is, j/k scroll ",
+            &match app.shown_cluster() {
+                "" => " what if — y do it, n/Esc keep as is, j/k scroll ".to_string(),
+                c => format!(" what if, in {c} — y do it, n/Esc keep as is, j/k scroll "),
+            },
             &p.text(usize::MAX),
             *at,
         ),
