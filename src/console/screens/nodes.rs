@@ -131,10 +131,17 @@ pub fn node_columns(app: &App) -> Vec<Column> {
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let rows_idx = &app.rows;
-    let (body, detail) = match &app.expanded {
-        Some(_) => {
-            let [a, b] = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
-                .areas(area);
+    let shown = app
+        .expanded
+        .as_ref()
+        .and_then(|name| app.snapshot.nodes.iter().find(|n| &n.name == name));
+    let (body, detail) = match shown {
+        Some(n) => {
+            // Room for every card (its borders and header too), the table keeping at
+            // least six rows: at 80x24 an 8-card node's last card was left out.
+            let want = n.gpus.len() as u16 + 3;
+            let [a, b] =
+                Layout::vertical([Constraint::Min(6), Constraint::Length(want)]).areas(area);
             (a, Some(b))
         }
         None => (area, None),
@@ -152,12 +159,29 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         ),
     );
     f.render_widget(t, body);
-    if let (Some(d), Some(name)) = (detail, &app.expanded) {
-        if let Some(n) = app.snapshot.nodes.iter().find(|n| &n.name == name) {
-            let rows: Vec<Cells> = n
-                .gpus
+    if let (Some(d), Some(n)) = (detail, shown) {
+        let name = &n.name;
+        {
+            // Where not every card fits, the cards that need an operator first
+            // (unhealthy, cordoned), and the title says how many are shown.
+            let room = d.height.saturating_sub(3) as usize;
+            let mut gpus: Vec<&maar_scheduler::metrics::GpuView> = n.gpus.iter().collect();
+            if gpus.len() > room {
+                gpus.sort_by_key(|g| (g.health == "Healthy", !g.cordoned, g.index));
+                gpus.truncate(room);
+                gpus.sort_by_key(|g| g.index);
+            }
+            let of = if gpus.len() < n.gpus.len() {
+                format!(
+                    " ({} of {} shown, unhealthy and cordoned first)",
+                    gpus.len(),
+                    n.gpus.len()
+                )
+            } else {
+                String::new()
+            };
+            let rows: Vec<Cells> = gpus
                 .iter()
-                .take(d.height.saturating_sub(2) as usize)
                 .map(|g| {
                     let bar = bar(g.mem_allocated, g.memory, 10);
                     let hist = app
@@ -207,7 +231,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                 cols,
                 rows,
                 None,
-                format!(" {name} GPUs — :cordon-gpu {name} N, :uncordon-gpu {name} N "),
+                format!(" {name} GPUs{of} — :cordon-gpu {name} N, :uncordon-gpu {name} N "),
                 d.width,
             );
             f.render_widget(t, d);
