@@ -87,4 +87,37 @@ fn logs_snapshots() {
         };
         insta::assert_snapshot!(format!("logs_{w}x{h}"), mask_times(&text));
     }
+    // The move keys scroll the log: back a page with k, the newest again with G.
+    for i in 0..100 {
+        tracing::info!(target: "maar", "numbered line {i:03}");
+    }
+    let draw = |app: &App| {
+        tui_logger::move_events();
+        let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        t.draw(|f| view::draw(f, app)).unwrap();
+        let buf = t.backend().buffer().clone();
+        (0..24u16)
+            .map(|y| {
+                (0..80u16)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    + "\n"
+            })
+            .collect::<String>()
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !draw(&app).contains("numbered line 099") {
+        assert!(std::time::Instant::now() < end, "{}", draw(&app));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let press = |app: &mut App, c: KeyCode| app.key(KeyEvent::new(c, KeyModifiers::NONE));
+    press(&mut app, KeyCode::Char('k'));
+    press(&mut app, KeyCode::Char('k'));
+    let back = draw(&app);
+    assert!(!back.contains("numbered line 099"), "{back}");
+    assert!(back.contains("numbered line 0"), "{back}");
+    assert!(back.contains("scrolled back"), "{back}");
+    press(&mut app, KeyCode::Char('G'));
+    let now = draw(&app);
+    assert!(now.contains("numbered line 099"), "{now}");
 }

@@ -47,6 +47,10 @@ pub struct App {
     pub filter: String,
     /// Node whose GPUs are shown.
     pub expanded: Option<String>,
+    /// Where the Logs screen's log is scrolled to (tui-logger's page mode), and whether
+    /// it is scrolled back from the newest lines.
+    pub log_view: tui_logger::TuiWidgetState,
+    pub log_back: bool,
     pub paused: bool,
     /// Simulated seconds per real second.
     pub speed: f64,
