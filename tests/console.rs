@@ -695,3 +695,51 @@ fn the_nodes_screen_marks_a_down_or_cordoned_node_s_cards_as_the_overview_does()
         .iter()
         .all(|c| *c == GpuCell::Unhealthy));
 }
+
+#[test]
+fn the_gpu_panel_shows_every_card_of_an_eight_card_node_at_80x24() {
+    let mut app = app_on(load_scenario(None).unwrap(), 3600);
+    keys(&mut app, ":nodes\n\n");
+    let name = app.expanded.clone().expect("the selected node expanded");
+    let n = app
+        .snapshot
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .unwrap()
+        .gpus
+        .len();
+    assert_eq!(n, 8, "{name}");
+    let s = screen(&app, 80, 24);
+    let panel: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.contains(&format!("{name} GPUs")))
+        .collect();
+    for g in 0..8 {
+        assert!(
+            panel.iter().any(|l| l
+                .trim_start_matches(['│', ' '])
+                .starts_with(&format!("{g} "))),
+            "GPU {g} missing:\n{s}"
+        );
+    }
+}
+
+#[test]
+fn explain_is_a_word_of_the_command_line_as_of_the_cli() {
+    let mut app = app_on(load_scenario(None).unwrap(), 2 * 3600);
+    keys(&mut app, ":explain ml-prod/prod-train-00018\n");
+    assert!(
+        matches!(app.mode, maar::console::state::Mode::Explain(..)),
+        "{}",
+        app.message
+    );
+    let s = screen(&app, 120, 35);
+    assert!(s.contains("prod-train-00018") && s.contains("quota"), "{s}");
+    keys(&mut app, "\x1b:explain nobody/none\n");
+    assert!(
+        app.message.starts_with("explain nobody/none:"),
+        "{}",
+        app.message
+    );
+}

@@ -47,6 +47,7 @@ pub const HELP: &[(&str, &str)] = &[
         ":at 2h15m  :now",
         "look at the cluster at a moment of its history; back to now",
     ),
+    (":explain JOB", "why a job waits, as `maar explain JOB` (Enter on its row too)"),
     (":speed X", "set the speed (1-86400)"),
     (":pause  :resume", "pause or resume the simulation"),
     (
@@ -59,7 +60,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     (
         "GPU bars",
-        "█ used  ▄ partly used (shared)  · free  x unhealthy  c cordoned",
+        "█ used  ▄ partly used (shared)  · free  x unhealthy or on a NotReady node  c cordoned (a card, or a free card of a cordoned node)",
     ),
 ];
 

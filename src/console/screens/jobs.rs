@@ -75,23 +75,29 @@ pub fn key(app: &mut App, k: KeyCode) -> Option<Then> {
     }
     let j = app.rows.get(app.selected).map(|&i| &app.snapshot.jobs[i])?;
     let name = format!("{}/{}", j.project, j.name);
+    explain(app, &name);
+    Some(Then::Done)
+}
+
+/// Opens the explanation of job `name` (`:explain JOB`, Enter on its row), as it was
+/// when looking at the past.
+pub fn explain(app: &mut App, name: &str) {
     let ex = match &app.past {
         Some(p) => {
             let c = p.core.cluster();
-            c.job_id(&name)
+            c.job_id(name)
                 .map(|id| c.explain(id))
                 .map_err(|e| e.to_string())
         }
-        None => app.engine.explain(&name),
+        None => app.engine.explain(name),
     };
     match ex {
         Ok(ex) => {
-            app.elsewhere = app.elsewhere_of(&name);
+            app.elsewhere = app.elsewhere_of(name);
             app.mode = Mode::Explain(Box::new(ex), 0)
         }
         Err(e) => app.message = format!("explain {name}: {e}"),
     }
-    Some(Then::Done)
 }
 
 pub fn job_cells(app: &App, j: &maar_scheduler::metrics::JobView) -> Cells {

@@ -40,16 +40,32 @@ pub fn key(app: &mut App, k: KeyCode) -> Option<Then> {
 /// GPUs by model, one glyph per GPU (wrapped to the width), with counts and health.
 fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
     let by = &app.models;
+    // Narrow terminals get the counts in the grid's own glyphs (`8x` down, `16c`
+    // cordoned, as the legend says), leaving the cards the room: at 80 columns the
+    // words left 40 columns for a100's 64 cards.
+    let narrow = width < 120;
     let labels: Vec<String> = by
         .iter()
         .map(|r| {
             let (m, total, used, bad, cordoned) = (&r.model, r.total, r.used, &r.down, &r.cordoned);
-            let mut l = format!("{m:<8} {used:>3}/{total:<3} used");
+            let mut l = if narrow {
+                format!("{m:<7} {used:>3}/{total:<3}")
+            } else {
+                format!("{m:<8} {used:>3}/{total:<3} used")
+            };
             if *bad > 0 {
-                l.push_str(&format!(" {bad} down"));
+                l.push_str(&if narrow {
+                    format!(" {bad}x")
+                } else {
+                    format!(" {bad} down")
+                });
             }
             if *cordoned > 0 {
-                l.push_str(&format!(" {cordoned} cordoned"));
+                l.push_str(&if narrow {
+                    format!(" {cordoned}c")
+                } else {
+                    format!(" {cordoned} cordoned")
+                });
             }
             l
         })
@@ -66,10 +82,21 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
     } else {
         by.len()
     };
+    // A line each, then the lines to spare to the grids that need more, in order.
+    let mut alloc = vec![1usize; fit];
+    if by.len() <= max_lines {
+        alloc = vec![per_model; fit];
+        let mut spare = max_lines.saturating_sub(per_model * fit);
+        for (a, r) in alloc.iter_mut().zip(by) {
+            let extra = r.cells.len().div_ceil(room).saturating_sub(*a).min(spare);
+            *a += extra;
+            spare -= extra;
+        }
+    }
     let mut lines = Vec::new();
-    for (r, label) in by.iter().zip(labels).take(fit) {
+    for ((r, label), lines_of) in by.iter().zip(labels).take(fit).zip(alloc) {
         let (cells, bad) = (&r.cells, r.down);
-        let shown = cells.len().min(per_model * room);
+        let shown = cells.len().min(lines_of * room);
         let cut = shown < cells.len();
         let mut glyphs: Vec<char> = GpuGrid {
             cells: cells[..shown].to_vec(),
