@@ -116,6 +116,8 @@ pub fn alert_cells(app: &App, a: &maar_scheduler::alerts::AlertView) -> Cells {
             String::new()
         }),
         plain(a.message.clone()),
+        // What `:ack ALERT` and `maar ack` take.
+        plain(a.key.clone()),
     ]
 }
 
@@ -124,7 +126,10 @@ pub fn alert_columns() -> Vec<Column> {
         Column::new("LEVEL", 4),
         Column::new("STATE", 4).drop(2),
         Column::new("N", 3).drop(1),
-        Column::new("ALERT", 20).grow(),
+        // The alert read whole before its key (which `a` on the row spares typing)
+        // takes the room: the key goes first on a narrow terminal.
+        Column::new("ALERT", 44).grow(),
+        Column::new("KEY", 8).name().drop(3),
     ]
 }
 
