@@ -82,8 +82,10 @@ impl FromArgMatches for Operator {
                 }
             }
         }
+        // Said with the command's own usage line (the whole CLI's was given).
         let command = v.command(&g).map_err(|e| {
-            clap::Error::raw(ErrorKind::ValueValidation, format!("maar {name}: {e}\n"))
+            clap::Error::raw(ErrorKind::ValueValidation, format!("maar {name}: {e}"))
+                .format(&mut subcommand(v).bin_name(format!("maar {name}")))
         })?;
         Ok(Operator {
             command,

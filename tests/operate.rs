@@ -284,6 +284,11 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
         let o = e.run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
+    // A bad value is told with its command's own usage line, once.
+    let o = e.run(&["priority", "x", "urgent"]);
+    let err = text(&o.stderr);
+    assert!(err.contains("\n\nUsage: maar priority "), "{err}");
+    assert!(!err.contains("\n\n\n") && !err.contains("Usage: maar [COMMAND]"), "{err}");
     // Refused commands are in the audit too, with their reason.
     let o = e.run(&["audit", "--action", "cordon_node", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
