@@ -119,8 +119,9 @@ impl StateArg {
 pub struct ActArgs {
     #[command(flatten)]
     pub target: StateArg,
-    /// `json` prints {result, message, seq, request} (also when refused); with
-    /// --what-if, {accepted, message, evicted, started, still_pending, quotas}.
+    /// `json` prints {result, message, seq, key, via} (also when refused: `key` finds
+    /// it in `maar audit`, `via` says socket, kubernetes or file); with --what-if,
+    /// {action, accepted, message, evicted, started, still_pending, quotas, job}.
     #[arg(short = 'o', long, value_enum, default_value_t = TextOrJson::Text)]
     pub output: TextOrJson,
     /// Say what the command would do (jobs evicted, started, still Pending, quota

@@ -284,6 +284,14 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
         let o = e.run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
+    // The JSON answer has the fields its help names.
+    let o = e.run(&["cordon", "no-such-node", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["key", "message", "result", "seq", "via"]);
+    let help = text(&e.run(&["cordon", "--help"]).stdout);
+    assert!(help.contains("{result, message, seq, key, via}"), "{help}");
     // A bad value is told with its command's own usage line, once.
     let o = e.run(&["priority", "x", "urgent"]);
     let err = text(&o.stderr);
