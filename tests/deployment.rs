@@ -161,6 +161,12 @@ fn the_hpa_s_bounds_are_checked_as_a_deployment_s_replicas_are() {
             "maxReplicas 100000000 is above the limit of 10000",
         ),
         (
+            "nvidia.com/gpu: 1",
+            "nvidia.com/gpu: 1e30",
+            "nvidia.com/gpu",
+            "1000000000000000000000000000000 GPUs is above the limit of 64",
+        ),
+        (
             "minReplicas: 2",
             "minReplicas: 0",
             "spec.minReplicas",

@@ -663,7 +663,11 @@ impl<'de> Deserialize<'de> for K8sQuantity {
 impl K8sQuantity {
     fn text(&self) -> String {
         match self {
-            K8sQuantity::Number(n) if n.fract() == 0.0 => format!("{}", *n as i64),
+            // A whole number as written (within i64; past it, `1e30` stays `1e30`
+            // rather than a saturated 9223372036854775807).
+            K8sQuantity::Number(n) if n.fract() == 0.0 && n.abs() < 9.0e18 => {
+                format!("{}", *n as i64)
+            }
             K8sQuantity::Number(n) => format!("{n}"),
             K8sQuantity::Text(s) => s.clone(),
         }
@@ -857,6 +861,16 @@ fn gpu_count(t: &str) -> Result<u64, String> {
                 .find(|c: char| !c.is_ascii_digit())
                 .is_some_and(|i| i > 0 && matches!(&t[i..], "k" | "M" | "G" | "T" | "P"));
             if !whole {
+                // A number too large for a count (`1e30`) is said to be too large.
+                let max = crate::limits::MAX_GPUS_PER_NODE as f64;
+                if let Ok(v) = t.parse::<f64>() {
+                    if v.is_finite() && v.fract() == 0.0 && v > max {
+                        return Err(format!(
+                            "{} GPUs is above the limit of {max} for one pod (no node holds more)",
+                            crate::limits::echo(t)
+                        ));
+                    }
+                }
                 return Err(format!(
                     "`{}` is not a whole number of GPUs",
                     crate::limits::echo(t)

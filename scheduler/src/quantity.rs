@@ -74,7 +74,7 @@ fn checked_bytes(text: &str) -> Result<u64, QuantityError> {
         "quantity",
         text,
         byte_suffix,
-        "one of Ki Mi Gi Ti Pi k M G T P or none",
+        "one of Ki Mi Gi Ti Pi Ei k M G T P E or none",
     )?;
     bounded("quantity", text, v, crate::limits::MAX_BYTES, fmt_bytes)
 }
@@ -87,11 +87,15 @@ fn byte_suffix(s: &str) -> Option<f64> {
         "G" => 1e9,
         "T" => 1e12,
         "P" => 1e15,
+        // Kubernetes' largest suffixes: taken so that their size is checked against
+        // the limit (and said so), not refused as unknown.
+        "E" => 1e18,
         "Ki" => 1024.0,
         "Mi" => 1024.0 * 1024.0,
         "Gi" => 1024.0 * 1024.0 * 1024.0,
         "Ti" => 1024.0f64.powi(4),
         "Pi" => 1024.0f64.powi(5),
+        "Ei" => 1024.0f64.powi(6),
         _ => return None,
     })
 }
@@ -321,6 +325,11 @@ mod tests {
         assert_eq!(parse_bytes("512").unwrap(), 512);
         let e = parse_bytes("32Gx").unwrap_err();
         assert!(e.to_string().contains("unknown suffix `Gx`"), "{e}");
+        // Kubernetes' E and Ei are read, and held to the limit (1 EiB).
+        assert_eq!(parse_bytes("1Ei").unwrap(), 1 << 60);
+        let e = parse_bytes("2Ei").unwrap_err();
+        assert!(e.to_string().contains("above the limit of 1024Pi"), "{e}");
+        assert!(parse_bytes("2E").is_err());
         assert!(parse_bytes("Gi").is_err());
         assert!(parse_bytes("").is_err());
         assert!(parse_bytes("1.2.3Gi").is_err());
