@@ -743,3 +743,22 @@ fn explain_is_a_word_of_the_command_line_as_of_the_cli() {
         app.message
     );
 }
+
+#[test]
+fn a_long_message_takes_two_lines_and_a_long_command_line_shows_its_end() {
+    let mut app = app_on(load_scenario(None).unwrap(), 3600);
+    let long = "not done: requeue job ml-prod/prod-train-00049 would be refused: job ml-prod/prod-train-00049 is Pending and cannot be requeued";
+    app.message = long.to_string();
+    let s = screen(&app, 80, 24);
+    let last: Vec<&str> = s.lines().rev().take(2).collect();
+    assert!(last[0].trim_end().ends_with("cannot be requeued"), "{s}");
+    assert!(last[1].starts_with("not done: requeue job"), "{s}");
+    // What is typed past the width: its end in sight.
+    keys(&mut app, &format!(":speed {}", "0".repeat(100)));
+    let s = screen(&app, 80, 24);
+    let last = s.lines().last().unwrap();
+    assert!(
+        last.starts_with('…') && last.trim_end().ends_with("000"),
+        "{s}"
+    );
+}

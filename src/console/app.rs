@@ -818,6 +818,16 @@ impl App {
 
     /// Handles one key.
     pub fn key(&mut self, k: KeyEvent) {
+        let before = self.message.len();
+        self.key_inner(k);
+        // A message longer than a narrow terminal's two status lines is in the log
+        // too (the Logs screen scrolls), whole.
+        if self.message.len() != before && self.message.chars().count() > 2 * 78 {
+            tracing::info!(target: "maar::console", "{}", self.message);
+        }
+    }
+
+    fn key_inner(&mut self, k: KeyEvent) {
         self.dirty = true;
         if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
             self.quit = true;

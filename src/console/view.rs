@@ -28,11 +28,21 @@ pub fn draw(f: &mut Frame, app: &App) {
         f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
+    let line = match &app.mode {
+        // What is typed, its end in sight when longer than the line.
+        Mode::Command(s) => tail(&format!(":{s}"), area.width),
+        Mode::Filter(s) => tail(&format!("/{s}"), area.width),
+        _ if !app.filter.is_empty() => format!("[filter: {}] {}", app.filter, app.message),
+        _ => app.message.clone(),
+    };
+    // A message longer than the line takes a second one (a refusal's reason was cut
+    // mid-word at 80 columns); a longer one still ends with `…`, and is in the log.
+    let long = line.chars().count() > area.width as usize;
     let [head, tabs, body, foot] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(1),
         Constraint::Min(5),
-        Constraint::Length(1),
+        Constraint::Length(if long { 2 } else { 1 }),
     ])
     .areas(area);
     header(f, app, head);
@@ -48,11 +58,24 @@ pub fn draw(f: &mut Frame, app: &App) {
         tabs,
     );
     super::screens::draw(f, app, body);
-    let line = match &app.mode {
-        Mode::Command(s) => format!(":{s}"),
-        Mode::Filter(s) => format!("/{s}"),
-        _ if !app.filter.is_empty() => format!("[filter: {}] {}", app.filter, app.message),
-        _ => app.message.clone(),
+    let line = if long {
+        // Broken at the last space that fits (a word is not cut in two).
+        let w = area.width as usize;
+        let chars: Vec<char> = line.chars().collect();
+        let at = chars[..=w.min(chars.len() - 1)]
+            .iter()
+            .rposition(|&c| c == ' ')
+            .filter(|&i| i > w / 2)
+            .unwrap_or(w);
+        let first: String = chars[..at].iter().collect();
+        let rest: String = chars[at..]
+            .iter()
+            .collect::<String>()
+            .trim_start()
+            .to_string();
+        format!("{first}\n{}", columns::cut_end(&rest, area.width))
+    } else {
+        line
     };
     f.render_widget(Paragraph::new(line), foot);
     match &app.mode {
@@ -85,6 +108,17 @@ pub fn draw(f: &mut Frame, app: &App) {
         ),
         _ => {}
     }
+}
+
+/// The end of `s` in `width` columns, `…` first where its start is left out.
+fn tail(s: &str, width: u16) -> String {
+    let n = s.chars().count();
+    let w = width as usize;
+    if n <= w {
+        return s.to_string();
+    }
+    let kept: String = s.chars().skip(n - w.saturating_sub(1)).collect();
+    format!("…{kept}")
 }
 
 /// Text over the screen, scrolled `at` lines (never past its end); says where it is
