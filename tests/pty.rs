@@ -200,6 +200,15 @@ fn the_console_runs_in_a_terminal_takes_keys_and_restores_it() {
         s.wait_for("PRIO", 10)
     };
     assert!(jobs.contains("gpt-finetune-lab"), "{jobs}");
+    // A line pasted longer than the terminal's read buffer (crossterm's edge-triggered
+    // reader left what followed the first 1 KiB until the next key: the Enter at its
+    // end was not taken) is taken whole, its Enter too.
+    let mut long = b":speed 5".to_vec();
+    long.extend(std::iter::repeat_n(b'0', 3000));
+    long.push(b'\r');
+    writer.write_all(&long).unwrap();
+    writer.flush().unwrap();
+    s.wait_for("speed: give a number from 1 to 86400", 10);
     writer.write_all(b"?").unwrap();
     writer.flush().unwrap();
     s.wait_for("KEYS", 10);
