@@ -410,7 +410,7 @@ impl Reader {
         // Not read where another user could have swapped it or planted its journal.
         if let Some(o) = owner {
             crate::record::folder_safe(path, o).map_err(|why| {
-                Failure::Record(RecordError::Unsafe {
+                Failure::Record(RecordError::UnsafeToRead {
                     path: path.display().to_string(),
                     why,
                 })

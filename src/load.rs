@@ -663,7 +663,32 @@ fn kind_of(doc: &str) -> Option<&str> {
 /// its HorizontalPodAutoscaler in the same file (an inference service with the HPA's
 /// bounds, metric target and scale-down window).
 pub fn parse_manifest(file: &str, text: &str) -> Result<JobSpec, InputError> {
+    // Not a job, but files users hold beside their jobs: said as what they are.
+    let whole = |message: String| InputError {
+        file: file.to_string(),
+        line: None,
+        column: None,
+        field: None,
+        message,
+    };
+    if let Some((n, _)) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.trim_start().starts_with("kubectl label"))
+    {
+        return Err(InputError {
+            line: Some(n as u64 + 1),
+            ..whole(
+                "a `kubectl label` script, not a job: run its lines as `maar label NODE KEY=VALUE ...` (or with kubectl against a cluster `maar kube` schedules)".into(),
+            )
+        });
+    }
     let docs = documents(text);
+    if docs.iter().any(|d| kind_of(d) == Some("List")) {
+        return Err(whole(
+            "a Kubernetes List: give its objects as YAML documents separated by `---` (a Deployment and its HorizontalPodAutoscaler, or one TrainJob)".into(),
+        ));
+    }
     if docs.iter().any(|d| kind_of(d) == Some("Deployment")) {
         return parse_deployment(file, text, &docs);
     }

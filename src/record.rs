@@ -68,6 +68,9 @@ pub enum RecordError {
     /// Another user could swap the file or what lies beside it ([`guard_write`]).
     #[error("{path}: not written: {why}")]
     Unsafe { path: String, why: String },
+    /// The same, for a reader: the file is not read.
+    #[error("{path}: not read: {why}")]
+    UnsafeToRead { path: String, why: String },
     #[error("{path}: this maar lost the state file to another ({why}); nothing more is written or acknowledged")]
     LeaseLost { path: String, why: String },
     #[error("{path}: {why}; this maar stops acknowledging commands")]

@@ -181,3 +181,23 @@ fn the_hpa_s_bounds_are_checked_as_a_deployment_s_replicas_are() {
         assert!(!e.contains(&format!("{field}: {field}")), "said twice: {e}");
     }
 }
+
+#[test]
+fn files_that_are_not_jobs_are_told_what_they_are() {
+    let labels =
+        std::fs::read_to_string("../shared/examples/node-labels.sh").unwrap_or_else(|_| {
+            "#!/bin/sh\nkubectl label node gpu-01 crater.ai/gpu-model=a100 --overwrite\n".into()
+        });
+    let e = maar::load::parse_manifest("node-labels.sh", &labels)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("a `kubectl label` script, not a job") && e.contains("maar label"),
+        "{e}"
+    );
+    let list = "apiVersion: v1\nkind: List\nitems:\n  - {apiVersion: apps/v1, kind: Deployment, metadata: {name: x}}\n";
+    let e = maar::load::parse_manifest("list.yaml", list)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a Kubernetes List") && e.contains("---"), "{e}");
+}

@@ -1111,3 +1111,23 @@ fn a_request_turned_away_as_busy_is_asked_again_until_served() {
     let got = asking.join().unwrap();
     assert!(matches!(got, Ok(Reply::Meta(_))), "{got:?}");
 }
+
+/// A reader turned away from a state file others could have swapped is told it was
+/// not read (it was told "not written", though it only read).
+#[test]
+fn a_reader_refused_an_unsafe_folder_is_told_it_was_not_read() {
+    let d = dir("unsafe-read");
+    let folder = d.join("shared");
+    std::fs::create_dir_all(&folder).unwrap();
+    let p = folder.join("lab.db");
+    drop(Record::create(&p, &meta()).unwrap());
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = maar(&d)
+        .args(["get", "jobs", "--state", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(": not read: "), "{err}");
+    assert!(!err.contains("not written"), "{err}");
+}
