@@ -762,3 +762,19 @@ fn a_long_message_takes_two_lines_and_a_long_command_line_shows_its_end() {
         "{s}"
     );
 }
+
+#[test]
+fn keys_at_their_limits_say_so() {
+    let mut app = app_on(load_scenario(None).unwrap(), 600);
+    keys(&mut app, ":speed 86400\n>");
+    assert_eq!(app.message, "already at the fastest speed, 86400x");
+    // A filter kept with Enter says what it matched, not the message before it.
+    keys(&mut app, ":nodes\n/no-such-node-name\n");
+    assert_eq!(app.message, "no row matches the filter (Esc clears it)");
+    keys(&mut app, "\x1b/a100\n");
+    assert!(
+        app.message.ends_with("rows match (Esc clears the filter)"),
+        "{}",
+        app.message
+    );
+}

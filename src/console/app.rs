@@ -886,7 +886,14 @@ impl App {
                     self.filter.clear();
                     self.recompute();
                 }
-                KeyCode::Enter => {}
+                // The filter kept: the line says so (the message before it was left).
+                KeyCode::Enter => {
+                    self.message = match (self.filter.is_empty(), self.rows.len()) {
+                        (true, _) => String::new(),
+                        (false, 0) => "no row matches the filter (Esc clears it)".into(),
+                        (false, n) => format!("{n} rows match (Esc clears the filter)"),
+                    };
+                }
                 KeyCode::Backspace => {
                     s.pop();
                     self.filter = s.clone();
@@ -953,7 +960,7 @@ impl App {
             KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
             KeyCode::Char(' ') => self.set_paused(!self.paused),
-            KeyCode::Char('[') if self.shown_s() == 0 => {
+            KeyCode::Char('[' | '{') if self.shown_s() == 0 => {
                 self.message = "already at the start of the cluster's history".into()
             }
             KeyCode::Char('[') => self.travel(self.shown_s().saturating_sub(STEP_S)),
@@ -961,6 +968,12 @@ impl App {
             KeyCode::Char('{') => self.travel(self.shown_s().saturating_sub(12 * STEP_S)),
             KeyCode::Char('}') if self.past.is_some() => self.travel(self.shown_s() + 12 * STEP_S),
             KeyCode::Char(']' | '}') => self.message = "already at the present".into(),
+            KeyCode::Char('>') if self.speed >= 86_400.0 => {
+                self.message = "already at the fastest speed, 86400x".into()
+            }
+            KeyCode::Char('<') if self.speed <= 1.0 => {
+                self.message = "already at the slowest speed, 1x (real time)".into()
+            }
             KeyCode::Char('>') => self.set_speed((self.speed * 2.0).min(86_400.0)),
             KeyCode::Char('<') => self.set_speed((self.speed / 2.0).max(1.0)),
             // C: the next cluster; past the last, every cluster's rows; then the first.
