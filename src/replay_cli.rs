@@ -394,6 +394,47 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     }
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
+    // An experiment on GPU allocation needs GPUs; pods bound to models no node has are
+    // said (they all fail, and the curve would read as the policy's doing).
+    if nodes.iter().all(|n| n.gpus == 0) {
+        return Err(Failure::Usage(format!(
+            "{}: no node has a GPU: nothing to allocate",
+            a.nodes.display()
+        )));
+    }
+    let models: std::collections::BTreeSet<String> = nodes
+        .iter()
+        .filter(|n| n.gpus > 0)
+        .map(|n| n.model.to_lowercase())
+        .collect();
+    let mut unknown: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in pods
+        .iter()
+        .filter(|p| p.num_gpu > 0 && !p.gpu_spec.is_empty())
+    {
+        if !p
+            .gpu_spec
+            .iter()
+            .any(|m| models.contains(&m.to_lowercase()))
+        {
+            *unknown.entry(p.gpu_spec.join("|")).or_default() += 1;
+        }
+    }
+    if !unknown.is_empty() {
+        let n: usize = unknown.values().sum();
+        let named: Vec<String> = unknown
+            .keys()
+            .take(5)
+            .map(|m| maar_scheduler::limits::echo(m))
+            .collect();
+        eprintln!(
+            "maar: warning: {n} pods of {} ask only for GPU models no node of {} has ({}{}): they fail on every policy",
+            a.pods.display(),
+            a.nodes.display(),
+            named.join(", "),
+            if unknown.len() > 5 { ", ..." } else { "" }
+        );
+    }
     let workload = a
         .pods
         .file_stem()

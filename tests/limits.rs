@@ -380,3 +380,33 @@ fn deeply_nested_yaml_is_refused_before_the_parser_sees_it() {
     let o = maar(&["submit", "--dry-run", "-f", &ok]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+#[test]
+fn a_replay_without_gpus_is_refused_and_unknown_models_are_warned_of() {
+    let cpu_only = file(
+        "nodes-cpu.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nc1,64000,262144,0,\n",
+    );
+    let pods = file(
+        "pods-spec.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,1000,100,1,1000,NOSUCHGPU\np2,1000,100,1,1000,\n",
+    );
+    let o = maar(&["replay", "--nodes", &cpu_only, "--pods", &pods]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("no node has a GPU"),
+        "{}",
+        text(&o.stderr)
+    );
+    let nodes = file(
+        "nodes-a100.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,8,A100\n",
+    );
+    let o = maar(&["replay", "--nodes", &nodes, "--pods", &pods]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("warning: 1 pods of") && text(&o.stderr).contains("NOSUCHGPU"),
+        "{}",
+        text(&o.stderr)
+    );
+}
