@@ -1396,8 +1396,10 @@ fn the_nearest_node_is_one_that_could_hold_the_job_said_in_words() {
     c.apply(Command::CordonNode { node: "h".into() }).unwrap();
     c.schedule();
     let ex = c.explain(c.job_id("want").unwrap());
+    // ... and what it would still lack once uncordoned.
     assert!(
-        ex.to_string().contains("Nearest:   h is cordoned\n"),
+        ex.to_string()
+            .contains("Nearest:   h is cordoned, and lacks 2 GPU(s) (has 2 free, needs 4)\n"),
         "{ex}"
     );
 }

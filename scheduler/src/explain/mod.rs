@@ -163,43 +163,51 @@ impl Cluster {
             // another model is near to nothing. Where none could, the nearest is told
             // by what keeps each off for good, not by a cordon or a NotReady that
             // would leave it as far as it is.
-            let refused: Vec<(NodeId, NodeReason)> = verdicts
+            let out_of_use =
+                |r: &NodeReason| matches!(r, NodeReason::Cordoned | NodeReason::NotReady { .. });
+            let refused: Vec<(NodeId, &NodeReason)> = verdicts
                 .iter()
-                .filter_map(|(n, v)| v.as_ref().err().map(|r| (*n, r.clone())))
+                .filter_map(|(n, v)| v.as_ref().err().map(|r| (*n, r)))
                 .collect();
-            let able: Vec<&(NodeId, NodeReason)> = refused
+            let ever = |n: NodeId| self.could_ever_fit(&self.nodes[n as usize], &j.spec, mult);
+            let any_able = refused.iter().any(|&(n, _)| ever(n));
+            // (rank, node, its reason, what it would still lack once back in use)
+            type Near = (u64, NodeId, NodeReason, Option<NodeReason>);
+            let near: Vec<Near> = refused
                 .iter()
-                .filter(|(n, _)| self.could_ever_fit(&self.nodes[*n as usize], &j.spec, mult))
+                .filter(|&&(n, _)| !any_able || ever(n))
+                .map(|&(n, r)| match r {
+                    r if out_of_use(r) && !any_able => {
+                        let never = self.never_cause(&self.nodes[n as usize], &j.spec, mult);
+                        (never.distance(), n, never, None)
+                    }
+                    r if out_of_use(r) => {
+                        // Judged as if it were back in use too: an uncordon alone may
+                        // not do, and a node that would still lack much is not near.
+                        let mut back = self.nodes[n as usize].clone();
+                        back.cordoned = false;
+                        back.condition = Condition::Ready;
+                        let under =
+                            crate::fit::fit(&back, n, self.overcommit_of(&back), &j.spec, mult)
+                                .err();
+                        let rank = r.distance() + under.as_ref().map_or(0, |u| u.distance());
+                        (rank, n, r.clone(), under)
+                    }
+                    r => (r.distance(), n, r.clone(), None),
+                })
                 .collect();
-            let never_able = able.is_empty();
-            let lasting: Vec<(NodeId, NodeReason)> = if never_able {
-                refused
-                    .iter()
-                    .map(|(n, r)| match r {
-                        NodeReason::Cordoned | NodeReason::NotReady { .. } => (
-                            *n,
-                            self.never_cause(&self.nodes[*n as usize], &j.spec, mult),
-                        ),
-                        _ => (*n, r.clone()),
-                    })
-                    .collect()
-            } else {
-                able.into_iter().cloned().collect()
-            };
-            lasting
-                .iter()
-                .map(|(n, r)| (r.distance(), *n, r))
+            near.into_iter()
                 .min_by_key(|x| (x.0, x.1))
-                .map(|(_, n, r)| {
-                    let is = matches!(r, NodeReason::Cordoned | NodeReason::NotReady { .. })
-                        .then(|| r.phrase(&j.spec));
+                .map(|(_, n, r, under)| {
+                    let is = out_of_use(&r).then(|| r.phrase(&j.spec));
+                    let lacks = match (&is, under) {
+                        (Some(_), Some(u)) => self.lacks(n, &j.spec, mult, &u),
+                        (Some(_), None) => Vec::new(),
+                        (None, _) => self.lacks(n, &j.spec, mult, &r),
+                    };
                     Nearest {
                         node: self.nodes[n as usize].name.clone(),
-                        lacks: if is.is_some() {
-                            Vec::new()
-                        } else {
-                            self.lacks(n, &j.spec, mult, r)
-                        },
+                        lacks,
                         is,
                     }
                 })
@@ -432,7 +440,15 @@ impl fmt::Display for Explanation {
         }
         if let Some(n) = &self.nearest {
             if let Some(is) = &n.is {
-                writeln!(f, "Nearest:   {} is {is}", n.node)?;
+                match n.lacks.is_empty() {
+                    true => writeln!(f, "Nearest:   {} is {is}", n.node)?,
+                    false => writeln!(
+                        f,
+                        "Nearest:   {} is {is}, and lacks {}",
+                        n.node,
+                        n.lacks.join(", ")
+                    )?,
+                }
             } else if n.lacks.iter().any(|l| l == "no GPUs") {
                 writeln!(f, "Nearest:   {} has no GPUs", n.node)?;
             } else {
