@@ -185,17 +185,7 @@ impl Cluster {
                             .push((self.item_key(id, k, &shares), k.replicas, Some(*k)));
                     }
                 } else {
-                    let same = self
-                        .told
-                        .get(&key)
-                        .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
-                    if !same {
-                        let ids: Vec<JobId> = self.pending_by_key[&key].keys().copied().collect();
-                        for id in ids {
-                            self.set_reason(id, &v.message);
-                        }
-                        self.told.insert(key, v.message.clone());
-                    }
+                    self.tell_key(key, &v.message);
                     q.held.push(Held {
                         key,
                         project_gen: self.project_gen[key.0 as usize],
@@ -232,6 +222,23 @@ impl Cluster {
         q.shares = shares;
         q.watch = hold;
         q
+    }
+
+    /// Tells every job of a queue key its quota's refusal (once: a key already told
+    /// this very message is passed over).
+    pub(crate) fn tell_key(&mut self, key: VerdictKey, message: &crate::model::Reason) {
+        if self
+            .told
+            .get(&key)
+            .is_some_and(|t| std::sync::Arc::ptr_eq(t, message))
+        {
+            return;
+        }
+        let ids: Vec<JobId> = self.pending_by_key[&key].keys().copied().collect();
+        for id in ids {
+            self.set_reason(id, message);
+        }
+        self.told.insert(key, message.clone());
     }
 
     /// After a change of usage: held keys whose project's usage moved are decided

@@ -679,6 +679,8 @@ impl Cluster {
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         self.restart_due();
+        // (What the cycle's own placements and evictions change, from here.)
+        let usage_at_start = (self.usage_gen, self.project_gen.clone());
         self.pool_homeless();
         self.refresh_typical();
         let mut queue = self.cycle_queue();
@@ -940,8 +942,10 @@ impl Cluster {
         // still to come), and a job refused at its turn for room may be refused by its
         // quota now (a later job of its project started), which the next cycle asks
         // first.
-        if !self.quiet && self.config.backfill {
-            self.tell_held_again();
+        // (Nothing to tell again where the cycle moved no usage; with backfill off,
+        // every job is decided at its turn and keeps that turn's words.)
+        if !self.quiet && self.config.backfill && self.usage_gen != usage_at_start.0 {
+            self.tell_held_again(&usage_at_start.1);
         }
         if !self.quiet {
             let a = &mut self.attempts;
@@ -955,25 +959,23 @@ impl Cluster {
 
     /// Tells the jobs of every queue key its quota refuses the verdict as it stands
     /// (unchanged verdicts cost a lookup).
-    fn tell_held_again(&mut self) {
-        let keys: Vec<_> = self.pending_by_key.keys().copied().collect();
+    fn tell_held_again(&mut self, gens_at_start: &[u64]) {
+        // Only the keys of projects whose usage moved during the cycle.
+        let moved = |p: usize| gens_at_start.get(p) != self.project_gen.get(p);
+        let keys: Vec<_> = self
+            .pending_by_key
+            .keys()
+            .filter(|k| moved(k.0 as usize))
+            .copied()
+            .collect();
         for key in keys {
             let Some((&rep, rk)) = self.pending_by_key[&key].iter().next() else {
                 continue;
             };
             let v = self.cached_verdict(rep, rk.replicas);
-            let told = self
-                .told
-                .get(&key)
-                .is_some_and(|t| std::sync::Arc::ptr_eq(t, &v.message));
-            if v.ok || told {
-                continue;
+            if !v.ok {
+                self.tell_key(key, &v.message);
             }
-            let ids: Vec<JobId> = self.pending_by_key[&key].keys().copied().collect();
-            for id in ids {
-                self.set_reason(id, &v.message);
-            }
-            self.told.insert(key, v.message);
         }
     }
 
