@@ -75,6 +75,18 @@ impl Cluster {
         let req = spec.replica_request().scaled(replicas as u64);
         let used = self.usage(pid, pool);
         let cap = self.admission_capacity(pool);
+        // Asking more than the max of any dimension on its own: no wait ends that, and
+        // the first line says so (as explain's "can never run" does), whatever another
+        // dimension would say first.
+        if let Some((d, max)) = over_max_alone(q, &req) {
+            return deny(never_under_quota(
+                d,
+                req.get(d),
+                max,
+                &project.name,
+                &self.pools[pool as usize].name,
+            ));
+        }
         let mut borrowing = false;
         for d in Dim::ALL {
             let r = req.get(d);
@@ -84,17 +96,6 @@ impl Cluster {
             let new = used.get(d) + r;
             let reserved = q.reserved.get(d);
             if let Some(max) = q.max.get(d) {
-                // Asking more than the max on its own: no wait ends that, and the first
-                // line says so (as explain's "can never run" does).
-                if r > max {
-                    return deny(never_under_quota(
-                        d,
-                        r,
-                        max,
-                        &project.name,
-                        &self.pools[pool as usize].name,
-                    ));
-                }
                 if new > max {
                     return deny(format!(
                         "quota exceeded: project {} in pool {}: {} used {} + requested {} = {} > max {} (reserved {})",
@@ -251,6 +252,14 @@ impl Cluster {
             .unwrap_or(0);
         self.usage(pid, pool).gpu_milli > reserved
     }
+}
+
+/// The first dimension of which `req` alone asks more than the quota's max, and that
+/// max.
+pub(crate) fn over_max_alone(q: &Quota, req: &Resources) -> Option<(Dim, u64)> {
+    Dim::ALL
+        .into_iter()
+        .find_map(|d| q.max.get(d).filter(|&m| req.get(d) > m).map(|m| (d, m)))
 }
 
 /// The first line of a job that asks more of a dimension than its project's max in

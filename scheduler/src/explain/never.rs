@@ -117,16 +117,14 @@ impl Cluster {
         if let (Some(pid), Some(pool)) = (j.project, j.pool) {
             if let Some(q) = self.projects[pid as usize].quotas.get(&pool) {
                 let req = spec.replica_request().scaled(replicas as u64);
-                for d in Dim::ALL {
-                    if let Some(max) = q.max.get(d).filter(|&m| req.get(d) > m) {
-                        return Some(crate::admission::never_under_quota(
-                            d,
-                            req.get(d),
-                            max,
-                            &spec.project,
-                            &spec.pool,
-                        ));
-                    }
+                if let Some((d, max)) = crate::admission::over_max_alone(q, &req) {
+                    return Some(crate::admission::never_under_quota(
+                        d,
+                        req.get(d),
+                        max,
+                        &spec.project,
+                        &spec.pool,
+                    ));
                 }
             }
         }
