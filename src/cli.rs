@@ -720,10 +720,9 @@ fn run_on(cmd: Cmd, o: &mut Out) -> Result<i32, Failure> {
                             "--kind cpu --percent {percent}: CPU-only pods cannot be all of a trace that keeps its {gpu} GPU pods; give a percent below 100"
                         )))
                     }
-                    Some(cpu) if gpu + cpu > MAX_TRACE_PODS => {
+                    Some(cpu) if gpu.saturating_add(cpu) > MAX_TRACE_PODS => {
                         return Err(Failure::Usage(format!(
-                            "--kind cpu --percent {percent}: {gpu} GPU pods and {cpu} CPU-only pods would be {} pods, above the limit of {MAX_TRACE_PODS} a trace (docs/limits.md); give a smaller percent",
-                            gpu + cpu
+                            "--kind cpu --percent {percent}: {gpu} GPU pods and {cpu} CPU-only pods would be more than the limit of {MAX_TRACE_PODS} pods a trace (docs/limits.md); give a smaller percent"
                         )))
                     }
                     _ => {}
@@ -1297,14 +1296,11 @@ fn preview(
     let (core, driver) = Source::open(source)?.into_parts();
     let mut p = maar_scheduler::whatif::what_if(&core, driver.as_ref(), actor.clone(), command);
     if grant.role < need {
-        p.accepted = false;
-        p.message = format!(
+        let why = format!(
             "{} needs the {need} role; {} is {} ({})",
             p.action, actor.user, grant.role, grant.why
         );
-        p.evicted.clear();
-        p.started.clear();
-        p.quotas.clear();
+        p.refuse(why);
     }
     match output {
         TextOrJson::Json => o.put(&json(&p)),

@@ -290,7 +290,7 @@ fn a_trace_s_model_names_are_bounded_and_a_variant_s_size_checked_first() {
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\np2,1000,100,0,0\n",
     );
     for (pct, want) in [
-        ("99.99999", "above the limit of 2000000 a trace"),
+        ("99.99999", "more than the limit of 2000000 pods a trace"),
         ("100", "CPU-only pods cannot be all of a trace"),
     ] {
         let o = maar(&[
@@ -309,6 +309,30 @@ fn a_trace_s_model_names_are_bounded_and_a_variant_s_size_checked_first() {
         assert!(err.contains(want), "{pct}: {err}");
         assert!(o.stdout.is_empty());
     }
+    // 3,000 GPU pods at 99.99999999999999%: more CPU-only pods than a usize holds (an
+    // overflow that wrapped under the limit and then looped).
+    let mut many = String::from("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
+    for i in 0..3000 {
+        many.push_str(&format!("g{i},1000,100,1,1000\n"));
+    }
+    let many = file("pods-3000.csv", &many);
+    let o = maar(&[
+        "trace-variant",
+        "--pods",
+        &many,
+        "--nodes",
+        &nodes,
+        "--kind",
+        "cpu",
+        "--percent",
+        "99.99999999999999",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("more than the limit"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = maar(&[
         "trace-variant",
         "--pods",

@@ -811,7 +811,11 @@ pub fn variant(
         }
         VariantKind::Cpu => {
             // Keep the GPU pods; CPU-only pods make up `percent` of the whole.
-            let n_cpu = cpu_variant_pods(gpu.len(), percent).unwrap_or(cpu.len());
+            // (Never past the trace limit, whoever asks: the command line refuses
+            // such a percent before this is called.)
+            let n_cpu = cpu_variant_pods(gpu.len(), percent)
+                .unwrap_or(cpu.len())
+                .min(crate::limits::MAX_TRACE_PODS);
             out.extend(gpu.iter().map(|p| (*p).clone()));
             for _ in 0..n_cpu {
                 out.extend(pick_from(&cpu, &mut rng));

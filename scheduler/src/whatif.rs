@@ -78,11 +78,9 @@ pub fn what_if(core: &Core, driver: &dyn Driver, actor: Actor, command: Command)
     let mut p = Preview::between(core.cluster(), copy.cluster());
     p.action = action;
     p.accepted = accepted;
-    p.message = message;
+    p.message = message.clone();
     if !accepted {
-        p.evicted.clear();
-        p.started.clear();
-        p.quotas.clear();
+        p.refuse(message);
     }
     if let (true, Some(name)) = (accepted, submitted) {
         p.job = p
@@ -231,6 +229,17 @@ impl Preview {
             quotas: quota_changes(&before.quota_views(), &after.quota_views()),
             job: None,
         }
+    }
+
+    /// The command would be refused (`why`): nothing would change, so nothing is said
+    /// to move.
+    pub fn refuse(&mut self, why: String) {
+        self.accepted = false;
+        self.message = why;
+        self.evicted.clear();
+        self.started.clear();
+        self.quotas.clear();
+        self.job = None;
     }
 
     /// The preview as text, for a terminal: at most `rows` jobs per list.

@@ -201,21 +201,21 @@ impl Cluster {
         ]
     }
 
-    /// Replicas a job still asks for: all of them while Pending, the missing ones of a
-    /// running service.
     /// What a proven change does, in words: a job starts; a service running short of
     /// replicas gets the missing ones.
     pub(super) fn then_starts(j: &Job, replicas: u32) -> String {
         if j.phase == Phase::Running {
-            format!(
-                "its {replicas} missing replica{} start now",
-                if replicas == 1 { "" } else { "s" }
-            )
+            match replicas {
+                1 => "its 1 missing replica starts now".to_string(),
+                n => format!("its {n} missing replicas start now"),
+            }
         } else {
             "it starts now".into()
         }
     }
 
+    /// Replicas a job still asks for: all of them while Pending, the missing ones of a
+    /// running service.
     pub(super) fn asked_replicas(j: &Job) -> u32 {
         match j.phase {
             Phase::Running => (j.desired_replicas.saturating_sub(j.running_replicas())).max(1),
