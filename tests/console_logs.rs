@@ -116,7 +116,7 @@ fn logs_snapshots() {
     let back = draw(&app);
     assert!(!back.contains("numbered line 099"), "{back}");
     assert!(back.contains("numbered line 0"), "{back}");
-    assert!(back.contains("scrolled back"), "{back}");
+    assert!(back.contains("paged"), "{back}");
     press(&mut app, KeyCode::Char('G'));
     let now = draw(&app);
     assert!(now.contains("numbered line 099"), "{now}");

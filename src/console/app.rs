@@ -818,11 +818,13 @@ impl App {
 
     /// Handles one key.
     pub fn key(&mut self, k: KeyEvent) {
-        let before = self.message.len();
+        let before = self.message.clone();
         self.key_inner(k);
-        // A message longer than a narrow terminal's two status lines is in the log
+        // A message a narrow terminal's status line cannot show whole is in the log
         // too (the Logs screen scrolls), whole.
-        if self.message.len() != before && self.message.chars().count() > 2 * 78 {
+        if self.message != before
+            && maar_widgets::columns::width_of(&self.message) > super::view::MIN_W as usize
+        {
             tracing::info!(target: "maar::console", "{}", self.message);
         }
     }

@@ -23,17 +23,17 @@ pub fn model_rows(s: &maar_scheduler::metrics::Snapshot) -> Vec<ModelRow> {
         if !n.gpu_labelled {
             continue;
         }
-        let down = n.condition != "Ready";
         for (g, cell) in n.gpus.iter().zip(gpu_cells(n)) {
             let e = by.entry(g.model.clone()).or_insert_with(|| ModelRow {
                 model: g.model.clone(),
                 ..Default::default()
             });
-            e.cells.push(cell);
+            // Counted as drawn: the label's `2x` and `16c` are the grid's glyphs.
             e.total += 1;
             e.used += u32::from(!g.holders.is_empty());
-            e.down += u32::from(g.health != "Healthy" || down);
-            e.cordoned += u32::from(g.cordoned || n.cordoned);
+            e.down += u32::from(cell == GpuCell::Unhealthy);
+            e.cordoned += u32::from(cell == GpuCell::Cordoned);
+            e.cells.push(cell);
         }
     }
     by.into_values().collect()

@@ -30,14 +30,14 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     let line = match &app.mode {
         // What is typed, its end in sight when longer than the line.
-        Mode::Command(s) => tail(&format!(":{s}"), area.width),
-        Mode::Filter(s) => tail(&format!("/{s}"), area.width),
+        Mode::Command(s) => columns::cut_start(&format!(":{s}"), area.width),
+        Mode::Filter(s) => columns::cut_start(&format!("/{s}"), area.width),
         _ if !app.filter.is_empty() => format!("[filter: {}] {}", app.filter, app.message),
         _ => app.message.clone(),
     };
     // A message longer than the line takes a second one (a refusal's reason was cut
     // mid-word at 80 columns); a longer one still ends with `…`, and is in the log.
-    let long = line.chars().count() > area.width as usize;
+    let long = columns::width_of(&line) > area.width as usize;
     let [head, tabs, body, foot] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(1),
@@ -59,20 +59,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     );
     super::screens::draw(f, app, body);
     let line = if long {
-        // Broken at the last space that fits (a word is not cut in two).
-        let w = area.width as usize;
-        let chars: Vec<char> = line.chars().collect();
-        let at = chars[..=w.min(chars.len() - 1)]
-            .iter()
-            .rposition(|&c| c == ' ')
-            .filter(|&i| i > w / 2)
-            .unwrap_or(w);
-        let first: String = chars[..at].iter().collect();
-        let rest: String = chars[at..]
-            .iter()
-            .collect::<String>()
-            .trim_start()
-            .to_string();
+        let (first, rest) = columns::split_line(&line, area.width);
         format!("{first}\n{}", columns::cut_end(&rest, area.width))
     } else {
         line
@@ -108,17 +95,6 @@ pub fn draw(f: &mut Frame, app: &App) {
         ),
         _ => {}
     }
-}
-
-/// The end of `s` in `width` columns, `…` first where its start is left out.
-fn tail(s: &str, width: u16) -> String {
-    let n = s.chars().count();
-    let w = width as usize;
-    if n <= w {
-        return s.to_string();
-    }
-    let kept: String = s.chars().skip(n - w.saturating_sub(1)).collect();
-    format!("…{kept}")
 }
 
 /// Text over the screen, scrolled `at` lines (never past its end); says where it is

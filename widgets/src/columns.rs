@@ -154,6 +154,59 @@ pub fn cut_end(text: &str, width: u16) -> String {
     out
 }
 
+/// How many terminal columns `text` takes (a wide character two).
+pub fn width_of(text: &str) -> usize {
+    text.width()
+}
+
+/// `text` cut to its last `width` columns, starting with `…` when cut (a line being
+/// typed, its end in sight).
+pub fn cut_start(text: &str, width: u16) -> String {
+    let width = width as usize;
+    if text.width() <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut kept: Vec<char> = Vec::new();
+    let mut used = 0;
+    for c in text.chars().rev() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw + 1 > width {
+            break;
+        }
+        kept.push(c);
+        used += cw;
+    }
+    std::iter::once('…').chain(kept.into_iter().rev()).collect()
+}
+
+/// The first line of `text` within `width` columns, broken at the last space that fits
+/// when there is one past half the width (a word is not cut in two), and the rest.
+pub fn split_line(text: &str, width: u16) -> (String, String) {
+    let width = width as usize;
+    let mut used = 0;
+    let mut end = text.len();
+    let mut space = None;
+    for (i, c) in text.char_indices() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw > width {
+            end = i;
+            break;
+        }
+        if c == ' ' && used > width / 2 {
+            space = Some(i);
+        }
+        used += cw;
+    }
+    if end == text.len() {
+        return (text.to_string(), String::new());
+    }
+    let at = space.unwrap_or(end);
+    (text[..at].to_string(), text[at..].trim_start().to_string())
+}
+
 /// `text` cut to `width` columns in the middle (`prod-tr…00019`), keeping its end.
 pub fn cut_middle(text: &str, width: u16) -> String {
     let width = width as usize;
@@ -202,6 +255,25 @@ pub fn cut(col: &Column, text: &str, width: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_is_cut_at_its_start_or_split_between_words_by_width() {
+        assert_eq!(cut_start("abcdef", 4), "…def");
+        assert_eq!(cut_start("abc", 4), "abc");
+        // Wide characters count two columns.
+        assert_eq!(cut_start("ab日本語", 5), "…本語");
+        assert_eq!(
+            split_line("one two three four", 12),
+            ("one two".into(), "three four".into())
+        );
+        assert_eq!(split_line("short", 12), ("short".into(), String::new()));
+        assert_eq!(
+            split_line("abcdefghij", 4),
+            ("abcd".into(), "efghij".into())
+        );
+        let (a, _) = split_line("日本語日本語", 5);
+        assert_eq!(a, "日本");
+    }
 
     #[test]
     fn columns_fit_content_then_grow_then_drop() {

@@ -30,7 +30,7 @@ pub fn scroll(app: &mut App, k: KeyCode) -> bool {
     app.log_view.transition(ev);
     app.log_back = ev != Ev::EscapeKey;
     app.message = if app.log_back {
-        "the log scrolled back (k/j a page, G the newest lines)".into()
+        "the log is paged (k/j a page back and forward, G follows the newest lines)".into()
     } else {
         "the log follows its newest lines".into()
     };
@@ -52,7 +52,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Block::default()
                 .borders(Borders::TOP)
                 .title(if app.log_back {
-                    " logs (tracing), scrolled back — k/j a page, G the newest "
+                    " logs (tracing), paged — k/j a page, G follows the newest "
                 } else {
                     " logs (tracing) — k scrolls back "
                 }),

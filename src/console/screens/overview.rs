@@ -82,13 +82,18 @@ fn gpu_summary(app: &App, width: u16, max_lines: usize) -> Vec<Line<'static>> {
     } else {
         by.len()
     };
-    // A line each, then the lines to spare to the grids that need more, in order.
-    let mut alloc = vec![1usize; fit];
+    // Each grid its share (no more than it needs), then the lines left over to the
+    // grids that need more, in order.
+    let need = |r: &super::super::rows::ModelRow| r.cells.len().div_ceil(room).max(1);
+    let mut alloc: Vec<usize> = by
+        .iter()
+        .take(fit)
+        .map(|r| need(r).min(per_model).max(1))
+        .collect();
     if by.len() <= max_lines {
-        alloc = vec![per_model; fit];
-        let mut spare = max_lines.saturating_sub(per_model * fit);
+        let mut spare = max_lines.saturating_sub(alloc.iter().sum());
         for (a, r) in alloc.iter_mut().zip(by) {
-            let extra = r.cells.len().div_ceil(room).saturating_sub(*a).min(spare);
+            let extra = need(r).saturating_sub(*a).min(spare);
             *a += extra;
             spare -= extra;
         }
