@@ -669,9 +669,14 @@ impl Remote {
                 Err(ClientError::Answer(why))
                     if (why == BUSY || why == BUSY_USER) && std::time::Instant::now() < until =>
                 {
-                    // Apart, so that turned-away clients do not all come back at once.
-                    let jitter = u64::from(std::process::id() % 7) + 1;
-                    std::thread::sleep(pause + Duration::from_millis(jitter));
+                    // Apart, so that turned-away clients do not all come back at once:
+                    // up to the pause again, drawn anew each time.
+                    let nanos = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.subsec_nanos())
+                        .unwrap_or(0);
+                    let jitter = pause.mul_f64(f64::from(nanos % 1000) / 1000.0);
+                    std::thread::sleep(pause + jitter);
                     pause = (pause * 2).min(Duration::from_millis(250));
                 }
                 other => return other,

@@ -98,10 +98,12 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
     // Paths as a shell and kubeconfig read them: `~/` is the home folder, and a
     // relative path is beside the config file (not wherever maar is started).
     let here = p.parent().unwrap_or(Path::new("."));
-    for cl in &mut c.clusters {
+    for (i, cl) in c.clusters.iter_mut().enumerate() {
         let workdir = cl.local.as_mut().and_then(|l| l.workdir.as_mut());
         for path in [cl.state.as_mut(), workdir].into_iter().flatten() {
-            *path = resolve(path, here);
+            *path = resolve(path, here).map_err(|why| {
+                crate::load::field_error(&file, &text, format!("clusters[{i}]"), why)
+            })?;
         }
     }
     for (i, cl) in c.clusters.iter().enumerate() {
@@ -139,15 +141,20 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
 
 /// A path of the config file: `~` and `~/...` under `$HOME`, a relative one under
 /// `dir` (the config file's folder), an absolute one as it is.
-fn resolve(path: &Path, dir: &Path) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if let (Ok(rest), Some(home)) = (path.strip_prefix("~"), home) {
-        return home.join(rest);
+fn resolve(path: &Path, dir: &Path) -> Result<PathBuf, String> {
+    if path.as_os_str().is_empty() {
+        return Err("an empty path".into());
+    }
+    if let Ok(rest) = path.strip_prefix("~") {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| format!("{}: `~` with no $HOME set", path.display()))?;
+        return Ok(PathBuf::from(home).join(rest));
     }
     if path.is_relative() {
-        return dir.join(path);
+        return Ok(dir.join(path));
     }
-    path.to_path_buf()
+    Ok(path.to_path_buf())
 }
 
 /// The config file of this user (none: the defaults).
@@ -237,6 +244,9 @@ mod tests {
             c.clusters[3].local.as_ref().unwrap().workdir,
             Some(dir.join("jobs"))
         );
+        std::fs::write(&f, "clusters:\n  - {name: lab, state: ''}\n").unwrap();
+        let e = read(&f).unwrap_err().to_string();
+        assert!(e.contains("an empty path"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -228,8 +228,8 @@ impl Cluster {
             }
         }
         // OOM kills, one line per job with a count, for OOM_ALERT_FOR_S after its last
-        // kill, whether the job restarted or ended (a job lost to OOM is the one an
-        // operator most needs to see).
+        // kill (while the events still hold it), whether the job restarted or failed (a
+        // job lost to OOM is the one an operator most needs to see).
         let mut ooms: HashMap<&str, (u64, u64, u32)> = HashMap::new();
         for e in self.events.iter().filter(|e| e.reason == "OOMKilled") {
             let o = ooms.entry(e.object.as_str()).or_insert((e.time, e.time, 0));
@@ -243,13 +243,19 @@ impl Cluster {
             if self.now.saturating_sub(last) > OOM_ALERT_FOR_S {
                 continue;
             }
-            let ended = self
+            // A job that recovered and ended well, or was cancelled, needs no one.
+            let phase = self
                 .job_id(name)
                 .ok()
                 .and_then(|id| self.jobs.get(id))
-                .filter(|j| j.phase.is_terminal())
-                .map(|j| format!("; it ended {}", j.phase.name()))
-                .unwrap_or_default();
+                .map(|j| j.phase);
+            if matches!(phase, Some(Phase::Succeeded | Phase::Cancelled)) {
+                continue;
+            }
+            let ended = match phase {
+                Some(Phase::Failed) => "; it ended Failed",
+                _ => "",
+            };
             let times = if count == 1 {
                 "once".to_string()
             } else {

@@ -1024,7 +1024,7 @@ impl Cluster {
                     let k = 10f64.powi(d);
                     (usage * k).round() != target * k
                 })
-                .unwrap_or(4) as usize;
+                .unwrap_or(1) as usize;
             let shown = format!("{usage:.places$}");
             let why = format!(
                 "by autoscaler: GPU memory usage {shown}% vs target {}%{}",
