@@ -296,7 +296,10 @@ fn refusals_exit_1_with_the_reason_and_malformed_commands_exit_2() {
     let o = e.run(&["priority", "x", "urgent"]);
     let err = text(&o.stderr);
     assert!(err.contains("\n\nUsage: maar priority "), "{err}");
-    assert!(!err.contains("\n\n\n") && !err.contains("Usage: maar [COMMAND]"), "{err}");
+    assert!(
+        !err.contains("\n\n\n") && !err.contains("Usage: maar [COMMAND]"),
+        "{err}"
+    );
     // Refused commands are in the audit too, with their reason.
     let o = e.run(&["audit", "--action", "cordon_node", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
