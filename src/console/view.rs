@@ -160,8 +160,10 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
                     .warn
                     .add_modifier(Modifier::REVERSED | Modifier::BOLD),
             ),
+            // How to leave first: on a narrow terminal the facts after it are cut,
+            // not `:now returns`.
             Span::raw(format!(
-                " actions off  GPU {}/{} pend {} run {} alerts {n_alerts} {}({})  :now returns",
+                " actions off, :now returns  GPU {}/{} pend {} run {} alerts {n_alerts} {}({})",
                 fmt_cpu(m.allocated.gpu_milli),
                 fmt_cpu(m.total.gpu_milli),
                 m.jobs.pending,

@@ -213,10 +213,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(summary).block(
             Block::default()
                 .borders(Borders::TOP)
-                .title(if app.site_rows.len() > 1 {
-                    " GPUs by model, all clusters — █ used ▄ shared · free x down c cordoned "
-                } else {
-                    " GPUs by model — █ used ▄ shared · free x down (unhealthy or NotReady node) c cordoned "
+                // The legend whole at any width (at 80 columns the long one lost its
+                // `c cordoned`).
+                .title(match (app.site_rows.len() > 1, s_area.width >= 100) {
+                    (true, _) => " GPUs by model, all clusters — █ used ▄ shared · free x down c cordoned ",
+                    (false, true) => " GPUs by model — █ used ▄ shared · free x down (unhealthy or NotReady node) c cordoned ",
+                    (false, false) => " GPUs by model — █ used ▄ shared · free x down c cordoned ",
                 }),
         ),
         s_area,

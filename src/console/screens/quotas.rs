@@ -130,9 +130,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         top,
     );
     f.render_widget(
-        Paragraph::new(
-            "bar: # used within reserved  | end of reserved  = borrowed above reserved  . room to max  ! over max;  - no limit",
-        )
+        Paragraph::new(if legend.width >= 112 {
+            "bar: # used within reserved  | end of reserved  = borrowed above reserved  . room to max  ! over max;  - no limit"
+        } else {
+            // Narrow: the same marks in fewer words, none cut.
+            "# used  | reserved ends  = borrowed  . room to max  ! over max  - no limit"
+        })
         .style(Style::default().add_modifier(Modifier::DIM)),
         legend,
     );
