@@ -2641,3 +2641,72 @@ fn a_trainjob_the_federation_leaves_here_is_placed_before_it_is_told_it_waits() 
     let (_, writes) = d.step(&mut core, 3, vec![]);
     assert_eq!(told(&writes), Vec::<String>::new());
 }
+
+#[test]
+fn a_pod_maar_preempts_leaves_the_queue_and_is_never_bound_again() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // A low-priority 8-GPU pod of maar's runs on the only node.
+    let low = |extra: Value| {
+        let mut e = json!({"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"},
+            "metadata": {"annotations": {"crater.ai/priority": "low"}}});
+        merge(&mut e, extra);
+        pod("ml", "victim", 8, e)
+    };
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![low(json!({}))],
+        ),
+    );
+    assert_eq!(phase(&core, "ml/victim"), Phase::Running);
+    // A high-priority one preempts it: its pod is deleted, and its job leaves the queue
+    // (a deleted pod never comes back to be bound).
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Pod(Watched::Apply(pod(
+            "ml",
+            "urgent",
+            8,
+            json!({"metadata": {"annotations": {"crater.ai/priority": "high"}}}),
+        )))],
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Delete { job, .. } if job == "ml/victim")),
+        "{writes:?}"
+    );
+    assert!(
+        phase(&core, "ml/victim").is_terminal(),
+        "{:?}",
+        phase(&core, "ml/victim")
+    );
+    assert_eq!(phase(&core, "ml/urgent"), Phase::Running);
+    // The victim terminating (still on its node in the watch), then gone: never taken
+    // back as running, never bound again.
+    for (t, seen) in [
+        (
+            3,
+            Seen::Pod(Watched::Apply(low(json!({"metadata": {
+                "deletionTimestamp": "2026-12-05T06:00:00Z"}})))),
+        ),
+        (4, Seen::Pod(Watched::Delete(low(json!({}))))),
+    ] {
+        let (_, writes) = d.step(&mut core, t, vec![seen]);
+        assert!(
+            !writes
+                .iter()
+                .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/victim")),
+            "{writes:?}"
+        );
+        assert!(phase(&core, "ml/victim").is_terminal());
+        assert_eq!(phase(&core, "ml/urgent"), Phase::Running);
+        let c = core.cluster();
+        let held: usize = c.nodes[0].gpus.iter().map(|g| g.allocs.len()).sum();
+        assert_eq!(held, 8, "each card held once, by urgent");
+    }
+}

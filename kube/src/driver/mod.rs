@@ -194,6 +194,9 @@ pub struct KubeDriver {
     /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
     /// books.
     foreign_stopped: Vec<String>,
+    /// maar's own pods it deleted (preempted, drained, withdrawn), with why: a deleted
+    /// pod never comes back to be bound, so its job leaves the queue too.
+    deleted_own: Vec<(String, String)>,
     /// maar's pods Kubernetes shows bound, for the core to follow.
     reconcile: Vec<String>,
     /// Writes of commands made with no cluster attached.
@@ -278,6 +281,7 @@ impl KubeDriver {
             troubles: HashMap::new(),
             unanswered: None,
             foreign_stopped: Vec::new(),
+            deleted_own: Vec::new(),
             reconcile: Vec::new(),
             unsent: Vec::new(),
             notes: Vec::new(),

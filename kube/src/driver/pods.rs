@@ -296,7 +296,9 @@ impl KubeDriver {
             return;
         };
         self.told.remove(key);
-        if !f.in_core || f.ended {
+        // (A pod that ended, or that maar deleted, left the queue already; one still
+        // live in maar's books leaves it now.)
+        if !f.in_core {
             return;
         }
         let live = core.cluster().job_id(key).is_ok_and(|id| {
@@ -337,8 +339,31 @@ impl KubeDriver {
         }
     }
 
-    /// Other schedulers' pods that maar's decisions stopped leave maar's books.
+    /// Other schedulers' pods that maar's decisions stopped leave maar's books, and so
+    /// do maar's own pods it deleted: in Kubernetes a deleted pod is gone (its
+    /// controller, if any, makes a new one, which is a new job), so the job a
+    /// preemption put back in the queue does not wait there to be bound again (it was
+    /// bound again to its terminating pod, or its bind failed on the deleted pod, again
+    /// and again).
     pub(super) fn drop_foreign(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        for (job, reason) in std::mem::take(&mut self.deleted_own) {
+            let live = core.cluster().job_id(&job).is_ok_and(|id| {
+                matches!(
+                    core.cluster().jobs[id as usize].phase,
+                    Phase::Pending | Phase::Running
+                )
+            });
+            if live {
+                Self::observe(
+                    core,
+                    Observation::JobGone {
+                        job,
+                        why: format!("its pod was deleted by maar ({reason})"),
+                    },
+                    events,
+                );
+            }
+        }
         for job in std::mem::take(&mut self.foreign_stopped) {
             if let Some(f) = self.pods.get_mut(&job) {
                 f.ended = true;

@@ -192,6 +192,7 @@ impl KubeDriver {
                                 job: job.clone(),
                                 reason: reason.clone(),
                             });
+                            self.deleted_own.push((job.clone(), reason.clone()));
                         }
                     } else if let Some(f) = self.objects.get_mut(job) {
                         if f.current.is_empty() {
