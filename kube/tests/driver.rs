@@ -1629,10 +1629,50 @@ fn a_node_whose_device_plugin_comes_later_gets_its_gpus_and_a_withdrawn_card_is_
     assert_eq!(bound_to(&writes, "ml/p"), Some("gpu-a"));
     bound_all(&mut d, &mut core, 3, &writes);
     assert_eq!(phase(&core, "ml/p"), Phase::Running);
-    // A card withdrawn under it (4 -> 1): its job's fate is told.
-    d.step(
+    // The cards under it not advertised for a moment (a device plugin restarting):
+    // kept, its pod left alone, the node told.
+    let (_, writes) = d.step(
         &mut core,
         4,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            0,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "{writes:?}"
+    );
+    assert!(core
+        .cluster()
+        .events
+        .iter()
+        .any(|e| e.reason == "GpusWithdrawing" && e.message.contains("keeps them for 60 s")));
+    d.step(
+        &mut core,
+        10,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            4,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    d.step(&mut core, 100, vec![]);
+    assert_eq!(
+        phase(&core, "ml/p"),
+        Phase::Running,
+        "back within the grace"
+    );
+    // A card withdrawn under it for good (4 -> 1): its job's fate is told once the
+    // grace is over.
+    d.step(
+        &mut core,
+        200,
         vec![Seen::Node(Watched::Apply(node(
             "gpu-a",
             1,
@@ -1640,6 +1680,8 @@ fn a_node_whose_device_plugin_comes_later_gets_its_gpus_and_a_withdrawn_card_is_
             json!({}),
         )))],
     );
+    assert_eq!(phase(&core, "ml/p"), Phase::Running, "within the grace");
+    d.step(&mut core, 200 + maar_kube::driver::WITHDRAW_GRACE_S, vec![]);
     let c = core.cluster();
     assert_eq!(c.nodes[c.node_id("gpu-a").unwrap() as usize].gpus.len(), 1);
     assert_ne!(phase(&core, "ml/p"), Phase::Running);

@@ -148,6 +148,11 @@ struct OwnedPod {
     deleted: bool,
 }
 
+/// How long a node may advertise fewer GPUs than its pods hold before maar takes the
+/// cards as withdrawn (and their jobs as lost): a device plugin restarting reports
+/// none for a moment.
+pub const WITHDRAW_GRACE_S: u64 = 60;
+
 /// A Kubernetes cluster feeding the core.
 pub struct KubeDriver {
     world: Option<World>,
@@ -194,6 +199,11 @@ pub struct KubeDriver {
     /// Other schedulers' pods that maar's decisions stopped (drain): dropped from its
     /// books.
     foreign_stopped: Vec<String>,
+    /// Nodes that advertise fewer GPUs than their pods hold, since when (cluster
+    /// seconds), and the node as last seen: their cards are taken as withdrawn only
+    /// after [`WITHDRAW_GRACE_S`] (a device plugin restarting reports none for a
+    /// moment, and Kubernetes stops no pod for it).
+    withdrawing: HashMap<String, (u64, Box<KNode>)>,
     /// maar's own pods it deleted (preempted, drained, withdrawn), with why: a deleted
     /// pod never comes back to be bound, so its job leaves the queue too.
     deleted_own: Vec<(String, String)>,
@@ -282,6 +292,7 @@ impl KubeDriver {
             unanswered: None,
             foreign_stopped: Vec::new(),
             deleted_own: Vec::new(),
+            withdrawing: HashMap::new(),
             reconcile: Vec::new(),
             unsent: Vec::new(),
             notes: Vec::new(),
@@ -904,6 +915,21 @@ impl KubeDriver {
         let mut writes = Vec::new();
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
+        }
+        // Cards withdrawn for longer than the grace: taken as gone now.
+        let now = core.now();
+        let due: Vec<Box<KNode>> = self
+            .withdrawing
+            .values()
+            .filter(|(since, _)| now >= since + WITHDRAW_GRACE_S)
+            .map(|(_, k)| k.clone())
+            .collect();
+        for k in due {
+            if let Some(name) = &k.metadata.name {
+                self.withdrawing.remove(name);
+            }
+            self.node_seen(core, &k, &mut events, true);
+            self.dirty = true;
         }
         if !self.leading() {
             // Another maar schedules: this one only follows the watch (and does

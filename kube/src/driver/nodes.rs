@@ -5,8 +5,80 @@ use super::*;
 
 impl KubeDriver {
     pub(super) fn node_applied(&mut self, core: &mut Core, k: &KNode, events: &mut Vec<Event>) {
+        self.node_seen(core, k, events, false)
+    }
+
+    /// A node as the watch has it; with `withdraw`, cards it no longer advertises are
+    /// taken as gone even where pods hold them (the grace is over).
+    pub(super) fn node_seen(
+        &mut self,
+        core: &mut Core,
+        k: &KNode,
+        events: &mut Vec<Event>,
+        withdraw: bool,
+    ) {
         let name = k.metadata.name.clone().unwrap_or_default();
-        let as_model = map::node_of(k);
+        let mut as_model = map::node_of(k);
+        // Cards that hold jobs and are no longer advertised: kept for a grace (a
+        // device plugin restarting reports none for a moment; Kubernetes stops no pod
+        // for it), then taken as withdrawn.
+        let held: Vec<maar_scheduler::model::Gpu> = core
+            .cluster()
+            .node_id(&name)
+            .ok()
+            .map(|id| {
+                core.cluster().nodes[id as usize]
+                    .gpus
+                    .iter()
+                    .filter(|g| {
+                        !g.allocs.is_empty()
+                            && as_model
+                                .gpus
+                                .get(g.index as usize)
+                                .is_none_or(|x| x.resource != g.resource)
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if held.is_empty() || withdraw {
+            self.withdrawing.remove(&name);
+        } else {
+            let now = core.now();
+            let first = !self.withdrawing.contains_key(&name);
+            let since = self.withdrawing.get(&name).map_or(now, |w| w.0);
+            self.withdrawing
+                .insert(name.clone(), (since, Box::new(k.clone())));
+            if first {
+                let cards: Vec<String> = held.iter().map(|g| g.index.to_string()).collect();
+                let node = object_ref("v1", "Node", "", &name, "");
+                self.trouble(
+                    core,
+                    events,
+                    node,
+                    format!("node/{name}"),
+                    "GpusWithdrawing",
+                    format!(
+                        "node {name} no longer advertises GPU {} that pods hold: maar keeps them for {WITHDRAW_GRACE_S} s (a device plugin restarting reports none for a moment) before taking them as withdrawn",
+                        cards.join(", ")
+                    ),
+                );
+            }
+            // Until then the node keeps its cards as they were (their jobs on them;
+            // the free ones among those withdrawn are still offered meanwhile, and a
+            // pod bound there is the kubelet's to refuse).
+            if let Ok(id) = core.cluster().node_id(&name) {
+                as_model.gpus = core.cluster().nodes[id as usize]
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        let mut c = g.clone();
+                        c.allocs.clear();
+                        c
+                    })
+                    .collect();
+            }
+        }
         let labels_before = self.nodes.get(&name).map(|f| f.labels.clone());
         if labels_before.as_ref() != k.metadata.labels.as_ref() {
             for msg in map::label_troubles(k) {
@@ -42,7 +114,7 @@ impl KubeDriver {
                 );
             }
             Some(b) => {
-                if b.offers != facts.offers {
+                if b.offers != facts.offers || withdraw {
                     // Capacity, devices or taints changed (labels with them).
                     Self::observe(
                         core,
