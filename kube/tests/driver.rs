@@ -1111,11 +1111,26 @@ fn an_inference_service_runs_scales_on_its_load_and_keeps_its_replicas() {
             )),
         )],
     );
-    // Its pods are the garbage collector's (they name it as their owner).
+    // Its pods are the garbage collector's (they name it as their owner); until they
+    // are gone, they hold their cards.
     assert!(
         !writes.iter().any(|w| matches!(w, Write::CreatePods { .. })),
         "{writes:?}"
     );
+    assert_eq!(phase(&core, "ai-service/llm"), Phase::Running);
+    let gone: Vec<Seen> = ["llm-0", "llm-2"]
+        .into_iter()
+        .map(|name| {
+            Seen::Pod(Watched::Delete(service_pod(
+                "ai-service",
+                "llm",
+                name,
+                &at1.node,
+                &at1.gpus,
+            )))
+        })
+        .collect();
+    d.step(&mut core, 502, gone);
     assert_eq!(phase(&core, "ai-service/llm"), Phase::Cancelled);
 }
 
@@ -2751,4 +2766,57 @@ fn a_pod_maar_preempts_leaves_the_queue_and_is_never_bound_again() {
         let held: usize = c.nodes[0].gpus.iter().map(|g| g.allocs.len()).sum();
         assert_eq!(held, 8, "each card held once, by urgent");
     }
+}
+
+#[test]
+fn a_deleted_trainjob_s_pods_hold_their_cards_until_they_are_gone() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let spec = json!({"image": "i", "resources": {"pool": "training", "gpu": {"count": 2}}});
+    let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
+    seen.push(Seen::Object(
+        Owner::TrainJob,
+        Watched::Apply(trainjob("ml", "t", spec.clone())),
+    ));
+    d.step(&mut core, 1, seen);
+    d.step(
+        &mut core,
+        2,
+        vec![
+            Seen::Bound {
+                job: "ml/t".into(),
+                result: Ok(()),
+            },
+            Seen::Pod(Watched::Apply(owned_pod(
+                "ml", "t", "t-0", "gpu-a", "Running",
+            ))),
+        ],
+    );
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
+    // The TrainJob deleted; its pod still runs (the garbage collector not through yet,
+    // or --cascade=orphan): its cards stay held, and a 7-GPU pod waits.
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![
+            Seen::Object(Owner::TrainJob, Watched::Delete(trainjob("ml", "t", spec))),
+            Seen::Pod(Watched::Apply(pod("ml", "seven", 7, json!({})))),
+        ],
+    );
+    assert_eq!(phase(&core, "ml/t"), Phase::Running);
+    assert_eq!(bound_to(&writes, "ml/seven"), None, "{writes:?}");
+    // Its pod gone: the job ends, and the 7-GPU pod is bound.
+    let (_, writes) = d.step(
+        &mut core,
+        4,
+        vec![Seen::Pod(Watched::Delete(owned_pod(
+            "ml", "t", "t-0", "gpu-a", "Running",
+        )))],
+    );
+    assert!(
+        phase(&core, "ml/t").is_terminal(),
+        "{:?}",
+        phase(&core, "ml/t")
+    );
+    assert_eq!(bound_to(&writes, "ml/seven"), Some("gpu-a"), "{writes:?}");
 }

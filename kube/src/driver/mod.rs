@@ -186,6 +186,10 @@ pub struct KubeDriver {
     objects: HashMap<String, ObjectFacts>,
     /// The pods maar made for each object (`namespace/name`), by pod name.
     owned: HashMap<String, BTreeMap<String, OwnedPod>>,
+    /// Objects deleted while their pods still run (the garbage collector not yet
+    /// through, or `--cascade=orphan`): their jobs hold their cards until the last pod
+    /// is gone.
+    lingering: HashSet<String>,
     /// What each waiting pod was last told, and when.
     told: HashMap<String, (String, u64)>,
     /// When telling a job failed (the API server refused or was away): told again
@@ -286,6 +290,7 @@ impl KubeDriver {
             held: Vec::new(),
             objects: HashMap::new(),
             owned: HashMap::new(),
+            lingering: HashSet::new(),
             told: HashMap::new(),
             not_told: HashMap::new(),
             troubles: HashMap::new(),

@@ -12,6 +12,9 @@ impl KubeDriver {
         writes: &mut Vec<Write>,
     ) {
         let key = t.key.clone();
+        // Made again while the old one's pods still ran: the job is the new object's
+        // (as before its deletion).
+        self.lingering.remove(&key);
         if let Some(f) = self.objects.get(&key) {
             if f.owner != t.owner {
                 // A TrainJob and an InferenceService of one name: maar's jobs are
@@ -206,6 +209,12 @@ impl KubeDriver {
                 Phase::Pending | Phase::Running | Phase::Restarting
             )
         });
+        if live && self.pods_live(key) {
+            // Its pods still run on their cards: the job holds them until the last is
+            // gone (they were freed at once, and booked again beside the pods).
+            self.lingering.insert(key.to_string());
+            return;
+        }
         if live {
             Self::observe(
                 core,
@@ -218,6 +227,14 @@ impl KubeDriver {
         }
     }
 
+    /// Whether pods maar made for the object still run on their nodes.
+    fn pods_live(&self, key: &str) -> bool {
+        self.owned.get(key).is_some_and(|pods| {
+            pods.values()
+                .any(|p| !p.deleted && p.state == PodState::Live && p.node.is_some())
+        })
+    }
+
     /// An object's pods changed. A TrainJob ends when one of its current pods fails
     /// (or is deleted) or all of them succeed; an InferenceService's replica whose pod
     /// was deleted or failed is made again where it runs.
@@ -228,6 +245,27 @@ impl KubeDriver {
         events: &mut Vec<Event>,
         writes: &mut Vec<Write>,
     ) {
+        if self.lingering.contains(key) {
+            // Its object deleted: the job ends with its last pod.
+            if !self.pods_live(key) {
+                self.lingering.remove(key);
+                let live = core
+                    .cluster()
+                    .job_id(key)
+                    .is_ok_and(|id| !core.cluster().jobs[id as usize].phase.is_terminal());
+                if live {
+                    Self::observe(
+                        core,
+                        Observation::JobGone {
+                            job: key.to_string(),
+                            why: "its object was deleted, and its last pod is gone".into(),
+                        },
+                        events,
+                    );
+                }
+            }
+            return;
+        }
         let Some(f) = self.objects.get_mut(key) else {
             return;
         };
