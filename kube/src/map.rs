@@ -678,6 +678,8 @@ pub fn owned_pod(
 pub struct QuotaObject {
     /// `namespace/name`.
     pub key: String,
+    /// The object's uid (events about it name it, so `kubectl describe` lists them).
+    pub uid: String,
     pub project: String,
     pub pool: String,
     pub quota: maar_scheduler::model::Quota,
@@ -728,6 +730,7 @@ pub fn quota_of(o: &kube::core::DynamicObject) -> Result<QuotaObject, SpecError>
     };
     Ok(QuotaObject {
         key: format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
+        uid: o.metadata.uid.clone().unwrap_or_default(),
         project: ns,
         pool,
         quota,

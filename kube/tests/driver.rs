@@ -742,7 +742,7 @@ fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
     // A bad Quota is told, not used.
     let bad: kube::core::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "crater.ai/v1", "kind": "Quota",
-        "metadata": {"name": "bad", "namespace": "ml"},
+        "metadata": {"name": "bad", "namespace": "ml", "uid": "uid-bad"},
         "spec": {"pool": "training", "reserved": {"gpu": 4}, "max": {"gpu": 2}},
     }))
     .unwrap();
@@ -761,6 +761,16 @@ fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
         writes
             .iter()
             .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/four")),
+        "{writes:?}"
+    );
+    // A bad Quota applied is told on the object with its uid (so `kubectl describe`
+    // lists it).
+    let (_, writes) = d.step(&mut core, 3, vec![Seen::Quota(Watched::Apply(Ok(e)))]);
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Note { regarding, reason, .. }
+            if reason == "BadQuota" && regarding.uid.as_deref() == Some("uid-bad"))),
         "{writes:?}"
     );
 }
@@ -2735,6 +2745,16 @@ fn a_pod_maar_preempts_leaves_the_queue_and_is_never_bound_again() {
         writes
             .iter()
             .any(|w| matches!(w, Write::Delete { job, .. } if job == "ml/victim")),
+        "{writes:?}"
+    );
+    // Said on the victim pod, as kube-scheduler's `Preempted`.
+    assert!(
+        writes.iter().any(
+            |w| matches!(w, Write::Note { regarding, reason, message, .. }
+            if reason == "Preempted" && regarding.name.as_deref() == Some("victim")
+                && regarding.uid.as_deref() == Some("uid-victim")
+                && message.starts_with("deleted by maar: preempted by job/ml/urgent"))
+        ),
         "{writes:?}"
     );
     assert!(

@@ -433,10 +433,12 @@ impl KubeDriver {
         )
     }
 
-    /// One of maar's objects by its `namespace/name` key.
-    fn crd_ref(kind: &str, key: &str) -> ObjectReference {
+    /// One of maar's objects by its `namespace/name` key and its uid (empty where not
+    /// known: `kubectl describe` then does not list the event, `kubectl get events`
+    /// does).
+    fn crd_ref(kind: &str, key: &str, uid: &str) -> ObjectReference {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        object_ref("crater.ai/v1", kind, ns, name, "")
+        object_ref("crater.ai/v1", kind, ns, name, uid)
     }
 
     /// The pool for a node's role, added when new.

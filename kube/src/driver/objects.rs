@@ -49,7 +49,7 @@ impl KubeDriver {
                         "changes to a submitted {kind} are not applied (maar keeps the spec it queued); delete and re-apply it to run the new one"
                     );
                     self.objects.get_mut(&key).expect("known").spec = now;
-                    let object = Self::crd_ref(kind, &key);
+                    let object = Self::crd_ref(kind, &key, &t.uid);
                     self.trouble(
                         core,
                         events,

@@ -234,7 +234,7 @@ impl KubeDriver {
                     "Quota {key} is not used: {why}; fix it with `kubectl edit quotas.crater.ai -n {}`",
                     key.replace('/', " ")
                 );
-                let quota = Self::crd_ref("Quota", &key);
+                let quota = Self::crd_ref("Quota", &key, "");
                 self.trouble(core, events, quota, format!("quota/{key}"), "BadQuota", msg);
                 return;
             }
@@ -244,7 +244,7 @@ impl KubeDriver {
                 "Quota {} cannot be read ({why}): project {} may use nothing in pool {} until it is fixed (`kubectl edit quotas.crater.ai -n {}`)",
                 q.key, q.project, q.pool, q.key.replace('/', " ")
             );
-            let quota = Self::crd_ref("Quota", &q.key);
+            let quota = Self::crd_ref("Quota", &q.key, &q.uid);
             let object = format!("quota/{}", q.key);
             self.trouble(core, events, quota, object, "BadQuota", msg);
         }

@@ -188,6 +188,17 @@ impl KubeDriver {
                             self.foreign_stopped.push(job.clone());
                         } else if f.bound && !f.ended {
                             f.ended = true;
+                            // Said on the pod, where `kubectl describe` shows it (as
+                            // kube-scheduler's `Preempted` on each victim).
+                            let (ns, name) = job.split_once('/').unwrap_or(("default", job));
+                            let preempted =
+                                reason.starts_with("preempted") || reason.starts_with("reclaimed");
+                            writes.push(Write::Note {
+                                regarding: object_ref("v1", "Pod", ns, name, &f.uid),
+                                warning: !preempted,
+                                reason: if preempted { "Preempted" } else { "Deleted" }.into(),
+                                message: format!("deleted by maar: {reason}"),
+                            });
                             writes.push(Write::Delete {
                                 job: job.clone(),
                                 reason: reason.clone(),
