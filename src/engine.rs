@@ -551,6 +551,10 @@ struct Engine {
     forecast_held: Instant,
 }
 
+/// How far a reader's cluster may lag the engine's clock when nothing else happened:
+/// a reader's fresh checkpoint is written once the clock moved this many seconds.
+const READER_CLOCK_S: u64 = 5;
+
 /// The views' start times are forecast again as often as the forecast takes no more
 /// than a tenth of the engine's time (a small cluster at high speed gets one with
 /// every view, so its starts never lag its clock; one that takes a second waits ten).
@@ -914,7 +918,11 @@ impl Engine {
                 // pause made a maar write 43 MB/s of copies of the same cluster); the
                 // commands after it reach the reader from the record anyway.
                 let moved = (self.core.cluster().next_event_seq(), self.seq) != self.checkpointed;
-                if moved && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP {
+                // A clock that moved READER_CLOCK_S since counts too: a quiet cluster's
+                // waits and runs otherwise read as they were when something last
+                // happened (`get jobs` showed WAIT 23s for over a minute).
+                let ticked = self.core.now() >= self.checkpoint_at + READER_CLOCK_S;
+                if (moved || ticked) && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP {
                     self.checkpoint();
                 } else {
                     self.flush();

@@ -727,3 +727,56 @@ fn maar_label_takes_the_users_kubectl_label_line() {
     let o = e.run(&["label", "a100-08", "--bogus", "a=b"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A reader of a quiet cluster sees its clock move: a job's wait grows between two
+/// reads though nothing else happened (a headless `maar kube` showed WAIT 23s for over
+/// a minute).
+#[test]
+fn a_reader_of_a_quiet_cluster_sees_waits_grow() {
+    let e = Env::new("quiet");
+    let scenario = e.home.join("quiet.yaml");
+    std::fs::write(
+        &scenario,
+        "name: quiet\npools:\n  - {name: train, kind: training, selector: {crater.ai/node-role: train}}\nnodes:\n  - {name: a100, count: 1, role: train, cpu: 64, memory: 512Gi, disk: 2Ti, gpu: {model: a100, count: 8, memory: 80Gi}}\nprojects:\n  - name: ml\n    quotas:\n      train: {max: {gpu: 16}}\n",
+    )
+    .unwrap();
+    // (Its state file named by the engine's default: lab.db.)
+    let state = e.state();
+    let demo = e.engine(&[
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--speed",
+        "60",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let job = e.home.join("big.yaml");
+    std::fs::write(
+        &job,
+        "apiVersion: crater.ai/v1\nkind: TrainJob\nmetadata: {name: big, namespace: ml}\nspec:\n  resources: {pool: train, gpu: {count: 16}, cpu: {cores: 4}, memory: {capacity: 8Gi}}\n",
+    )
+    .unwrap();
+    let o = e.run(&[
+        "submit",
+        "-f",
+        job.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let wait = |e: &Env| {
+        e.jobs_json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == "big")
+            .map(|j| j["wait_s"].as_u64().unwrap())
+            .unwrap()
+    };
+    let first = wait(&e);
+    // 60x: at least 12 cluster seconds pass (more than the 5 a reader may lag).
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = wait(&e);
+    assert!(second >= first + 10, "{first} -> {second}");
+    stop(demo);
+}
