@@ -778,3 +778,14 @@ fn keys_at_their_limits_say_so() {
         app.message
     );
 }
+
+#[test]
+fn the_digits_go_to_the_screens_in_tab_order() {
+    let mut app = app_on(load_scenario(None).unwrap(), 600);
+    keys(&mut app, "3");
+    assert_eq!(app.screen.name(), "jobs");
+    keys(&mut app, "2");
+    assert_eq!(app.screen.name(), "nodes");
+    keys(&mut app, "1");
+    assert_eq!(app.screen.name(), "overview");
+}

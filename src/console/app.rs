@@ -939,6 +939,13 @@ impl App {
                 self.expanded = None;
                 self.recompute();
             }
+            // The digits go to the screens in tab order (1 the overview, ...).
+            KeyCode::Char(d @ '1'..='9') => {
+                let i = d as usize - '1' as usize;
+                if let Some(&s) = Screen::ALL.get(i) {
+                    self.switch(s);
+                }
+            }
             KeyCode::Tab => {
                 let i = Screen::ALL
                     .iter()

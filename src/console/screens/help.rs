@@ -28,8 +28,8 @@ pub const HELP: &[(&str, &str)] = &[
         "with several clusters: the next one, one by name, or all (every cluster's jobs and nodes with a CLUSTER column; acting on a row acts in its cluster); :submit goes where the job starts first",
     ),
     (
-        ":SCREEN",
-        "go to a screen: overview nodes jobs quotas events alerts cost logs help",
+        ":SCREEN  1-9  Tab",
+        "go to a screen: overview nodes jobs quotas events alerts cost logs help (1-9 in that order, Tab the next)",
     ),
     ("/", "filter the current table (Esc clears)"),
     ("j k, arrows, g G, PgUp PgDn", "move"),
