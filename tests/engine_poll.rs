@@ -183,6 +183,15 @@ fn a_maar_standing_by_refuses_commands_and_the_leader_does_them() {
             Command::CordonNode { node: "n1".into() },
         );
         let v = handle.sync().unwrap();
+        // Its console says it stands by, first (it read `running (live)`).
+        let mut app = maar::console::app::App::new(handle.clone());
+        app.refresh();
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).unwrap();
+        t.draw(|f| maar::console::view::draw(f, &app)).unwrap();
+        let top: String = (0..120u16)
+            .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+            .collect();
+        assert_eq!(top.contains("STANDBY"), !leading, "{top}");
         handle.shutdown();
         assert_eq!(v.status.leading, leading);
         (r, v.snapshot.nodes[0].cordoned)

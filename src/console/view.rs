@@ -199,7 +199,14 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
             "{}  t={}  {}{}  GPUs {}/{} used  ",
             kind,
             fmt_duration(app.snapshot.time_s),
-            if app.paused { "PAUSED" } else { "running" },
+            // A maar that does not hold the lease says so first: it only watches.
+            if !app.status.leading {
+                "STANDBY (another maar schedules; this one watches)"
+            } else if app.paused {
+                "PAUSED"
+            } else {
+                "running"
+            },
             if app.status.kind != "demo" {
                 // A real cluster: real time, no speed to show.
                 " (live)".to_string()
@@ -239,7 +246,13 @@ fn header(f: &mut Frame, app: &App, area: Rect) {
                 "{} {} {} {}x GPU {}/{} pend {} run {} ",
                 kind,
                 fmt_duration(app.snapshot.time_s),
-                if app.paused { "PAUSED" } else { "live" },
+                if !app.status.leading {
+                    "STANDBY"
+                } else if app.paused {
+                    "PAUSED"
+                } else {
+                    "live"
+                },
                 app.speed,
                 fmt_cpu(m.allocated.gpu_milli),
                 fmt_cpu(m.total.gpu_milli),
