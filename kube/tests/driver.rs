@@ -2840,3 +2840,43 @@ fn a_deleted_trainjob_s_pods_hold_their_cards_until_they_are_gone() {
     );
     assert_eq!(bound_to(&writes, "ml/seven"), Some("gpu-a"), "{writes:?}");
 }
+
+#[test]
+fn the_api_server_answering_again_is_said_where_its_silence_was() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    d.step(
+        &mut core,
+        1,
+        lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]),
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        2,
+        vec![Seen::Unanswered("watching pods: connection refused".into())],
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Note { reason, .. } if reason == "KubernetesTrouble")),
+        "{writes:?}"
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Note { reason, message, .. }
+            if reason == "KubernetesBack" && message.starts_with("the API server answers again"))),
+        "{writes:?}"
+    );
+    assert!(d.unreachable().is_none());
+}

@@ -515,7 +515,20 @@ impl KubeDriver {
             | Seen::Pool(_)
             | Seen::Quota(_)
             | Seen::QuotaRequest(_)
-            | Seen::Bound { result: Ok(()), .. } => self.unanswered = None,
+            | Seen::Bound { result: Ok(()), .. } => {
+                // Said where the outage was said: the log, and an event on the Lease.
+                if let Some((since, _)) = self.unanswered.take() {
+                    let secs = since.elapsed().as_secs();
+                    let msg = format!("the API server answers again (after {secs} s)");
+                    tracing::info!(target: "maar::kube", "{msg}");
+                    self.notes.push(Write::Note {
+                        regarding: Self::lease_ref(),
+                        warning: false,
+                        reason: "KubernetesBack".into(),
+                        message: msg,
+                    });
+                }
+            }
             _ => {}
         }
         if self.waits_for(&s).is_some() {

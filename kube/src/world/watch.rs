@@ -51,6 +51,12 @@ fn spawn_watch<K>(
         while let Some(ev) = s.next().await {
             let msg = match ev {
                 Ok(ev) => seen(ev),
+                // A watch too far behind (410 Gone, "too old resource version") lists
+                // again by itself: the normal way back after an outage, not trouble.
+                Err(e) if expired(&e.to_string()) => {
+                    tracing::debug!(target: "maar::kube", "watching {what}: {e}; listing again");
+                    continue;
+                }
                 Err(e) => match (own.is_some(), unavailable(&e)) {
                     (true, Some(why)) => {
                         let o = own.take().expect("checked");
@@ -232,6 +238,12 @@ const UNAVAILABLE_MISSING: &str =
 const UNAVAILABLE_FORBIDDEN: &str =
     "maar may not list it (403); bind maar's ClusterRole (deploy/rbac.yaml)";
 
+/// Whether a watch error is the API server's "too old resource version" (410, reason
+/// Expired), after which the watcher lists again.
+fn expired(text: &str) -> bool {
+    text.contains("too old resource version") || text.contains("Expired") || text.contains(": 410")
+}
+
 /// Why a watch of one of maar's own resources cannot run at all: its CRD is not
 /// installed, or maar may not list it. Such a resource is done without (its first list
 /// counts as done, so nothing waits for it), and said once.
@@ -243,5 +255,19 @@ fn unavailable(e: &watcher::Error) -> Option<&'static str> {
         Some(UNAVAILABLE_FORBIDDEN)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The error an outage ends with, as kube-rs words the API server's answer.
+    #[test]
+    fn an_expired_watch_is_not_trouble() {
+        assert!(super::expired(
+            "ApiError: too old resource version: 507387 (507442): Expired (ErrorResponse { status: \"Failure\", message: \"too old resource version: 507387 (507442)\", reason: \"Expired\", code: 410 })"
+        ));
+        assert!(!super::expired(
+            "error trying to connect: tcp connect error: Connection refused (os error 111)"
+        ));
     }
 }
