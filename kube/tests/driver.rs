@@ -2880,3 +2880,34 @@ fn the_api_server_answering_again_is_said_where_its_silence_was() {
     );
     assert!(d.unreachable().is_none());
 }
+
+#[test]
+fn a_pod_that_waits_on_another_schedulers_pod_holds_no_cards_from_the_others() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // Another scheduler's pod on one card: it never ends as far as maar can know.
+    let theirs = pod(
+        "web",
+        "kube-scheduled",
+        1,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-a"},
+               "status": {"phase": "Running"}}),
+    );
+    let hi8 = pod(
+        "ml",
+        "hi8",
+        8,
+        json!({"metadata": {"annotations": {"crater.ai/priority": "high"}}}),
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![theirs, hi8, pod("ml", "small", 1, json!({}))],
+        ),
+    );
+    // hi8 waits; the 7 free cards are not held for it: the small pod is bound.
+    assert_eq!(bound_to(&writes, "ml/hi8"), None);
+    assert_eq!(bound_to(&writes, "ml/small"), Some("gpu-a"), "{writes:?}");
+}

@@ -67,6 +67,16 @@ impl Cluster {
             running.sort_by_key(|v| (self.expected_end(v).unwrap_or(u64::MAX), v.id));
             let mut gone: Vec<JobId> = Vec::new();
             for v in running {
+                // Room that only a job which never ends by itself would free (a service,
+                // or another scheduler's pod, which maar carries at the top priority),
+                // with no end foreseen, is not held for anyone: held, it stayed idle for
+                // good (found in Kubernetes: 7 cards kept from 32 waiting pods behind
+                // another scheduler's pod).
+                if self.expected_end(v).is_none()
+                    && (v.is_inference() || v.spec.priority >= crate::limits::MAX_PRIORITY)
+                {
+                    break;
+                }
                 gone.push(v.id);
                 if fit_except(node, n, oc, spec, mult, &self.except_on(n, &gone)).is_ok()
                     && self.pod_rules(spec, view.as_ref(), n, &gone).is_ok()
