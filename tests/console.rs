@@ -789,3 +789,23 @@ fn the_digits_go_to_the_screens_in_tab_order() {
     keys(&mut app, "1");
     assert_eq!(app.screen.name(), "overview");
 }
+
+#[test]
+fn page_keys_move_by_what_the_table_shows() {
+    let mut app = app_on(load_scenario(None).unwrap(), 3 * 3600);
+    keys(&mut app, ":jobs\n");
+    let _ = screen(&app, 80, 24);
+    let page = app.page.get();
+    assert!(
+        page > 10 && app.rows.len() > page,
+        "{page} of {}",
+        app.rows.len()
+    );
+    app.key(KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE));
+    assert_eq!(app.selected, page);
+    let _ = screen(&app, 250, 70);
+    let tall = app.page.get();
+    assert!(tall > page);
+    app.key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
+    assert_eq!(app.selected, 0);
+}

@@ -59,6 +59,7 @@ impl App {
             expanded: None,
             log_view: tui_logger::TuiWidgetState::new(),
             log_back: false,
+            page: std::cell::Cell::new(10),
             paused: view.status.paused,
             speed: view.status.speed,
             message: "? for help, : for commands, q to quit".into(),
@@ -966,8 +967,10 @@ impl App {
             KeyCode::Char('k') | KeyCode::Up => self.selected = self.selected.saturating_sub(1),
             KeyCode::Char('g') | KeyCode::Home => self.selected = 0,
             KeyCode::Char('G') | KeyCode::End => self.selected = n.saturating_sub(1),
-            KeyCode::PageDown => self.selected = (self.selected + 10).min(n.saturating_sub(1)),
-            KeyCode::PageUp => self.selected = self.selected.saturating_sub(10),
+            KeyCode::PageDown => {
+                self.selected = (self.selected + self.page.get()).min(n.saturating_sub(1))
+            }
+            KeyCode::PageUp => self.selected = self.selected.saturating_sub(self.page.get()),
             KeyCode::Char(' ') => self.set_paused(!self.paused),
             KeyCode::Char('[' | '{') if self.shown_s() == 0 => {
                 self.message = "already at the start of the cluster's history".into()

@@ -51,6 +51,8 @@ pub struct App {
     /// it is scrolled back from the newest lines.
     pub log_view: tui_logger::TuiWidgetState,
     pub log_back: bool,
+    /// Rows the last drawn table showed (PgUp and PgDn move by a page of them).
+    pub page: std::cell::Cell<usize>,
     pub paused: bool,
     /// Simulated seconds per real second.
     pub speed: f64,

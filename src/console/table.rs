@@ -115,11 +115,10 @@ pub fn rows_table(
     cells: impl Fn(usize) -> Option<Cells>,
     title: String,
 ) -> Table<'static> {
-    let (start, end) = window(
-        app.rows.len(),
-        app.selected,
-        area.height.saturating_sub(2) as usize,
-    );
+    let shown = area.height.saturating_sub(2) as usize;
+    // PgUp/PgDn move by what the table shows.
+    app.page.set(shown.max(1));
+    let (start, end) = window(app.rows.len(), app.selected, shown);
     let rows: Vec<Cells> = app.rows[start..end]
         .iter()
         .filter_map(|&i| cells(i))

@@ -1,6 +1,7 @@
 //! Drawing the frame: the header, the tabs, the current screen (each screen draws
 //! itself: `screens/`), the bottom line and the popups. Everything here reads the
-//! app's owned snapshot; nothing changes state.
+//! app's owned snapshot; nothing changes state but one fact a frame gives back: how
+//! many rows the table showed (`App::page`, what PgUp and PgDn move by).
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
