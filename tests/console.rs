@@ -626,7 +626,7 @@ fn the_help_scrolls_to_its_end_and_stays_there_as_views_come() {
     assert_eq!(screen(&app, 80, 24).lines().nth(3), bottom.lines().nth(3));
     // What the keys do is readable at 80 columns (the longest `:` command's keys had
     // left each description its first 20 characters).
-    assert!(bottom.contains("Cordon a node, or one of its"), "{bottom}");
+    assert!(bottom.contains("Cordon one GPU of a node (as"), "{bottom}");
 }
 
 /// Every GPU model is on the overview at any size: where there are more models than
@@ -808,4 +808,30 @@ fn page_keys_move_by_what_the_table_shows() {
     assert!(tall > page);
     app.key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
     assert_eq!(app.selected, 0);
+}
+
+#[test]
+fn the_help_shows_a_cut_line_whole_when_selected() {
+    let mut app = app_on(load_scenario(None).unwrap(), 600);
+    keys(&mut app, "?");
+    let rows = maar::console::screens::help::help_rows(&app);
+    let (i, what) = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i, r[1].0.clone()))
+        .find(|(_, w)| w.chars().count() > 90)
+        .expect("a long line");
+    app.selected = i;
+    let s = screen(&app, 80, 24);
+    // Its last words are on the screen (the table alone cut them).
+    let tail: String = what
+        .split_whitespace()
+        .rev()
+        .take(2)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(s.contains(&tail), "{tail:?}\n{s}");
 }

@@ -157,6 +157,34 @@ pub fn help_rows(app: &App) -> Vec<Cells> {
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let all = help_rows(app);
+    // The selected line whole beneath the table where a narrow terminal cuts it (at 80
+    // columns a few keys' explanations ended mid-sentence).
+    let selected: Option<String> = all.get(app.selected).map(|r| {
+        r.iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>()
+            .join(": ")
+    });
+    let whole = selected.filter(|t| {
+        maar_widgets::columns::width_of(t) + 4 > area.width as usize && area.height > 8
+    });
+    let area = match &whole {
+        Some(t) => {
+            let [table, below] = ratatui::layout::Layout::vertical([
+                ratatui::layout::Constraint::Min(4),
+                ratatui::layout::Constraint::Length(3),
+            ])
+            .areas(area);
+            f.render_widget(
+                ratatui::widgets::Paragraph::new(t.clone())
+                    .wrap(ratatui::widgets::Wrap { trim: true })
+                    .style(Style::default().add_modifier(Modifier::DIM)),
+                below,
+            );
+            table
+        }
+        None => area,
+    };
     let (start, end) = window(
         all.len(),
         app.selected,
