@@ -188,6 +188,8 @@ impl KubeDriver {
     }
 
     pub(super) fn node_gone(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
+        // (Its cards' grace ends with it: the node as last seen is not applied again.)
+        self.withdrawing.remove(name);
         let Some(f) = self.nodes.get_mut(name) else {
             return;
         };
