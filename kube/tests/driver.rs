@@ -2911,3 +2911,49 @@ fn a_pod_that_waits_on_another_schedulers_pod_holds_no_cards_from_the_others() {
     assert_eq!(bound_to(&writes, "ml/hi8"), None);
     assert_eq!(bound_to(&writes, "ml/small"), Some("gpu-a"), "{writes:?}");
 }
+
+#[test]
+fn a_node_deleted_during_its_cards_grace_stays_gone() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let on = pod(
+        "ml",
+        "p",
+        2,
+        json!({"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"}}),
+    );
+    d.step(
+        &mut core,
+        1,
+        lists(vec![node("gpu-a", 4, "a100", json!({}))], vec![on]),
+    );
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    d.step(
+        &mut core,
+        2,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            0,
+            "a100",
+            json!({}),
+        )))],
+    );
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Node(Watched::Delete(node(
+            "gpu-a",
+            0,
+            "a100",
+            json!({}),
+        )))],
+    );
+    let ready = |core: &Core| {
+        let c = core.cluster();
+        c.nodes[c.node_id("gpu-a").unwrap() as usize].condition
+            == maar_scheduler::model::Condition::Ready
+    };
+    assert!(!ready(&core));
+    d.step(&mut core, 3 + maar_kube::driver::WITHDRAW_GRACE_S, vec![]);
+    assert!(!ready(&core), "not brought back by its grace's end");
+}
