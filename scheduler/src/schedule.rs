@@ -679,8 +679,11 @@ impl Cluster {
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
         self.restart_due();
-        // (What the cycle's own placements and evictions change, from here.)
-        let usage_at_start = (self.usage_gen, self.project_gen.clone());
+        // (What the cycle's own placements and evictions change, from here; read only
+        // by a loud cycle with backfill, so a forecast's copies, which run a cycle a
+        // step, copy nothing for it.)
+        let usage_at_start = (!self.quiet && self.config.backfill)
+            .then(|| (self.usage_gen, self.project_gen.clone()));
         self.pool_homeless();
         self.refresh_typical();
         let mut queue = self.cycle_queue();
@@ -944,8 +947,8 @@ impl Cluster {
         // first.
         // (Nothing to tell again where the cycle moved no usage; with backfill off,
         // every job is decided at its turn and keeps that turn's words.)
-        if !self.quiet && self.config.backfill && self.usage_gen != usage_at_start.0 {
-            self.tell_held_again(&usage_at_start.1);
+        if let Some((_, gens)) = usage_at_start.filter(|(gen, _)| *gen != self.usage_gen) {
+            self.tell_held_again(&gens);
         }
         if !self.quiet {
             let a = &mut self.attempts;
