@@ -374,6 +374,24 @@ impl KubeDriver {
 
     /// An observation; what it decides (replicas stopped on a node gone, a service
     /// scaled) is carried out after the next cycle.
+    /// Tells the core job `job` left the cluster (`why`), where its phase is one of
+    /// `live` (a job already ended or gone is left as it is).
+    fn gone_if(core: &mut Core, job: &str, live: &[Phase], why: String, events: &mut Vec<Event>) {
+        let c = core.cluster();
+        if c.job_id(job)
+            .is_ok_and(|id| live.contains(&c.jobs[id as usize].phase))
+        {
+            Self::observe(
+                core,
+                Observation::JobGone {
+                    job: job.to_string(),
+                    why,
+                },
+                events,
+            );
+        }
+    }
+
     fn observe(core: &mut Core, o: Observation, events: &mut Vec<Event>) -> Output {
         let mut out = core.apply_held(Input::Observe(o));
         events.append(&mut out.events);

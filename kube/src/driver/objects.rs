@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The phases of an object's job that its object's end stops.
+const OBJECT_LIVE: [Phase; 3] = [Phase::Pending, Phase::Running, Phase::Restarting];
+
 impl KubeDriver {
     pub(super) fn object_applied(
         &mut self,
@@ -203,28 +206,14 @@ impl KubeDriver {
         if !f.in_core {
             return;
         }
-        let live = core.cluster().job_id(key).is_ok_and(|id| {
-            matches!(
-                core.cluster().jobs[id as usize].phase,
-                Phase::Pending | Phase::Running | Phase::Restarting
-            )
-        });
-        if live && self.pods_live(key) {
+        if self.pods_live(key) {
             // Its pods still run on their cards: the job holds them until the last is
             // gone (they were freed at once, and booked again beside the pods).
             self.lingering.insert(key.to_string());
             return;
         }
-        if live {
-            Self::observe(
-                core,
-                Observation::JobGone {
-                    job: key.to_string(),
-                    why: "its object was deleted".into(),
-                },
-                events,
-            );
-        }
+        let why = "its object was deleted".to_string();
+        Self::gone_if(core, key, &OBJECT_LIVE, why, events);
     }
 
     /// Whether pods maar made for the object still run on their nodes.
@@ -249,20 +238,8 @@ impl KubeDriver {
             // Its object deleted: the job ends with its last pod.
             if !self.pods_live(key) {
                 self.lingering.remove(key);
-                let live = core
-                    .cluster()
-                    .job_id(key)
-                    .is_ok_and(|id| !core.cluster().jobs[id as usize].phase.is_terminal());
-                if live {
-                    Self::observe(
-                        core,
-                        Observation::JobGone {
-                            job: key.to_string(),
-                            why: "its object was deleted, and its last pod is gone".into(),
-                        },
-                        events,
-                    );
-                }
+                let why = "its object was deleted, and its last pod is gone".to_string();
+                Self::gone_if(core, key, &OBJECT_LIVE, why, events);
             }
             return;
         }

@@ -298,24 +298,9 @@ impl KubeDriver {
         self.told.remove(key);
         // (A pod that ended, or that maar deleted, left the queue already; one still
         // live in maar's books leaves it now.)
-        if !f.in_core {
-            return;
-        }
-        let live = core.cluster().job_id(key).is_ok_and(|id| {
-            matches!(
-                core.cluster().jobs[id as usize].phase,
-                Phase::Pending | Phase::Running
-            )
-        });
-        if live {
-            Self::observe(
-                core,
-                Observation::JobGone {
-                    job: key.to_string(),
-                    why: "its pod was deleted".into(),
-                },
-                events,
-            );
+        if f.in_core {
+            let live = [Phase::Pending, Phase::Running];
+            Self::gone_if(core, key, &live, "its pod was deleted".into(), events);
         }
     }
 
@@ -347,22 +332,8 @@ impl KubeDriver {
     /// and again).
     pub(super) fn drop_foreign(&mut self, core: &mut Core, events: &mut Vec<Event>) {
         for (job, reason) in std::mem::take(&mut self.deleted_own) {
-            let live = core.cluster().job_id(&job).is_ok_and(|id| {
-                matches!(
-                    core.cluster().jobs[id as usize].phase,
-                    Phase::Pending | Phase::Running
-                )
-            });
-            if live {
-                Self::observe(
-                    core,
-                    Observation::JobGone {
-                        job,
-                        why: format!("its pod was deleted by maar ({reason})"),
-                    },
-                    events,
-                );
-            }
+            let why = format!("its pod was deleted by maar ({reason})");
+            Self::gone_if(core, &job, &[Phase::Pending, Phase::Running], why, events);
         }
         for job in std::mem::take(&mut self.foreign_stopped) {
             if let Some(f) = self.pods.get_mut(&job) {
