@@ -460,27 +460,36 @@ fn refused_inputs_change_nothing_and_say_why() {
     assert_eq!(c.checkpoint(), before);
 }
 
-#[test]
-fn an_operator_scale_pauses_the_autoscaler_until_resumed() {
+/// A cluster of one 8-card node and the service `ml/svc` (1 to 8 replicas of one card,
+/// spread, `target` percent), started with `replicas`.
+fn service(target: u32, replicas: u32) -> (Core, JobId) {
     let mut c = core(&[("n1", 8)]);
     let mut svc = job("svc", 1);
     svc.kind = JobKind::Inference(Autoscale {
         min: 1,
         max: 8,
-        target_pct: 50,
+        target_pct: target,
         window_s: 60,
     });
-    svc.replicas = 2;
+    svc.replicas = replicas;
     svc.affinity = Affinity::Spread;
     svc.est_runtime_s = None;
     let id = submit(&mut c, svc);
     cycle(&mut c);
-    let load = |c: &mut Core, pct: f64| {
-        c.apply(Input::Observe(Observation::ServiceLoad {
-            job: "ml/svc".into(),
-            usage_pct: pct,
-        }))
-    };
+    (c, id)
+}
+
+/// One reading of `ml/svc`'s load.
+fn service_load(c: &mut Core, pct: f64) -> Output {
+    c.apply(Input::Observe(Observation::ServiceLoad {
+        job: "ml/svc".into(),
+        usage_pct: pct,
+    }))
+}
+
+#[test]
+fn an_operator_scale_pauses_the_autoscaler_until_resumed() {
+    let (mut c, id) = service(50, 2);
     // Operator: 6 replicas. The autoscaler (low load says 1) must not undo it.
     let out = c.apply(Input::Command {
         actor: actor(),
@@ -497,7 +506,7 @@ fn an_operator_scale_pauses_the_autoscaler_until_resumed() {
     cycle(&mut c);
     for t in 1..10 {
         c.apply(Input::Advance { to: t * 30 });
-        let out = load(&mut c, 5.0);
+        let out = service_load(&mut c, 5.0);
         assert!(out.events.is_empty(), "{:?}", out.events);
     }
     let j = &c.cluster().jobs[id as usize];
@@ -518,7 +527,7 @@ fn an_operator_scale_pauses_the_autoscaler_until_resumed() {
     .unwrap();
     for t in 10..20 {
         c.apply(Input::Advance { to: t * 30 });
-        load(&mut c, 5.0);
+        service_load(&mut c, 5.0);
         cycle(&mut c);
     }
     let j = &c.cluster().jobs[id as usize];
@@ -644,32 +653,14 @@ fn the_worlds_cordons_deletions_and_quota_requests_are_facts_not_commands() {
 
 #[test]
 fn a_scale_up_tells_the_usage_that_asked_for_it() {
-    let mut c = core(&[("n1", 8)]);
-    let mut svc = job("svc", 1);
-    svc.kind = JobKind::Inference(Autoscale {
-        min: 1,
-        max: 8,
-        target_pct: 60,
-        window_s: 60,
-    });
-    svc.replicas = 4;
-    svc.affinity = Affinity::Spread;
-    svc.est_runtime_s = None;
-    let id = submit(&mut c, svc);
-    cycle(&mut c);
-    let load = |c: &mut Core, pct: f64| {
-        c.apply(Input::Observe(Observation::ServiceLoad {
-            job: "ml/svc".into(),
-            usage_pct: pct,
-        }))
-    };
+    let (mut c, id) = service(60, 4);
     let desired = |c: &Core| c.cluster().jobs[id as usize].desired_replicas;
     // 58% of 4 replicas: ceil(3.87) = 4 replicas' worth at 60%, nothing changes.
-    let out = load(&mut c, 58.0);
+    let out = service_load(&mut c, 58.0);
     assert!(out.events.is_empty(), "{:?}", out.events);
     assert_eq!(desired(&c), 4);
     // 60.4%: ceil(4 x 60.4 / 60) = 5, and the event says 60.4, not a rounded 60.
-    let out = load(&mut c, 60.4);
+    let out = service_load(&mut c, 60.4);
     assert_eq!(desired(&c), 5);
     assert!(
         out.events
