@@ -285,30 +285,23 @@ fn a_trace_s_model_names_are_bounded_and_a_variant_s_size_checked_first() {
         "model: a GPU model of 64 characters",
     );
     // A `cpu` variant grows as 1 / (1 - percent): refused before it is made.
-    let pods = file(
-        "pods-few.csv",
-        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\np2,1000,100,0,0\n",
-    );
-    for (pct, want) in [
-        ("99.99999", "more than the limit of 2000000 pods a trace"),
-        ("100", "CPU-only pods cannot be all of a trace"),
-    ] {
-        let o = maar(&[
+    let cpu_variant = |pods: &str, pct: &str| {
+        maar(&[
             "trace-variant",
             "--pods",
-            &pods,
+            pods,
             "--nodes",
             &nodes,
             "--kind",
             "cpu",
             "--percent",
             pct,
-        ]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{pct}: {err}");
-        assert!(err.contains(want), "{pct}: {err}");
-        assert!(o.stdout.is_empty());
-    }
+        ])
+    };
+    let pods = file(
+        "pods-few.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,1,1000\np2,1000,100,0,0\n",
+    );
     // 3,000 GPU pods at 99.99999999999999%: more CPU-only pods than a usize holds (an
     // overflow that wrapped under the limit and then looped).
     let mut many = String::from("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n");
@@ -316,34 +309,26 @@ fn a_trace_s_model_names_are_bounded_and_a_variant_s_size_checked_first() {
         many.push_str(&format!("g{i},1000,100,1,1000\n"));
     }
     let many = file("pods-3000.csv", &many);
-    let o = maar(&[
-        "trace-variant",
-        "--pods",
-        &many,
-        "--nodes",
-        &nodes,
-        "--kind",
-        "cpu",
-        "--percent",
-        "99.99999999999999",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(
-        text(&o.stderr).contains("more than the limit"),
-        "{}",
-        text(&o.stderr)
-    );
-    let o = maar(&[
-        "trace-variant",
-        "--pods",
-        &pods,
-        "--nodes",
-        &nodes,
-        "--kind",
-        "cpu",
-        "--percent",
-        "75",
-    ]);
+    for (pods, pct, want) in [
+        (
+            &pods,
+            "99.99999",
+            "more than the limit of 2000000 pods a trace",
+        ),
+        (&pods, "100", "CPU-only pods cannot be all of a trace"),
+        (
+            &many,
+            "99.99999999999999",
+            "more than the limit of 2000000 pods a trace",
+        ),
+    ] {
+        let o = cpu_variant(pods, pct);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{pct}: {err}");
+        assert!(err.contains(want), "{pct}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+    let o = cpu_variant(&pods, "75");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     // One GPU pod kept, three CPU-only pods: 75%, and the header.
     assert_eq!(text(&o.stdout).lines().count(), 5, "{}", text(&o.stdout));
