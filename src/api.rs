@@ -679,6 +679,13 @@ impl Remote {
                     std::thread::sleep(pause + jitter);
                     pause = (pause * 2).min(Duration::from_millis(250));
                 }
+                // Still busy after all that asking: said so, and what to do.
+                Err(ClientError::Answer(why)) if why == BUSY || why == BUSY_USER => {
+                    return Err(ClientError::Answer(format!(
+                        "{why} (still busy after {} s of asking again; nothing was applied: run fewer commands at once, or give this one again)",
+                        BUSY_WAIT.as_secs()
+                    )))
+                }
                 other => return other,
             }
         }

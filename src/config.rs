@@ -143,12 +143,17 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
 /// `dir` (the config file's folder), an absolute one as it is.
 fn resolve(path: &Path, dir: &Path) -> Result<PathBuf, String> {
     if path.as_os_str().is_empty() {
-        return Err("an empty path".into());
+        return Err("`state` or `workdir` is an empty path: name a file (`~/...`, or a path beside this config file)".into());
     }
     if let Ok(rest) = path.strip_prefix("~") {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| format!("{}: `~` with no $HOME set", path.display()))?;
+            .ok_or_else(|| {
+                format!(
+                    "{}: `~` needs $HOME, which is not set: set it, or write the path in full",
+                    path.display()
+                )
+            })?;
         return Ok(PathBuf::from(home).join(rest));
     }
     if path.is_relative() {
@@ -246,7 +251,7 @@ mod tests {
         );
         std::fs::write(&f, "clusters:\n  - {name: lab, state: ''}\n").unwrap();
         let e = read(&f).unwrap_err().to_string();
-        assert!(e.contains("an empty path"), "{e}");
+        assert!(e.contains("is an empty path: name a file"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -398,7 +398,7 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
     // said (they all fail, and the curve would read as the policy's doing).
     if nodes.iter().all(|n| n.gpus == 0) {
         return Err(Failure::Usage(format!(
-            "{}: no node has a GPU: nothing to allocate",
+            "{}: no node has a GPU (its `gpu` column is 0 throughout): the replay measures GPU allocation; give a node list with GPU nodes",
             a.nodes.display()
         )));
     }
