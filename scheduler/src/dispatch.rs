@@ -451,6 +451,17 @@ pub struct Choice {
     pub why: String,
 }
 
+impl Choice {
+    /// The choice said before it is carried out (a preview, before `y`): "would go to
+    /// site-b: starts now there; ...". (`why` is the record's words, once it is sent.)
+    pub fn would(&self) -> String {
+        match self.why.strip_prefix("sent to ") {
+            Some(rest) => format!("would go to {rest}"),
+            None => self.why.clone(),
+        }
+    }
+}
+
 /// The cluster where the job starts first (ties: the cheaper GPU-hour, then the first
 /// listed), among those that answered; the one that already has a job of that name,
 /// if one does (its submit is then refused there, and it runs nowhere else); `None` when none could take it at all (each

@@ -468,11 +468,7 @@ impl App {
             .and_then(|p| p.start_in);
         self.act_as(verb, Command::Submit(Box::new(spec)));
         // Nothing is sent before `y`: said as what would be.
-        let why = match choice.why.strip_prefix("sent to ") {
-            Some(rest) => format!("would go to {rest}"),
-            None => choice.why.clone(),
-        };
-        self.message = format!("{why} — {}", self.message);
+        self.message = format!("{} — {}", choice.would(), self.message);
     }
 
     fn with_rows(mut self) -> App {
