@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Node as KNode, Pod as KPod};
 use maar_kube::map::Owner;
 use maar_kube::world::{ObjectSeen, PodSeen, Seen, Watched, Write};
 use maar_kube::KubeDriver;
+use maar_scheduler::model::Health;
 use maar_scheduler::{Cluster, Core, Phase, SchedConfig};
 use serde_json::{json, Value};
 
@@ -1717,6 +1718,75 @@ fn a_node_whose_device_plugin_comes_later_gets_its_gpus_and_a_withdrawn_card_is_
         "{:?}",
         c.events.iter().map(|e| &e.reason).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_card_withdrawn_during_the_grace_is_not_offered_until_it_returns() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 4, "a100", json!({}))],
+            vec![pod("ml", "p", 2, json!({}))],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/p"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 2, &writes);
+    // The device plugin restarts: no card advertised. Its pod's two cards are kept;
+    // the two free ones are not offered to a pod that comes now.
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            0,
+            "a100",
+            json!({}),
+        )))],
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        4,
+        vec![Seen::Pod(Watched::Apply(pod("ml", "q", 1, json!({}))))],
+    );
+    assert_eq!(bound_to(&writes, "ml/q"), None, "{writes:?}");
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    let c = core.cluster();
+    let unoffered: Vec<u32> = c.nodes[c.node_id("gpu-a").unwrap() as usize]
+        .gpus
+        .iter()
+        .filter(|g| g.health != Health::Healthy)
+        .map(|g| g.index)
+        .collect();
+    assert_eq!(unoffered.len(), 2, "the two free cards only");
+    // Its pod ends during the grace: the cards it freed are not offered either.
+    let p = pod(
+        "ml",
+        "p",
+        2,
+        json!({"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Succeeded"}}),
+    );
+    let (_, writes) = d.step(&mut core, 5, vec![Seen::Pod(Watched::Apply(p))]);
+    assert_eq!(bound_to(&writes, "ml/q"), None, "{writes:?}");
+    // The plugin is back: every card offered again, the waiting pod bound.
+    let (_, writes) = d.step(
+        &mut core,
+        8,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            4,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(bound_to(&writes, "ml/q"), Some("gpu-a"), "{writes:?}");
+    let c = core.cluster();
+    assert!(c.nodes[c.node_id("gpu-a").unwrap() as usize]
+        .gpus
+        .iter()
+        .all(|g| g.health == Health::Healthy));
 }
 
 #[test]

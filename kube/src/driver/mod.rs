@@ -954,6 +954,11 @@ impl KubeDriver {
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
         }
+        // Cards withdrawn and freed during the grace: not offered.
+        let fenced: Vec<String> = self.withdrawing.keys().cloned().collect();
+        for name in fenced {
+            self.fence_withdrawn(core, &name, &mut events);
+        }
         // Cards withdrawn for longer than the grace: taken as gone now.
         let now = core.now();
         let due: Vec<Box<KNode>> = self

@@ -2,6 +2,11 @@
 //! conditions and cordons re-read on every update; a node gone takes its pods' jobs.
 
 use super::*;
+use maar_scheduler::model::Health;
+
+/// Why a card kept for the grace but held by no job is not offered.
+pub const WITHDRAWN: &str =
+    "no longer advertised by the node's device plugin (not offered; withdrawn when the grace ends unless it returns)";
 
 impl KubeDriver {
     pub(super) fn node_applied(&mut self, core: &mut Core, k: &KNode, events: &mut Vec<Event>) {
@@ -64,9 +69,9 @@ impl KubeDriver {
                     ),
                 );
             }
-            // Until then the node keeps its cards as they were (their jobs on them;
-            // the free ones among those withdrawn are still offered meanwhile, and a
-            // pod bound there is the kubelet's to refuse).
+            // Until then the node keeps its cards as they were, their jobs on them;
+            // the free ones among those withdrawn are not offered meanwhile
+            // (`fence_withdrawn`: the kubelet would refuse a pod bound there).
             if let Ok(id) = core.cluster().node_id(&name) {
                 as_model.gpus = core.cluster().nodes[id as usize]
                     .gpus
@@ -184,6 +189,50 @@ impl KubeDriver {
         self.nodes.insert(name.clone(), facts);
         if joined {
             self.adopt_orphans(core, &name, events);
+        }
+        self.fence_withdrawn(core, &name, events);
+    }
+
+    /// While the cards a node no longer advertises are kept for their jobs (the
+    /// grace), those of them that no job holds are not offered: the kubelet would
+    /// refuse a pod bound there. They are marked unhealthy for [`WITHDRAWN`] (maar
+    /// reads no other GPU health from Kubernetes), and healthy again once advertised
+    /// again. Run on every sight of the node and every step of the grace (a job that
+    /// ends meanwhile frees its withdrawn card).
+    pub(super) fn fence_withdrawn(&mut self, core: &mut Core, name: &str, events: &mut Vec<Event>) {
+        let Ok(id) = core.cluster().node_id(name) else {
+            return;
+        };
+        let advertised = self
+            .withdrawing
+            .get(name)
+            .map(|(_, k)| map::node_of(k).gpus);
+        let changes: Vec<(u32, bool)> = core.cluster().nodes[id as usize]
+            .gpus
+            .iter()
+            .filter_map(|g| {
+                let offered = advertised.as_ref().is_none_or(|a| {
+                    a.get(g.index as usize)
+                        .is_some_and(|x| x.resource == g.resource)
+                });
+                match &g.health {
+                    Health::Healthy if !offered && g.allocs.is_empty() => Some((g.index, false)),
+                    Health::Unhealthy(why) if offered && why == WITHDRAWN => Some((g.index, true)),
+                    _ => None,
+                }
+            })
+            .collect();
+        for (gpu, healthy) in changes {
+            Self::observe(
+                core,
+                Observation::GpuHealth {
+                    node: name.to_string(),
+                    gpu,
+                    healthy,
+                    reason: WITHDRAWN.to_string(),
+                },
+                events,
+            );
         }
     }
 
