@@ -1790,6 +1790,55 @@ fn a_card_withdrawn_during_the_grace_is_not_offered_until_it_returns() {
 }
 
 #[test]
+fn a_pod_deleted_while_it_waits_is_never_bound() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let deleting = json!({"metadata": {"deletionTimestamp": "2026-12-05T07:00:00Z",
+                                       "finalizers": ["example.com/keep"]}});
+    // Found at start already being deleted (a finalizer holds it): not a job.
+    // Another waits for room behind a pod that fills the node.
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 4, "a100", json!({}))],
+            vec![
+                pod("ml", "big", 4, json!({})),
+                pod("ml", "gone", 1, deleting.clone()),
+                pod("ml", "later", 1, json!({})),
+            ],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/big"), Some("gpu-a"));
+    assert_eq!(bound_to(&writes, "ml/gone"), None);
+    assert!(core.cluster().job_id("ml/gone").is_err(), "not a job");
+    bound_all(&mut d, &mut core, 2, &writes);
+    assert_eq!(phase(&core, "ml/later"), Phase::Pending);
+    // `kubectl delete pod later` while it waits (its finalizer keeps it a while).
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Apply(pod("ml", "later", 1, deleting)))],
+    );
+    assert_ne!(phase(&core, "ml/later"), Phase::Pending, "out of the queue");
+    // Room comes: nothing is bound to either.
+    let done = pod(
+        "ml",
+        "big",
+        4,
+        json!({"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Succeeded"}}),
+    );
+    let (_, writes) = d.step(&mut core, 4, vec![Seen::Pod(Watched::Apply(done))]);
+    let (_, more) = d.step(&mut core, 5, vec![]);
+    for w in writes.iter().chain(&more) {
+        assert!(
+            !matches!(w, Write::Bind { .. }),
+            "nothing left to bind: {w:?}"
+        );
+    }
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

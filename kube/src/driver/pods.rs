@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Why a waiting pod leaves the queue when it is deleted (it may linger, for its
+/// finalizers or its grace period, but it is never to be bound).
+const DELETED_WAITING: &str = "its pod is being deleted: no longer to be placed";
+
 impl KubeDriver {
     pub(super) fn pod_seen(
         &mut self,
@@ -114,6 +118,19 @@ impl KubeDriver {
                     self.reconcile_all(core, events);
                     return;
                 }
+                if p.deleting && p.node.is_none() && p.state == PodState::Live {
+                    // Deleted while it waited: no longer to be placed.
+                    f.ended = true;
+                    Self::observe(
+                        core,
+                        Observation::JobGone {
+                            job: key,
+                            why: DELETED_WAITING.into(),
+                        },
+                        events,
+                    );
+                    return;
+                }
                 let outcome = match p.state {
                     PodState::Live => {
                         self.reconcile_all(core, events);
@@ -159,8 +176,10 @@ impl KubeDriver {
             node: p.node.clone().map(|n| (n, p.gpus.clone())),
             orphan: None,
         };
-        if facts.ended {
-            // History is Kubernetes's: a pod that ended before maar saw it is not a job.
+        if facts.ended || (p.deleting && p.node.is_none()) {
+            // History is Kubernetes's: a pod that ended before maar saw it is not a job,
+            // nor one deleted before it was placed.
+            facts.ended = true;
             self.pods.insert(key, facts);
             return;
         }

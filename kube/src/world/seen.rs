@@ -42,6 +42,10 @@ pub struct PodSeen {
     /// When it was created (`metadata.creationTimestamp`), in nanoseconds: pods found
     /// at a list queue in this order, as kube-scheduler's queue takes them.
     pub created: i128,
+    /// Being deleted (`metadata.deletionTimestamp` set): a pod waiting for a node is
+    /// no longer to be placed (the API server refuses to bind it, and kube-scheduler
+    /// skips it); a bound one holds its node's room until it is gone.
+    pub deleting: bool,
 }
 
 impl PodSeen {
@@ -107,6 +111,7 @@ impl PodSeen {
                 .map(|t| t.0.as_nanosecond())
                 .unwrap_or_default(),
             state: map::pod_state(p),
+            deleting: p.metadata.deletion_timestamp.is_some(),
             // maar's pods, and pods of other schedulers once bound (what they hold on
             // their node counts); once.
             spec: first.then(job),
