@@ -208,6 +208,7 @@ impl Core {
     /// copy words no other job's reason, writes no events and keeps no bill (a cycle
     /// over a long queue spent most of its time wording reasons nobody reads).
     fn prospect_copied(&self, spec: &JobSpec, quiet: bool) -> Result<Prospect, String> {
+        self.cluster().warm_first_ends();
         let mut copy = self.clone();
         let mut spec = spec.clone();
         // A name already taken here is evaluated as a copy under another name.

@@ -145,6 +145,7 @@ impl Cluster {
         if self.pending.is_empty() {
             return Forecast::default();
         }
+        self.warm_first_ends();
         self.clone().forecast_in_place(reach, job)
     }
 
