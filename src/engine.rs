@@ -736,11 +736,31 @@ impl Engine {
         let mut last_flush = Instant::now();
         let mut last_publish = Instant::now();
         if let Some(r) = &mut self.record {
-            if let Err(e) = r.acquire() {
-                self.record_error = Some(e.to_string());
+            // A record handed over with its lease taken (as every maar that starts
+            // takes it, before it restores the cluster) is checked, not taken again:
+            // a maar stopped in between may have lost the file to a command applied
+            // without it, and taking it back would write over that command.
+            let held = if r.holds_lease() {
+                r.heartbeat()
+            } else {
+                r.acquire().map(|()| true)
+            };
+            match held {
+                Ok(true) => {}
+                Ok(false) => {
+                    let why = format!(
+                        "{}: taken over by another maar or a command while this one started; this one no longer records, so it acknowledges nothing and stops",
+                        r.path().display()
+                    );
+                    self.lose(why);
+                }
+                Err(e) => self.record_error = Some(e.to_string()),
             }
         }
         'run: loop {
+            if self.lost.is_some() {
+                break 'run;
+            }
             let wait = if self.paused {
                 Duration::from_millis(100)
             } else {

@@ -1347,6 +1347,12 @@ impl Record {
         Ok(())
     }
 
+    /// Whether this process took the lease (and has not let it go): a later
+    /// [`Record::heartbeat`] says whether it still holds it.
+    pub fn holds_lease(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// Renews this process's lease; false when another process has taken it (this
     /// one was stopped or stalled past the lease's life).
     pub fn heartbeat(&mut self) -> Result<bool, RecordError> {

@@ -405,6 +405,52 @@ fn resume_waits_for_a_command_holding_the_file() {
 }
 
 #[test]
+fn a_maar_stopped_before_its_engine_started_does_not_take_the_file_back() {
+    use maar::engine::{self, EngineOptions};
+    let d = dir("taken-at-start");
+    let st = state(&d);
+    std::fs::create_dir_all(st.parent().unwrap()).unwrap();
+    // A maar took the file and restored the cluster, then was stopped before its
+    // engine ran; meanwhile a command was applied without it (the lease lapsed).
+    let (loaded, rec) = maar::backend::fresh_demo(
+        Some(&st),
+        maar::load::BUILTIN_LAB,
+        maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap(),
+        None,
+    )
+    .unwrap();
+    let mut rec = rec.unwrap();
+    rec.acquire().unwrap();
+    let mut other = Record::open(&st).unwrap();
+    other.acquire_as(LeaseKind::Cli).unwrap();
+    other.release().unwrap();
+    // Woken, its engine starts: it takes nothing back and acknowledges nothing.
+    let handle = engine::start(
+        loaded,
+        Some(rec),
+        EngineOptions {
+            speed: 60.0,
+            paused: false,
+            ..Default::default()
+        },
+    );
+    let got = handle.apply(
+        maar_scheduler::Actor::system("t"),
+        Cmd::CordonNode {
+            node: "t4-01".into(),
+        },
+    );
+    assert!(got.is_err(), "acknowledged: {got:?}");
+    let why = handle.view().status.fatal.clone().unwrap_or_default();
+    assert!(why.contains("taken over"), "said why: {why}");
+    assert!(
+        Record::open(&st).unwrap().holder().unwrap().is_none(),
+        "the lease was not taken again"
+    );
+    handle.shutdown();
+}
+
+#[test]
 fn a_writer_that_lost_the_lease_writes_nothing() {
     let d = dir("fence");
     let p = d.join("x.db");
