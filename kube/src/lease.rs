@@ -3,7 +3,7 @@
 //! [`DURATION_S`] seconds (the holder died). A maar that does not hold it watches
 //! only: it neither schedules nor writes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +20,65 @@ pub const NAMESPACE: &str = "kube-system";
 pub const DURATION_S: i64 = 15;
 /// How often the lease is renewed (or its holder looked at).
 pub const RETRY: Duration = Duration::from_secs(2);
+
+/// Whether this maar holds the lease, and for how long it may act on that without
+/// another renewal: until [`DURATION_S`] less two seconds after the last renewal it
+/// saw answered. A maar paused past that (SIGSTOP, a frozen VM) writes nothing on
+/// waking until it has renewed again: meanwhile another maar may have taken the lease
+/// over, and two would schedule at once.
+#[derive(Debug)]
+pub struct Leadership {
+    base: std::time::Instant,
+    /// Milliseconds after `base` until which this maar leads (0: it does not).
+    until_ms: AtomicU64,
+}
+
+impl Leadership {
+    /// Not leading until a renewal says so.
+    pub fn new() -> Leadership {
+        Leadership {
+            base: std::time::Instant::now(),
+            until_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Leading for good (a world with no lease: a test's).
+    pub fn always() -> Leadership {
+        let l = Leadership::new();
+        l.until_ms.store(u64::MAX, Ordering::SeqCst);
+        l
+    }
+
+    /// This maar leads now.
+    pub fn held(&self) -> bool {
+        self.held_at(std::time::Instant::now())
+    }
+
+    /// This maar leads at `at` (as far as the renewals seen so far say).
+    pub fn held_at(&self, at: std::time::Instant) -> bool {
+        let ms = at.saturating_duration_since(self.base).as_millis() as u64;
+        ms < self.until_ms.load(Ordering::SeqCst)
+    }
+
+    /// The lease was renewed by a request sent at `asked`: held until it would run out,
+    /// less two seconds for the clocks of the API server and the other maars.
+    pub fn renewed(&self, asked: std::time::Instant) {
+        let at = asked.saturating_duration_since(self.base).as_millis() as u64;
+        self.until_ms
+            .store(at + (DURATION_S as u64 - 2) * 1000, Ordering::SeqCst);
+    }
+
+    /// Another maar holds the lease.
+    pub fn lost(&self) {
+        self.until_ms.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Leadership::new()
+    }
+}
 
 /// This maar's name on the lease, as client-go names a leader: the host (a pod's name
 /// in a cluster) and a random part, new for every process. A restarted container keeps
@@ -165,39 +224,42 @@ pub async fn run(
     client: Client,
     ns: String,
     me: String,
-    leader: Arc<AtomicBool>,
+    leader: Arc<Leadership>,
     tell: impl Fn(String) + Send + 'static,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &ns);
-    let mut last_held: Option<std::time::Instant> = None;
     let mut said = String::new();
     loop {
         let now = chrono::Utc::now().timestamp();
+        let asked = std::time::Instant::now();
         let (held, msg) = match step(&api, &ns, &me, now).await {
             Ok(Step::Held { took_from: None }) => {
-                last_held = Some(std::time::Instant::now());
+                leader.renewed(asked);
                 (
                     true,
                     format!("this maar ({me}) schedules: it holds the lease {ns}/{NAME}"),
                 )
             }
             Ok(Step::Held { took_from: Some(h) }) => {
-                last_held = Some(std::time::Instant::now());
+                leader.renewed(asked);
                 (
                     true,
                     format!("this maar ({me}) took the lease {ns}/{NAME} over from {h}, which stopped renewing it"),
                 )
             }
-            Ok(Step::Other { holder }) => (
-                false,
-                format!(
-                    "another maar ({holder}) schedules; this one watches only (lease {ns}/{NAME})"
-                ),
-            ),
+            Ok(Step::Other { holder }) => {
+                leader.lost();
+                (
+                    false,
+                    format!(
+                        "another maar ({holder}) schedules; this one watches only (lease {ns}/{NAME})"
+                    ),
+                )
+            }
             Err(e) => {
-                // Unsure: keep leading only while the lease would still be ours.
-                let still = last_held
-                    .is_some_and(|t| t.elapsed() < Duration::from_secs(DURATION_S as u64 - 2));
+                // Unsure: keep leading only while the lease would still be ours (the
+                // last renewal's time runs out by itself).
+                let still = leader.held();
                 (
                     still,
                     format!(
@@ -211,7 +273,6 @@ pub async fn run(
                 )
             }
         };
-        leader.store(held, Ordering::SeqCst);
         // Said once per change of what is true (not per renewal).
         let key = format!("{held}{}", msg.split(" (").next().unwrap_or_default());
         if key != said {

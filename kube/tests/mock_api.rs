@@ -690,6 +690,15 @@ fn binds(n: usize) -> Vec<Write> {
 /// every request with success; returns the requests' paths (events as
 /// `event:<pod>`) in the order they came, and what the writer told the driver.
 async fn run_writer(writes: Vec<Write>, limits: WriterLimits) -> (Vec<String>, Vec<Seen>) {
+    run_writer_as(writes, limits, maar_kube::lease::Leadership::always()).await
+}
+
+/// As [`run_writer`], for a maar whose hold on the lease is `leader`.
+async fn run_writer_as(
+    writes: Vec<Write>,
+    limits: WriterLimits,
+    leader: maar_kube::lease::Leadership,
+) -> (Vec<String>, Vec<Seen>) {
     let (client, handle) = mock_client();
     let server = tokio::spawn(async move {
         let mut h = pin!(handle);
@@ -719,9 +728,43 @@ async fn run_writer(writes: Vec<Write>, limits: WriterLimits) -> (Vec<String>, V
     }
     drop(wtx);
     let (tx, rx) = std::sync::mpsc::channel();
-    writer(client, wrx, tx, limits).await;
+    writer(client, wrx, tx, limits, std::sync::Arc::new(leader)).await;
     let requests = server.await.unwrap();
     (requests, rx.try_iter().collect())
+}
+
+#[tokio::test]
+async fn a_maar_that_does_not_hold_the_lease_now_writes_nothing_and_its_binds_fail() {
+    // Never renewed (or paused past the lease's life): nothing goes out, and each
+    // bind is told as failed so that its job is not taken as placed.
+    let (requests, told) = run_writer_as(
+        binds(3),
+        WriterLimits::default(),
+        maar_kube::lease::Leadership::new(),
+    )
+    .await;
+    assert!(requests.is_empty(), "{requests:?}");
+    let failed = told
+        .iter()
+        .filter(|s| matches!(s, Seen::Bound { result: Err(e), .. } if e.contains("lease")))
+        .count();
+    assert_eq!(failed, 3, "{told:?}");
+}
+
+#[test]
+fn a_lease_renewed_is_held_until_it_would_run_out_and_not_after_a_pause() {
+    use maar_kube::lease::{Leadership, DURATION_S};
+    use std::time::{Duration, Instant};
+    let l = Leadership::new();
+    assert!(!l.held(), "not before a renewal");
+    l.renewed(Instant::now());
+    assert!(l.held());
+    // Woken after a pause of the lease's life: not held until renewed again.
+    let woken = Instant::now() + Duration::from_secs(DURATION_S as u64);
+    assert!(!l.held_at(woken));
+    assert!(l.held_at(Instant::now() + Duration::from_secs(DURATION_S as u64 - 3)));
+    l.lost();
+    assert!(!l.held());
 }
 
 #[tokio::test]
@@ -803,7 +846,14 @@ async fn a_failed_bind_gets_no_scheduled_event() {
     wtx.send(binds(1).remove(0)).unwrap();
     drop(wtx);
     let (tx, rx) = std::sync::mpsc::channel();
-    writer(client, wrx, tx, WriterLimits::default()).await;
+    writer(
+        client,
+        wrx,
+        tx,
+        WriterLimits::default(),
+        std::sync::Arc::new(maar_kube::lease::Leadership::always()),
+    )
+    .await;
     assert_eq!(server.await.unwrap(), 1, "the binding only");
     match rx.try_recv().unwrap() {
         Seen::Bound {
@@ -898,7 +948,13 @@ async fn writes_that_come_while_the_writer_waits_are_carried_out_and_it_ends_whe
         in_flight: 0,
         queued_events: 10,
     };
-    let w = tokio::spawn(writer(client, wrx, tx, limits));
+    let w = tokio::spawn(writer(
+        client,
+        wrx,
+        tx,
+        limits,
+        std::sync::Arc::new(maar_kube::lease::Leadership::always()),
+    ));
     for b in binds(3) {
         // The writer is idle (waiting on the channel) when each comes.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -37,7 +37,7 @@ pub struct World {
     writes: tokio::sync::mpsc::UnboundedSender<Write>,
     seen: mpsc::Receiver<Seen>,
     /// This maar holds the scheduling lease.
-    leader: Arc<std::sync::atomic::AtomicBool>,
+    leader: Arc<crate::lease::Leadership>,
     /// The runtime and the client, for a write whose answer is waited for.
     handle: tokio::runtime::Handle,
     client: kube::Client,
@@ -60,7 +60,7 @@ impl World {
         let conn = rt.block_on(crate::connect(opts))?;
         let (tx, seen) = mpsc::channel();
         let (writes, wrx) = tokio::sync::mpsc::unbounded_channel();
-        let leader = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let leader = Arc::new(crate::lease::Leadership::new());
         // One lease per scheduler name, whatever namespace a maar schedules: two
         // maars of one name never both lead (kube-scheduler's lease is in kube-system
         // too).
@@ -84,6 +84,7 @@ impl World {
                 wrx,
                 tx,
                 WriterLimits::default(),
+                leader.clone(),
             ));
             (lease, writes)
         };
@@ -103,7 +104,7 @@ impl World {
                         let _ = task.await;
                     }
                 });
-                if held.load(std::sync::atomic::Ordering::SeqCst) {
+                if held.held() {
                     let api = Api::namespaced(client, &lease_ns);
                     let release = crate::lease::release(&api, &me);
                     // The timer is made inside the runtime (it needs its clock).
@@ -150,7 +151,13 @@ impl World {
         let (client, writer_task) = {
             let _guard = rt.enter();
             let client = client();
-            let task = tokio::spawn(writer(client.clone(), wrx, tx, WriterLimits::default()));
+            let task = tokio::spawn(writer(
+                client.clone(),
+                wrx,
+                tx,
+                WriterLimits::default(),
+                Arc::new(crate::lease::Leadership::always()),
+            ));
             (client, task)
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -168,7 +175,7 @@ impl World {
             thread: Some(thread),
             writes,
             seen,
-            leader: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            leader: Arc::new(crate::lease::Leadership::always()),
             handle,
             client,
         })
@@ -208,7 +215,7 @@ impl World {
 
     /// This maar holds the scheduling lease (schedules and writes).
     pub fn is_leader(&self) -> bool {
-        self.leader.load(std::sync::atomic::Ordering::SeqCst)
+        self.leader.held()
     }
 
     /// The next thing seen, if any (never waits).

@@ -192,12 +192,13 @@ pub async fn writer(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Write>,
     tx: mpsc::Sender<Seen>,
     limits: WriterLimits,
+    leader: std::sync::Arc<crate::lease::Leadership>,
 ) {
     type Running<'a> =
         std::pin::Pin<Box<dyn std::future::Future<Output = Option<Scheduled>> + Send + 'a>>;
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "maar".into());
     let recorder = Events::new(client.clone(), &host);
-    let (client, recorder, tx) = (&client, &recorder, &tx);
+    let (client, recorder, tx, leader) = (&client, &recorder, &tx, &*leader);
     let mut running: futures::stream::FuturesUnordered<Running<'_>> =
         futures::stream::FuturesUnordered::new();
     let mut events: std::collections::VecDeque<Scheduled> = Default::default();
@@ -209,6 +210,10 @@ pub async fn writer(
         while running.len() < in_flight {
             if open {
                 match rx.try_recv() {
+                    Ok(w) if !leader.held() => {
+                        not_leading(tx, w);
+                        continue;
+                    }
                     Ok(w) => {
                         running.push(Box::pin(write_one(client, recorder, tx, w)));
                         continue;
@@ -216,6 +221,12 @@ pub async fn writer(
                     Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => open = false,
                     Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {}
                 }
+            }
+            if !leader.held() {
+                // A maar that lost the lease (or was paused past its life) tells
+                // nothing of what it did while it led.
+                dropped += events.len() as u64;
+                events.clear();
             }
             let Some(e) = events.pop_front() else {
                 break;
@@ -234,6 +245,7 @@ pub async fn writer(
         }
         tokio::select! {
             w = rx.recv(), if open && running.len() < in_flight => match w {
+                Some(w) if !leader.held() => not_leading(tx, w),
                 Some(w) => running.push(Box::pin(write_one(client, recorder, tx, w))),
                 None => open = false,
             },
@@ -247,6 +259,26 @@ pub async fn writer(
                 }
             }
         }
+    }
+}
+
+/// A write not made: this maar does not lead now (it lost the lease, or was paused
+/// past the lease's life and has not renewed it since). A bind is told as failed, so
+/// the job is not taken as placed; the rest is dropped (the maar that leads writes
+/// its own).
+fn not_leading(tx: &mpsc::Sender<Seen>, w: Write) {
+    let why = "not written: this maar does not hold the scheduling lease now".to_string();
+    match w {
+        Write::Bind { job, .. }
+        | Write::CreatePods {
+            job, answer: true, ..
+        } => {
+            let _ = tx.send(Seen::Bound {
+                job,
+                result: Err(why),
+            });
+        }
+        _ => {}
     }
 }
 
