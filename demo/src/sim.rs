@@ -482,6 +482,7 @@ impl Sim {
                             node: nf.node.clone(),
                             ready: false,
                             reason: nf.reason.clone(),
+                            keeps_jobs: false,
                         };
                         self.observe(core, o, log);
                         if let Some(d) = nf.duration {
@@ -531,6 +532,7 @@ impl Sim {
                     node: Self::node_name(core, n),
                     ready: true,
                     reason: String::new(),
+                    keeps_jobs: false,
                 };
                 self.observe(core, o, log);
                 self.st.dirty = true;
@@ -734,6 +736,7 @@ impl Sim {
                     node: Self::node_name(core, n),
                     ready: false,
                     reason: "KubeletNotReady".into(),
+                    keeps_jobs: false,
                 };
                 self.observe(core, o, log);
                 self.push(now + rf.recover_after.0, Timer::NodeRecover(n));

@@ -1839,6 +1839,54 @@ fn a_pod_deleted_while_it_waits_is_never_bound() {
 }
 
 #[test]
+fn a_node_not_ready_for_a_moment_keeps_its_pods_and_takes_no_new_ones() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![pod("ml", "p", 2, json!({}))],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/p"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 2, &writes);
+    // The kubelet stops posting for a moment: Ready goes Unknown.
+    let unknown = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}});
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![
+            Seen::Node(Watched::Apply(node("gpu-a", 8, "a100", unknown))),
+            Seen::Pod(Watched::Apply(pod("ml", "q", 1, json!({})))),
+        ],
+    );
+    // Its pod is Kubernetes's to evict (by its tolerations), not maar's: left alone.
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+    // Nothing new goes there meanwhile.
+    assert_eq!(bound_to(&writes, "ml/q"), None);
+    // Ready again: the waiting pod is bound, the first still runs.
+    let (_, writes) = d.step(
+        &mut core,
+        5,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            8,
+            "a100",
+            json!({}),
+        )))],
+    );
+    assert_eq!(bound_to(&writes, "ml/q"), Some("gpu-a"));
+    assert_eq!(phase(&core, "ml/p"), Phase::Running);
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -362,6 +362,7 @@ impl LocalDriver {
                                 node: name.clone(),
                                 ready: true,
                                 reason: String::new(),
+                                keeps_jobs: false,
                             },
                             events,
                         );
@@ -395,6 +396,7 @@ impl LocalDriver {
                                 node: name,
                                 ready: false,
                                 reason: format!("agent unreachable: {why}"),
+                                keeps_jobs: false,
                             },
                             events,
                         );

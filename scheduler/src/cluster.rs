@@ -1534,6 +1534,12 @@ impl Cluster {
 
     /// Sets a node's condition; jobs on a node that goes NotReady fail.
     pub fn set_node_condition(&mut self, node: NodeId, cond: Condition) {
+        self.set_node_condition_keeping(node, cond, false)
+    }
+
+    /// As [`Cluster::set_node_condition`]; with `keeps_jobs`, jobs on a node that goes
+    /// NotReady keep running (nothing new is placed there meanwhile).
+    pub fn set_node_condition_keeping(&mut self, node: NodeId, cond: Condition, keeps_jobs: bool) {
         let n = &mut self.nodes[node as usize];
         if n.condition == cond {
             return;
@@ -1543,13 +1549,22 @@ impl Cluster {
         let name = n.name.clone();
         match cond {
             Condition::NotReady(why) => {
+                let held = self.jobs_on(node, None);
                 self.emit(
                     Severity::Error,
                     "NodeNotReady",
                     obj,
-                    format!("NotReady: {why}"),
+                    if keeps_jobs && !held.is_empty() {
+                        format!("NotReady: {why}; nothing new is placed there, and its {} job(s) are left to run (their pods' tolerations decide, not maar)", held.len())
+                    } else {
+                        format!("NotReady: {why}")
+                    },
                 );
-                for j in self.jobs_on(node, None) {
+                if keeps_jobs {
+                    self.reindex(node);
+                    return;
+                }
+                for j in held {
                     self.lose(
                         j,
                         node,

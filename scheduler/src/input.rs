@@ -121,12 +121,16 @@ pub enum Observation {
     /// what runs on the cards that stay; jobs on cards withdrawn are lost.
     NodeUpdated { node: Box<Node> },
     /// A node became Ready (`ready`) or NotReady with a reason; jobs on a node that
-    /// goes NotReady are lost.
+    /// goes NotReady are lost, unless `keeps_jobs` (Kubernetes: a pod's fate on a
+    /// NotReady node is the node lifecycle controller's, by the pod's tolerations, and
+    /// a blip of a few seconds stops nothing).
     NodeCondition {
         node: String,
         ready: bool,
         #[serde(default)]
         reason: String,
+        #[serde(default)]
+        keeps_jobs: bool,
     },
     /// A GPU's health; jobs on a card that turns unhealthy are lost.
     GpuHealth {
@@ -517,6 +521,7 @@ impl Core {
                 node,
                 ready,
                 reason,
+                keeps_jobs,
             } => {
                 let n = c.node_id(&node)?;
                 let cond = if ready {
@@ -524,7 +529,7 @@ impl Core {
                 } else {
                     Condition::NotReady(reason)
                 };
-                c.set_node_condition(n, cond);
+                c.set_node_condition_keeping(n, cond, keeps_jobs);
                 done(format!("node {node} condition set"))
             }
             Observation::GpuHealth {

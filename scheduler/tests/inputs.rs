@@ -159,6 +159,7 @@ fn samples() -> Vec<Input> {
             node: "x".into(),
             ready: false,
             reason: "gone".into(),
+            keeps_jobs: false,
         },
         Observation::GpuHealth {
             node: "x".into(),

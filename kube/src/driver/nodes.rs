@@ -145,6 +145,10 @@ impl KubeDriver {
                             node: name.clone(),
                             ready: facts.ready.0,
                             reason: facts.ready.1.clone(),
+                            // Its pods' fate is Kubernetes's (the node lifecycle
+                            // controller's taints and the pods' tolerations): a
+                            // NotReady blip of a few seconds stops nothing.
+                            keeps_jobs: true,
                         },
                         events,
                     );
@@ -251,6 +255,7 @@ impl KubeDriver {
                     node: name.to_string(),
                     ready: false,
                     reason,
+                    keeps_jobs: false,
                 },
                 events,
             );
