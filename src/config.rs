@@ -93,6 +93,16 @@ pub fn read(p: &Path) -> Result<Config, InputError> {
         return Ok(Config::default());
     }
     let file = p.display().to_string();
+    // It names the state files and agents maar acts on: one others could write would
+    // point this user's maar at theirs.
+    let me = nix::unistd::geteuid().as_raw();
+    crate::record::file_trusted(p, me, "config file").map_err(|why| InputError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        field: None,
+        message: format!("not trusted: {why}"),
+    })?;
     let text = crate::load::read(p)?;
     let mut c: Config = crate::load::yaml(&file, &text)?;
     // Paths as a shell and kubeconfig read them: `~/` is the home folder, and a

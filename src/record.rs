@@ -510,11 +510,92 @@ pub fn folder_safe(path: &Path, owner: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a file that grants roles or names clusters (`what`: "roles file", "config
+/// file") may not be trusted by the user `owner` (a uid) that reads it (`Err`, in
+/// words): as a state file's folders are judged, anyone who could write it, or replace
+/// it, could make themselves admin. The file (and a link to it) must belong to
+/// `owner` or root and be writable by them alone (its group only where the group is
+/// the owner's alone); each folder on its path, as given and as it really is, must
+/// belong to `owner` or root and be writable by them alone, unless sticky (others
+/// cannot replace a file of `owner`'s in a sticky folder).
+pub fn file_trusted(path: &Path, owner: u32, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let name = crate::actor::user_name;
+    let mine = |uid: u32| uid == owner || uid == 0;
+    let shown = path.display();
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_symlink() && !mine(m.uid()) {
+            return Err(format!(
+                "the {what} {shown} is a link of user {}, who could point it at a file of theirs",
+                name(m.uid())
+            ));
+        }
+    }
+    let m = std::fs::metadata(path).map_err(|e| format!("the {what} {shown}: {e}"))?;
+    if !mine(m.uid()) {
+        return Err(format!(
+            "the {what} {shown} belongs to user {}: maar takes it only from a file of its own user ({}) or root",
+            name(m.uid()),
+            name(owner)
+        ));
+    }
+    let mode = m.mode();
+    if mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner)) {
+        return Err(format!(
+            "the {what} {shown} may be written by other users (mode {:o}), who could give themselves any role; chmod go-w {shown}",
+            mode & 0o7777
+        ));
+    }
+    let given = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(path))
+            .unwrap_or(path.to_path_buf())
+    };
+    let real = std::fs::canonicalize(path).unwrap_or(given.clone());
+    for chain in [&given, &real] {
+        for d in chain.ancestors().skip(1) {
+            let Ok(l) = std::fs::symlink_metadata(d) else {
+                continue;
+            };
+            if l.file_type().is_symlink() && !mine(l.uid()) {
+                return Err(format!(
+                    "the link {} on the {what}'s path belongs to user {}, who could point it elsewhere",
+                    d.display(),
+                    name(l.uid())
+                ));
+            }
+            let Ok(m) = std::fs::metadata(d) else {
+                continue;
+            };
+            let mode = m.mode();
+            if !mine(m.uid()) {
+                return Err(format!(
+                    "the folder {} of the {what} {shown} belongs to user {}, who could replace the file",
+                    d.display(),
+                    name(m.uid())
+                ));
+            }
+            let others = mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_mine(m.gid(), owner));
+            if others && mode & 0o1000 == 0 {
+                return Err(format!(
+                    "the folder {} of the {what} {shown} may be written by other users (mode {:o}), who could replace the file; chmod go-w {}",
+                    d.display(),
+                    mode & 0o7777,
+                    d.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether group `gid` holds no user but `me`: this user's primary group or one it
 /// alone is in, with no other member listed (`/etc/group`) and no other user having it
 /// as their primary group (`/etc/passwd`), or a group no user database knows (a
 /// container's fsGroup).
-fn group_is_mine(gid: u32, me: u32) -> bool {
+pub(crate) fn group_is_mine(gid: u32, me: u32) -> bool {
     let my_name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(me))
         .ok()
         .flatten()

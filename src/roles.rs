@@ -168,6 +168,18 @@ impl Roles {
         if !required && !path.exists() {
             return Ok(Roles::default());
         }
+        // Whoever could write it could make themselves admin: a file others may write
+        // or replace is refused, as a state file's folders are.
+        if path.exists() {
+            let me = nix::unistd::geteuid().as_raw();
+            crate::record::file_trusted(path, me, "roles file").map_err(|why| InputError {
+                file: path.display().to_string(),
+                line: None,
+                column: None,
+                field: None,
+                message: format!("not trusted: {why}"),
+            })?;
+        }
         let text = crate::load::read(path)?;
         Roles::parse(path, &text)
     }

@@ -451,6 +451,61 @@ fn a_maar_stopped_before_its_engine_started_does_not_take_the_file_back() {
 }
 
 #[test]
+fn a_roles_file_that_others_may_write_or_replace_is_refused() {
+    let d = dir("roles-file");
+    let f = d.join("roles.yaml");
+    std::fs::write(&f, "users:\n  mallory: admin\n").unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let start = |d: &Path| {
+        let mut child = Running(
+            maar(d)
+                .env("MAAR_ROLES", &f)
+                .args(["demo", "--headless", "--no-state"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let end = Instant::now() + Duration::from_secs(20);
+        while child.0.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < end,
+                "started with a roles file others may write"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        (child.0.wait().unwrap().code(), err)
+    };
+    mode(&f, 0o644);
+    assert!(maar::roles::Roles::from_path(&f, true).is_ok());
+    // Writable by others: anyone could name themselves admin.
+    mode(&f, 0o666);
+    let e = maar::roles::Roles::from_path(&f, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("may be written by other users"), "{e}");
+    // The file safe, its folder open to all: anyone could put their own in its place.
+    mode(&f, 0o644);
+    mode(&d, 0o777);
+    let e = maar::roles::Roles::from_path(&f, true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("folder") && e.contains("may be written"), "{e}");
+    // Sticky (as /tmp): others cannot replace this user's file.
+    mode(&d, 0o1777);
+    assert!(maar::roles::Roles::from_path(&f, true).is_ok());
+    // A maar told to take roles from an unsafe file refuses to start with them.
+    mode(&f, 0o666);
+    let (code, err) = start(&d);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not trusted"), "{err}");
+    mode(&d, 0o755);
+}
+
+#[test]
 fn a_writer_that_lost_the_lease_writes_nothing() {
     let d = dir("fence");
     let p = d.join("x.db");
