@@ -1887,6 +1887,54 @@ fn a_node_not_ready_for_a_moment_keeps_its_pods_and_takes_no_new_ones() {
 }
 
 #[test]
+fn a_pod_deleted_and_made_again_under_its_name_is_scheduled_again() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![pod("ml", "reuse", 1, json!({}))],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/reuse"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 2, &writes);
+    // `kubectl replace --force`: deleted, then made again with a new uid.
+    d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Delete(pod(
+            "ml",
+            "reuse",
+            1,
+            json!({"spec": {"nodeName": "gpu-a"}}),
+        )))],
+    );
+    let again = pod(
+        "ml",
+        "reuse",
+        2,
+        json!({"metadata": {"uid": "uid-reuse-2"}}),
+    );
+    let (_, writes) = d.step(&mut core, 4, vec![Seen::Pod(Watched::Apply(again))]);
+    assert_eq!(bound_to(&writes, "ml/reuse"), Some("gpu-a"), "{writes:?}");
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w, Write::Unschedulable { message, .. } if message.contains("already exists"))),
+        "{writes:?}"
+    );
+    let c = core.cluster();
+    let id = c.job_id("ml/reuse").unwrap();
+    assert_eq!(
+        c.jobs[id as usize].spec.gpu.count, 2,
+        "the name finds the new one"
+    );
+    assert_eq!(c.job_id("reuse").unwrap(), id);
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -294,11 +294,16 @@ impl Cluster {
         for id in ids {
             let j = &c.jobs[id as usize];
             let key: std::sync::Arc<str> = j.spec.full_name().into();
-            if c.job_by_name.insert(key, id).is_some() {
-                return bad(format!(
-                    "two jobs are named {}/{}",
-                    j.spec.project, j.spec.name
-                ));
+            // In id order: a name used again finds the newer job; two live jobs of
+            // one name cannot be.
+            if let Some(prev) = c.job_by_name.insert(key, id) {
+                let live = |x: JobId| c.jobs.get(x).is_some_and(|j| !j.phase.is_terminal());
+                if live(prev) && live(id) {
+                    return bad(format!(
+                        "two jobs are named {}/{}",
+                        j.spec.project, j.spec.name
+                    ));
+                }
             }
             let (phase, prio, started) = (j.phase, j.rank(), j.started);
             match phase {

@@ -704,7 +704,10 @@ impl Cluster {
                 .copied()
                 .ok_or_else(|| ClusterError::UnknownJob(name.to_string()));
         }
-        let mut found = self.jobs.iter().filter(|j| j.spec.name == name);
+        // (A job whose name a newer one took is found by its id only.)
+        let mut found = self.jobs.iter().filter(|j| {
+            j.spec.name == name && self.job_by_name.get(j.spec.full_name().as_str()) == Some(&j.id)
+        });
         match (found.next(), found.next()) {
             (Some(j), None) => Ok(j.id),
             (Some(_), Some(_)) => Err(ClusterError::AmbiguousJob(name.to_string())),
@@ -883,7 +886,14 @@ impl Cluster {
     /// Adds a job in Pending. Unknown projects or pools are kept, Pending, and explained.
     pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClusterError> {
         let key: std::sync::Arc<str> = spec.full_name().into();
-        if self.job_by_name.contains_key(&key) {
+        // A name is taken while its job is live; an ended job's name may be used again
+        // (Kubernetes: a pod deleted and made again, a StatefulSet's): the name then
+        // finds the new job, and the old one stays in the history by its id.
+        if self
+            .job_by_name
+            .get(&key)
+            .is_some_and(|&old| self.jobs.get(old).is_some_and(|j| !j.phase.is_terminal()))
+        {
             return Err(ClusterError::DuplicateJob {
                 project: spec.project,
                 name: spec.name,
@@ -1143,7 +1153,11 @@ impl Cluster {
             t.dropped_wait_s += j.wait_s;
             t.dropped_max_wait_s = t.dropped_max_wait_s.max(j.wait_s);
             t.dropped_restarts += j.restarts as u64;
-            self.job_by_name.remove(j.spec.full_name().as_str());
+            // (Unless the name has found a newer job since.)
+            let name = j.spec.full_name();
+            if self.job_by_name.get(name.as_str()) == Some(&old) {
+                self.job_by_name.remove(name.as_str());
+            }
             self.services.remove(&old);
             self.anti.remove(&old);
             self.by_label.remove(old, &j.spec.rules.labels);
