@@ -1934,6 +1934,129 @@ fn a_pod_deleted_and_made_again_under_its_name_is_scheduled_again() {
     assert_eq!(c.job_id("reuse").unwrap(), id);
 }
 
+/// A pod of PriorityClass `class` (value `value`), as the API server's Priority
+/// admission leaves it, with `extra` merged.
+fn classed(name: &str, gpus: u32, class: &str, value: i32, extra: Value) -> Box<PodSeen> {
+    let mut v = json!({"spec": {"priorityClassName": class, "priority": value}});
+    merge(&mut v, extra);
+    pod("ml", name, gpus, v)
+}
+
+#[test]
+fn a_pod_being_deleted_is_nobodys_victim_and_holds_its_cards_until_gone() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![classed("holder", 8, "low", -10, json!({}))],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/holder"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 2, &writes);
+    // `kubectl delete pod holder`, a finalizer holding it.
+    let deleting = classed(
+        "holder",
+        8,
+        "low",
+        -10,
+        json!({"metadata": {"deletionTimestamp": "2026-12-05T07:00:00Z", "finalizers": ["x/hold"]},
+               "spec": {"nodeName": "gpu-a"}}),
+    );
+    d.step(&mut core, 3, vec![Seen::Pod(Watched::Apply(deleting))]);
+    // A pod of a higher class comes: it waits for the cards, evicting nobody.
+    let (_, writes) = d.step(
+        &mut core,
+        4,
+        vec![Seen::Pod(Watched::Apply(classed(
+            "taker",
+            1,
+            "high",
+            1000,
+            json!({}),
+        )))],
+    );
+    assert_eq!(bound_to(&writes, "ml/taker"), None, "{writes:?}");
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "ml/holder"), Phase::Running);
+    // Gone: the cards are free and the waiting pod is bound.
+    let gone = classed(
+        "holder",
+        8,
+        "low",
+        -10,
+        json!({"spec": {"nodeName": "gpu-a"}}),
+    );
+    let (_, writes) = d.step(&mut core, 5, vec![Seen::Pod(Watched::Delete(gone))]);
+    let (_, more) = d.step(&mut core, 6, vec![]);
+    let all: Vec<Write> = writes.into_iter().chain(more).collect();
+    assert_eq!(bound_to(&all, "ml/taker"), Some("gpu-a"), "{all:?}");
+}
+
+#[test]
+fn a_pod_whose_class_never_preempts_waits_and_a_class_beats_the_annotation() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![classed("low", 8, "low", -10, json!({}))],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/low"), Some("gpu-a"));
+    bound_all(&mut d, &mut core, 2, &writes);
+    // High, but `preemptionPolicy: Never`: it waits.
+    let polite = classed(
+        "polite",
+        8,
+        "high-nopreempt",
+        100_000,
+        json!({"spec": {"preemptionPolicy": "Never"}}),
+    );
+    // A low class whose pod annotates itself 900000: its class says -10.
+    let sneaky = classed(
+        "sneaky",
+        8,
+        "low",
+        -10,
+        json!({"metadata": {"annotations": {"crater.ai/priority": "900000"}}}),
+    );
+    // No class, annotated 900000: at most high.
+    let loud = pod(
+        "ml",
+        "loud",
+        1,
+        json!({"metadata": {"annotations": {"crater.ai/priority": "900000"}}}),
+    );
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![
+            Seen::Pod(Watched::Apply(polite)),
+            Seen::Pod(Watched::Apply(sneaky)),
+        ],
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "nobody evicted: {writes:?}"
+    );
+    assert_eq!(phase(&core, "ml/low"), Phase::Running);
+    // (High may evict low: the annotation's top.)
+    d.step(&mut core, 4, vec![Seen::Pod(Watched::Apply(loud))]);
+    let c = core.cluster();
+    let prio = |n: &str| c.jobs[c.job_id(n).unwrap() as usize].spec.priority;
+    assert_eq!(prio("ml/sneaky"), -10);
+    assert_eq!(prio("ml/loud"), maar_scheduler::model::PRIORITY_HIGH);
+    assert_eq!(prio("ml/polite"), 100_000);
+}
+
 #[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();

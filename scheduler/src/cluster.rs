@@ -813,7 +813,7 @@ impl Cluster {
     }
 
     /// Notes that a job's placements are about to change (first change only).
-    fn touch(&mut self, id: JobId) {
+    pub(crate) fn touch(&mut self, id: JobId) {
         if !self.quiet && self.touched_ids.insert(id) {
             let before = self.jobs[id as usize].placements.clone();
             self.touched.push((id, before));
@@ -931,6 +931,7 @@ impl Cluster {
             aged: 0,
             peak_pct: 0,
             kept: false,
+            terminating: false,
             spec: spec.into(),
             asks: Default::default(),
         });

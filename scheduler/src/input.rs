@@ -132,6 +132,9 @@ pub enum Observation {
         #[serde(default)]
         keeps_jobs: bool,
     },
+    /// A running job's world is stopping it (Kubernetes: its pod is being deleted):
+    /// it holds its room until it is gone, and is never a victim.
+    JobTerminating { job: String },
     /// A GPU's health; jobs on a card that turns unhealthy are lost.
     GpuHealth {
         node: String,
@@ -505,6 +508,16 @@ impl Core {
                 cordoned,
             } => done(c.set_cordon(&node, gpu, cordoned)?),
             Observation::JobGone { job, why } => done(c.stop_job(&job, &why)?),
+            Observation::JobTerminating { job } => {
+                let id = c.job_id(&job)?;
+                if c.jobs[id as usize].phase == Phase::Running && !c.jobs[id as usize].terminating {
+                    c.jobs[id as usize].terminating = true;
+                    c.touch(id);
+                    done(format!("job {job} is terminating"))
+                } else {
+                    done(format!("job {job} unchanged"))
+                }
+            }
             Observation::QuotaAsked {
                 project,
                 pool,

@@ -725,6 +725,10 @@ pub struct PodSpec {
     pub priority: Option<i32>,
     #[serde(default)]
     pub priority_class_name: Option<String>,
+    /// `PreemptLowerPriority` or `Never`, set by the API server from the
+    /// PriorityClass.
+    #[serde(default)]
+    pub preemption_policy: Option<String>,
 }
 
 /// A pod's `affinity`: node affinity (required terms; preferred as a score), pod
@@ -1023,6 +1027,7 @@ impl PodSpec {
         let mut r = crate::rules::PodRules {
             tolerations: self.tolerations.clone(),
             labels: labels.clone(),
+            never_preempts: self.preemption_policy.as_deref() == Some("Never"),
             ..Default::default()
         };
         if let Some(a) = &self.affinity {
@@ -1112,21 +1117,27 @@ impl Pod {
             return Err(bad("metadata.name", "a pod needs a name"));
         }
         let r = self.spec.requests("spec.containers")?;
-        let priority = match m.annotations.get(ANNOTATION_PRIORITY) {
-            // A PriorityClass named: the priority the API server set from it (kept
-            // inside maar's limits; maar's foreign pods hold the top).
-            None => match (&self.spec.priority_class_name, self.spec.priority) {
-                (Some(c), Some(p)) if !c.is_empty() => p.clamp(
-                    -crate::limits::MAX_PRIORITY + 1,
-                    crate::limits::MAX_PRIORITY - 1,
-                ),
-                _ => PRIORITY_MEDIUM,
-            },
-            Some(p) => {
+        // A PriorityClass named: the priority the API server set from it (kept inside
+        // maar's limits; maar's foreign pods hold the top). Who may use a class is the
+        // cluster's to say (RBAC, ResourceQuota by class), so it wins over the
+        // annotation, which anyone who makes a pod writes: that says at most `high`
+        // (a pod annotated 900000 evicted pods of higher classes).
+        let class = match (&self.spec.priority_class_name, self.spec.priority) {
+            (Some(c), Some(p)) if !c.is_empty() => Some(p.clamp(
+                -crate::limits::MAX_PRIORITY + 1,
+                crate::limits::MAX_PRIORITY - 1,
+            )),
+            _ => None,
+        };
+        let priority = match (class, m.annotations.get(ANNOTATION_PRIORITY)) {
+            (Some(p), _) => p,
+            (None, None) => PRIORITY_MEDIUM,
+            (None, Some(p)) => {
                 let field = format!("metadata.annotations.{ANNOTATION_PRIORITY}");
                 serde_json::from_value::<Priority>(serde_json::Value::String(p.clone()))
                     .map_err(|e| bad(&field, e.to_string()))?
                     .0
+                    .min(PRIORITY_HIGH)
             }
         };
         let est_runtime_s = match m.annotations.get(ANNOTATION_RUNTIME) {

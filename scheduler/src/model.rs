@@ -948,6 +948,11 @@ pub struct Job {
     /// sooner; or the one chosen refused it): it queues here, held no more.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kept: bool,
+    /// Its world is stopping it (Kubernetes: its pod is being deleted, a finalizer or
+    /// its grace period holding it): it holds its room until it is gone, and is
+    /// nobody's victim (evicting it frees nothing sooner).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
     /// The number its asks were interned under (derived: never stored, never
     /// compared; see `shape.rs`).
     #[serde(skip)]

@@ -22,7 +22,7 @@ impl Cluster {
 
     /// Whether a running job `v` may be evicted for pending job `j` on node `n`.
     fn evictable(&self, j: &Job, v: &Job, n: NodeId, within_reserved: bool) -> bool {
-        if v.id == j.id || v.phase != Phase::Running {
+        if v.id == j.id || v.phase != Phase::Running || v.terminating {
             return false;
         }
         // Placed at this instant: the cycle that placed it weighed it against every

@@ -383,6 +383,10 @@ pub struct PodRules {
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<SpreadConstraint>,
+    /// `preemptionPolicy: Never` (from its PriorityClass): it waits for room, ahead
+    /// of lower priorities in the queue, and never evicts anyone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub never_preempts: bool,
 }
 
 impl PodRules {

@@ -833,7 +833,9 @@ impl Cluster {
             }
             // Preempt (or reclaim) for what is still missing: the whole gang for a
             // start, replica by replica for a scale-up.
-            while placed < replicas && self.config.preemption && (scale_up || placed == 0) {
+            let may_preempt =
+                self.config.preemption && !self.jobs[id as usize].spec.rules.never_preempts;
+            while placed < replicas && may_preempt && (scale_up || placed == 0) {
                 let want = if scale_up { 1 } else { replicas };
                 // Evictions never give a job of this shape new victims in this cycle.
                 let prio = self.effective_priority(&self.jobs[id as usize]);

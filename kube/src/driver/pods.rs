@@ -118,6 +118,16 @@ impl KubeDriver {
                     self.reconcile_all(core, events);
                     return;
                 }
+                if p.deleting && p.node.is_some() && p.state == PodState::Live {
+                    // Deleted while it runs: its room is held until it is gone, and
+                    // it is nobody's victim (A1 of QA: a terminating pod preempted
+                    // had its 8 cards booked again beside its own).
+                    Self::observe(
+                        core,
+                        Observation::JobTerminating { job: key.clone() },
+                        events,
+                    );
+                }
                 if p.deleting && p.node.is_none() && p.state == PodState::Live {
                     // Deleted while it waited: no longer to be placed.
                     f.ended = true;
@@ -253,7 +263,16 @@ impl KubeDriver {
             ),
         };
         match out.result {
-            Ok(_) => facts.in_core = true,
+            Ok(_) => {
+                facts.in_core = true;
+                if p.deleting && p.node.is_some() {
+                    Self::observe(
+                        core,
+                        Observation::JobTerminating { job: key.clone() },
+                        events,
+                    );
+                }
+            }
             Err(_) if !p.ours => {}
             Err(e) => writes.push(Write::Unschedulable {
                 job: key.clone(),
