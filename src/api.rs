@@ -143,6 +143,10 @@ pub fn peer_actor(stream: &UnixStream, ssh: Option<&str>) -> std::io::Result<Act
 /// The socket served while the engine runs; dropped (or [`Server::stop`]) removes it.
 pub struct Server {
     path: PathBuf,
+    /// The socket's device and inode: on stop, only this socket is removed (a maar
+    /// paused past its lease and woken after another took the file over must not
+    /// remove the new one's socket).
+    ident: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     /// Written to on stop: wakes the thread blocked on the socket.
     wake: Option<std::os::unix::net::UnixStream>,
@@ -160,9 +164,24 @@ impl Server {
     ) -> std::io::Result<Server> {
         let path = socket_path(state);
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|e| {
+        // Made private from the start (its access is set next): bound with the
+        // default umask, it was open to every user for a moment.
+        let listener = {
+            use nix::sys::stat::{umask, Mode};
+            let before = umask(Mode::from_bits_truncate(0o077));
+            let bound = UnixListener::bind(&path);
+            umask(before);
+            bound
+        }
+        .map_err(|e| {
             std::io::Error::new(e.kind(), format!("{}: cannot serve: {e}", path.display()))
         })?;
+        let ident = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(&path)
+                .ok()
+                .map(|m| (m.dev(), m.ino()))
+        };
         if let Err(e) = set_access(&path, &access) {
             // Nothing listens behind a socket left as it was made.
             let _ = std::fs::remove_file(&path);
@@ -241,6 +260,7 @@ impl Server {
             })?;
         Ok(Server {
             path,
+            ident,
             stop,
             wake: Some(wake),
             thread: Some(thread),
@@ -258,7 +278,12 @@ impl Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        use std::os::unix::fs::MetadataExt;
+        let still_mine = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| Some((m.dev(), m.ino())) == self.ident);
+        if still_mine {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

@@ -506,6 +506,64 @@ fn a_roles_file_that_others_may_write_or_replace_is_refused() {
 }
 
 #[test]
+fn a_maar_woken_after_another_took_its_file_leaves_the_new_ones_socket() {
+    let d = dir("woken-socket");
+    let st = state(&d);
+    // (Its log to a file: a pipe nobody reads would fill and stop it.)
+    let log = d.join("a.log");
+    let start = |resume: bool| {
+        let mut c = maar(&d);
+        c.args(["demo", "--headless"]);
+        let err = if resume {
+            c.arg("--resume");
+            Stdio::null()
+        } else {
+            Stdio::from(std::fs::File::create(&log).unwrap())
+        };
+        Running(c.stdout(Stdio::null()).stderr(err).spawn().unwrap())
+    };
+    let serving = |within: Duration| {
+        let end = Instant::now() + within;
+        while !matches!(Remote::connect(&st), Ok(Some(_))) {
+            assert!(Instant::now() < end, "no maar serves the file");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut a = start(false);
+    serving(Duration::from_secs(20));
+    // Paused past its lease: another maar takes the file over and serves it.
+    a.signal("-STOP");
+    std::thread::sleep(maar::record::LEASE_STALE + Duration::from_millis(500));
+    let b = start(true);
+    // (The stopped one's socket still takes connections: wait for the lease.)
+    let end = Instant::now() + Duration::from_secs(20);
+    while Record::open(&st)
+        .ok()
+        .and_then(|r| r.holder().ok().flatten())
+        .is_none_or(|h| h.pid != b.0.id() as i64)
+    {
+        assert!(Instant::now() < end, "the second maar never took the file");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut b = b;
+    // Woken, the first one stops; the second still serves at the socket.
+    a.signal("-CONT");
+    a.ended_within(Duration::from_secs(20));
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(err.contains("taken over"), "{err}");
+    let o = maar(&d)
+        .args(["cordon", "t4-01", "-o", "json", "--state"])
+        .arg(&st)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["via"], "socket", "{v}");
+    b.signal("-TERM");
+    b.ended_within(Duration::from_secs(20));
+}
+
+#[test]
 fn a_writer_that_lost_the_lease_writes_nothing() {
     let d = dir("fence");
     let p = d.join("x.db");
