@@ -50,10 +50,26 @@ pub(crate) fn table(header: &[&str]) -> Table {
     t
 }
 
-/// A table as text: no left margin, no trailing spaces, ending in a newline.
+/// A table as text: no left margin, no trailing spaces, ending in a newline. Each
+/// cell is one line: a newline or tab in a value (a name or a message anyone may
+/// write) is shown escaped, as are Unicode's invisible format characters (a bidi
+/// override), so that no value can draw a row of its own (an audit row that reads as
+/// another user's).
 pub(crate) fn render(t: Table) -> String {
+    let cells = |r: &comfy_table::Row| -> Vec<String> {
+        r.cell_iter().map(|c| one_line(&c.content()).into_owned()).collect()
+    };
+    let mut safe = Table::new();
+    safe.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    if let Some(h) = t.header() {
+        safe.set_header(cells(h));
+    }
+    for r in t.row_iter() {
+        safe.add_row(cells(r));
+    }
     // comfy-table pads the left of each line with one space in this preset.
-    let s = t.to_string();
+    let s = safe.to_string();
     let mut out: String = s
         .lines()
         .map(|l| l.strip_prefix(' ').unwrap_or(l).trim_end())
@@ -61,6 +77,31 @@ pub(crate) fn render(t: Table) -> String {
         .join("\n");
     out.push('\n');
     out
+}
+
+/// A value as one line of visible text: newline, tab and carriage return escaped
+/// (`\n`), and Unicode's format characters (bidi overrides and isolates, zero-width
+/// marks, line and paragraph separators) as `\u{202e}`. Other control characters
+/// are escaped where the text is written (`out::clean`).
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        matches!(c, '\n' | '\t' | '\r')
+            || matches!(c as u32, 0x200b..=0x200f | 0x2028..=0x202e | 0x2060..=0x2069 | 0xfeff)
+    };
+    if !s.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The headers with a CLUSTER column first when `on` (rows of several clusters).
@@ -404,4 +445,25 @@ pub fn alerts_table(alerts: &[maar_scheduler::alerts::AlertView], wide: bool) ->
         t.add_row(row);
     }
     render(t)
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::*;
+
+    #[test]
+    fn no_value_draws_a_row_of_its_own() {
+        let mut t = table(&["WHO", "OBJECT"]);
+        t.add_row(vec![
+            "mallory".to_string(),
+            "node/a100-01\n785  qa-owner  drain_node\tok\u{202e}".to_string(),
+        ]);
+        let s = render(t);
+        assert_eq!(s.lines().count(), 2, "{s}");
+        assert!(
+            s.contains("node/a100-01\\n785  qa-owner  drain_node\\tok\\u{202e}"),
+            "{s}"
+        );
+        assert_eq!(one_line("plain"), "plain");
+    }
 }
