@@ -57,7 +57,9 @@ pub(crate) fn table(header: &[&str]) -> Table {
 /// another user's).
 pub(crate) fn render(t: Table) -> String {
     let cells = |r: &comfy_table::Row| -> Vec<String> {
-        r.cell_iter().map(|c| one_line(&c.content()).into_owned()).collect()
+        r.cell_iter()
+            .map(|c| one_line(&c.content()).into_owned())
+            .collect()
     };
     let mut safe = Table::new();
     safe.load_preset(presets::NOTHING)

@@ -645,6 +645,12 @@ fn a_restarted_maar_adopts_the_jobs_still_running_and_ends_those_that_ended() {
     );
     let log = work.join("logs/default_keeps/replica-0.log");
     assert!(read_trim(&log).ends_with("finished"), "{log:?}");
+    // A job's output is its owner's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&log), 0o600);
+    assert_eq!(mode(&work.join("logs/default_keeps/replica-0.exit")), 0o600);
+    assert_eq!(mode(&work.join("logs/default_keeps")), 0o700);
     // Its GPUs are free again: the waiting job runs.
     let t = core.now() + 1;
     d.advance(&mut core, t);

@@ -256,7 +256,10 @@ impl Replica {
     /// job stops everything it started, and a Ctrl-C in maar's terminal does not
     /// reach it). Its output's tail goes to maar's log.
     pub fn spawn(l: &Launch) -> Result<Replica, String> {
-        std::fs::create_dir_all(l.folder)
+        // Private to maar's user: a job's output is its owner's (folders 0700, files
+        // 0600; they were readable by every user).
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(l.folder)
             .map_err(|e| format!("cannot make the log folder {}: {e}", l.folder.display()))?;
         let log = l.folder.join(format!("replica-{}.log", l.index));
         let exit = l.folder.join(format!("replica-{}.exit", l.index));
@@ -588,11 +591,12 @@ struct RotatingLog {
 
 impl RotatingLog {
     fn open(path: &Path) -> RotatingLog {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .ok();
+        let file = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().create(true).append(true),
+            0o600,
+        )
+        .open(path)
+        .ok();
         let size = file
             .as_ref()
             .and_then(|f| f.metadata().ok())
@@ -642,7 +646,16 @@ extern "C" fn on_signal(_: nix::libc::c_int) {}
 fn record_end(exit: &Path, what: &str) {
     let mut tmp = exit.as_os_str().to_owned();
     tmp.push(".tmp");
-    if std::fs::write(&tmp, format!("{what}\n")).is_ok() {
+    let written = std::os::unix::fs::OpenOptionsExt::mode(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+        0o600,
+    )
+    .open(&tmp)
+    .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{what}\n").as_bytes()));
+    if written.is_ok() {
         let _ = std::fs::rename(&tmp, exit);
     }
 }
