@@ -2058,6 +2058,94 @@ fn a_pod_whose_class_never_preempts_waits_and_a_class_beats_the_annotation() {
 }
 
 #[test]
+fn fewer_cards_advertised_than_the_node_had_offers_only_what_the_count_leaves() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // (Small pods: eight fit the node's CPU.)
+    let small = json!({"spec": {"containers": [{"name": "main", "image": "pytorch:2.3",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                      "limits": {"nvidia.com/gpu": "1"}}}]}});
+    let pods: Vec<Box<PodSeen>> = (0..8)
+        .map(|i| pod("ml", &format!("p{i}"), 1, small.clone()))
+        .collect();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(vec![node("gpu-a", 8, "a100", json!({}))], pods),
+    );
+    bound_all(&mut d, &mut core, 2, &writes);
+    let card = |core: &Core, job: &str| {
+        let c = core.cluster();
+        c.jobs[c.job_id(job).unwrap() as usize].placements[0].gpus[0].gpu
+    };
+    // The pods on the first four cards end; the node then advertises 4 cards.
+    let low: Vec<String> = (0..8)
+        .map(|i| format!("p{i}"))
+        .filter(|p| card(&core, &format!("ml/{p}")) < 4)
+        .collect();
+    assert_eq!(low.len(), 4);
+    let ended: Vec<Seen> = low
+        .iter()
+        .map(|p| {
+            Seen::Pod(Watched::Delete(pod(
+                "ml",
+                p,
+                1,
+                json!({"spec": {"nodeName": "gpu-a"}}),
+            )))
+        })
+        .collect();
+    d.step(&mut core, 3, ended);
+    d.step(
+        &mut core,
+        4,
+        vec![Seen::Node(Watched::Apply(node(
+            "gpu-a",
+            4,
+            "a100",
+            json!({}),
+        )))],
+    );
+    // Four cards advertised, four in use: a new pod is not bound there.
+    let (_, writes) = d.step(
+        &mut core,
+        5,
+        vec![Seen::Pod(Watched::Apply(pod("ml", "new", 1, json!({}))))],
+    );
+    assert_eq!(bound_to(&writes, "ml/new"), None, "{writes:?}");
+    // Past the grace nothing is lost: the four pods fit the count.
+    let (_, writes) = d.step(
+        &mut core,
+        5 + 2 * maar_kube::driver::WITHDRAW_GRACE_S,
+        vec![],
+    );
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Delete { .. })),
+        "{writes:?}"
+    );
+    let running = (0..8)
+        .filter(|i| {
+            core.cluster()
+                .job_id(&format!("ml/p{i}"))
+                .is_ok_and(|id| core.cluster().jobs[id as usize].phase == Phase::Running)
+        })
+        .count();
+    assert_eq!(running, 4);
+    assert_eq!(bound_to(&writes, "ml/new"), None);
+    // One of them ends: one card is offered, and the waiting pod is bound.
+    let high: Vec<String> = (0..8)
+        .map(|i| format!("p{i}"))
+        .filter(|p| !low.contains(p))
+        .collect();
+    let t = 10 + 2 * maar_kube::driver::WITHDRAW_GRACE_S;
+    let gone = pod("ml", &high[0], 1, json!({"spec": {"nodeName": "gpu-a"}}));
+    let (_, writes) = d.step(&mut core, t, vec![Seen::Pod(Watched::Delete(gone))]);
+    let (_, more) = d.step(&mut core, t + 1, vec![]);
+    let all: Vec<Write> = writes.into_iter().chain(more).collect();
+    assert_eq!(bound_to(&all, "ml/new"), Some("gpu-a"), "{all:?}");
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

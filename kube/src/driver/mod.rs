@@ -954,10 +954,12 @@ impl KubeDriver {
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
         }
-        // Cards withdrawn and freed during the grace: not offered.
-        let fenced: Vec<String> = self.withdrawing.keys().cloned().collect();
-        for name in fenced {
-            self.fence_withdrawn(core, &name, &mut events);
+        // Nodes advertising fewer cards than they hold: looked at again each step (a
+        // job that ends frees a card, or the last on a card past the count: the node
+        // is then taken as advertised).
+        let fewer: Vec<Box<KNode>> = self.withdrawing.values().map(|(_, k)| k.clone()).collect();
+        for k in fewer {
+            self.node_seen(core, &k, &mut events, false);
         }
         // Cards withdrawn for longer than the grace: taken as gone now.
         let now = core.now();

@@ -46,7 +46,18 @@ impl KubeDriver {
                     .collect()
             })
             .unwrap_or_default();
-        if held.is_empty() || withdraw {
+        // Which physical cards a device plugin stopped advertising, maar cannot know:
+        // only how many. While the cards in use fit the count advertised, nothing is
+        // lost (the cards past the count are kept, the free ones fenced by
+        // `fence_withdrawn`); only when more cards are in use than advertised, after the
+        // grace, are the jobs on the cards past the count taken as lost.
+        let in_use = Self::cards_in_use(core, &name);
+        let lose_now = withdraw && in_use > as_model.gpus.len();
+        // Leaving the kept state (the jobs on the cards past the count ended, or the
+        // cards came back): the node is applied as advertised even if its object did
+        // not change.
+        let leaving = held.is_empty() && self.withdrawing.contains_key(&name);
+        if held.is_empty() || lose_now {
             self.withdrawing.remove(&name);
         } else {
             let now = core.now();
@@ -54,7 +65,20 @@ impl KubeDriver {
             let since = self.withdrawing.get(&name).map_or(now, |w| w.0);
             self.withdrawing
                 .insert(name.clone(), (since, Box::new(k.clone())));
-            if first {
+            if first && in_use <= as_model.gpus.len() {
+                Self::note(
+                    core,
+                    Severity::Normal,
+                    "GpusFewer",
+                    format!("node/{name}"),
+                    format!(
+                        "node {name} advertises {} GPU(s); the {in_use} its pods hold fit, so none is lost: only {} free card(s) are offered",
+                        as_model.gpus.len(),
+                        as_model.gpus.len() - in_use
+                    ),
+                    events,
+                );
+            } else if first {
                 let cards: Vec<String> = held.iter().map(|g| g.index.to_string()).collect();
                 let node = object_ref("v1", "Node", "", &name, "");
                 self.trouble(
@@ -119,7 +143,7 @@ impl KubeDriver {
                 );
             }
             Some(b) => {
-                if b.offers != facts.offers || withdraw {
+                if b.offers != facts.offers || lose_now || leaving {
                     // Capacity, devices or taints changed (labels with them).
                     Self::observe(
                         core,
@@ -197,6 +221,17 @@ impl KubeDriver {
         self.fence_withdrawn(core, &name, events);
     }
 
+    /// How many of node `name`'s cards hold a job.
+    fn cards_in_use(core: &Core, name: &str) -> usize {
+        core.cluster().node_id(name).map_or(0, |id| {
+            core.cluster().nodes[id as usize]
+                .gpus
+                .iter()
+                .filter(|g| !g.allocs.is_empty())
+                .count()
+        })
+    }
+
     /// While the cards a node no longer advertises are kept for their jobs (the
     /// grace), those of them that no job holds are not offered: the kubelet would
     /// refuse a pod bound there. They are marked unhealthy for [`WITHDRAWN`] (maar
@@ -207,20 +242,28 @@ impl KubeDriver {
         let Ok(id) = core.cluster().node_id(name) else {
             return;
         };
+        // As many free cards are offered as the count advertised leaves beside those
+        // in use (the lowest numbers first); the rest are fenced.
         let advertised = self
             .withdrawing
             .get(name)
-            .map(|(_, k)| map::node_of(k).gpus);
+            .map(|(_, k)| map::node_of(k).gpus.len());
+        let mut budget = advertised.map(|a| a.saturating_sub(Self::cards_in_use(core, name)));
         let changes: Vec<(u32, bool)> = core.cluster().nodes[id as usize]
             .gpus
             .iter()
+            .filter(|g| g.allocs.is_empty())
             .filter_map(|g| {
-                let offered = advertised.as_ref().is_none_or(|a| {
-                    a.get(g.index as usize)
-                        .is_some_and(|x| x.resource == g.resource)
-                });
+                let offered = match &mut budget {
+                    None => true,
+                    Some(0) => false,
+                    Some(b) => {
+                        *b -= 1;
+                        true
+                    }
+                };
                 match &g.health {
-                    Health::Healthy if !offered && g.allocs.is_empty() => Some((g.index, false)),
+                    Health::Healthy if !offered => Some((g.index, false)),
                     Health::Unhealthy(why) if offered && why == WITHDRAWN => Some((g.index, true)),
                     _ => None,
                 }
