@@ -1004,3 +1004,99 @@ async fn a_restarted_maar_on_the_same_host_waits_for_the_lease_it_held_before() 
     );
     server.await.unwrap();
 }
+
+/// The API server for a node command: the PATCHes of node `gpu-a` answered with
+/// `codes` in turn (then 200), each told on `seen`.
+fn serve_node_patches(
+    handle: common::Handle,
+    codes: Vec<u16>,
+    seen: std::sync::mpsc::Sender<(String, Value)>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut h = pin!(handle);
+            let mut codes = codes.into_iter();
+            while let Some((req, send)) = h.next_request().await {
+                let uri = req.uri().to_string();
+                let bytes = req.into_body().collect_bytes().await.unwrap();
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let _ = seen.send((uri.clone(), body));
+                let code = if uri.contains("/nodes/gpu-a") {
+                    codes.next().unwrap_or(200)
+                } else {
+                    200
+                };
+                send.send_response(if code == 200 {
+                    ok(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a"}}))
+                } else {
+                    status(code, "InternalError", "etcdserver: request timed out")
+                });
+            }
+        });
+    })
+}
+
+#[test]
+fn a_cordon_is_acknowledged_only_once_the_api_server_took_it() {
+    use maar_kube::world::{Watched, World};
+    use maar_kube::KubeDriver;
+    use maar_scheduler::{Actor, Cluster, Command, Core, Driver, SchedConfig};
+    let (svc, handle) = tower_test::mock::pair::<http::Request<Body>, Response<Body>>();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _server = serve_node_patches(handle, vec![500], tx);
+    let world = World::writer_only(move || Client::new(svc, "default")).unwrap();
+    let mut d = KubeDriver::new(world);
+    let mut core = Core::new(Cluster::new(SchedConfig::default()));
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "gpu-a", "labels": {"crater.ai/gpu-model": "a100", "crater.ai/gpu-count": "8"}},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    d.step(
+        &mut core,
+        1,
+        vec![
+            Seen::Pool(Watched::InitDone),
+            Seen::Quota(Watched::InitDone),
+            Seen::Object(Owner::TrainJob, Watched::InitDone),
+            Seen::Object(Owner::InferenceService, Watched::InitDone),
+            Seen::Namespace(Watched::InitDone),
+            Seen::Pod(Watched::Init),
+            Seen::Pod(Watched::InitDone),
+            Seen::Node(Watched::Init),
+            Seen::Node(Watched::InitApply(Box::new(node))),
+            Seen::Node(Watched::InitDone),
+        ],
+    );
+    let cordoned = |core: &Core| {
+        let c = core.cluster();
+        c.nodes[c.node_id("gpu-a").unwrap() as usize].cordoned
+    };
+    let cordon = || Command::CordonNode {
+        node: "gpu-a".into(),
+    };
+    // The API server fails the write: refused, nothing changed in maar either.
+    let out = d.command(&mut core, Actor::system("op"), cordon());
+    let why = format!("{:?}", out.result);
+    assert!(
+        out.result.is_err() && why.contains("nothing was changed"),
+        "{why}"
+    );
+    assert!(!cordoned(&core));
+    // Taken: acknowledged, in force in the cluster before the answer.
+    let out = d.command(&mut core, Actor::system("op"), cordon());
+    assert!(out.result.is_ok(), "{:?}", out.result);
+    assert!(cordoned(&core));
+    let patches: Vec<(String, Value)> = rx
+        .try_iter()
+        .filter(|(uri, _)| uri.contains("/nodes/gpu-a"))
+        .collect();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    assert_eq!(patches[1].1["spec"]["unschedulable"], true);
+}

@@ -1126,9 +1126,27 @@ impl Driver for KubeDriver {
         }
         let mut writes = Vec::new();
         let effect = Self::in_cluster(&command);
+        // A command on a node is in force in the cluster before it is acknowledged:
+        // written now, and refused (nothing applied) when the API server does not
+        // take it.
+        let mut sent = false;
+        if let (Some(w), Some(write)) = (&self.world, Self::node_write(core, &command)) {
+            let what = crate::world::describe(&write);
+            if let Err(e) = w.write_now(write, CREATE_WITHIN) {
+                return Output {
+                    result: Err(maar_scheduler::ClusterError::Invalid(format!(
+                        "not done: {what} failed in the cluster ({e}); nothing was changed"
+                    ))),
+                    job: None,
+                    events: Vec::new(),
+                    decisions: Vec::new(),
+                };
+            }
+            sent = true;
+        }
         let mut out = core.apply(Input::Command { actor, command });
         if out.is_ok() {
-            self.write_effect(core, effect, &mut writes);
+            self.write_effect(core, effect, sent, &mut writes);
             let mut events = std::mem::take(&mut out.events);
             let decisions = out.decisions.clone();
             self.carry_out(core, &decisions, &mut writes);

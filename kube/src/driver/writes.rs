@@ -60,21 +60,60 @@ impl KubeDriver {
         }
     }
 
+    /// The write that puts a command on a node in force in the cluster, made before
+    /// the core takes the command (`None`: not a command on a node): the cordon, the
+    /// labels, or the node's GPU cordons as they will stand.
+    pub(super) fn node_write(core: &Core, command: &Command) -> Option<Write> {
+        match Self::in_cluster(command) {
+            InCluster::Cordon(node, on) => Some(Write::Cordon { node, on }),
+            InCluster::Labels { node, set, remove } => Some(Write::Labels { node, set, remove }),
+            InCluster::GpuCordons(node) => {
+                let c = core.cluster();
+                let n = c.node_id(&node).ok()?;
+                let mut gpus: Vec<u32> = c.nodes[n as usize]
+                    .gpus
+                    .iter()
+                    .filter(|g| g.cordoned)
+                    .map(|g| g.index)
+                    .collect();
+                match command {
+                    Command::CordonGpu { gpu, .. } if !gpus.contains(gpu) => gpus.push(*gpu),
+                    Command::UncordonGpu { gpu, .. } => gpus.retain(|g| g != gpu),
+                    _ => {}
+                }
+                gpus.sort_unstable();
+                Some(Write::GpuCordons { node, gpus })
+            }
+            InCluster::Decisions | InCluster::Objects | InCluster::MaarsOwn => None,
+        }
+    }
+
     /// Carries an operator command's own effect into the cluster, once the core has
-    /// taken it (the decisions it caused are carried out after).
-    pub(super) fn write_effect(&mut self, core: &Core, effect: InCluster, writes: &mut Vec<Write>) {
+    /// taken it (the decisions it caused are carried out after); `sent`: its write was
+    /// made already (`node_write`), only maar's books follow.
+    pub(super) fn write_effect(
+        &mut self,
+        core: &Core,
+        effect: InCluster,
+        sent: bool,
+        writes: &mut Vec<Write>,
+    ) {
+        let mut made = Vec::new();
         match effect {
             InCluster::Cordon(node, on) => {
                 if let Some(f) = self.nodes.get_mut(&node) {
                     f.cordoned = on;
                 }
-                writes.push(Write::Cordon { node, on });
+                made.push(Write::Cordon { node, on });
             }
-            InCluster::GpuCordons(node) => self.gpu_cordons(core, node, writes),
+            InCluster::GpuCordons(node) => self.gpu_cordons(core, node, &mut made),
             InCluster::Labels { node, set, remove } => {
-                writes.push(Write::Labels { node, set, remove });
+                made.push(Write::Labels { node, set, remove });
             }
             InCluster::Decisions | InCluster::Objects | InCluster::MaarsOwn => {}
+        }
+        if !sent {
+            writes.extend(made);
         }
     }
 

@@ -213,6 +213,27 @@ impl World {
         }
     }
 
+    /// Makes one write now and waits up to `within` for the API server's answer: an
+    /// operator's command on a node (a cordon, labels) is acknowledged only once it is
+    /// in force in the cluster (queued, it was lost to a maar killed before the
+    /// write, or to an API server out of reach, yet recorded as done).
+    pub fn write_now(&self, w: Write, within: std::time::Duration) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let client = self.client.clone();
+        self.handle.spawn(async move {
+            let recorder = Events::new(client.clone(), "maar");
+            let r = carry_out(&client, &recorder, &w).await;
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(within) {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the API server did not answer within {} s",
+                within.as_secs()
+            )),
+        }
+    }
+
     /// This maar holds the scheduling lease (schedules and writes).
     pub fn is_leader(&self) -> bool {
         self.leader.held()

@@ -434,7 +434,7 @@ fn metric_value(q: &str) -> Option<f64> {
     q.parse::<f64>().ok()
 }
 
-fn describe(w: &Write) -> String {
+pub fn describe(w: &Write) -> String {
     match w {
         Write::Bind { job, node, .. } => format!("binding pod {job} to {node}"),
         Write::Unschedulable { job, .. } => format!("marking {job} unschedulable"),
