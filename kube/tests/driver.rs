@@ -2146,6 +2146,53 @@ fn fewer_cards_advertised_than_the_node_had_offers_only_what_the_count_leaves() 
 }
 
 #[test]
+fn a_preempting_pod_is_bound_once_its_victims_are_gone_from_the_node() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![classed("victim", 8, "low", -10, json!({}))],
+        ),
+    );
+    bound_all(&mut d, &mut core, 2, &writes);
+    // A pod of a higher class: the victim is deleted, the new pod not yet bound
+    // (the kubelet counts the terminating pod's cards until it is gone).
+    let (_, writes) = d.step(
+        &mut core,
+        3,
+        vec![Seen::Pod(Watched::Apply(classed(
+            "urgent",
+            8,
+            "high",
+            1000,
+            json!({}),
+        )))],
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Delete { job, .. } if job == "ml/victim")),
+        "{writes:?}"
+    );
+    assert_eq!(bound_to(&writes, "ml/urgent"), None, "{writes:?}");
+    let (_, writes) = d.step(&mut core, 4, vec![]);
+    assert_eq!(bound_to(&writes, "ml/urgent"), None, "still terminating");
+    // Gone: the bind goes out.
+    let gone = classed(
+        "victim",
+        8,
+        "low",
+        -10,
+        json!({"spec": {"nodeName": "gpu-a"}}),
+    );
+    let (_, writes) = d.step(&mut core, 5, vec![Seen::Pod(Watched::Delete(gone))]);
+    assert_eq!(bound_to(&writes, "ml/urgent"), Some("gpu-a"), "{writes:?}");
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -232,6 +232,12 @@ pub struct KubeDriver {
     starts: HashMap<String, (Option<u64>, &'static str)>,
     /// What each waiting pod's or object's expected start shows (as last written).
     starts_told: HashMap<String, (Option<u64>, &'static str)>,
+    /// By node: the pods maar deleted there (preempted, drained, stopped) that are
+    /// not gone yet. The kubelet counts a terminating pod's devices and CPU until it
+    /// is gone, so a pod for that node waits (as kube-scheduler's nominated pod does).
+    vacating: HashMap<String, HashSet<String>>,
+    /// Binds and pods made on nodes still being vacated, written once they are clear.
+    held_writes: Vec<Write>,
 }
 
 /// Whether an expected start moved enough to be written again: another basis, known
@@ -308,6 +314,8 @@ impl KubeDriver {
             last_poll: None,
             starts: HashMap::new(),
             starts_told: HashMap::new(),
+            vacating: HashMap::new(),
+            held_writes: Vec::new(),
         }
     }
 
@@ -1003,6 +1011,7 @@ impl KubeDriver {
             self.last_cycle = Some(now);
             self.settle(core, &mut events, &mut writes);
         }
+        self.hold_for_vacating(core, &mut writes);
         // The binds go out before the waiting pods are explained (explaining can take
         // a while: proofs on copies).
         if self.world.is_some() {
@@ -1152,6 +1161,7 @@ impl Driver for KubeDriver {
             self.carry_out(core, &decisions, &mut writes);
             self.drop_foreign(core, &mut events);
             self.settle(core, &mut events, &mut writes);
+            self.hold_for_vacating(core, &mut writes);
             self.answer_requests(core, &mut writes);
             out.events = events;
             self.flush(writes);

@@ -8,6 +8,14 @@ use super::*;
 const DELETED_WAITING: &str = "its pod is being deleted: no longer to be placed";
 
 impl KubeDriver {
+    /// Pod `key` no longer holds its node (gone, or ended).
+    fn vacated(&mut self, key: &str) {
+        self.vacating.retain(|_, pods| {
+            pods.remove(key);
+            !pods.is_empty()
+        });
+    }
+
     pub(super) fn pod_seen(
         &mut self,
         core: &mut Core,
@@ -26,9 +34,15 @@ impl KubeDriver {
                 }
                 self.pod_batch.push(*p);
             }
-            Watched::Apply(p) => self.pod_applied(core, *p, events, writes),
+            Watched::Apply(p) => {
+                if p.state != PodState::Live {
+                    self.vacated(&p.key);
+                }
+                self.pod_applied(core, *p, events, writes)
+            }
             Watched::Delete(p) => match &p.owner {
                 Some(tj) => {
+                    self.vacated(&p.key);
                     let (ns, name) = p.key.split_once('/').unwrap_or(("default", &p.key));
                     let tj_key = format!("{ns}/{tj}");
                     if let Some(o) = self.owned.get_mut(&tj_key).and_then(|o| o.get_mut(name)) {
@@ -36,7 +50,10 @@ impl KubeDriver {
                     }
                     self.object_check(core, &tj_key, events, writes);
                 }
-                None => self.pod_deleted(core, &p.key, events),
+                None => {
+                    self.vacated(&p.key);
+                    self.pod_deleted(core, &p.key, events)
+                }
             },
             Watched::InitDone => {
                 let mut batch = std::mem::take(&mut self.pod_batch);
@@ -45,6 +62,11 @@ impl KubeDriver {
                     self.pod_applied(core, p, events, writes);
                 }
                 if let Some(set) = self.relist_pods.take() {
+                    // Pods deleted while the watch was down are gone from their nodes.
+                    for pods in self.vacating.values_mut() {
+                        pods.retain(|k| set.contains(k));
+                    }
+                    self.vacating.retain(|_, pods| !pods.is_empty());
                     let gone = not_in(&self.pods, &set);
                     for k in gone {
                         self.pod_deleted(core, &k, events);

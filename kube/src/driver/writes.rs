@@ -243,6 +243,13 @@ impl KubeDriver {
                                 reason: reason.clone(),
                             });
                             self.deleted_own.push((job.clone(), reason.clone()));
+                            let nodes = replicas
+                                .iter()
+                                .map(|r| r.node.clone())
+                                .chain(f.node.as_ref().map(|(n, _)| n.clone()));
+                            for node in nodes {
+                                self.vacating.entry(node).or_default().insert(job.clone());
+                            }
                         }
                     } else if let Some(f) = self.objects.get_mut(job) {
                         if f.current.is_empty() {
@@ -282,6 +289,17 @@ impl KubeDriver {
                                 .and_then(|o| o.get(n))
                                 .is_none_or(|p| p.state == PodState::Live && !p.deleted)
                         });
+                        let (ns, _) = job.split_once('/').unwrap_or(("default", job));
+                        for n in &gone {
+                            if let Some(node) =
+                                owned.and_then(|o| o.get(n)).and_then(|p| p.node.clone())
+                            {
+                                self.vacating
+                                    .entry(node)
+                                    .or_default()
+                                    .insert(format!("{ns}/{n}"));
+                            }
+                        }
                         if !gone.is_empty() {
                             writes.push(Write::DeletePods {
                                 owner: f.owner,
@@ -292,6 +310,49 @@ impl KubeDriver {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Binds and pods to be made on nodes that maar's deleted pods still hold are kept
+    /// back until those are gone (the kubelet would refuse them: it counts a
+    /// terminating pod's devices until it is gone); kept ones whose nodes are clear go
+    /// out now. One the core no longer places there (its bind taken back) is dropped.
+    pub(super) fn hold_for_vacating(&mut self, core: &Core, writes: &mut Vec<Write>) {
+        if self.vacating.is_empty() && self.held_writes.is_empty() {
+            return;
+        }
+        let c = core.cluster();
+        let placed_on = |job: &str, node: &str| {
+            c.job_id(job).is_ok_and(|id| {
+                let j = &c.jobs[id as usize];
+                j.phase == Phase::Running
+                    && j.placements
+                        .iter()
+                        .any(|p| !p.bound && c.nodes[p.node as usize].name == node)
+            })
+        };
+        let held = std::mem::take(&mut self.held_writes);
+        let fresh = std::mem::take(writes);
+        for (was_held, x) in held
+            .into_iter()
+            .map(|x| (true, x))
+            .chain(fresh.into_iter().map(|x| (false, x)))
+        {
+            let nodes: Vec<&str> = match &x {
+                // Kept back, then taken back by the core (its bind timed out): dropped.
+                Write::Bind { job, node, .. } if was_held && !placed_on(job, node) => continue,
+                Write::Bind { node, .. } => vec![node.as_str()],
+                Write::CreatePods { pods, .. } => pods.iter().map(|p| p.at.node.as_str()).collect(),
+                _ => {
+                    writes.push(x);
+                    continue;
+                }
+            };
+            if nodes.iter().any(|n| self.vacating.contains_key(*n)) {
+                self.held_writes.push(x);
+            } else {
+                writes.push(x);
             }
         }
     }
