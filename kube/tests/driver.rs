@@ -2193,6 +2193,39 @@ fn a_preempting_pod_is_bound_once_its_victims_are_gone_from_the_node() {
 }
 
 #[test]
+fn a_pod_waiting_beside_an_unlabelled_gpu_node_is_told_to_label_it() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let bare = json!({"metadata": {"labels": {"crater.ai/node-role": null,
+        "crater.ai/gpu-model": null, "crater.ai/gpu-count": null, "crater.ai/gpu-memory": null}}});
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![
+                node("gpu-a", 2, "a100", json!({})),
+                node("bare", 8, "a100", bare),
+            ],
+            vec![
+                pod("ml", "busy", 2, json!({})),
+                pod("ml", "two", 2, json!({})),
+            ],
+        ),
+    );
+    // (Once the pod ahead of it runs: the room it waits for is not in its pool.)
+    let mut later = bound_all(&mut d, &mut core, 2, &writes);
+    later.extend(d.step(&mut core, 40, vec![]).1);
+    let why = told(&later, "ml/two").expect("told why");
+    assert!(
+        why.contains("node bare has 8 idle GPUs that maar does not schedule")
+            && why.contains(
+                "kubectl label node bare crater.ai/gpu-model=MODEL crater.ai/gpu-count=8"
+            ),
+        "{why}"
+    );
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -215,10 +215,26 @@ impl Cluster {
                     .iter()
                     .filter(|g| g.allocs.is_empty() && g.usable() && of_kind(g))
                     .count();
+                let what = match n.gpus.first().map(|g| g.model.as_str()) {
+                    Some(m) if !m.is_empty() => format!("{idle} idle {m} GPUs"),
+                    _ => format!("{idle} idle GPUs"),
+                };
+                if !n.gpu_labelled() {
+                    // Its cards are not maar's to use until the node says what they are.
+                    return Some(format!(
+                        "pool {pool} has no room for it, while node {} has {what} that maar does not schedule: it lacks the {} and {} labels (`kubectl label node {} {}=MODEL {}={}`, or `maar label`)",
+                        n.name,
+                        crate::model::LABEL_MODEL,
+                        crate::model::LABEL_COUNT,
+                        n.name,
+                        crate::model::LABEL_MODEL,
+                        crate::model::LABEL_COUNT,
+                        n.gpus.len()
+                    ));
+                }
                 return Some(format!(
-                    "pool {pool} has no room for it, while node {} has {idle} idle {} GPUs and is in no pool",
-                    n.name,
-                    n.gpus.first().map(|g| g.model.as_str()).unwrap_or("")
+                    "pool {pool} has no room for it, while node {} has {what} and is in no pool",
+                    n.name
                 ));
             }
             // Whole cards it could use, held by shared slices: a node where the
