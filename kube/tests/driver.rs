@@ -2226,6 +2226,38 @@ fn a_pod_waiting_beside_an_unlabelled_gpu_node_is_told_to_label_it() {
 }
 
 #[test]
+fn a_pod_asking_for_a_resource_maar_does_not_count_is_not_placed_and_told() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let asks = |extra: &str| {
+        json!({"spec": {"containers": [{"name": "main", "image": "pytorch:2.3",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1", extra: "1"},
+                          "limits": {"nvidia.com/gpu": "1", extra: "1"}}}]}})
+    };
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![
+                pod("ml", "rdma", 1, asks("rdma/hca_shared_devices_a")),
+                pod("ml", "huge", 1, asks("hugepages-2Mi")),
+                pod("ml", "plain", 1, json!({})),
+            ],
+        ),
+    );
+    assert_eq!(bound_to(&writes, "ml/plain"), Some("gpu-a"));
+    for (job, what) in [
+        ("ml/rdma", "rdma/hca_shared_devices_a"),
+        ("ml/huge", "hugepages-2Mi"),
+    ] {
+        assert_eq!(bound_to(&writes, job), None, "{writes:?}");
+        let why = told(&writes, job).expect("told why");
+        assert!(why.contains(&format!("does not count `{what}`")), "{why}");
+    }
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

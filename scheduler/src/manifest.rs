@@ -827,6 +827,9 @@ pub struct PodRequests {
     pub disk: u64,
     pub image: String,
     pub command: Vec<String>,
+    /// Other resources asked (extended resources such as `rdma/hca`, hugepages),
+    /// which maar does not count on nodes.
+    pub uncounted: Vec<String>,
 }
 
 /// One container's (or the overhead's) asks: GPUs and their device resource, CPU,
@@ -988,6 +991,24 @@ impl PodSpec {
             };
             sum.add(&Self::container_asks(&r, &field, &mut vendor, &mut device)?);
         }
+        // Resources maar does not count on nodes (anything but CPU, memory, ephemeral
+        // storage and GPU devices), asked in any amount above zero.
+        let mut uncounted: Vec<String> = self
+            .containers
+            .iter()
+            .chain(self.init_containers.iter())
+            .filter_map(|c| c.resources.as_ref())
+            .flat_map(|r| r.requests.iter().chain(r.limits.iter()))
+            .chain(self.overhead.iter())
+            .filter(|(k, q)| {
+                !matches!(k.as_str(), "cpu" | "memory" | "ephemeral-storage")
+                    && gpu_vendor(k).is_none()
+                    && !q.text().trim_start_matches('0').is_empty()
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        uncounted.sort();
+        uncounted.dedup();
         let gpus = crate::limits::at_most(
             "nvidia.com/gpu",
             sum.gpus,
@@ -1013,6 +1034,7 @@ impl PodSpec {
             disk: sum.disk,
             image,
             command,
+            uncounted,
         })
     }
 
@@ -1187,7 +1209,10 @@ impl Pod {
                 .filter(|(k, _)| k.as_str() != ANNOTATION_POOL)
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            rules: self.spec.rules(&m.labels, "spec")?,
+            rules: crate::rules::PodRules {
+                uncounted: r.uncounted.clone(),
+                ..self.spec.rules(&m.labels, "spec")?
+            },
             dispatched: None,
             sent_start_in: None,
             moved_from: None,

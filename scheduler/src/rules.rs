@@ -387,6 +387,11 @@ pub struct PodRules {
     /// of lower priorities in the queue, and never evicts anyone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub never_preempts: bool,
+    /// Resources it asks that maar does not count on nodes (extended resources,
+    /// hugepages): a pod of maar's that asks any is not placed (the kubelet could
+    /// refuse it wherever maar bound it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncounted: Vec<String>,
 }
 
 impl PodRules {

@@ -234,6 +234,28 @@ impl KubeDriver {
             None => return,
         };
         spec.project = ns.to_string();
+        if p.ours && p.node.is_none() && !spec.rules.uncounted.is_empty() {
+            // kube-scheduler's NodeResourcesFit counts every resource a node
+            // advertises; maar counts CPU, memory, ephemeral storage and GPUs only, so
+            // it would bind this pod where the kubelet may refuse it.
+            let message = format!(
+                "maar does not count {} on nodes (only CPU, memory, ephemeral storage and GPUs), so it does not place this pod: schedule it with kube-scheduler (no `schedulerName: maar`)",
+                spec.rules
+                    .uncounted
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            writes.push(Write::Unschedulable {
+                job: key.clone(),
+                uid: p.uid.clone(),
+                message,
+                object: None,
+            });
+            self.pods.insert(key, facts);
+            return;
+        }
         if !p.ours {
             // Never a victim of maar's preemption: it is not maar's to stop.
             spec.priority = maar_scheduler::limits::MAX_PRIORITY;
