@@ -2258,6 +2258,46 @@ fn a_pod_asking_for_a_resource_maar_does_not_count_is_not_placed_and_told() {
 }
 
 #[test]
+fn gpu_indices_that_name_cards_held_or_missing_are_not_trusted_at_a_restart() {
+    // A restarted maar finds pods bound, their cards as annotated; two of them were
+    // edited by hand: one names another pod's card, one a card the node lacks.
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let bound = |name: &str, cards: &str| {
+        pod(
+            "ml",
+            name,
+            1,
+            json!({"metadata": {"annotations": {"crater.ai/gpu-indices": cards}},
+                   "spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"}}),
+        )
+    };
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 4, "a100", json!({}))],
+            vec![bound("a", "0"), bound("b", "0"), bound("c", "99")],
+        ),
+    );
+    let c = core.cluster();
+    let n = &c.nodes[c.node_id("gpu-a").unwrap() as usize];
+    let held: Vec<usize> = n.gpus.iter().map(|g| g.allocs.len()).collect();
+    assert_eq!(held.iter().sum::<usize>(), 3, "{held:?}");
+    assert!(
+        held.iter().all(|&h| h <= 1),
+        "no card booked twice: {held:?}"
+    );
+    assert_eq!(
+        c.events
+            .iter()
+            .filter(|e| e.reason == "GpuIndicesIgnored")
+            .count(),
+        2
+    );
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

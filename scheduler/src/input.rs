@@ -863,7 +863,24 @@ impl Cluster {
             milli: crate::model::GPU_MILLI,
             mem: node.gpus.get(g as usize).map(|c| c.memory).unwrap_or(0),
         };
-        let cards: Vec<GpuSlot> = if !gpus.is_empty() {
+        // The cards as given (Kubernetes: the pod's `crater.ai/gpu-indices`, which
+        // anyone who may edit the pod can change) are taken only when they are whole
+        // free cards of this node, each once, as many as it asks; else the job is
+        // counted on the cards a fit picks, and that is said.
+        let whole = !spec.gpu.shared && spec.gpu.resource.is_none();
+        let as_given = {
+            let mut seen = std::collections::BTreeSet::new();
+            gpus.len() as u32 == spec.gpu.count
+                && gpus.iter().all(|&g| {
+                    seen.insert(g)
+                        && node
+                            .gpus
+                            .get(g as usize)
+                            .is_some_and(|c| c.allocs.is_empty())
+                })
+        };
+        let refused = whole && !gpus.is_empty() && !as_given;
+        let cards: Vec<GpuSlot> = if !gpus.is_empty() && !refused {
             gpus.iter()
                 .filter(|&&g| (g as usize) < node.gpus.len())
                 .map(|&g| slot(g))
@@ -876,6 +893,19 @@ impl Cluster {
                 .collect()
         };
         let on_loan = node.pool.is_some() && node.pool != self.jobs[id as usize].pool;
+        if refused {
+            let said: Vec<String> = gpus.iter().map(u32::to_string).collect();
+            let took: Vec<String> = cards.iter().map(|s| s.gpu.to_string()).collect();
+            let msg = format!(
+                "its cards as given ({}) are not {} free whole card(s) of node {} (out of range, held by another job, or named twice): counted on card(s) {} instead",
+                said.join(", "),
+                spec.gpu.count,
+                node.name,
+                if took.is_empty() { "none".to_string() } else { took.join(", ") }
+            );
+            let job = self.job_ref(id);
+            self.emit(Severity::Warning, "GpuIndicesIgnored", job, msg);
+        }
         let p = Placement {
             node: n,
             gpus: cards,
