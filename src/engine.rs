@@ -1176,6 +1176,19 @@ impl Engine {
                 row => row,
             };
             if let Some(row) = row {
+                // A key names one command: the same key with another command is a
+                // mistake of the sender's, not a retry (it was answered with the first
+                // command's result, as if done).
+                if row.command != command {
+                    return Err(Refusal::Refused {
+                        why: format!(
+                            "not done: key {k} was used for another command (#{}: {}); a key names one command, and a retry sends the same one",
+                            row.seq,
+                            row.command.describe()
+                        ),
+                        seq: None,
+                    });
+                }
                 return match row.result {
                     Ok(message) => Ok(Ack {
                         message,

@@ -260,6 +260,25 @@ fn a_command_is_recorded_at_most_once_per_key() {
     };
     assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
     assert_eq!(s1, s2, "the second ask is the first answer");
+    // The same key with another command is not a retry: refused, not answered as
+    // the first.
+    let other = r
+        .ask(&Request::Apply {
+            command: Cmd::CordonNode {
+                node: "t4-03".into(),
+            },
+            key: "k-1".into(),
+            ssh: None,
+        })
+        .unwrap();
+    let Reply::Applied { result, .. } = other else {
+        panic!("not answered: {other:?}")
+    };
+    let why = result.expect_err("refused");
+    assert!(
+        why.contains("key k-1 was used for another command"),
+        "{why}"
+    );
     let rows = r.audit(&Default::default()).unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].key.as_deref(), Some("k-1"));
