@@ -2298,6 +2298,45 @@ fn gpu_indices_that_name_cards_held_or_missing_are_not_trusted_at_a_restart() {
 }
 
 #[test]
+fn a_pod_told_it_waits_hears_what_holds_the_room_and_how_a_missing_pool_is_made() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 2, "a100", json!({}))],
+            vec![
+                pod(
+                    "web",
+                    "theirs",
+                    2,
+                    json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-a"},
+                           "status": {"phase": "Running"}}),
+                ),
+                pod("ml", "mine", 2, json!({})),
+                pod(
+                    "ml",
+                    "elsewhere",
+                    1,
+                    json!({"metadata": {"annotations": {"crater.ai/pool": "nosuch"}}}),
+                ),
+            ],
+        ),
+    );
+    let why = told(&writes, "ml/mine").expect("told why");
+    assert!(
+        why.contains("no end foreseen") && !why.contains("NotReady"),
+        "{why}"
+    );
+    let why = told(&writes, "ml/elsewhere").expect("told why");
+    assert!(
+        why.contains("pool nosuch does not exist: label nodes crater.ai/node-role=nosuch"),
+        "{why}"
+    );
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

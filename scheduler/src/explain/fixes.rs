@@ -432,8 +432,22 @@ impl Cluster {
                 }
                 // (Waiting for the project's own jobs to end is offered below, only
                 // where the forward run shows it starting.)
+            } else if j.project.is_none() {
+                out.push(format!(
+                    "project {} does not exist: use an existing project (namespace)",
+                    spec.project
+                ));
             } else {
-                out.push("use an existing project (namespace) and pool".into());
+                // A pool forms from the nodes labelled with its role (or a Pool object
+                // in Kubernetes).
+                let pools: Vec<&str> = self.pools.iter().map(|p| p.name.as_str()).collect();
+                out.push(format!(
+                    "pool {} does not exist: label nodes {}={} (they form it), or name an existing pool ({})",
+                    spec.pool,
+                    crate::model::LABEL_ROLE,
+                    spec.pool,
+                    if pools.is_empty() { "none yet".to_string() } else { pools.join(", ") }
+                ));
             }
         }
         if ok >= replicas as usize && quota.ok {
@@ -773,10 +787,41 @@ impl Cluster {
             }
         }
         if out.is_empty() {
-            out.push(
-                "nothing that maar can change now would start it: no node of its pool has room even after the running jobs end (NotReady, cordoned or unhealthy nodes need repair first)"
-                    .into(),
-            );
+            // Say what holds the room: jobs that never end by themselves (services,
+            // other schedulers' pods) or with no end foreseen, and nodes that need
+            // repair, where there are such in its pool.
+            let nodes: Vec<NodeId> = j
+                .pool
+                .map(|p| self.pool_nodes(p).collect())
+                .unwrap_or_default();
+            let broken = nodes
+                .iter()
+                .filter(|&&n| {
+                    let node = &self.nodes[n as usize];
+                    !node.ready() || node.cordoned || node.gpus.iter().any(|g| !g.usable())
+                })
+                .count();
+            let endless = nodes
+                .iter()
+                .flat_map(|&n| self.nodes[n as usize].jobs.iter())
+                .filter(|&&v| self.expected_end(&self.jobs[v as usize]).is_none())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+            let mut held = Vec::new();
+            if endless > 0 {
+                held.push(format!(
+                    "{endless} running job(s) there with no end foreseen (services, other schedulers' pods, jobs without an estimated runtime) hold it"
+                ));
+            }
+            if broken > 0 {
+                held.push(format!(
+                    "{broken} node(s) NotReady, cordoned or with unhealthy GPUs need repair first"
+                ));
+            }
+            out.push(format!(
+                "nothing that maar can change now would start it: no node of its pool has room even after the running jobs with an end foreseen end{}",
+                if held.is_empty() { String::new() } else { format!("; {}", held.join("; ")) }
+            ));
         }
         out
     }
