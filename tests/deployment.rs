@@ -201,3 +201,27 @@ fn files_that_are_not_jobs_are_told_what_they_are() {
         .to_string();
     assert!(e.contains("a Kubernetes List") && e.contains("---"), "{e}");
 }
+
+#[test]
+fn on_kubernetes_the_vllm_file_is_refused_with_what_to_apply_instead() {
+    let (file, text) = example();
+    let mut spec = maar::load::parse_manifest(&file, &text).unwrap();
+    spec.pool = "inference".into();
+    spec.manifest = None;
+    let mut core = maar_scheduler::Core::new(maar_scheduler::Cluster::new(
+        maar_scheduler::SchedConfig::default(),
+    ));
+    let mut d = maar_kube::KubeDriver::detached();
+    let out = maar_scheduler::Driver::command(
+        &mut d,
+        &mut core,
+        maar_scheduler::Actor::system("op"),
+        maar_scheduler::Command::Submit(Box::new(spec)),
+    );
+    let why = out.result.unwrap_err().to_string();
+    // Applied as written, kube-scheduler would place its pods: maar says so.
+    assert!(
+        why.contains("schedulerName: maar") && why.contains("InferenceService"),
+        "{why}"
+    );
+}

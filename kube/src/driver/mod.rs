@@ -1228,10 +1228,18 @@ fn localize(_: &Core, command: Command) -> Result<Command, Output> {
 /// Deployment): the user applies it.
 fn cannot_make(spec: &maar_scheduler::JobSpec) -> Output {
     Output {
-        result: Err(maar_scheduler::ClusterError::Invalid(format!(
-            "job {}: on Kubernetes, maar schedules what is in the cluster: apply the manifest with `kubectl apply -f` (a TrainJob, or a pod with `schedulerName: maar`)",
-            spec.name
-        ))),
+        result: Err(maar_scheduler::ClusterError::Invalid(match &spec.kind {
+            // A Deployment (+ HPA): kubectl makes it, and maar sees its pods only when
+            // their template names it.
+            maar_scheduler::model::JobKind::Inference(_) => format!(
+                "job {}: on Kubernetes, maar schedules what is in the cluster: apply the Deployment with `kubectl apply -f`, its pod template with `schedulerName: maar` (without it kube-scheduler places its pods, not maar); or write it as an InferenceService (crater.ai/v1), which `maar submit` makes and maar scales",
+                spec.name
+            ),
+            _ => format!(
+                "job {}: on Kubernetes, maar schedules what is in the cluster: apply the pod with `kubectl apply -f`, with `schedulerName: maar`; or write it as a TrainJob (crater.ai/v1), which `maar submit` makes",
+                spec.name
+            ),
+        })),
         job: None,
         events: Vec::new(),
         decisions: Vec::new(),
