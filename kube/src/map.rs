@@ -176,6 +176,34 @@ pub fn node_cordoned(k: &KNode) -> bool {
 }
 
 /// Single GPUs cordoned on the node (its `crater.ai/cordoned-gpus` annotation).
+/// The GPU cordon annotation as written, when the node has it.
+pub fn cordons_text(k: &KNode) -> Option<String> {
+    k.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_CORDONED_GPUS))
+        .cloned()
+}
+
+/// What is wrong in the GPU cordon annotation (entries that are not cards of the
+/// node, which are passed over): said, not ignored silently.
+pub fn cordon_troubles(k: &KNode, cards: usize) -> Option<String> {
+    let text = cordons_text(k)?;
+    let bad: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty() && x.parse::<usize>().map_or(true, |g| g >= cards))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        let name = k.metadata.name.as_deref().unwrap_or_default();
+        format!(
+            "node {name}: annotation {ANNOTATION_CORDONED_GPUS}={text}: {} not a GPU of this node (0-{}), passed over",
+            bad.iter().map(|b| format!("`{b}`")).collect::<Vec<_>>().join(", "),
+            cards.saturating_sub(1)
+        )
+    })
+}
+
 pub fn cordoned_gpus(k: &KNode) -> Vec<u32> {
     k.metadata
         .annotations

@@ -2337,6 +2337,31 @@ fn a_pod_told_it_waits_hears_what_holds_the_room_and_how_a_missing_pool_is_made(
 }
 
 #[test]
+fn a_gpu_cordon_annotation_with_entries_that_are_not_cards_is_said() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let cordons = json!({"metadata": {"annotations": {"crater.ai/cordoned-gpus": "1,abc,99"}}});
+    d.step(
+        &mut core,
+        1,
+        lists(vec![node("gpu-a", 8, "a100", cordons)], vec![]),
+    );
+    let c = core.cluster();
+    let n = &c.nodes[c.node_id("gpu-a").unwrap() as usize];
+    assert!(n.gpus[1].cordoned);
+    let said: Vec<&str> = c
+        .events
+        .iter()
+        .filter(|e| e.reason == "BadAnnotation")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].contains("`abc`, `99` not a GPU of this node (0-7)"),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -88,6 +88,9 @@ struct NodeFacts {
     ready: (bool, String),
     cordoned: bool,
     cordoned_gpus: Vec<u32>,
+    /// The GPU cordon annotation as written (its bad entries are said when it
+    /// changes).
+    cordons_text: Option<String>,
 }
 
 /// What the driver knows of one of maar's pods.

@@ -127,7 +127,22 @@ impl KubeDriver {
             ready: map::node_ready(k),
             cordoned: map::node_cordoned(k),
             cordoned_gpus: map::cordoned_gpus(k),
+            cordons_text: map::cordons_text(k),
         };
+        let cordons_before = self.nodes.get(&name).and_then(|f| f.cordons_text.clone());
+        if cordons_before != facts.cordons_text {
+            if let Some(msg) = map::cordon_troubles(k, as_model.gpus.len()) {
+                let node = object_ref("v1", "Node", "", &name, "");
+                self.trouble(
+                    core,
+                    events,
+                    node,
+                    format!("node/{name}"),
+                    "BadAnnotation",
+                    msg,
+                );
+            }
+        }
         if Self::ensure_pool(core, &facts.labels, events) {
             self.pool_appeared(core, events);
         }
