@@ -96,6 +96,10 @@ pub struct Limits {
     pub connection: Duration,
     /// Connections served at once.
     pub connections: usize,
+    /// Connections served at once from one address: a client that holds its share
+    /// open (slow headers, from one host) leaves the rest to the others (a kubelet's
+    /// probes). More from it are closed at once.
+    pub per_peer: usize,
 }
 
 impl Default for Limits {
@@ -104,6 +108,7 @@ impl Default for Limits {
             header_read: Duration::from_secs(5),
             connection: Duration::from_secs(60),
             connections: 64,
+            per_peer: 8,
         }
     }
 }
@@ -128,14 +133,36 @@ pub async fn accept_capped(
 pub async fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.connections.max(1)));
+    let peers: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
+        Default::default();
     while let Some((stream, permit)) = accept_capped(&listener, &permits).await {
+        let Ok(peer) = stream.peer_addr().map(|a| a.ip()) else {
+            continue;
+        };
+        {
+            let mut p = peers.lock().unwrap_or_else(|e| e.into_inner());
+            let n = p.entry(peer).or_default();
+            if *n >= limits.per_peer.max(1) {
+                // Its share is in use: closed now, the permit free for others.
+                continue;
+            }
+            *n += 1;
+        }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let peers = peers.clone();
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read)
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(limits.connection, conn).await;
+            let mut p = peers.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = p.get_mut(&peer) {
+                *n -= 1;
+                if *n == 0 {
+                    p.remove(&peer);
+                }
+            }
             drop(permit);
         });
     }

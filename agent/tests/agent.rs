@@ -231,6 +231,7 @@ fn slow_header_clients_are_dropped_and_connections_are_capped() {
         header_read: Duration::from_millis(600),
         connection: Duration::from_secs(10),
         connections: 2,
+        per_peer: 8,
     };
     std::thread::spawn(move || {
         rt.block_on(maar_agent::serve::serve(
@@ -265,6 +266,82 @@ fn slow_header_clients_are_dropped_and_connections_are_capped() {
         let text = String::from_utf8_lossy(&buf);
         assert!(buf.is_empty() || text.starts_with("HTTP/1.1 408"), "{text}");
     }
+}
+
+#[test]
+fn one_address_holding_its_share_open_leaves_the_rest_to_others() {
+    use std::time::{Duration, Instant};
+    let samples = fixture();
+    let host = RecordedHost::new(samples.iter().map(|s| s.host.clone()).collect());
+    let agent = Agent {
+        host: Box::new(host),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let shared = maar_agent::serve::start_sampler(agent, Duration::from_millis(200));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = maar_agent::serve::Limits {
+        header_read: Duration::from_secs(5),
+        connection: Duration::from_secs(10),
+        connections: 8,
+        per_peer: 2,
+    };
+    std::thread::spawn(move || {
+        rt.block_on(maar_agent::serve::serve(
+            listener,
+            maar_agent::serve::router(shared),
+            limits,
+        ));
+    });
+    // From 127.0.0.1: two slow clients hold its share; a third is closed at once.
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = std::net::TcpStream::connect(addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let t = Instant::now();
+    let mut buf = Vec::new();
+    let _ = third.read_to_end(&mut buf);
+    assert!(
+        buf.is_empty() && t.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    // Another address (a kubelet's probe) is served at once.
+    let probe = {
+        let c = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let s = tokio::net::TcpSocket::new_v4().unwrap();
+                s.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                s.connect(addr).await.unwrap().into_std().unwrap()
+            });
+        let mut c = c;
+        c.set_nonblocking(false).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).expect("answered within 2 s");
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe}");
+    drop(slow);
 }
 
 #[test]
