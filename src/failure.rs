@@ -26,7 +26,7 @@ impl Failure {
         match self {
             Failure::Input(_) | Failure::Usage(_) => 2,
             Failure::No(_) => 1,
-            Failure::Record(RecordError::InUse { .. }) => 1,
+            Failure::Record(RecordError::InUse { .. } | RecordError::Locked { .. }) => 1,
             Failure::Record(_) => 2,
             Failure::Write(WriteFailure::Closed) => 0,
             Failure::Write(WriteFailure::Failed(_)) => 1,

@@ -75,6 +75,10 @@ pub enum RecordError {
     LeaseLost { path: String, why: String },
     #[error("{path}: {why}; this maar stops acknowledging commands")]
     Gone { path: String, why: String },
+    /// Another process holds SQLite's lock on the file past the wait (a reader in
+    /// the middle of a read, or a process stopped inside one).
+    #[error("{path}: {what}: the file is locked by another process (a reader in the middle of a read, or a process stopped inside one); maar waited 5 s: try again, and find it with `fuser {path}`")]
+    Locked { path: String, what: &'static str },
     #[error("{path}: {what}: {why}")]
     Os {
         path: String,
@@ -1663,6 +1667,9 @@ fn classify(path: &Path, what: &'static str, e: rusqlite::Error) -> RecordError 
                     free_bytes(path).unwrap_or(0)
                 ),
             }
+        }
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            RecordError::Locked { path: p, what }
         }
         Some(ErrorCode::ReadOnly) => RecordError::Os {
             path: p,

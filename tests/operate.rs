@@ -500,13 +500,14 @@ fn a_maar_stopped_too_long_loses_the_state_file_and_writes_no_more() {
     };
     // Past the lease's life the holder counts as gone: the command line takes over.
     // A maar stopped in the middle of writing holds SQLite's lock (the command says
-    // "database is locked"): woken and stopped again, between writes this time.
+    // "locked by another process"): woken and stopped again, between writes this time.
     let mut o = None;
     for _ in 0..5 {
         signal("-STOP");
         std::thread::sleep(maar::record::LEASE_STALE + Duration::from_millis(500));
         let got = e.run(&["cordon", "t4-01", "-o", "json"]);
-        if got.status.code() == Some(0) || !text(&got.stderr).contains("database is locked") {
+        if got.status.code() == Some(0) || !text(&got.stderr).contains("locked by another process")
+        {
             o = Some(got);
             break;
         }

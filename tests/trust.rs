@@ -583,6 +583,48 @@ fn a_maar_woken_after_another_took_its_file_leaves_the_new_ones_socket() {
 }
 
 #[test]
+fn a_reader_holding_the_file_makes_a_command_wait_then_say_so_not_a_usage_error() {
+    let d = dir("reader-lock");
+    let st = state(&d);
+    std::fs::create_dir_all(st.parent().unwrap()).unwrap();
+    let mut rec = maar::backend::fresh_demo(
+        Some(&st),
+        maar::load::BUILTIN_LAB,
+        maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap(),
+        None,
+    )
+    .unwrap()
+    .1
+    .unwrap();
+    rec.acquire().unwrap();
+    rec.release().unwrap();
+    drop(rec);
+    // No maar runs (the file is back in rollback-journal mode): a reader inside a
+    // read holds SQLite's shared lock.
+    let reader =
+        rusqlite::Connection::open_with_flags(&st, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM commands;")
+        .unwrap();
+    let _n: i64 = reader
+        .query_row("SELECT count(*) FROM commands", [], |r| r.get(0))
+        .unwrap();
+    let o = maar(&d)
+        .args(["uncordon", "t4-01", "--state"])
+        .arg(&st)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "busy, not a usage error: {err}");
+    assert!(
+        err.contains("locked by another process") && err.contains("fuser"),
+        "{err}"
+    );
+    drop(reader);
+}
+
+#[test]
 fn a_writer_that_lost_the_lease_writes_nothing() {
     let d = dir("fence");
     let p = d.join("x.db");
