@@ -369,6 +369,8 @@ pub fn node_of(k: &KNode) -> Node {
     }
     gpus.truncate(maar_scheduler::limits::MAX_GPUS_PER_NODE as usize);
     let mut n = Node::new(name, labels, cpu, memory, disk, gpus);
+    // NodeResourcesFit counts pods against allocatable `pods` too.
+    n.max_pods = get("pods").and_then(|q| q.parse().ok()).unwrap_or(0);
     n.taints = node_taints(k);
     n.cordoned = node_cordoned(k);
     let (ready, why) = node_ready(k);

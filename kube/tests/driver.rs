@@ -2362,6 +2362,47 @@ fn a_gpu_cordon_annotation_with_entries_that_are_not_cards_is_said() {
 }
 
 #[test]
+fn a_node_takes_no_more_pods_than_its_allocatable_pods() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let tiny = json!({"status": {"allocatable": {"pods": "2"}}});
+    let (_, writes) = d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("tiny", 8, "a100", tiny)],
+            vec![
+                pod(
+                    "web",
+                    "theirs",
+                    1,
+                    json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "tiny"},
+                           "status": {"phase": "Running"}}),
+                ),
+                pod("ml", "one", 1, json!({})),
+                pod("ml", "two", 1, json!({})),
+            ],
+        ),
+    );
+    let bound: Vec<&str> = ["ml/one", "ml/two"]
+        .into_iter()
+        .filter(|j| bound_to(&writes, j).is_some())
+        .collect();
+    assert_eq!(
+        bound.len(),
+        1,
+        "another scheduler's pod holds one of its 2: {writes:?}"
+    );
+    let waiting = if bound[0] == "ml/one" {
+        "ml/two"
+    } else {
+        "ml/one"
+    };
+    let why = told(&writes, waiting).expect("told why");
+    assert!(why.contains("too many pods"), "{why}");
+}
+
+#[test]
 fn taints_on_the_node_object_keep_pods_off_until_tolerated_or_removed() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -279,6 +279,20 @@ impl Cluster {
                 }
             }
         }
+        // Replicas per node, from the placements (not stored).
+        for n in 0..c.nodes.len() {
+            if c.nodes[n].alloc_pods != 0 {
+                c.nodes[n].alloc_pods = 0;
+            }
+        }
+        let placed: Vec<u32> = c
+            .jobs
+            .iter()
+            .flat_map(|j| j.placements.iter().map(|p| p.node))
+            .collect();
+        for n in placed {
+            c.nodes[n as usize].alloc_pods += 1;
+        }
         // Every allocation on a node belongs to a held job (and the other way round).
         for (nid, n) in c.nodes.iter().enumerate() {
             for a in n.gpus.iter().flat_map(|g| &g.allocs) {

@@ -961,6 +961,7 @@ impl Cluster {
         self.usage_gen += 1;
         let n = &mut self.nodes[p.node as usize];
         n.alloc_cpu += p.cpu;
+        n.alloc_pods += 1;
         n.alloc_mem += p.mem;
         n.alloc_disk += p.disk;
         for s in &p.gpus {
@@ -1003,6 +1004,7 @@ impl Cluster {
             .any(|q| q.node == p.node);
         let n = &mut self.nodes[p.node as usize];
         n.alloc_cpu -= p.cpu;
+        n.alloc_pods = n.alloc_pods.saturating_sub(1);
         n.alloc_mem -= p.mem;
         n.alloc_disk -= p.disk;
         for s in &p.gpus {

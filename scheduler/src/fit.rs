@@ -65,6 +65,10 @@ pub enum NodeReason {
         want: u64,
     },
     SpreadConflict,
+    /// The node takes no more pods (its allocatable `pods`).
+    TooManyPods {
+        max: u32,
+    },
     ReservedForBackfill {
         job: String,
     },
@@ -158,6 +162,7 @@ impl NodeReason {
                 format!("insufficient disk for {} requested", fmt_bytes(*want))
             }
             NodeReason::SpreadConflict => "already runs a replica (spread)".into(),
+            NodeReason::TooManyPods { .. } => "too many pods".into(),
             NodeReason::ReservedForBackfill { job } => {
                 format!("held for {job} (backfill must not delay it)")
             }
@@ -246,6 +251,9 @@ impl NodeReason {
             }
             NodeReason::Taint { taint } => format!("a toleration for its taint {taint}"),
             NodeReason::TooSmall { has } => format!("room: too small for it even empty ({has})"),
+            NodeReason::TooManyPods { max } => {
+                format!("a pod slot (it takes at most {max} pods)")
+            }
             other => other.phrase(spec),
         }
     }
@@ -276,6 +284,8 @@ impl NodeReason {
             NodeReason::Cordoned => 400,
             NodeReason::NotReady { .. } => 500,
             NodeReason::Disk { free, want } => 600 + (want - free) * 100 / want.max(&1),
+            // Its pods end (or move): like resources held.
+            NodeReason::TooManyPods { .. } => 1_100,
             NodeReason::Cpu { free, want } => 1000 + (want - free) * 100 / want.max(&1),
             NodeReason::Memory { free, want } => 1000 + (want - free) * 100 / want.max(&1),
             NodeReason::NoGpuShare { .. } => 1500,
@@ -337,6 +347,8 @@ pub struct Except<'a> {
     pub cpu: u64,
     pub mem: u64,
     pub disk: u64,
+    /// Their replicas on the node.
+    pub pods: u32,
 }
 
 impl Except<'_> {
@@ -554,6 +566,10 @@ pub fn fit_except(
             free: fd,
             want: disk,
         });
+    }
+    // Kubernetes' allocatable `pods` (NodeResourcesFit's "Too many pods").
+    if node.max_pods > 0 && node.alloc_pods.saturating_sub(except.pods) + mult > node.max_pods {
+        return Err(NodeReason::TooManyPods { max: node.max_pods });
     }
     Ok(Placement {
         node: node_id,

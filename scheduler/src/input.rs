@@ -1152,6 +1152,7 @@ impl Cluster {
             node.cpu_milli = new.cpu_milli;
             node.memory = new.memory;
             node.disk = new.disk;
+            node.max_pods = new.max_pods;
             node.set_labels(new.labels().clone());
             node.taints = new.taints;
             let mut cards = new.gpus;

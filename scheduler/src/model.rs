@@ -251,6 +251,12 @@ pub struct Node {
     pub alloc_cpu: u64,
     pub alloc_mem: u64,
     pub alloc_disk: u64,
+    /// Pods the node takes at most (Kubernetes: allocatable `pods`); 0: no limit.
+    #[serde(default, skip_serializing_if = "is_zero_u")]
+    pub max_pods: u32,
+    /// Replicas placed here (counted again from the jobs' placements on restore).
+    #[serde(default, skip_serializing_if = "is_zero_u")]
+    pub alloc_pods: u32,
     /// Disk used by things other than jobs (images, logs): the "disk filling" fault.
     pub disk_external: u64,
     /// Jobs with at least one replica here, in placement order.
@@ -302,6 +308,10 @@ struct NodeData {
     alloc_cpu: u64,
     alloc_mem: u64,
     alloc_disk: u64,
+    #[serde(default)]
+    max_pods: u32,
+    #[serde(default)]
+    alloc_pods: u32,
     disk_external: u64,
     jobs: Vec<JobId>,
     #[serde(default)]
@@ -327,6 +337,8 @@ impl From<NodeData> for Node {
             alloc_cpu: d.alloc_cpu,
             alloc_mem: d.alloc_mem,
             alloc_disk: d.alloc_disk,
+            max_pods: d.max_pods,
+            alloc_pods: d.alloc_pods,
             disk_external: d.disk_external,
             jobs: d.jobs,
             host: d.host,
@@ -365,6 +377,8 @@ impl Node {
             alloc_cpu: 0,
             alloc_mem: 0,
             alloc_disk: 0,
+            max_pods: 0,
+            alloc_pods: 0,
             disk_external: 0,
             jobs: Vec::new(),
             host: None,

@@ -71,6 +71,7 @@ impl Cluster {
                 e.cpu += p.cpu;
                 e.mem += p.mem;
                 e.disk += p.disk;
+                e.pods += 1;
             }
         }
         e

@@ -34,6 +34,7 @@ pub struct CycleReport {
 /// Adds a placement's usage to a node (shared by real allocation and what-if copies).
 pub(crate) fn node_add(node: &mut Node, job: JobId, p: &Placement) {
     node.alloc_cpu += p.cpu;
+    node.alloc_pods += 1;
     node.alloc_mem += p.mem;
     node.alloc_disk += p.disk;
     for s in &p.gpus {
@@ -52,6 +53,7 @@ pub(crate) fn node_add(node: &mut Node, job: JobId, p: &Placement) {
 pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
     for p in job.placements.iter().filter(|p| p.node == node_id) {
         node.alloc_cpu -= p.cpu;
+        node.alloc_pods = node.alloc_pods.saturating_sub(1);
         node.alloc_mem -= p.mem;
         node.alloc_disk -= p.disk;
     }

@@ -163,6 +163,7 @@ impl Cluster {
                     e.cpu += p.cpu;
                     e.mem += p.mem;
                     e.disk += p.disk;
+                    e.pods += 1;
                 }
                 if crate::fit::fit_except(node, *n, self.overcommit_of(node), spec, mult, &e)
                     .is_err()
