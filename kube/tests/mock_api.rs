@@ -1085,7 +1085,9 @@ fn a_cordon_is_acknowledged_only_once_the_api_server_took_it() {
     let out = d.command(&mut core, Actor::system("op"), cordon());
     let why = format!("{:?}", out.result);
     assert!(
-        out.result.is_err() && why.contains("nothing was changed"),
+        out.result.is_err()
+            && why.contains("not acknowledged")
+            && why.contains("books are unchanged"),
         "{why}"
     );
     assert!(!cordoned(&core));

@@ -1144,10 +1144,13 @@ impl Driver for KubeDriver {
         let mut sent = false;
         if let (Some(w), Some(write)) = (&self.world, Self::node_write(core, &command)) {
             let what = crate::world::describe(&write);
-            if let Err(e) = w.write_now(write, CREATE_WITHIN) {
+            if let Err(e) = w.write_now(write, NODE_WRITE_WITHIN) {
+                // Not acknowledged. A request the server did not answer (or answered
+                // with a server error) may still be carried out: the watch then shows
+                // it, and maar follows what the cluster shows.
                 return Output {
                     result: Err(maar_scheduler::ClusterError::Invalid(format!(
-                        "not done: {what} failed in the cluster ({e}); nothing was changed"
+                        "not acknowledged: {what} did not succeed in the cluster ({e}); maar's books are unchanged, and if the API server carries the request out after all, the node shows it and maar follows"
                     ))),
                     job: None,
                     events: Vec::new(),
@@ -1248,6 +1251,10 @@ fn cannot_make(spec: &maar_scheduler::JobSpec) -> Output {
         decisions: Vec::new(),
     }
 }
+
+/// How long a command on a node waits for the API server (less than the command
+/// line's own wait, so that it hears the refusal).
+const NODE_WRITE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a submit waits for the API server to make its object.
 const CREATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
