@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::Client;
 use serde_json::json;
 
@@ -148,7 +148,7 @@ pub async fn step(api: &Api<Lease>, ns: &str, me: &str, now: i64) -> Result<Step
     let current = api.get_opt(NAME).await.map_err(|e| e.to_string())?;
     let Some(l) = current else {
         let body = lease_body(ns, me, now, now, 0, None)?;
-        return match api.create(&PostParams::default(), &body).await {
+        return match api.create(&crate::post_params(), &body).await {
             Ok(_) => Ok(Step::Held { took_from: None }),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Step::Other {
                 holder: "another maar (it was created first)".into(),
@@ -186,7 +186,7 @@ pub async fn step(api: &Api<Lease>, ns: &str, me: &str, now: i64) -> Result<Step
         return Ok(Step::Other { holder });
     };
     let body = lease_body(ns, me, now, acquired, transitions, rv)?;
-    match api.replace(NAME, &PostParams::default(), &body).await {
+    match api.replace(NAME, &crate::post_params(), &body).await {
         Ok(_) => Ok(Step::Held { took_from }),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Step::Other {
             holder: format!("another maar (it renewed before {me} could)"),
@@ -210,7 +210,7 @@ pub async fn release(api: &Api<Lease>, me: &str) -> Result<bool, String> {
     }
     spec.holder_identity = None;
     l.metadata.managed_fields = None;
-    match api.replace(NAME, &PostParams::default(), &l).await {
+    match api.replace(NAME, &crate::post_params(), &l).await {
         Ok(_) => Ok(true),
         // Renewed or taken meanwhile: not ours to give up.
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),

@@ -27,3 +27,23 @@ pub mod world;
 pub use backend::{Kube, KubeArgs};
 pub use connect::{connect, ConnectOptions, Connected, KubeError};
 pub use driver::KubeDriver;
+
+/// The field manager maar's writes name (in `managedFields`, as kube-scheduler's name
+/// its own): two maars' and other controllers' writes are told apart.
+pub const FIELD_MANAGER: &str = "maar";
+
+/// Patch parameters of maar's writes ([`FIELD_MANAGER`]).
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// Create and replace parameters of maar's writes ([`FIELD_MANAGER`]).
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}

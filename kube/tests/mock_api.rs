@@ -261,6 +261,8 @@ async fn a_cordon_sets_spec_unschedulable_and_an_uncordon_clears_it() {
             let (m, uri, body, send) = next(&mut h).await;
             assert_eq!(m, Method::PATCH);
             assert!(uri.starts_with("/api/v1/nodes/gpu-node-1?"), "{uri}");
+            // maar's writes name their field manager (managedFields says who wrote).
+            assert!(uri.contains("fieldManager=maar"), "{uri}");
             assert_eq!(body["spec"]["unschedulable"], want);
             send.send_response(ok(
                 json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1"}}),

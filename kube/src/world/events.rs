@@ -2,7 +2,6 @@
 //! a bound pod's `Scheduled` event written after the binds.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::PostParams;
 use kube::Client;
 
 /// `Scheduled` events waiting to be written at most (client-go's event broadcaster
@@ -77,7 +76,7 @@ impl Events {
         let body = serde_json::to_vec(&ev).map_err(kube::Error::SerdeError)?;
         let req =
             kube::core::Request::new(format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"))
-                .create(&PostParams::default(), body)
+                .create(&crate::post_params(), body)
                 .map_err(kube::Error::BuildRequest)?;
         self.client.request_text(req).await.map(|_| ())
     }

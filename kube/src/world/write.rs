@@ -8,7 +8,7 @@ use std::sync::mpsc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as KNode, ObjectReference, Pod as KPod};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
@@ -489,7 +489,7 @@ pub async fn create_object(
     let (ns, _) = split(job);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &map::crd(kind, plural));
     let obj: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
-    api.create(&PostParams::default(), &obj)
+    api.create(&crate::post_params(), &obj)
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -527,7 +527,7 @@ async fn bind(
     };
     let body = serde_json::to_vec(&binding).map_err(|e| e.to_string())?;
     let req = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods"))
-        .create_subresource("binding", name, &PostParams::default(), body)
+        .create_subresource("binding", name, &crate::post_params(), body)
         .map_err(|e| e.to_string())?;
     // The answer (a Status) is not parsed: an error is.
     client.request_text(req).await.map_err(|e| e.to_string())?;
@@ -587,7 +587,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                     &map::crd(owner.kind(), owner.plural()),
                 );
                 let status = json!({"status": {"phase": "Pending", "message": message}});
-                api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                api.patch_status(name, &crate::patch_params(), &Patch::Merge(&status))
                     .await
                     .map_err(|e| e.to_string())?;
                 object_ref("crater.ai/v1", owner.kind(), ns, name, uid)
@@ -601,7 +601,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                     "message": message,
                     "lastTransitionTime": now,
                 }]}});
-                pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
+                pods.patch_status(name, &crate::patch_params(), &Patch::Strategic(&status))
                     .await
                     .map_err(|e| e.to_string())?;
                 pod_ref(ns, name, uid)
@@ -636,7 +636,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                     *owner, spec, ns, uid, labels, &p.name, p.index, *of, &p.at.node, &p.at.gpus,
                 );
                 let pod: KPod = serde_json::from_value(body).map_err(|e| e.to_string())?;
-                match pods.create(&PostParams::default(), &pod).await {
+                match pods.create(&crate::post_params(), &pod).await {
                     Ok(_) => made.push(&p.name),
                     Err(e) => {
                         // All or nothing: the ones made go.
@@ -694,7 +694,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             );
             let status = json!({"status": {"phase": phase, "request": id, "message": message}});
             match api
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .patch_status(name, &crate::patch_params(), &Patch::Merge(&status))
                 .await
             {
                 Ok(_) => Ok(()),
@@ -754,7 +754,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                 status["status"]["replicas"] = json!(nodes.len());
             }
             match tjs
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .patch_status(name, &crate::patch_params(), &Patch::Merge(&status))
                 .await
             {
                 Ok(_) => Ok(()),
@@ -786,7 +786,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                         "metadata": {"uid": uid},
                         "status": {"expectedStart": at, "expectedStartBasis": basis},
                     });
-                    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                    api.patch_status(name, &crate::patch_params(), &Patch::Merge(&status))
                         .await
                         .map(|_| ())
                 }
@@ -798,7 +798,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
                         (map::ANNOTATION_EXPECTED_START): at,
                         (map::ANNOTATION_EXPECTED_BASIS): basis,
                     }}});
-                    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    pods.patch(name, &crate::patch_params(), &Patch::Merge(&patch))
                         .await
                         .map(|_| ())
                 }
@@ -826,7 +826,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             let patch =
                 json!({"spec": {"unschedulable": if *on { json!(true) } else { json!(null) }}});
             nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(node, &crate::patch_params(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
@@ -842,7 +842,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             }
             let patch = json!({"metadata": {"labels": labels}});
             nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(node, &crate::patch_params(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
@@ -861,7 +861,7 @@ pub async fn carry_out(client: &Client, recorder: &Events, w: &Write) -> Result<
             let patch =
                 json!({"metadata": {"annotations": {map::ANNOTATION_CORDONED_GPUS: value}}});
             nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(node, &crate::patch_params(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
