@@ -387,7 +387,7 @@ pub async fn judge(client: &Client, who: &Identity, need: Role) -> Result<Judgem
 pub enum OpsError {
     /// The API server does not serve maar's group (no APIService, or it is not
     /// available yet).
-    #[error("context {context}: the API server at {url} does not serve {GROUP}/{VERSION} ({why}); install maar's API (kubectl apply -f deploy/api.yaml) and run maar with --api-listen (docs/kube.md)")]
+    #[error("context {context}: the API server at {url} does not serve {GROUP}/{VERSION} ({why}); install maar's API (kubectl apply -f deploy/api.yaml) and run maar with --api-listen (docs/kube.md); a maar run on this machine without it is reached with --state PATH instead (the state file it was started with)")]
     NoApi {
         context: String,
         url: String,
