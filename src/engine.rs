@@ -1179,7 +1179,8 @@ impl Engine {
                 // A key names one command: the same key with another command is a
                 // mistake of the sender's, not a retry (it was answered with the first
                 // command's result, as if done).
-                if row.command != command {
+                // (A refused command is recorded trimmed.)
+                if row.command != command && row.command != command.trimmed(256) {
                     return Err(Refusal::Refused {
                         why: format!(
                             "not done: key {k} was used for another command (#{}: {}); a key names one command, and a retry sends the same one",

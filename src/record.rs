@@ -77,7 +77,7 @@ pub enum RecordError {
     Gone { path: String, why: String },
     /// Another process holds SQLite's lock on the file past the wait (a reader in
     /// the middle of a read, or a process stopped inside one).
-    #[error("{path}: {what}: the file is locked by another process (a reader in the middle of a read, or a process stopped inside one); maar waited 5 s: try again, and find it with `fuser {path}`")]
+    #[error("{path}: {what}: the file is locked by another process (a reader in the middle of a read, or a process stopped inside one): try again, and find it with `fuser {path}`")]
     Locked { path: String, what: &'static str },
     #[error("{path}: {what}: {why}")]
     Os {

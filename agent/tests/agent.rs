@@ -289,7 +289,7 @@ fn one_address_holding_its_share_open_leaves_the_rest_to_others() {
     let limits = maar_agent::serve::Limits {
         header_read: Duration::from_secs(5),
         connection: Duration::from_secs(10),
-        connections: 8,
+        connections: 4,
         per_peer: 2,
     };
     std::thread::spawn(move || {
@@ -299,8 +299,10 @@ fn one_address_holding_its_share_open_leaves_the_rest_to_others() {
             limits,
         ));
     });
-    // From 127.0.0.1: two slow clients hold its share; a third is closed at once.
-    let slow: Vec<_> = (0..2)
+    // From 127.0.0.1: four slow clients, as many as the server's places; two hold its
+    // share, the others are closed (without the cap they would hold all four, and
+    // the probe below would wait out their 5 s).
+    let slow: Vec<_> = (0..4)
         .map(|_| {
             let mut c = std::net::TcpStream::connect(addr).unwrap();
             c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x").unwrap();

@@ -188,6 +188,10 @@ pub fn cordons_text(k: &KNode) -> Option<String> {
 /// What is wrong in the GPU cordon annotation (entries that are not cards of the
 /// node, which are passed over): said, not ignored silently.
 pub fn cordon_troubles(k: &KNode, cards: usize) -> Option<String> {
+    // (A node whose device plugin has not advertised its cards yet: nothing to judge.)
+    if cards == 0 {
+        return None;
+    }
     let text = cordons_text(k)?;
     let bad: Vec<&str> = text
         .split(',')

@@ -2295,6 +2295,38 @@ fn gpu_indices_that_name_cards_held_or_missing_are_not_trusted_at_a_restart() {
             .count(),
         2
     );
+    // On a cordoned node (no fit for anyone), the same: never a card twice.
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let on_b = |name: &str, cards: &str| {
+        pod(
+            "ml",
+            name,
+            1,
+            json!({"metadata": {"annotations": {"crater.ai/gpu-indices": cards}},
+                   "spec": {"nodeName": "gpu-b"}, "status": {"phase": "Running"}}),
+        )
+    };
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node(
+                "gpu-b",
+                4,
+                "a100",
+                json!({"spec": {"unschedulable": true}}),
+            )],
+            vec![on_b("x", "0"), on_b("y", "0")],
+        ),
+    );
+    let c = core.cluster();
+    let n = &c.nodes[c.node_id("gpu-b").unwrap() as usize];
+    assert!(
+        n.gpus.iter().all(|g| g.allocs.len() <= 1),
+        "cordoned: no card twice"
+    );
+    assert_eq!(n.gpus.iter().map(|g| g.allocs.len()).sum::<usize>(), 2);
 }
 
 #[test]

@@ -261,6 +261,11 @@ impl Replica {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(l.folder)
             .map_err(|e| format!("cannot make the log folder {}: {e}", l.folder.display()))?;
+        // (A folder made before keeps its mode: closed now.)
+        let _ = std::fs::set_permissions(
+            l.folder,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        );
         let log = l.folder.join(format!("replica-{}.log", l.index));
         let exit = l.folder.join(format!("replica-{}.exit", l.index));
         match std::fs::remove_file(&exit) {
@@ -597,6 +602,10 @@ impl RotatingLog {
         )
         .open(path)
         .ok();
+        // (A log made before keeps its mode: closed now.)
+        if let Some(f) = &file {
+            let _ = f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600));
+        }
         let size = file
             .as_ref()
             .and_then(|f| f.metadata().ok())

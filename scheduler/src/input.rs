@@ -887,8 +887,35 @@ impl Cluster {
                 .collect()
         } else if let Some(p) = &fitted {
             p.gpus.clone()
+        } else if refused {
+            // (No fit: the node cordoned, NotReady, tainted. The job runs there all the
+            // same: its cards are free whole ones of its kind, as many as there are,
+            // never one another job holds.)
+            node.gpus
+                .iter()
+                .filter(|g| {
+                    g.allocs.is_empty() && g.resource.as_deref() == spec.gpu.resource.as_deref()
+                })
+                .take(spec.gpu.count as usize)
+                .map(|g| slot(g.index))
+                .collect()
         } else {
-            (0..spec.gpu.count.min(node.gpus.len() as u32))
+            // Free cards first, then the rest: it runs there, as many cards as it asks.
+            let mut order: Vec<u32> = node
+                .gpus
+                .iter()
+                .filter(|g| g.allocs.is_empty())
+                .map(|g| g.index)
+                .collect();
+            order.extend(
+                node.gpus
+                    .iter()
+                    .filter(|g| !g.allocs.is_empty())
+                    .map(|g| g.index),
+            );
+            order
+                .into_iter()
+                .take(spec.gpu.count as usize)
                 .map(slot)
                 .collect()
         };

@@ -75,6 +75,8 @@ type Offers = (
     u64,
     Vec<(u32, u64, Option<String>)>,
     Vec<maar_scheduler::rules::Taint>,
+    // Allocatable `pods`.
+    u32,
 );
 
 /// What the driver last told the core of a node.
@@ -238,7 +240,7 @@ pub struct KubeDriver {
     /// By node: the pods maar deleted there (preempted, drained, stopped) that are
     /// not gone yet. The kubelet counts a terminating pod's devices and CPU until it
     /// is gone, so a pod for that node waits (as kube-scheduler's nominated pod does).
-    vacating: HashMap<String, HashSet<String>>,
+    vacating: HashMap<String, HashMap<String, u64>>,
     /// Binds and pods made on nodes still being vacated, written once they are clear.
     held_writes: Vec<Write>,
 }
@@ -981,18 +983,32 @@ impl KubeDriver {
             .map(|(_, k)| k.clone())
             .collect();
         for k in due {
-            if let Some(name) = &k.metadata.name {
-                self.withdrawing.remove(name);
-            }
+            // (Kept, not re-entered: a node whose pods fit the count stays as it is,
+            // said once; one with more in use than advertised loses the jobs past it.)
             self.node_seen(core, &k, &mut events, true);
-            self.dirty = true;
+            if k.metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| !self.withdrawing.contains_key(n))
+            {
+                self.dirty = true;
+            }
         }
+        // Nodes maar vacates: a pod it deleted that is not gone after the bind timeout
+        // (its delete refused, a finalizer that stays) holds the node no longer.
+        let stale = now.saturating_sub(core.cluster().config.bind_timeout_s.max(300));
+        for pods in self.vacating.values_mut() {
+            pods.retain(|_, since| *since > stale);
+        }
+        self.vacating.retain(|_, pods| !pods.is_empty());
         if !self.leading() {
             // Another maar schedules: this one only follows the watch (and does
-            // nothing of what it would decide).
+            // nothing of what it would decide, nor what it held back while it led).
             core.take_held();
             self.decided.clear();
             self.notes.clear();
+            self.held_writes.clear();
+            self.vacating.clear();
             return (events, writes);
         }
         let now = core.now();
@@ -1142,7 +1158,18 @@ impl Driver for KubeDriver {
         // written now, and refused (nothing applied) when the API server does not
         // take it.
         let mut sent = false;
-        if let (Some(w), Some(write)) = (&self.world, Self::node_write(core, &command)) {
+        // (Only a command the core takes is written: tried on a copy first, so that a
+        // refused one changes nothing in the cluster either.)
+        let node_write = Self::node_write(core, &command).filter(|_| {
+            let mut trial = core.clone();
+            trial
+                .apply(Input::Command {
+                    actor: actor.clone(),
+                    command: command.clone(),
+                })
+                .is_ok()
+        });
+        if let (Some(w), Some(write)) = (&self.world, node_write) {
             let what = crate::world::describe(&write);
             if let Err(e) = w.write_now(write, NODE_WRITE_WITHIN) {
                 // Not acknowledged. A request the server did not answer (or answered

@@ -122,6 +122,7 @@ impl KubeDriver {
                 as_model.disk,
                 map::node_devices(k),
                 as_model.taints.clone(),
+                as_model.max_pods,
             ),
             labels: map::labels_of(k),
             ready: map::node_ready(k),

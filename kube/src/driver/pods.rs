@@ -64,7 +64,7 @@ impl KubeDriver {
                 if let Some(set) = self.relist_pods.take() {
                     // Pods deleted while the watch was down are gone from their nodes.
                     for pods in self.vacating.values_mut() {
-                        pods.retain(|k| set.contains(k));
+                        pods.retain(|k, _| set.contains(k));
                     }
                     self.vacating.retain(|_, pods| !pods.is_empty());
                     let gone = not_in(&self.pods, &set);

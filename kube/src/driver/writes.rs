@@ -248,7 +248,10 @@ impl KubeDriver {
                                 .map(|r| r.node.clone())
                                 .chain(f.node.as_ref().map(|(n, _)| n.clone()));
                             for node in nodes {
-                                self.vacating.entry(node).or_default().insert(job.clone());
+                                self.vacating
+                                    .entry(node)
+                                    .or_default()
+                                    .insert(job.clone(), core.now());
                             }
                         }
                     } else if let Some(f) = self.objects.get_mut(job) {
@@ -297,7 +300,7 @@ impl KubeDriver {
                                 self.vacating
                                     .entry(node)
                                     .or_default()
-                                    .insert(format!("{ns}/{n}"));
+                                    .insert(format!("{ns}/{n}"), core.now());
                             }
                         }
                         if !gone.is_empty() {
@@ -343,6 +346,19 @@ impl KubeDriver {
                 // Kept back, then taken back by the core (its bind timed out): dropped.
                 Write::Bind { job, node, .. } if was_held && !placed_on(job, node) => continue,
                 Write::Bind { node, .. } => vec![node.as_str()],
+                // Kept back, then the job stopped or its replicas went elsewhere: the
+                // pods are not made.
+                Write::CreatePods { job, pods, .. }
+                    if was_held
+                        && !(c
+                            .job_id(job)
+                            .is_ok_and(|id| c.jobs[id as usize].phase == Phase::Running)
+                            && self.objects.get(job).is_some_and(|f| {
+                                pods.iter().all(|p| f.made.contains_key(&p.name))
+                            })) =>
+                {
+                    continue
+                }
                 Write::CreatePods { pods, .. } => pods.iter().map(|p| p.at.node.as_str()).collect(),
                 _ => {
                     writes.push(x);
