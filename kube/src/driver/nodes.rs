@@ -80,12 +80,10 @@ impl KubeDriver {
                 );
             } else if first {
                 let cards: Vec<String> = held.iter().map(|g| g.index.to_string()).collect();
-                let node = object_ref("v1", "Node", "", &name, "");
-                self.trouble(
+                self.node_trouble(
                     core,
                     events,
-                    node,
-                    format!("node/{name}"),
+                    &name,
                     "GpusWithdrawing",
                     format!(
                         "node {name} no longer advertises GPU {} that pods hold: maar keeps them for {WITHDRAW_GRACE_S} s (a device plugin restarting reports none for a moment) before taking them as withdrawn",
@@ -111,8 +109,7 @@ impl KubeDriver {
         let labels_before = self.nodes.get(&name).map(|f| f.labels.clone());
         if labels_before.as_ref() != k.metadata.labels.as_ref() {
             for msg in map::label_troubles(k) {
-                let node = object_ref("v1", "Node", "", &name, "");
-                self.trouble(core, events, node, format!("node/{name}"), "BadLabel", msg);
+                self.node_trouble(core, events, &name, "BadLabel", msg);
             }
         }
         let facts = NodeFacts {
@@ -133,15 +130,7 @@ impl KubeDriver {
         let cordons_before = self.nodes.get(&name).and_then(|f| f.cordons_text.clone());
         if cordons_before != facts.cordons_text {
             if let Some(msg) = map::cordon_troubles(k, as_model.gpus.len()) {
-                let node = object_ref("v1", "Node", "", &name, "");
-                self.trouble(
-                    core,
-                    events,
-                    node,
-                    format!("node/{name}"),
-                    "BadAnnotation",
-                    msg,
-                );
+                self.node_trouble(core, events, &name, "BadAnnotation", msg);
             }
         }
         if Self::ensure_pool(core, &facts.labels, events) {
@@ -235,6 +224,19 @@ impl KubeDriver {
             self.adopt_orphans(core, &name, events);
         }
         self.fence_withdrawn(core, &name, events);
+    }
+
+    /// A trouble of node `name`, told on the Node (`kubectl describe node`).
+    fn node_trouble(
+        &mut self,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        name: &str,
+        reason: &str,
+        message: String,
+    ) {
+        let node = object_ref("v1", "Node", "", name, "");
+        self.trouble(core, events, node, format!("node/{name}"), reason, message);
     }
 
     /// How many of node `name`'s cards hold a job.

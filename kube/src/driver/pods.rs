@@ -8,6 +8,26 @@ use super::*;
 const DELETED_WAITING: &str = "its pod is being deleted: no longer to be placed";
 
 impl KubeDriver {
+    /// A pod of maar's it does not queue: told why where `kubectl describe` shows it
+    /// (PodScheduled=False, a FailedScheduling event), and known so that its updates
+    /// change nothing.
+    fn not_queued(
+        &mut self,
+        key: String,
+        uid: &str,
+        message: String,
+        facts: PodFacts,
+        writes: &mut Vec<Write>,
+    ) {
+        writes.push(Write::Unschedulable {
+            job: key.clone(),
+            uid: uid.to_string(),
+            message,
+            object: None,
+        });
+        self.pods.insert(key, facts);
+    }
+
     /// Pod `key` no longer holds its node (gone, or ended).
     fn vacated(&mut self, key: &str) {
         self.vacating.retain(|_, pods| {
@@ -222,13 +242,7 @@ impl KubeDriver {
             Some(Err(_)) if !p.ours => return,
             Some(Err(e)) => {
                 let message = format!("maar cannot read this pod: {}: {}", e.field, e.message);
-                writes.push(Write::Unschedulable {
-                    job: key.clone(),
-                    uid: p.uid.clone(),
-                    message,
-                    object: None,
-                });
-                self.pods.insert(key, facts);
+                self.not_queued(key, &p.uid, message, facts, writes);
                 return;
             }
             None => return,
@@ -247,13 +261,7 @@ impl KubeDriver {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            writes.push(Write::Unschedulable {
-                job: key.clone(),
-                uid: p.uid.clone(),
-                message,
-                object: None,
-            });
-            self.pods.insert(key, facts);
+            self.not_queued(key, &p.uid, message, facts, writes);
             return;
         }
         if !p.ours {

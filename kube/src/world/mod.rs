@@ -192,25 +192,13 @@ impl World {
         object: &serde_json::Value,
         within: std::time::Duration,
     ) -> Result<(), String> {
-        let (tx, rx) = mpsc::channel();
-        let (client, job_, kind_, plural_, object_) = (
-            self.client.clone(),
-            job.to_string(),
-            kind.to_string(),
-            plural.to_string(),
-            object.clone(),
-        );
-        self.handle.spawn(async move {
-            let r = create_object(&client, &job_, &kind_, &plural_, &object_).await;
-            let _ = tx.send(r);
-        });
-        match rx.recv_timeout(within) {
-            Ok(r) => r,
-            Err(_) => Err(format!(
-                "the API server did not answer within {} s",
-                within.as_secs()
-            )),
-        }
+        let w = Write::CreateObject {
+            job: job.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+            object: object.clone(),
+        };
+        self.write_now(w, within)
     }
 
     /// Makes one write now and waits up to `within` for the API server's answer: an
