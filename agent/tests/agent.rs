@@ -211,14 +211,9 @@ fn the_endpoints_serve_metrics_health_and_the_sample() {
     assert!(s.host.cpus > 0);
 }
 
-#[test]
-fn slow_header_clients_are_dropped_and_connections_are_capped() {
-    use std::time::{Duration, Instant};
-    let agent = Agent {
-        host: Box::new(SysinfoHost::new()),
-        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
-    };
-    let shared = maar_agent::serve::start_sampler(agent, Duration::from_millis(200));
+/// `agent` served on a loopback port within `limits`, on a thread of its own.
+fn serving(agent: Agent, limits: maar_agent::serve::Limits) -> std::net::SocketAddr {
+    let shared = maar_agent::serve::start_sampler(agent, std::time::Duration::from_millis(200));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -226,13 +221,7 @@ fn slow_header_clients_are_dropped_and_connections_are_capped() {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let limits = maar_agent::serve::Limits {
-        header_read: Duration::from_millis(600),
-        connection: Duration::from_secs(10),
-        connections: 2,
-        per_peer: 8,
-    };
+    let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         rt.block_on(maar_agent::serve::serve(
             listener,
@@ -240,6 +229,26 @@ fn slow_header_clients_are_dropped_and_connections_are_capped() {
             limits,
         ));
     });
+    addr
+}
+
+#[test]
+fn slow_header_clients_are_dropped_and_connections_are_capped() {
+    use std::time::{Duration, Instant};
+    let agent = Agent {
+        host: Box::new(SysinfoHost::new()),
+        gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
+    };
+    let port = serving(
+        agent,
+        maar_agent::serve::Limits {
+            header_read: Duration::from_millis(600),
+            connection: Duration::from_secs(10),
+            connections: 2,
+            per_peer: 8,
+        },
+    )
+    .port();
     // Two clients that send half a header and stop take both places...
     let slow: Vec<_> = (0..2)
         .map(|_| {
@@ -277,28 +286,15 @@ fn one_address_holding_its_share_open_leaves_the_rest_to_others() {
         host: Box::new(host),
         gpus: Box::new(RecordedGpus::from_json(include_str!("fixtures/nvml-8xh100.json")).unwrap()),
     };
-    let shared = maar_agent::serve::start_sampler(agent, Duration::from_millis(200));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let limits = maar_agent::serve::Limits {
-        header_read: Duration::from_secs(5),
-        connection: Duration::from_secs(10),
-        connections: 4,
-        per_peer: 2,
-    };
-    std::thread::spawn(move || {
-        rt.block_on(maar_agent::serve::serve(
-            listener,
-            maar_agent::serve::router(shared),
-            limits,
-        ));
-    });
+    let addr = serving(
+        agent,
+        maar_agent::serve::Limits {
+            header_read: Duration::from_secs(5),
+            connection: Duration::from_secs(10),
+            connections: 4,
+            per_peer: 2,
+        },
+    );
     // From 127.0.0.1: four slow clients, as many as the server's places; two hold its
     // share, the others are closed (without the cap they would hold all four, and
     // the probe below would wait out their 5 s).
