@@ -530,7 +530,7 @@ pub fn file_trusted(path: &Path, owner: u32, what: &str) -> Result<(), String> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if m.file_type().is_symlink() && !mine(m.uid()) {
             return Err(format!(
-                "the {what} {shown} is a link of user {}, who could point it at a file of theirs",
+                "the {what} {shown} is a link of user {}, who could point it at a file of theirs; name the file itself, or a link of your own",
                 name(m.uid())
             ));
         }
@@ -538,7 +538,7 @@ pub fn file_trusted(path: &Path, owner: u32, what: &str) -> Result<(), String> {
     let m = std::fs::metadata(path).map_err(|e| format!("the {what} {shown}: {e}"))?;
     if !mine(m.uid()) {
         return Err(format!(
-            "the {what} {shown} belongs to user {}: maar takes it only from a file of its own user ({}) or root",
+            "the {what} {shown} belongs to user {}: maar takes it only from a file of its own user ({}) or root; copy it to a file of your own, or have root own it",
             name(m.uid()),
             name(owner)
         ));
@@ -565,7 +565,7 @@ pub fn file_trusted(path: &Path, owner: u32, what: &str) -> Result<(), String> {
             };
             if l.file_type().is_symlink() && !mine(l.uid()) {
                 return Err(format!(
-                    "the link {} on the {what}'s path belongs to user {}, who could point it elsewhere",
+                    "the link {} on the {what}'s path belongs to user {}, who could point it elsewhere; give the path without it",
                     d.display(),
                     name(l.uid())
                 ));
@@ -576,7 +576,7 @@ pub fn file_trusted(path: &Path, owner: u32, what: &str) -> Result<(), String> {
             let mode = m.mode();
             if !mine(m.uid()) {
                 return Err(format!(
-                    "the folder {} of the {what} {shown} belongs to user {}, who could replace the file",
+                    "the folder {} of the {what} {shown} belongs to user {}, who could replace the file; keep it in a folder of your own (~/.config/maar) or root's (/etc/maar)",
                     d.display(),
                     name(m.uid())
                 ));

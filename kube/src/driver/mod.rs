@@ -1177,7 +1177,7 @@ impl Driver for KubeDriver {
                 // it, and maar follows what the cluster shows.
                 return Output {
                     result: Err(maar_scheduler::ClusterError::Invalid(format!(
-                        "not acknowledged: {what} did not succeed in the cluster ({e}); maar's books are unchanged, and if the API server carries the request out after all, the node shows it and maar follows"
+                        "not acknowledged: {what} did not succeed in the cluster ({e}); maar's books are unchanged, and if the API server carries the request out after all, the node shows it and maar follows; give the command again once the API server answers"
                     ))),
                     job: None,
                     events: Vec::new(),

@@ -819,7 +819,7 @@ impl Cluster {
                 ));
             }
             out.push(format!(
-                "nothing that maar can change now would start it: no node of its pool has room even after the running jobs with an end foreseen end{}",
+                "nothing that maar can change now would start it: no node of its pool would have room even once the running jobs with a foreseen end have ended{}",
                 if held.is_empty() { String::new() } else { format!("; {}", held.join("; ")) }
             ));
         }
