@@ -362,7 +362,7 @@ impl Cluster {
         c.ended = s.ended.into_iter().collect();
         c.quota_requests = s.quota_requests;
         c.next_request = s.next_request;
-        c.events = s.events.into_iter().map(std::sync::Arc::new).collect();
+        c.events = std::sync::Arc::new(s.events.into_iter().map(std::sync::Arc::new).collect());
         c.next_event = s.next_event;
         c.totals_ever = s.totals;
         c.gpu_ms = s.gpu_ms.into_iter().map(|(p, m, v)| ((p, m), v)).collect();

@@ -127,8 +127,9 @@ pub struct Cluster {
     pub jobs: Jobs,
     pub quota_requests: Vec<QuotaRequest>,
     /// The newest events (at most `config.event_window`), oldest first; shared with
-    /// the cluster's copies (a prospect's copy takes 5,000 pointers, not 5,000 events).
-    pub events: VecDeque<std::sync::Arc<Event>>,
+    /// the cluster's copies, the window itself and each event (a prospect's copy took
+    /// 5,000 pointers, and dropped them, when it shared only the events).
+    pub events: std::sync::Arc<VecDeque<std::sync::Arc<Event>>>,
     pub config: SchedConfig,
     /// Counters over the whole history.
     pub totals_ever: Totals,
@@ -204,10 +205,24 @@ pub struct Cluster {
     /// jobs or one of their ends change. A cache: a reservation otherwise reads every
     /// job on every node.
     pub(crate) first_end: Vec<std::cell::Cell<Option<u64>>>,
+    /// By node: the lowest base priority among its jobs (`i32::MIN` where one is
+    /// there on loan, `i32::MAX` where none is), once preemption asked; forgotten by
+    /// `reindex` and when a job on it changes priority. A cache: preemption's search
+    /// read every job on every node of a model the job names, to find none lower.
+    pub(crate) lowest_prio: Vec<std::cell::Cell<Option<i32>>>,
     /// By node: whether its GPU labels agree with its cards (see
     /// `alerts::label_mismatch`), once explain asked; forgotten by `reindex`, which
     /// every change of a node's labels or cards goes through.
     pub(crate) labels_agree: Vec<std::cell::Cell<Option<bool>>>,
+    /// The running jobs' ends in order, as a predictor says, once a forward run asked
+    /// (`Cluster::running_ends`): kept while the jobs and their history are the same.
+    #[allow(clippy::type_complexity)]
+    pub(crate) ends: std::cell::RefCell<
+        Option<(
+            (u64, u64, crate::runtimes::Predictor),
+            std::sync::Arc<Vec<crate::runtimes::End>>,
+        )>,
+    >,
     /// Jobs' asks, interned (a cycle tells shapes apart by number).
     pub(crate) asks: crate::shape::AsksTable,
     /// By model id: the most memory of a card on any node indexed under the model
@@ -215,7 +230,7 @@ pub struct Cluster {
     pub(crate) model_max_mem: Vec<u64>,
     /// Names shared with the cluster's copies (a prospect's, a forecast's copy takes
     /// them without copying each string).
-    pub(crate) node_by_name: HashMap<std::sync::Arc<str>, NodeId>,
+    pub(crate) node_by_name: std::sync::Arc<HashMap<std::sync::Arc<str>, NodeId>>,
     /// By `project/name`.
     pub(crate) job_by_name: imbl::HashMap<std::sync::Arc<str>, JobId>,
     /// Jobs in Pending phase (ordered by id for determinism), with the fields the
@@ -244,6 +259,12 @@ pub struct Cluster {
     /// On a quiet copy, the one job whose reason is still worded (a prospect's job:
     /// its first line is the prospect's reason; the others' are nobody's).
     pub(crate) word_only: Option<JobId>,
+    /// On a prospect's copy: its cycle runs on past the asked job's turn where
+    /// nothing was placed or evicted before it (see `Cluster::schedule`).
+    pub(crate) run_on: bool,
+    /// Set by each cycle: whether a cycle at the same instant could still do what
+    /// this one did not (false where this one stands for it: see `Cluster::schedule`).
+    pub(crate) again: bool,
     /// Running jobs in preemption preference: lowest priority, then most recent start.
     pub(crate) running_by_prio: imbl::OrdSet<(i32, std::cmp::Reverse<u64>, JobId)>,
     /// How many running jobs have each base priority (a job outranks none unless
@@ -346,7 +367,7 @@ impl Cluster {
             projects: Vec::new(),
             jobs: Jobs::default(),
             quota_requests: Vec::new(),
-            events: VecDeque::new(),
+            events: Default::default(),
             config,
             totals_ever: Totals::default(),
             prices: BTreeMap::new(),
@@ -375,10 +396,12 @@ impl Cluster {
             index_key: Vec::new(),
             idle_by_model: Default::default(),
             first_end: Vec::new(),
+            lowest_prio: Vec::new(),
             labels_agree: Vec::new(),
+            ends: Default::default(),
             asks: Default::default(),
             model_max_mem: Vec::new(),
-            node_by_name: HashMap::new(),
+            node_by_name: Default::default(),
             job_by_name: imbl::HashMap::new(),
             pending: BTreeMap::new(),
             restarting: BTreeSet::new(),
@@ -391,6 +414,8 @@ impl Cluster {
             last_start: None,
             quiet: false,
             word_only: None,
+            run_on: false,
+            again: true,
             running_by_prio: imbl::OrdSet::new(),
             running_base: BTreeMap::new(),
             next_request: 1,
@@ -427,11 +452,12 @@ impl Cluster {
     pub fn add_node(&mut self, mut node: Node) -> NodeId {
         let id = self.nodes.len() as NodeId;
         node.pool = self.pool_for_labels(node.labels());
-        self.node_by_name.insert(node.name.as_str().into(), id);
+        std::sync::Arc::make_mut(&mut self.node_by_name).insert(node.name.as_str().into(), id);
         self.nodes.push(node);
         self.account_node(id, true);
         self.index_key.push((NO_POOL, 0, 0, id));
         self.first_end.push(Default::default());
+        self.lowest_prio.push(Default::default());
         self.labels_agree.push(Default::default());
         self.summaries.push(NodeSummary::default());
         self.reindex(id);
@@ -549,12 +575,55 @@ impl Cluster {
         t
     }
 
-    /// Every node's first end read into the cache, before a copy is made for a
-    /// forward run: the copy's reservations read them all, and what a copy reads into
-    /// its own cache is dropped with it (a prospect read 40,000 jobs again each time).
-    pub(crate) fn warm_first_ends(&self) {
+    /// The lowest base priority among node `n`'s jobs (`i32::MIN` where one is there
+    /// on loan, `i32::MAX` where none is), from the cache where it holds: preemption
+    /// passes over a node where nobody is lower than the job it seeks room for.
+    pub(crate) fn lowest_prio(&self, n: NodeId) -> i32 {
+        let cell = self.lowest_prio.get(n as usize);
+        let cached = cell.and_then(|c| c.get());
+        if let (Some(p), false) = (cached, cfg!(debug_assertions)) {
+            return p;
+        }
+        let p = self.nodes[n as usize]
+            .jobs
+            .iter()
+            .map(|&v| {
+                let j = &self.jobs[v as usize];
+                if j.placements.iter().any(|p| p.node == n && p.on_loan) {
+                    i32::MIN
+                } else {
+                    j.spec.priority
+                }
+            })
+            .min()
+            .unwrap_or(i32::MAX);
+        debug_assert!(
+            cached.is_none_or(|c| c == p),
+            "node {n}'s cached lowest priority went stale"
+        );
+        if let Some(c) = cell {
+            c.set(Some(p));
+        }
+        p
+    }
+
+    /// Every node's first end and lowest priority read into the caches, before a copy
+    /// is made for a forward run: the copy's reservations and victim searches read
+    /// them, and what a copy reads into its own cache is dropped with it (a prospect
+    /// read 40,000 jobs again each time).
+    pub(crate) fn warm_node_caches(&self) {
         for n in 0..self.nodes.len() {
             self.first_end(n as NodeId);
+            self.lowest_prio(n as NodeId);
+        }
+    }
+
+    /// A running job's priority changed: its nodes' lowest priorities are read again.
+    pub(crate) fn forget_lowest_prio(&self, id: JobId) {
+        for p in &self.jobs[id as usize].placements {
+            if let Some(c) = self.lowest_prio.get(p.node as usize) {
+                c.set(None);
+            }
         }
     }
 
@@ -574,6 +643,9 @@ impl Cluster {
             e.set(None);
         }
         if let Some(e) = self.labels_agree.get(id as usize) {
+            e.set(None);
+        }
+        if let Some(e) = self.lowest_prio.get(id as usize) {
             e.set(None);
         }
         let node = &self.nodes[id as usize];
@@ -795,9 +867,12 @@ impl Cluster {
             cluster: String::new(),
         };
         self.outbox.push(e.clone());
-        self.events.push_back(std::sync::Arc::new(e));
-        while self.events.len() > self.config.event_window.max(1) {
-            self.events.pop_front();
+        // (Copied only where a copy shares the window: a quiet one emits nothing.)
+        let window = self.config.event_window.max(1);
+        let events = std::sync::Arc::make_mut(&mut self.events);
+        events.push_back(std::sync::Arc::new(e));
+        while events.len() > window {
+            events.pop_front();
         }
     }
 

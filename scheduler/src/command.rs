@@ -574,6 +574,7 @@ impl Cluster {
                     *self.running_base.entry(priority).or_default() += 1;
                 }
                 std::sync::Arc::make_mut(&mut j.spec).priority = priority;
+                self.forget_lowest_prio(id);
                 if let Some(k) = self.pending.get_mut(&id) {
                     k.priority = priority;
                     let replicas = k.replicas;

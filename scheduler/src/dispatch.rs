@@ -193,13 +193,20 @@ impl Core {
 
     /// The job submitted to a copy of this cluster and a cycle run there.
     fn prospect_on_copy(&self, spec: &JobSpec) -> Result<Prospect, String> {
-        let quiet = self.prospect_copied(spec, true);
-        // Quiet, the copy's cycle places as a loud one would: checked against one in
-        // debug builds (every test that asks a prospect of a cluster where jobs wait).
+        let quiet = self.prospect_copied(spec, true, true);
+        // Quiet, the copy's cycle places as a loud one would, and a first cycle that
+        // ran on past the job's turn stands for the forecast's first: checked against
+        // a loud copy, and against one that stops at the job's turn, in debug builds
+        // (every test that asks a prospect of a cluster where jobs wait).
         #[cfg(debug_assertions)]
         {
-            let loud = self.prospect_copied(spec, false);
+            let loud = self.prospect_copied(spec, false, true);
             debug_assert_eq!(quiet, loud, "a quiet prospect's copy differs");
+            let stopped = self.prospect_copied(spec, true, false);
+            debug_assert_eq!(
+                quiet, stopped,
+                "a prospect whose first cycle ran on differs"
+            );
         }
         quiet
     }
@@ -207,8 +214,15 @@ impl Core {
     /// The prospect on a copy: the job submitted to it and a cycle run. `quiet`: the
     /// copy words no other job's reason, writes no events and keeps no bill (a cycle
     /// over a long queue spent most of its time wording reasons nobody reads).
-    fn prospect_copied(&self, spec: &JobSpec, quiet: bool) -> Result<Prospect, String> {
-        self.cluster().warm_first_ends();
+    /// `run_on`: the cycle may run on past the job's turn and stand for the forward
+    /// run's first (`Cluster::schedule`).
+    fn prospect_copied(
+        &self,
+        spec: &JobSpec,
+        quiet: bool,
+        run_on: bool,
+    ) -> Result<Prospect, String> {
+        self.cluster().warm_node_caches();
         let mut copy = self.clone();
         let mut spec = spec.clone();
         // A name already taken here is evaluated as a copy under another name.
@@ -225,6 +239,7 @@ impl Core {
         if quiet {
             copy.quiet_but(id);
         }
+        copy.run_on(run_on);
         crate::kit::Bare::settle(&mut copy, &mut Vec::new(), &mut Vec::new());
         let c = copy.cluster();
         let j = &c.jobs[id as usize];
@@ -247,9 +262,10 @@ impl Core {
         // The first line, as explain gives it (before the forward run, which runs on
         // this copy itself: nobody keeps it).
         let reason = c.jobs[id as usize].reason.to_string();
+        let first_done = !c.again;
         let mut c = copy.into_cluster();
         let start = c
-            .forecast_in_place(Reach::default(), Some(id))
+            .forecast_in_place(Reach::default(), Some(id), Some(self.cluster()), first_done)
             .starts
             .remove(&id)
             .unwrap_or(crate::forecast::Start {

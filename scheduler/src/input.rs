@@ -286,6 +286,12 @@ impl Core {
         self.cluster.word_only = Some(job);
     }
 
+    /// On a prospect's copy: its cycle may run on past the asked job's turn (see
+    /// `Cluster::run_on`).
+    pub(crate) fn run_on(&mut self, on: bool) {
+        self.cluster.run_on = on;
+    }
+
     pub fn new(mut cluster: Cluster) -> Core {
         // Whatever was built before the core took over is not news to anyone.
         cluster.take_outbox();

@@ -33,6 +33,9 @@ pub struct Jobs {
     base: u32,
     len: usize,
     next: JobId,
+    /// Bumped by every change (a job taken for change, added or removed): what a
+    /// cache read from the table is keyed by. A copy starts with its original's.
+    gen: u64,
 }
 
 impl Jobs {
@@ -79,7 +82,49 @@ impl Jobs {
         self.next
     }
 
+    /// Changes so far: equal numbers on one table (or on a copy and the table it
+    /// was copied from, before either changed) mean the same jobs.
+    pub(crate) fn gen(&self) -> u64 {
+        self.gen
+    }
+
+    /// The ids whose job differs between this table and `base` (changed in either
+    /// since one was copied from the other, or held by one only). Jobs are shared
+    /// until one side takes them for change, so this reads the chunks' and the
+    /// changed chunks' jobs' pointers, not the jobs.
+    pub(crate) fn changed_since(&self, base: &Jobs) -> Vec<JobId> {
+        let chunk = |t: &Jobs, k: u32| -> Option<Arc<Chunk>> {
+            let c = k.checked_sub(t.base)? as usize;
+            t.chunks.get(c)?.clone()
+        };
+        let first = self.base.min(base.base);
+        let end = (self.base + self.chunks.len() as u32).max(base.base + base.chunks.len() as u32);
+        let mut out = Vec::new();
+        for k in first..end {
+            let (a, b) = (chunk(self, k), chunk(base, k));
+            if let (Some(a), Some(b)) = (&a, &b) {
+                if Arc::ptr_eq(a, b) {
+                    continue;
+                }
+            }
+            for s in 0..CHUNK {
+                let x = a.as_ref().and_then(|c| c[s].as_ref());
+                let y = b.as_ref().and_then(|c| c[s].as_ref());
+                let same = match (x, y) {
+                    (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    out.push((k << SHIFT) | s as u32);
+                }
+            }
+        }
+        out
+    }
+
     pub(crate) fn insert(&mut self, job: Job) {
+        self.gen += 1;
         let id = job.id;
         self.next = self.next.max(id.saturating_add(1));
         let chunk = id >> SHIFT;
@@ -103,6 +148,7 @@ impl Jobs {
     }
 
     pub(crate) fn remove(&mut self, id: JobId) -> Option<Job> {
+        self.gen += 1;
         let (c, s) = self.slot(id)?;
         let slots = self.chunks[c].as_mut()?;
         slots[s].as_ref()?;
@@ -153,6 +199,7 @@ impl IndexMut<usize> for Jobs {
         let Some((c, s)) = held else {
             panic!("job {i} is not held (never submitted, or ended and dropped)")
         };
+        self.gen += 1;
         // A copy's chunk, and then its job, are copied the first time it changes.
         let slots = Arc::make_mut(self.chunks[c].as_mut().expect("held"));
         Arc::make_mut(slots[s].as_mut().expect("held"))
@@ -235,5 +282,35 @@ mod tests {
         let rebuilt = Jobs::from_parts(t.iter().cloned().collect(), 500);
         assert_eq!(ids(&rebuilt), ids(&t));
         assert_eq!(rebuilt.next_id(), 500);
+    }
+
+    #[test]
+    fn a_copy_tells_the_jobs_changed_since_and_every_change_counts() {
+        let mut t = Jobs::default();
+        for id in 60..300 {
+            t.insert(job(id));
+        }
+        let mut copy = t.clone();
+        assert!(copy.changed_since(&t).is_empty());
+        assert_eq!(copy.gen(), t.gen(), "a copy starts where its original is");
+        let g = copy.gen();
+        copy[70].reason = "changed".into();
+        assert!(copy.gen() > g, "taking a job for change counts");
+        let g = copy.gen();
+        copy.remove(299);
+        copy.insert(job(5));
+        copy.insert(job(400));
+        assert!(copy.gen() >= g + 3, "adding and removing count");
+        let mut changed = copy.changed_since(&t);
+        changed.sort_unstable();
+        assert_eq!(changed, vec![5, 70, 299, 400]);
+        let mut back = t.changed_since(&copy);
+        back.sort_unstable();
+        assert_eq!(back, changed, "either way round");
+        // The original changing after the copy was made counts too.
+        t[100].reason = "changed here".into();
+        let mut changed = copy.changed_since(&t);
+        changed.sort_unstable();
+        assert_eq!(changed, vec![5, 70, 100, 299, 400]);
     }
 }

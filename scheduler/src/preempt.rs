@@ -117,6 +117,10 @@ impl Cluster {
         {
             return None;
         }
+        // Where it may not reclaim, it evicts only a job of lower base priority (or one
+        // on loan on that node, counted as the lowest): a node whose lowest is not
+        // lower holds nobody it may evict.
+        let nobody_lower = |n: NodeId| !within_reserved && self.lowest_prio(n) >= spec.priority;
         if units == 1 {
             // Nothing to evict if it fits as things are.
             if self.find_node(spec, mult, &pools, &[], &[]).is_some() {
@@ -173,6 +177,9 @@ impl Cluster {
             if compatible.len() * 4 < total {
                 let mut cands: Vec<(i32, Reverse<u64>, JobId, NodeId)> = Vec::new();
                 for &n in &compatible {
+                    if nobody_lower(n) {
+                        continue;
+                    }
                     for &v in &self.nodes[n as usize].jobs {
                         let vj = &self.jobs[v as usize];
                         if self.evictable(j, vj, n, within_reserved) {
@@ -274,6 +281,9 @@ impl Cluster {
                             | NodeReason::MigSlices { .. },
                         ) => continue,
                         Err(_) => {}
+                    }
+                    if !overlay.contains_key(&n) && nobody_lower(n) {
+                        continue;
                     }
                     let mut cands: Vec<&Job> = base
                         .jobs
@@ -508,5 +518,47 @@ mod tests {
         }
         assert!(found > 50, "{found} cases had a victim");
         assert!(nobody > 5, "{nobody} cases had nobody to evict");
+    }
+
+    /// The lowest priority kept per node follows a running job's priority change:
+    /// lowered, it is a victim on a node that held nobody lower before.
+    #[test]
+    fn a_running_job_lowered_becomes_a_victim_where_nobody_was_lower() {
+        let mut c = train_cluster();
+        add_train_node(&mut c, "rare", "h100", 1);
+        for i in 0..4 {
+            add_train_node(&mut c, &format!("n{i}"), "t4", 1);
+        }
+        let on = |name: &str, priority: i32| JobSpec {
+            priority,
+            gpu: GpuRequest {
+                models: vec!["h100".into()],
+                ..JobSpec::train(name, "p", "train", 1).gpu
+            },
+            ..JobSpec::train(name, "p", "train", 1)
+        };
+        let r = c.submit(on("r", PRIORITY_HIGH)).expect("submitted");
+        c.schedule();
+        assert_eq!(c.jobs[r as usize].phase, Phase::Running);
+        c.set_time(c.now + 60);
+        let w = c.submit(on("w", PRIORITY_HIGH)).expect("submitted");
+        c.warm_node_caches();
+        assert_eq!(
+            c.find_victims(w, 1, false),
+            None,
+            "nobody lower on its one node"
+        );
+        c.apply(crate::Command::SetPriority {
+            job: "p/r".into(),
+            priority: PRIORITY_LOW,
+        })
+        .expect("lowered");
+        assert_eq!(c.find_victims(w, 1, false), Some(vec![r]));
+        c.apply(crate::Command::SetPriority {
+            job: "p/r".into(),
+            priority: PRIORITY_HIGH,
+        })
+        .expect("raised");
+        assert_eq!(c.find_victims(w, 1, false), None);
     }
 }

@@ -1,12 +1,54 @@
 //! The runtimes of ended jobs, by kind: what start-time forecasts (`forecast.rs`) use
 //! for a running job without its own estimate. Plain data kept in the cluster's state
-//! (and its checkpoints), below the forecast that reads it.
+//! (and its checkpoints), below the forecast that reads it, with the words of what a
+//! forecast predicts by ([`Predictor`], [`Basis`]) and a running job's end as the
+//! cluster keeps them ([`End`]).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::*;
+
+/// Where an estimated start comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Every end it waits for is a job's own runtime estimate (or it starts now).
+    Estimate,
+    /// Some end it waits for is predicted from the durations of earlier jobs.
+    History,
+    /// It can never run as asked.
+    Never,
+    /// It waits for something no estimate or history foresees (a job without either,
+    /// a repair, a quota change), or for longer than the forecast looks ahead.
+    Unknown,
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Estimate => "estimate",
+            Basis::History => "history",
+            Basis::Never => "never",
+            Basis::Unknown => "unknown",
+        }
+    }
+}
+
+/// What predicts a running job's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predictor {
+    /// The job's own estimate, else its kind's history (maar's).
+    EstimateThenHistory,
+    /// Only the job's own estimate (user-declared runtimes, the baseline).
+    Estimate,
+    /// Only the average of the last two similar runs (Tsafrir et al.).
+    History,
+}
+
+/// A running job's expected end: (time, job, its start epoch, basis).
+pub(crate) type End = (u64, JobId, u32, Basis);
 
 /// How many runs of a kind of job are kept.
 const KEPT: usize = 4;
@@ -83,6 +125,11 @@ impl Runtimes {
     pub fn peak(&self, spec: &JobSpec) -> Option<(u64, usize)> {
         let k = self.by_kind.get(&Self::kind(spec))?;
         k.peaks.iter().max().map(|&m| (m, k.peaks.len()))
+    }
+
+    /// How many runs were recorded: a different number, a different history.
+    pub(crate) fn recorded(&self) -> u64 {
+        self.recorded
     }
 
     /// The average of the last two runs of this kind (one, if only one ended).

@@ -680,6 +680,7 @@ impl Cluster {
     /// Runs one scheduling cycle at the current time.
     pub fn schedule(&mut self) -> CycleReport {
         let mut report = CycleReport::default();
+        let usage_before = self.usage_gen;
         self.restart_due();
         // (What the cycle's own placements and evictions change, from here; read only
         // by a loud cycle with backfill, so a forecast's copies, which run a cycle a
@@ -710,15 +711,24 @@ impl Cluster {
 
         let mut last = None;
         let mut asked_had_its_turn = false;
+        let (mut cut, mut ran_on) = (false, false);
         let mut tried: u64 = 0;
         loop {
             // A prospect's copy stops once its job has had its turn: the jobs after it
             // in the queue change nothing of its fate (a forecast that follows starts
             // with a cycle at the same time, where they come after it again), unless
             // jobs held by their quota are watched (an eviction later in the cycle
-            // could let it in again).
+            // could let it in again). Where nothing was placed or evicted before its
+            // turn and it was not placed (`run_on`), this cycle left the cluster as it
+            // found it so far: the forecast's cycle at the same instant would do
+            // exactly what the rest of this one does, so it runs on to its end and
+            // stands for that one (`again` false).
             if asked_had_its_turn && !queue.watching() {
-                break;
+                if !self.run_on || self.usage_gen != usage_before {
+                    cut = true;
+                    break;
+                }
+                ran_on = true;
             }
             // What the last item did to usage may let held jobs in, from here on.
             if let (true, Some(l)) = (queue.watching(), last) {
@@ -954,6 +964,9 @@ impl Cluster {
         if let Some((_, gens)) = usage_at_start.filter(|(gen, _)| *gen != self.usage_gen) {
             self.tell_held_again(&gens);
         }
+        // On a prospect's copy, a cycle that ran whole and placed and evicted nothing
+        // leaves nothing for another at the same instant to do differently.
+        self.again = !self.run_on || cut || (!ran_on && self.usage_gen != usage_before);
         if !self.quiet {
             let a = &mut self.attempts;
             let placed = (report.started.len() + report.scaled_up.len()) as u64;
