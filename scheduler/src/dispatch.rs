@@ -196,17 +196,16 @@ impl Core {
         let quiet = self.prospect_copied(spec, true, true);
         // Quiet, the copy's cycle places as a loud one would, and a first cycle that
         // ran on past the job's turn stands for the forecast's first: checked against
-        // a loud copy, and against one that stops at the job's turn, in debug builds
-        // (every test that asks a prospect of a cluster where jobs wait).
+        // a loud copy (whose first cycle runs whole, as the engine's does after a
+        // real submit) in debug builds (every test that asks a prospect of a cluster
+        // where jobs wait). A copy that stops at the job's turn (`run_on` off) is not
+        // the reference: a job behind it that evicts in the forecast's first cycle
+        // leaves its victim's end to mark a step, which neither the engine's own
+        // forecast nor the loud copy reads (tested).
         #[cfg(debug_assertions)]
         {
             let loud = self.prospect_copied(spec, false, true);
             debug_assert_eq!(quiet, loud, "a quiet prospect's copy differs");
-            let stopped = self.prospect_copied(spec, true, false);
-            debug_assert_eq!(
-                quiet, stopped,
-                "a prospect whose first cycle ran on differs"
-            );
         }
         quiet
     }
@@ -916,6 +915,56 @@ mod tests {
             Phase::Pending
         );
         assert!(core.prospect_again("p/none").is_err());
+    }
+
+    /// A job behind the asked one evicts in the copy's first cycle (which ran on past
+    /// the asked job's idle turn and stands for the forward run's first): the start
+    /// is the one the cluster's own forecast gives once the job is really submitted
+    /// (the victim's end marks no step), not the one a copy stopped at the job's turn
+    /// gave (its forecast's first cycle evicted, and the victim's end still counted).
+    #[test]
+    fn an_eviction_behind_the_asked_job_starts_it_as_a_real_submit_would() {
+        use crate::model::{PRIORITY_HIGH, PRIORITY_LOW, PRIORITY_MEDIUM};
+        use crate::testkit::*;
+        let mut c = train_cluster();
+        add_train_node(&mut c, "h", "h100", 1);
+        add_train_node(&mut c, "t", "t4", 1);
+        let mut core = Core::new(c);
+        let job = |name: &str, model: &str, priority: i32, est: u64| {
+            let mut s = JobSpec::train(name, "p", "train", 1);
+            s.gpu.models = vec![model.into()];
+            s.priority = priority;
+            s.est_runtime_s = Some(est);
+            s
+        };
+        let submit = |core: &mut Core, s: JobSpec| {
+            core.apply(Input::Command {
+                actor: Actor::system("t"),
+                command: crate::command::Command::Submit(Box::new(s)),
+            })
+            .result
+            .expect("submitted");
+        };
+        submit(&mut core, job("r", "h100", PRIORITY_HIGH, 1000));
+        submit(&mut core, job("v", "t4", PRIORITY_LOW, 1050));
+        crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        core.apply(Input::Advance { to: 100 });
+        // Queued, not yet tried: it evicts v at the next cycle.
+        submit(&mut core, job("x", "t4", PRIORITY_MEDIUM, 5000));
+        let a = job("a", "h100", PRIORITY_HIGH, 600);
+        let p = core.prospect(&a).expect("a prospect");
+        // r ends at 1000: a starts then.
+        assert_eq!(p.start_in, Some(900), "{}", p.words());
+        assert!(p.starts.contains("when job/p/r ends"), "{}", p.starts);
+        let stopped = core.prospect_copied(&a, true, false).expect("a prospect");
+        assert_eq!(stopped.start_in, Some(950), "{}", stopped.words());
+        // Submitted for real, a cycle run: the cluster's own forecast agrees.
+        submit(&mut core, a);
+        crate::kit::Bare::settle(&mut core, &mut Vec::new(), &mut Vec::new());
+        let c = core.cluster();
+        let id = c.job_id("p/a").expect("submitted");
+        let f = c.forecast(Reach::default(), Some(id));
+        assert_eq!(f.starts[&id].at, Some(1000));
     }
 
     #[test]

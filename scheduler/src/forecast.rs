@@ -314,7 +314,10 @@ impl Cluster {
                 }
             }
         };
-        if !first_done {
+        if first_done {
+            // (counted as the step it stands for)
+            out.steps += 1;
+        } else {
             step(c, &mut ends, &mut out, Basis::Estimate, None);
         }
         // Done when the job asked about has started, or every Pending job has: the
