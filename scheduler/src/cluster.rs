@@ -319,6 +319,9 @@ pub(crate) struct NodeSummary {
     /// Smallest and largest card memory among schedulable cards.
     pub min_mem: u64,
     pub max_mem: u64,
+    /// Cards of a device resource (MIG instances, time-sliced replicas), schedulable
+    /// or not: explain's per-node verdicts ask it of 5,000 nodes' cards otherwise.
+    pub resource_cards: u32,
 }
 
 /// `its GPUs are 0-7`, or `it has no GPUs`.
@@ -666,6 +669,7 @@ impl Cluster {
                 .count() as u32,
             min_mem: g.iter().map(|g| g.memory).min().unwrap_or(0),
             max_mem: g.iter().map(|g| g.memory).max().unwrap_or(0),
+            resource_cards: node.gpus.iter().filter(|g| g.resource.is_some()).count() as u32,
         };
         let free = if node.ready() && !node.cordoned {
             node.free_whole_gpus()

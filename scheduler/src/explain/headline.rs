@@ -58,10 +58,15 @@ impl Cluster {
         }
         // Cards of several device resources (MIG instances, time-sliced replicas): the
         // summary counts them all; `fit` tells them apart.
-        if node.gpus.iter().any(|g| g.resource.is_some()) {
+        let sum = &self.summaries[n as usize];
+        debug_assert_eq!(
+            sum.resource_cards as usize,
+            node.gpus.iter().filter(|g| g.resource.is_some()).count(),
+            "node {n}'s summary went stale"
+        );
+        if sum.resource_cards > 0 {
             return None;
         }
-        let sum = &self.summaries[n as usize];
         let model_ok = spec.gpu.models.is_empty()
             || node
                 .gpu_model()
@@ -321,7 +326,9 @@ impl Cluster {
             | R::GpusCordoned { .. }
             | R::NoGpuShare { .. } => {
                 let node = &self.nodes[n as usize];
-                return (!self.size_fits(node, spec, mult)).then(|| self.too_small(node, spec));
+                let plain = || self.summaries[n as usize].resource_cards == 0;
+                return (!self.size_fits_with(node, spec, mult, plain))
+                    .then(|| self.too_small(node, spec));
             }
             _ => {}
         }

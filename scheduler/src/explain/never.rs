@@ -30,11 +30,34 @@ impl Cluster {
     /// Whether the node's whole size could hold `mult` replicas of `spec`, its rules
     /// aside: cards of the job's kind, CPU, memory and disk.
     pub(super) fn size_fits(&self, n: &Node, spec: &JobSpec, mult: u32) -> bool {
+        self.size_fits_with(n, spec, mult, || {
+            n.gpus.iter().all(|g| g.resource.is_none())
+        })
+    }
+
+    /// [`Cluster::size_fits`], told by `plain` whether the node has only whole cards
+    /// (no device resource), as a node's summary says without reading its cards.
+    pub(super) fn size_fits_with(
+        &self,
+        n: &Node,
+        spec: &JobSpec,
+        mult: u32,
+        plain: impl FnOnce() -> bool,
+    ) -> bool {
         let oc = self.overcommit_of(n);
         let any_card = spec.gpu.models.is_empty()
             && spec.gpu.memory_per_card.is_none()
             && spec.gpu.resource.is_none()
-            && n.gpus.iter().all(|g| g.resource.is_none());
+            && {
+                let p = plain();
+                debug_assert_eq!(
+                    p,
+                    n.gpus.iter().all(|g| g.resource.is_none()),
+                    "node {}'s summary went stale",
+                    n.name
+                );
+                p
+            };
         let cards = if any_card {
             n.gpus.len()
         } else {
