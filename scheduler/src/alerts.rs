@@ -125,20 +125,10 @@ impl Cluster {
     /// Whether node `n`'s GPU labels agree with its cards ([`label_mismatch`] says
     /// nothing), from the cache while the node is unchanged.
     pub(crate) fn labels_agree(&self, n: crate::model::NodeId) -> bool {
-        let node = &self.nodes[n as usize];
         // (Every node has its slot: `add_node` pushes it.)
-        let cell = &self.labels_agree[n as usize];
-        match cell.get() {
-            Some(agree) => {
-                debug_assert_eq!(agree, label_mismatch(node).is_none(), "node {}", node.name);
-                agree
-            }
-            None => {
-                let agree = label_mismatch(node).is_none();
-                cell.set(Some(agree));
-                agree
-            }
-        }
+        crate::cluster::node_cached(self.labels_agree.get(n as usize), n, "label check", || {
+            label_mismatch(&self.nodes[n as usize]).is_none()
+        })
     }
 
     /// Every alert whose condition holds now, critical first, each marked open or

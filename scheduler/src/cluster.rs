@@ -324,6 +324,29 @@ pub(crate) struct NodeSummary {
     pub resource_cards: u32,
 }
 
+/// A per-node cache's value: the cell's where it holds, else `read`, kept in the cell.
+/// Debug builds always read, and a kept value that differs is a stale cache.
+pub(crate) fn node_cached<T: Copy + PartialEq + std::fmt::Debug>(
+    cell: Option<&std::cell::Cell<Option<T>>>,
+    n: NodeId,
+    what: &str,
+    read: impl FnOnce() -> T,
+) -> T {
+    let cached = cell.and_then(|c| c.get());
+    if let (Some(v), false) = (cached, cfg!(debug_assertions)) {
+        return v;
+    }
+    let v = read();
+    debug_assert!(
+        cached.is_none_or(|c| c == v),
+        "node {n}'s cached {what} went stale: {cached:?}, now {v:?}"
+    );
+    if let Some(c) = cell {
+        c.set(Some(v));
+    }
+    v
+}
+
 /// `its GPUs are 0-7`, or `it has no GPUs`.
 fn gpu_range(count: usize) -> String {
     match count {
@@ -551,63 +574,46 @@ impl Cluster {
     /// When node `n`'s first running job is expected to end (`u64::MAX`: none with
     /// an estimate), from the cache where it holds.
     pub(crate) fn first_end(&self, n: NodeId) -> u64 {
-        let cell = self.first_end.get(n as usize);
-        let cached = cell.and_then(|c| c.get());
-        if let (Some(t), false) = (cached, cfg!(debug_assertions)) {
-            return t;
-        }
-        let t = self.nodes[n as usize]
-            .jobs
-            .iter()
-            .map(|&v| {
-                let j = &self.jobs[v as usize];
-                match (j.started, j.remaining_s) {
-                    (Some(s), Some(r)) => s + r,
-                    _ => u64::MAX,
-                }
-            })
-            .min()
-            .unwrap_or(u64::MAX);
-        debug_assert!(
-            cached.is_none_or(|c| c == t),
-            "node {n}'s cached first end went stale"
-        );
-        if let Some(c) = cell {
-            c.set(Some(t));
-        }
-        t
+        node_cached(self.first_end.get(n as usize), n, "first end", || {
+            self.nodes[n as usize]
+                .jobs
+                .iter()
+                .map(|&v| {
+                    let j = &self.jobs[v as usize];
+                    match (j.started, j.remaining_s) {
+                        (Some(s), Some(r)) => s + r,
+                        _ => u64::MAX,
+                    }
+                })
+                .min()
+                .unwrap_or(u64::MAX)
+        })
     }
 
     /// The lowest base priority among node `n`'s jobs (`i32::MIN` where one is there
     /// on loan, `i32::MAX` where none is), from the cache where it holds: preemption
     /// passes over a node where nobody is lower than the job it seeks room for.
     pub(crate) fn lowest_prio(&self, n: NodeId) -> i32 {
-        let cell = self.lowest_prio.get(n as usize);
-        let cached = cell.and_then(|c| c.get());
-        if let (Some(p), false) = (cached, cfg!(debug_assertions)) {
-            return p;
-        }
-        let p = self.nodes[n as usize]
-            .jobs
-            .iter()
-            .map(|&v| {
-                let j = &self.jobs[v as usize];
-                if j.placements.iter().any(|p| p.node == n && p.on_loan) {
-                    i32::MIN
-                } else {
-                    j.spec.priority
-                }
-            })
-            .min()
-            .unwrap_or(i32::MAX);
-        debug_assert!(
-            cached.is_none_or(|c| c == p),
-            "node {n}'s cached lowest priority went stale"
-        );
-        if let Some(c) = cell {
-            c.set(Some(p));
-        }
-        p
+        node_cached(
+            self.lowest_prio.get(n as usize),
+            n,
+            "lowest priority",
+            || {
+                self.nodes[n as usize]
+                    .jobs
+                    .iter()
+                    .map(|&v| {
+                        let j = &self.jobs[v as usize];
+                        if j.placements.iter().any(|p| p.node == n && p.on_loan) {
+                            i32::MIN
+                        } else {
+                            j.spec.priority
+                        }
+                    })
+                    .min()
+                    .unwrap_or(i32::MAX)
+            },
+        )
     }
 
     /// Every node's first end and lowest priority read into the caches, before a copy

@@ -92,16 +92,7 @@ impl Ends {
         };
         #[cfg(debug_assertions)]
         {
-            let mut all: Vec<End> = c
-                .jobs
-                .iter_unordered()
-                .filter(|j| j.phase == Phase::Running)
-                .filter_map(|j| {
-                    let (t, b) = c.expected_end_by(j, p)?;
-                    Some((t, j.id, j.epoch, b))
-                })
-                .collect();
-            all.sort_unstable();
+            let all = c.sorted_ends(|j| c.expected_end_by(j, p));
             let mut copy = ends.clone();
             let mut read = Vec::new();
             while let Some(e) = copy.pop() {
@@ -200,18 +191,23 @@ impl Cluster {
                 return ends.clone();
             }
         }
+        let ends = std::sync::Arc::new(self.sorted_ends(|j| self.raw_end_by(j, p)));
+        *self.ends.borrow_mut() = Some((key, ends.clone()));
+        ends
+    }
+
+    /// Every running job's end as `end_of` reads it, in order.
+    fn sorted_ends(&self, end_of: impl Fn(&Job) -> Option<(u64, Basis)>) -> Vec<End> {
         let mut ends: Vec<End> = self
             .jobs
             .iter_unordered()
             .filter(|j| j.phase == Phase::Running)
             .filter_map(|j| {
-                let (t, b) = self.raw_end_by(j, p)?;
+                let (t, b) = end_of(j)?;
                 Some((t, j.id, j.epoch, b))
             })
             .collect();
         ends.sort_unstable();
-        let ends = std::sync::Arc::new(ends);
-        *self.ends.borrow_mut() = Some((key, ends.clone()));
         ends
     }
 
