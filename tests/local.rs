@@ -194,7 +194,7 @@ fn readings_feed_the_gpus_and_a_wrong_label_or_a_full_disk_raise_alerts() {
     let c = core.cluster();
     let n = &c.nodes[0];
     assert_eq!(n.gpus.len(), 8);
-    assert_eq!(n.gpus[0].model, "h100");
+    assert_eq!(&*n.gpus[0].model, "h100");
     assert_eq!(n.gpus[0].util_pct, 97, "telemetry from the readings");
     assert_eq!(n.gpus[4].temp_c, 78);
     // The host's own use, measured.
@@ -430,9 +430,9 @@ fn a_real_h200s_readings_make_the_node_and_charge_a_job_what_its_process_used() 
     let c = core.cluster();
     let n = &c.nodes[0];
     assert_eq!(n.gpus.len(), 1);
-    assert_eq!(n.gpus[0].model, "h200");
+    assert_eq!(&*n.gpus[0].model, "h200");
     assert_eq!(n.gpus[0].memory, 143_771 << 20);
-    assert_eq!(n.gpus[0].uuid, card.uuid);
+    assert_eq!(&*n.gpus[0].uuid, card.uuid);
     let j = &c.jobs[c.job_id("default/burn").unwrap() as usize];
     assert_eq!(j.phase, Phase::Running);
     // 31 GiB of a 140.4 GiB card, asked for whole.

@@ -25,7 +25,7 @@ fn a_recorded_gpu_node_becomes_a_node_with_its_cards_and_labels() {
     let n = map::node_of(&k);
     assert_eq!(n.name, "gpu-node-1");
     assert_eq!(n.gpus.len(), 8);
-    assert!(n.gpus.iter().all(|g| g.model == "a100"));
+    assert!(n.gpus.iter().all(|g| &*g.model == "a100"));
     assert_eq!(n.cpu_milli, 64_000);
     assert_eq!(n.memory, 512 << 30);
     assert!(n.ready());

@@ -78,7 +78,7 @@ fn label_mismatch_said(n: &crate::model::Node) -> Option<String> {
         let real: std::collections::BTreeSet<&str> = n
             .gpus
             .iter()
-            .map(|g| g.model.as_str())
+            .map(|g| &*g.model)
             .filter(|m| m != label)
             .collect();
         if !real.is_empty() {

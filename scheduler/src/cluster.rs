@@ -942,7 +942,7 @@ impl Cluster {
             for p in &j.placements {
                 let node = &self.nodes[p.node as usize];
                 for s in &p.gpus {
-                    let model = node.gpus[s.gpu as usize].model.clone();
+                    let model = node.gpus[s.gpu as usize].model.to_string();
                     by_model.push((model, s.milli as u128 * dt));
                 }
             }

@@ -229,6 +229,11 @@ impl Core {
         while copy.cluster().job_id(&spec.full_name()).is_ok() {
             spec.name.push_str("-x");
         }
+        // Quiet from the submit on: its event would have copied the event window
+        // (thousands of pointers) that the copy shares, for nobody.
+        if quiet {
+            copy.quiet_but(None);
+        }
         let out = copy.apply(Input::Command {
             actor: Actor::system("dispatch"),
             command: crate::command::Command::Submit(Box::new(spec.clone())),
@@ -236,7 +241,7 @@ impl Core {
         out.result.map_err(|e| e.to_string())?;
         let id = out.job.ok_or("the copy made no job of it")?;
         if quiet {
-            copy.quiet_but(id);
+            copy.quiet_but(Some(id));
         }
         copy.run_on(run_on);
         crate::kit::Bare::settle(&mut copy, &mut Vec::new(), &mut Vec::new());
@@ -452,7 +457,7 @@ fn price_of(c: &Cluster, placements: &[crate::model::Placement]) -> Option<f64> 
             p.gpus
                 .iter()
                 .filter_map(|g| node.gpus.get(g.gpu as usize))
-                .filter_map(|g| c.prices.get(&g.model).copied())
+                .filter_map(|g| c.prices.get(&*g.model).copied())
         })
         .reduce(f64::max)
 }

@@ -281,9 +281,10 @@ pub struct Core {
 impl Core {
     /// Makes a copy quiet (see `Cluster::quiet`), wording only `job`'s reason: a
     /// prospect's copy, whose other jobs' reasons, events and bill nobody reads.
-    pub(crate) fn quiet_but(&mut self, job: JobId) {
+    /// (`None` before the job is there: its submit emits no event.)
+    pub(crate) fn quiet_but(&mut self, job: Option<JobId>) {
         self.cluster.quiet = true;
-        self.cluster.word_only = Some(job);
+        self.cluster.word_only = job;
     }
 
     /// On a prospect's copy: its cycle may run on past the asked job's turn (see

@@ -310,7 +310,7 @@ impl Cluster {
             .iter()
             .map(|g| GpuView {
                 index: g.index,
-                model: g.model.clone(),
+                model: g.model.to_string(),
                 memory: g.memory,
                 mem_allocated: g.used_mem(),
                 mem_used: g.mem_used,
@@ -386,9 +386,9 @@ impl Cluster {
                 m.allocated.gpu_milli += g.used_milli() as u64;
                 m.allocated.gpu_mem += g.used_mem();
                 let e = by_model
-                    .entry(g.model.clone())
+                    .entry(g.model.to_string())
                     .or_insert_with(|| ModelMetrics {
-                        model: g.model.clone(),
+                        model: g.model.to_string(),
                         ..Default::default()
                     });
                 e.total += 1;
@@ -502,7 +502,7 @@ impl Cluster {
                 for s in &p.gpus {
                     let model = self.nodes[p.node as usize].gpus[s.gpu as usize]
                         .model
-                        .clone();
+                        .to_string();
                     *ms.entry((pid, model)).or_default() += s.milli as u128 * dt;
                 }
             }

@@ -156,13 +156,16 @@ pub struct GpuAlloc {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gpu {
     pub index: u32,
-    pub uuid: String,
-    pub model: String,
+    /// Shared with the node's copies (a prospect's copy of a node took 16 strings).
+    pub uuid: std::sync::Arc<str>,
+    pub model: std::sync::Arc<str>,
     pub memory: u64,
     pub mig: bool,
     pub health: Health,
     pub cordoned: bool,
-    pub allocs: Vec<GpuAlloc>,
+    /// The jobs' shares of it: most cards hold one job, kept inline (a copied node
+    /// copied each card's list).
+    pub allocs: smallvec::SmallVec<[GpuAlloc; 1]>,
     /// Utilisation 0-100 and memory in use, as last reported (simulated or measured).
     pub util_pct: u8,
     pub mem_used: u64,
@@ -180,8 +183,8 @@ impl Gpu {
     /// A healthy, uncordoned, unallocated card.
     pub fn new(
         index: u32,
-        uuid: impl Into<String>,
-        model: impl Into<String>,
+        uuid: impl Into<std::sync::Arc<str>>,
+        model: impl Into<std::sync::Arc<str>>,
         memory: u64,
         mig: bool,
     ) -> Gpu {
@@ -193,7 +196,7 @@ impl Gpu {
             mig,
             health: Health::Healthy,
             cordoned: false,
-            allocs: Vec::new(),
+            allocs: smallvec::SmallVec::new(),
             util_pct: 0,
             mem_used: 0,
             temp_c: 0,

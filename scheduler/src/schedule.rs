@@ -107,18 +107,22 @@ impl Cluster {
         } else {
             Measures::none()
         };
-        let states: Vec<(Vec<u16>, Vec<u32>)> = cands
+        // Every candidate's state in two flat buffers (a placement ranks up to a few
+        // dozen nodes; two vectors each were most of its allocations).
+        let mut free_buf: Vec<u16> = Vec::with_capacity(cands.len() * 8);
+        let mut tags_buf: Vec<u32> = Vec::new();
+        let spans: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = cands
             .iter()
-            .map(|c| self.policy_state(c.1, plugin.reads_affinity()))
+            .map(|c| self.policy_state(c.1, plugin.reads_affinity(), &mut free_buf, &mut tags_buf))
             .collect();
-        let views = cands.into_iter().zip(&states).map(|(c, (free, tags))| {
+        let views = cands.into_iter().zip(spans).map(|(c, (free, tags))| {
             let node = &self.nodes[c.1 as usize];
             let card = c.2.gpus.first().filter(|_| ask.sharing());
             let view = NodeView {
                 model: self.node_model_id(node),
                 free_cpu: crate::fit::free_cpu(node, self.overcommit_of(node)),
-                free,
-                affinity: tags,
+                free: &free_buf[free],
+                affinity: &tags_buf[tags],
                 card: card.map(|s| node.gpus[s.gpu as usize].free_milli() as u16),
             };
             (c, view)
@@ -136,36 +140,53 @@ impl Cluster {
             .unwrap_or(0)
     }
 
-    /// Node `n` as the policies see it: the free GPU-milli of each card, largest first
-    /// (a card that cannot be used has none), and with `tags` the GPU-clustering tags of
-    /// the GPU jobs on it (sorted, distinct).
-    fn policy_state(&self, n: NodeId, tags: bool) -> (Vec<u16>, Vec<u32>) {
+    /// Node `n` as the policies see it, appended to `free` and `tags` (the spans
+    /// returned): the free GPU-milli of each card, largest first (a card that cannot be
+    /// used has none), and with `with_tags` the GPU-clustering tags of the GPU jobs on
+    /// it (sorted, distinct).
+    fn policy_state(
+        &self,
+        n: NodeId,
+        with_tags: bool,
+        free: &mut Vec<u16>,
+        tags: &mut Vec<u32>,
+    ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         let node = &self.nodes[n as usize];
-        let mut free: Vec<u16> = node
-            .sched_gpus()
-            .iter()
-            .map(|g| if g.usable() { g.free_milli() as u16 } else { 0 })
-            .collect();
-        free.sort_unstable_by(|a, b| b.cmp(a));
-        let mut affinity: Vec<u32> = if tags {
-            node.jobs
-                .iter()
-                .map(|&j| &self.jobs[j as usize].spec)
-                .filter(|s| s.gpu.count > 0)
-                .map(|s| {
-                    placement::affinity_tag(&placement::Ask {
-                        cpu: s.cpu_milli,
-                        count: s.gpu.count,
-                        gpu_milli: s.gpu.milli.filter(|_| s.gpu.shared).unwrap_or(GPU_MILLI),
-                    })
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        affinity.sort_unstable();
-        affinity.dedup();
-        (free, affinity)
+        let f0 = free.len();
+        free.extend(node.sched_gpus().iter().map(|g| {
+            if g.usable() {
+                g.free_milli() as u16
+            } else {
+                0
+            }
+        }));
+        free[f0..].sort_unstable_by(|a, b| b.cmp(a));
+        let t0 = tags.len();
+        if with_tags {
+            tags.extend(
+                node.jobs
+                    .iter()
+                    .map(|&j| &self.jobs[j as usize].spec)
+                    .filter(|s| s.gpu.count > 0)
+                    .map(|s| {
+                        placement::affinity_tag(&placement::Ask {
+                            cpu: s.cpu_milli,
+                            count: s.gpu.count,
+                            gpu_milli: s.gpu.milli.filter(|_| s.gpu.shared).unwrap_or(GPU_MILLI),
+                        })
+                    }),
+            );
+            tags[t0..].sort_unstable();
+            let mut kept = t0;
+            for i in t0..tags.len() {
+                if kept == t0 || tags[kept - 1] != tags[i] {
+                    tags[kept] = tags[i];
+                    kept += 1;
+                }
+            }
+            tags.truncate(kept);
+        }
+        (f0..free.len(), t0..tags.len())
     }
 
     /// The node a published policy (`config.placement`) picks in `pool`: every node

@@ -221,7 +221,7 @@ impl Cluster {
                     .iter()
                     .filter(|g| g.allocs.is_empty() && g.usable() && of_kind(g))
                     .count();
-                let what = match n.gpus.first().map(|g| g.model.as_str()) {
+                let what = match n.gpus.first().map(|g| &*g.model) {
                     Some(m) if !m.is_empty() => format!("{idle} idle {m} GPUs"),
                     _ => format!("{idle} idle GPUs"),
                 };

@@ -118,7 +118,7 @@ impl Cluster {
                 })
             {
                 return NodeReason::ModelNotAllowed {
-                    model: kind[0].model.as_str().into(),
+                    model: kind[0].model.clone(),
                 };
             }
             if let Some(m) = spec.gpu.memory_per_card {
@@ -267,7 +267,7 @@ impl Cluster {
                 .or(biggest.gpus.first())
                 .map(|g| match g.memory {
                     // Memory not labelled (crater.ai/gpu-memory): the model alone.
-                    0 => g.model.clone(),
+                    0 => g.model.to_string(),
                     m => format!("{} {}", g.model, fmt_bytes(m)),
                 })
                 .unwrap_or_else(|| "none".into()),
