@@ -28,27 +28,243 @@ pub(crate) struct CycleQueue {
     /// (key, replicas, the job's queue key where it is a queued job: what its turn
     /// reads before the job itself), in no order.
     items: Vec<(QueueItem, u32, Option<QueueKey>)>,
-    /// `items`' indexes in order, the next last.
-    order: Vec<u32>,
+    /// `items`' indexes in order.
+    order: Order,
     extra: BinaryHeap<Reverse<(QueueItem, u32)>>,
     held: Vec<Held>,
     shares: Vec<u64>,
     watch: bool,
+    left: Left,
+}
+
+/// An item with no shape number in [`Left`].
+const NO_SHAPE: u32 = u32::MAX;
+
+/// A cycle's items in queue order.
+#[derive(Debug)]
+enum Order {
+    /// Indexes, the next last.
+    Stack(Vec<u32>),
+    /// Packed keys (the index in the low `bits`), least first: a quiet cycle, which
+    /// may end after a few hundred of ten thousand items (see [`Left`]), orders only
+    /// those it takes.
+    Heap(BinaryHeap<Reverse<u64>>, u32),
+}
+
+impl Default for Order {
+    fn default() -> Self {
+        Order::Stack(Vec::new())
+    }
+}
+
+impl Order {
+    fn peek(&self) -> Option<u32> {
+        match self {
+            Order::Stack(v) => v.last().copied(),
+            Order::Heap(h, bits) => h.peek().map(|k| (k.0 & ((1 << bits) - 1)) as u32),
+        }
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        match self {
+            Order::Stack(v) => v.pop(),
+            Order::Heap(h, bits) => h.pop().map(|k| (k.0 & ((1 << *bits) - 1)) as u32),
+        }
+    }
+
+    /// The indexes still to come, in no order.
+    fn each(&self, mut f: impl FnMut(u32)) {
+        match self {
+            Order::Stack(v) => v.iter().for_each(|&i| f(i)),
+            Order::Heap(h, bits) => h.iter().for_each(|k| f((k.0 & ((1 << bits) - 1)) as u32)),
+        }
+    }
+}
+
+/// A quiet cycle's count of the queued jobs still to come, by shape (pool, asks,
+/// replicas), so that it ends once every one of them would be passed over on its shape
+/// alone: a forecast's cycle, after its few placements found the cluster full again,
+/// spent most of its time passing over thousands of jobs one by one. Kept on quiet
+/// copies only (a loud cycle words every job's reason), and only exact: a shape counts
+/// as done only when the shape key of each of its jobs still to come (near or clear of
+/// the backfill reservation's nodes, as that job's runtime bound says) found no room,
+/// and a job whose turn is read otherwise (a scale-up, rules that read placed pods,
+/// the prospect's own job, asks not numbered) keeps the cycle going until its turn.
+#[derive(Debug, Default)]
+struct Left {
+    on: bool,
+    /// By item: its shape's number, or `NO_SHAPE`.
+    of: Vec<u32>,
+    shapes: Vec<ShapeLeft>,
+    by_shape: crate::fxhash::FxHashMap<(Option<PoolId>, u32, u32, u32), u32>,
+    /// Items with no shape number still to come.
+    other: usize,
+    /// Shapes with a job still to come that would not be passed over.
+    live: usize,
+    /// The shape of the item just taken, until its turn says whether it keeps off the
+    /// reservation's nodes.
+    taken: Option<u32>,
+}
+
+#[derive(Debug)]
+struct ShapeLeft {
+    /// A job of the shape and its asks (epoch, number): its runtime bound is the shape's.
+    rep: JobId,
+    asks: (u32, u32),
+    left: u32,
+    /// Of those left, the ones that would not keep off the reservation's nodes (all of
+    /// them while there is no reservation).
+    near: u32,
+    /// Whether its shape key found no room this cycle, near the reservation's nodes
+    /// and clear of them.
+    failed_near: bool,
+    failed_clear: bool,
+}
+
+impl ShapeLeft {
+    fn live(&self) -> bool {
+        (self.near > 0 && !self.failed_near) || (self.left > self.near && !self.failed_clear)
+    }
+}
+
+impl Left {
+    /// Shape `c` changed by `f`: the count of live shapes follows.
+    fn change(&mut self, c: u32, f: impl FnOnce(&mut ShapeLeft)) {
+        let s = &mut self.shapes[c as usize];
+        let was = s.live();
+        f(s);
+        match (was, s.live()) {
+            (true, false) => self.live -= 1,
+            (false, true) => self.live += 1,
+            _ => {}
+        }
+    }
+
+    fn recount(&mut self) {
+        self.live = self.shapes.iter().filter(|s| s.live()).count();
+    }
 }
 
 impl CycleQueue {
     /// The next item in order.
     pub(crate) fn next(&mut self) -> Option<(QueueItem, u32, Option<QueueKey>)> {
         let extra = |r: Reverse<(QueueItem, u32)>| (r.0 .0, r.0 .1, None);
-        let last = self.order.last().map(|&i| self.items[i as usize]);
+        let last = self.order.peek().map(|i| self.items[i as usize]);
+        self.left.taken = None;
         match (last, self.extra.peek()) {
             (Some(a), Some(Reverse(b))) if (b.0, b.1) < (a.0, a.1) => self.extra.pop().map(extra),
             (Some(a), _) => {
-                self.order.pop();
+                let i = self.order.pop().expect("an item") as usize;
+                if self.left.on {
+                    match self.left.of[i] {
+                        NO_SHAPE => self.left.other -= 1,
+                        c => self.left.taken = Some(c),
+                    }
+                }
                 Some(a)
             }
             (None, _) => self.extra.pop().map(extra),
         }
+    }
+
+    /// The item just taken had its turn, keeping off the reservation's nodes or not.
+    pub(crate) fn passed(&mut self, keeps_off: bool) {
+        if let Some(c) = self.left.taken.take() {
+            self.left.change(c, |s| {
+                s.left -= 1;
+                if !keeps_off {
+                    s.near -= 1;
+                }
+            });
+        }
+    }
+
+    /// A shape key found no room this cycle.
+    pub(crate) fn failed(&mut self, key: &crate::shape::ShapeKey) {
+        if !self.left.on {
+            return;
+        }
+        let (shape, keeps_off) = key.parts();
+        if let Some(&c) = self.left.by_shape.get(&shape) {
+            self.left.change(c, |s| {
+                if keeps_off {
+                    s.failed_clear = true;
+                } else {
+                    s.failed_near = true;
+                }
+            });
+        }
+    }
+
+    /// Evictions: every shape may find room again.
+    pub(crate) fn failed_cleared(&mut self) {
+        for s in &mut self.left.shapes {
+            s.failed_near = false;
+            s.failed_clear = false;
+        }
+        self.left.recount();
+    }
+
+    /// A reservation was made: which of the jobs still to come keep off its nodes, by
+    /// `keeps_off(the runtime bound's speed, the job's runtime estimate)`, the speed
+    /// of a shape being `speed(a job of it, its asks)`.
+    pub(crate) fn reserved(
+        &mut self,
+        speed: impl Fn(JobId, (u32, u32)) -> Option<f64>,
+        keeps_off: impl Fn(Option<f64>, Option<u64>) -> bool,
+    ) {
+        if !self.left.on {
+            return;
+        }
+        let speeds: Vec<Option<f64>> = self
+            .left
+            .shapes
+            .iter()
+            .map(|s| {
+                if s.left > 0 {
+                    speed(s.rep, s.asks)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for s in &mut self.left.shapes {
+            s.near = 0;
+        }
+        let (of, items, shapes) = (&self.left.of, &self.items, &mut self.left.shapes);
+        self.order.each(|i| {
+            let c = of[i as usize];
+            if c == NO_SHAPE {
+                return;
+            }
+            let est = items[i as usize].2.and_then(|k| k.est);
+            if !keeps_off(speeds[c as usize], est) {
+                shapes[c as usize].near += 1;
+            }
+        });
+        self.left.recount();
+    }
+
+    /// The items still to come, in no order (debug checks).
+    #[cfg(debug_assertions)]
+    pub(crate) fn still_to_come(&self) -> Vec<(QueueItem, u32, Option<QueueKey>)> {
+        let mut v = Vec::new();
+        self.order.each(|i| v.push(self.items[i as usize]));
+        v
+    }
+
+    /// How many items are still to come (not counting those that joined).
+    pub(crate) fn still_left(&self) -> usize {
+        match &self.order {
+            Order::Stack(v) => v.len(),
+            Order::Heap(h, _) => h.len(),
+        }
+    }
+
+    /// On a quiet cycle, whether every item still to come would be passed over on its
+    /// shape alone (see [`Left`]).
+    pub(crate) fn all_passed_over(&self) -> bool {
+        self.left.on && self.left.live == 0 && self.left.other == 0 && self.extra.is_empty()
     }
 
     /// Whether held keys may need deciding again.
@@ -57,12 +273,13 @@ impl CycleQueue {
     }
 }
 
-/// The items' indexes in queue order, last first (a stack; the keys are unique: they
-/// hold the job's id). Where each field's spread over the items fits, the keys are
-/// packed, with the index, into one number to sort (64 bits where they fit, as a full
-/// cluster's queue does, else 128): a cycle over 10,000 queued jobs spent a third of
-/// its time moving whole items about in a sort.
-fn order(items: &[(QueueItem, u32, Option<QueueKey>)]) -> Vec<u32> {
+/// The items in queue order (the keys are unique: they hold the job's id). Where each
+/// field's spread over the items fits, the keys are packed, with the index, into one
+/// number to sort (64 bits where they fit, as a full cluster's queue does, else 128):
+/// a cycle over 10,000 queued jobs spent a third of its time moving whole items about
+/// in a sort. `lazy` (a quiet cycle, which may end early): 64-bit keys in a heap, taken
+/// in order as the cycle goes.
+fn order(items: &[(QueueItem, u32, Option<QueueKey>)], lazy: bool) -> Order {
     // Each field as an unsigned number in key order (higher priority first).
     let fields = |k: &QueueItem| -> [u64; 5] {
         [
@@ -98,18 +315,25 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)]) -> Vec<u32> {
         (key << index_bits) | i as u128
     };
     let mask = (1u128 << index_bits) - 1;
-    let order: Vec<u32> = if bits <= 64 {
+    let order = if bits <= 64 {
         let mut keys: Vec<u64> = items
             .iter()
             .enumerate()
             .map(|(i, x)| pack(i, &x.0) as u64)
             .collect();
-        // (a radix sort: a few passes over the digits that differ)
-        radsort::sort(&mut keys);
-        keys.iter()
-            .rev()
-            .map(|&k| (k as u128 & mask) as u32)
-            .collect()
+        if lazy {
+            let heap: BinaryHeap<Reverse<u64>> = keys.into_iter().map(Reverse).collect();
+            Order::Heap(heap, index_bits)
+        } else {
+            // (a radix sort: a few passes over the digits that differ)
+            radsort::sort(&mut keys);
+            Order::Stack(
+                keys.iter()
+                    .rev()
+                    .map(|&k| (k as u128 & mask) as u32)
+                    .collect(),
+            )
+        }
     } else if bits <= 128 {
         let mut keys: Vec<u128> = items
             .iter()
@@ -117,20 +341,35 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)]) -> Vec<u32> {
             .map(|(i, x)| pack(i, &x.0))
             .collect();
         keys.sort_unstable();
-        keys.iter().rev().map(|&k| (k & mask) as u32).collect()
+        Order::Stack(keys.iter().rev().map(|&k| (k & mask) as u32).collect())
     } else {
         let mut order: Vec<u32> = (0..items.len() as u32).collect();
         order.sort_unstable_by_key(|&i| Reverse(items[i as usize].0));
-        order
+        Order::Stack(order)
     };
     #[cfg(debug_assertions)]
     {
         let mut all: Vec<QueueItem> = items.iter().map(|x| x.0).collect();
-        all.sort_unstable_by_key(|&k| Reverse(k));
-        let packed: Vec<QueueItem> = order.iter().map(|&i| items[i as usize].0).collect();
-        debug_assert_eq!(all, packed, "the packed queue order differs");
+        all.sort_unstable_by_key(|&k| k);
+        let got: Vec<QueueItem> = in_order(&order)
+            .iter()
+            .map(|&i| items[i as usize].0)
+            .collect();
+        debug_assert_eq!(all, got, "the packed queue order differs");
     }
     order
+}
+
+/// The indexes in the order they are taken (debug checks, tests).
+#[cfg(any(test, debug_assertions))]
+fn in_order(o: &Order) -> Vec<u32> {
+    match o {
+        Order::Stack(v) => v.iter().rev().copied().collect(),
+        Order::Heap(h, bits) => {
+            let mut h = h.clone();
+            std::iter::from_fn(|| h.pop().map(|k| (k.0 & ((1 << *bits) - 1)) as u32)).collect()
+        }
+    }
 }
 
 impl Cluster {
@@ -292,11 +531,56 @@ impl Cluster {
                 }
             }
             hold = !q.held.is_empty();
+            if self.quiet {
+                self.count_shapes(&mut q);
+            }
         }
-        q.order = order(&q.items);
+        q.order = order(&q.items, q.left.on);
         q.shares = shares;
         q.watch = hold;
         q
+    }
+
+    /// A quiet cycle's queue: its items' shapes counted (see [`Left`]).
+    fn count_shapes(&self, q: &mut CycleQueue) {
+        let left = &mut q.left;
+        left.on = true;
+        left.of.reserve(q.items.len());
+        let mut last = None;
+        for &(item, replicas, carried) in &q.items {
+            let shape = carried
+                .filter(|_| !item.4 && replicas > 0 && self.word_only != Some(item.3))
+                .and_then(|k| Some((k.pool, self.asks.cached_value(k.asks)?)))
+                .filter(|(_, a)| !a.looks_at_pods);
+            let Some((pool, asks)) = shape else {
+                left.of.push(NO_SHAPE);
+                left.other += 1;
+                continue;
+            };
+            let shape = (pool, asks.epoch, asks.id, replicas);
+            let n = left.shapes.len() as u32;
+            // (jobs alike come in runs: the last shape is asked first)
+            let c = match last {
+                Some((s, c)) if s == shape => c,
+                _ => *left.by_shape.entry(shape).or_insert(n),
+            };
+            last = Some((shape, c));
+            if c == n {
+                left.shapes.push(ShapeLeft {
+                    rep: item.3,
+                    asks: (asks.epoch, asks.id),
+                    left: 0,
+                    near: 0,
+                    failed_near: false,
+                    failed_clear: false,
+                });
+            }
+            let s = &mut left.shapes[c as usize];
+            s.left += 1;
+            s.near += 1;
+            left.of.push(c);
+        }
+        left.recount();
     }
 
     /// Tells every job of a queue key its quota's refusal (once: a key already told
@@ -422,8 +706,14 @@ mod tests {
                     }
                 })
                 .collect();
-            let got: Vec<QueueItem> = order(&items).iter().map(|&i| items[i as usize].0).collect();
-            prop_assert_eq!(got, sorted(&items));
+            for lazy in [false, true] {
+                let got: Vec<QueueItem> = in_order(&order(&items, lazy))
+                    .iter()
+                    .rev()
+                    .map(|&i| items[i as usize].0)
+                    .collect();
+                prop_assert_eq!(got, sorted(&items));
+            }
         }
     }
 
@@ -439,9 +729,8 @@ mod tests {
         .iter()
         .map(|&(e, s, t, id, up)| ((Reverse(e), s, t, id, up), 1, None))
         .collect();
-        let got: Vec<JobId> = order(&items)
+        let got: Vec<JobId> = in_order(&order(&items, false))
             .iter()
-            .rev()
             .map(|&i| items[i as usize].0 .3)
             .collect();
         assert_eq!(

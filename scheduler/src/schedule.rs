@@ -29,6 +29,10 @@ pub struct CycleReport {
     pub scaled_up: Vec<JobId>,
     /// Jobs evicted by preemption or reclaim.
     pub preempted: Vec<JobId>,
+    /// Queued jobs a quiet cycle gave no turn: each would have been passed over on
+    /// its shape alone.
+    #[serde(skip)]
+    pub passed_over: usize,
 }
 
 /// Adds a placement's usage to a node (shared by real allocation and what-if copies).
@@ -65,6 +69,13 @@ pub(crate) fn node_remove(node: &mut Node, node_id: NodeId, job: &Job) {
 
 /// How many fitting nodes per GPU model maar's placement compares.
 const MAAR_CANDIDATES: usize = 8;
+
+/// Whether a job keeps off the backfill reservation's nodes: unless it is sure to end
+/// (its estimate at the slowest card it accepts, `speed`) before the reserved start.
+fn keeps_off(r: &Reservation, now: u64, speed: Option<f64>, est: Option<u64>) -> bool {
+    let bound = est.map(|e| speed.map_or(e, |s| Cluster::scaled_runtime(e, s)));
+    !matches!((r.until, bound), (Some(t), Some(rt)) if now + rt <= t)
+}
 
 /// The workload's typical shapes as placement reads them: the cluster's own, or as
 /// they would be with one more job (a prospect that needs no copy:
@@ -755,6 +766,30 @@ impl Cluster {
             if let (true, Some(l)) = (queue.watching(), last) {
                 self.recheck_held(&mut queue, &l, &report);
             }
+            // A quiet cycle ends where every job still to come would be passed over on
+            // its shape alone (nothing it does from here changes the cluster).
+            if queue.all_passed_over() {
+                // (checked in debug builds: each one's shape key found no room)
+                #[cfg(debug_assertions)]
+                for (item, replicas, carried) in queue.still_to_come() {
+                    let k = carried.expect("a queued job's key");
+                    let asks = self.asks.cached_value(k.asks).expect("numbered asks");
+                    let near = reservation.as_ref().is_none_or(|r| {
+                        let speed = self.bound_speed(&self.jobs[item.3 as usize].spec);
+                        !keeps_off(r, self.now, speed, k.est)
+                    });
+                    let key = ShapeKey::new(k.pool, asks, replicas, !near);
+                    debug_assert!(
+                        failed
+                            .get(&key, asks.looks_at_pods, self.usage_gen)
+                            .is_some(),
+                        "job {} would not be passed over",
+                        item.3
+                    );
+                }
+                report.passed_over = queue.still_left();
+                break;
+            }
             let Some((item, replicas, carried)) = queue.next() else {
                 break;
             };
@@ -814,9 +849,9 @@ impl Cluster {
                 let speed = *bounds
                     .entry((asks.epoch, asks.id))
                     .or_insert_with(|| self.bound_speed(&self.jobs[id as usize].spec));
-                let bound = est.map(|e| speed.map_or(e, |s| Cluster::scaled_runtime(e, s)));
-                !matches!((r.until, bound), (Some(t), Some(rt)) if self.now + rt <= t)
+                keeps_off(r, self.now, speed, est)
             });
+            queue.passed(use_avoid);
             let key = ShapeKey::new(pool, asks, replicas, use_avoid);
             // A forecast's copy tells no reasons, so a job whose shape found no room
             // this cycle ends its turn before its quota is asked: refused by either, it
@@ -884,6 +919,7 @@ impl Cluster {
                 };
                 self.evict_for(id, &victims, &mut report);
                 failed.clear();
+                queue.failed_cleared();
                 let got = self.place_gang(id, want, &[], gang);
                 if got == 0 {
                     break;
@@ -964,11 +1000,21 @@ impl Cluster {
             };
             let reason: Reason = reason.into();
             failed.insert(key, self.usage_gen, reason.clone());
+            queue.failed(&key);
             if !scale_up {
                 self.jobs[id as usize].reason = reason;
                 if reservation.is_none() {
                     if self.config.backfill {
                         reservation = self.reserve(id, replicas);
+                        if let Some(r) = &reservation {
+                            queue.reserved(
+                                |rep, asks| match bounds.get(&asks) {
+                                    Some(&speed) => speed,
+                                    None => self.bound_speed(&self.jobs[rep as usize].spec),
+                                },
+                                |speed, est| keeps_off(r, self.now, speed, est),
+                            );
+                        }
                     } else {
                         strict_block = Some(id);
                     }
@@ -1087,6 +1133,52 @@ mod tests {
         c.submit(s).unwrap();
         c.schedule();
         c.typical.clone()
+    }
+
+    /// A quiet cycle (a forecast's, a prospect's) ends once every job still to come
+    /// would be passed over on its shape alone (near the backfill reservation's nodes
+    /// or clear of them, as its estimate says), and leaves the cluster as the whole
+    /// cycle does.
+    #[test]
+    fn a_quiet_cycle_ends_once_every_job_to_come_would_be_passed_over() {
+        let mut c = train_cluster();
+        add_train_node(&mut c, "a", "a100", 4);
+        add_train_node(&mut c, "b", "h100", 4);
+        for i in 0..60 {
+            let mut s = JobSpec::train(&format!("j{i}"), "p", "train", 1);
+            if i % 3 == 0 {
+                s.gpu.models = vec!["h100".into()];
+            }
+            s.est_runtime_s = Some(600 + 60 * i as u64);
+            c.submit(s).expect("submitted");
+        }
+        let mut quiet = c.clone();
+        quiet.quiet = true;
+        let q = quiet.schedule();
+        let loud = c.schedule();
+        assert_eq!(q.started, loud.started);
+        assert_eq!(loud.started.len(), 8);
+        assert!(q.passed_over >= 40, "passed over {}", q.passed_over);
+        assert_eq!(loud.passed_over, 0, "a loud cycle words every job's reason");
+        for j in c.jobs.iter() {
+            let k = &quiet.jobs[j.id as usize];
+            assert_eq!(
+                (j.phase, &j.placements),
+                (k.phase, &k.placements),
+                "{}",
+                j.id
+            );
+        }
+        // A job of a third shape that fits (no GPU), last in the queue: the cycle runs
+        // on to it.
+        let mut quiet = c.clone();
+        quiet.quiet = true;
+        let late = quiet
+            .submit(JobSpec::train("late", "p", "train", 0))
+            .expect("submitted");
+        let q = quiet.schedule();
+        assert_eq!(q.started, vec![late]);
+        assert_eq!(q.passed_over, 0);
     }
 
     #[test]

@@ -167,6 +167,15 @@ pub(crate) struct ShapeKey {
 }
 
 impl ShapeKey {
+    /// (pool, asks epoch, asks number, replicas), and whether it keeps off the
+    /// reservation's nodes.
+    pub(crate) fn parts(&self) -> ((Option<PoolId>, u32, u32, u32), bool) {
+        (
+            (self.pool, self.epoch, self.asks, self.replicas),
+            self.avoid,
+        )
+    }
+
     pub(crate) fn new(pool: Option<PoolId>, asks: AsksCache, replicas: u32, avoid: bool) -> Self {
         ShapeKey {
             pool,
