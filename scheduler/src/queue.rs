@@ -316,10 +316,20 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)], lazy: bool) -> Order {
     };
     let mask = (1u128 << index_bits) - 1;
     let order = if bits <= 64 {
+        // (the same in 64-bit arithmetic: every shift is below 64 here, as the widths
+        // and the index's bits, at least one, sum to at most 64)
+        let pack64 = |i: usize, k: &QueueItem| -> u64 {
+            let f = fields(k);
+            let mut key = 0u64;
+            for j in 0..5 {
+                key = (key << width[j]) | (f[j] - lo[j]);
+            }
+            (key << index_bits) | i as u64
+        };
         let mut keys: Vec<u64> = items
             .iter()
             .enumerate()
-            .map(|(i, x)| pack(i, &x.0) as u64)
+            .map(|(i, x)| pack64(i, &x.0))
             .collect();
         if lazy {
             let heap: BinaryHeap<Reverse<u64>> = keys.into_iter().map(Reverse).collect();
