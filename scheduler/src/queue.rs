@@ -58,17 +58,29 @@ impl Default for Order {
 }
 
 impl Order {
+    /// A packed key's item index (its low `bits`).
+    fn index(k: u64, bits: u32) -> u32 {
+        (k & ((1 << bits) - 1)) as u32
+    }
+
     fn peek(&self) -> Option<u32> {
         match self {
             Order::Stack(v) => v.last().copied(),
-            Order::Heap(h, bits) => h.peek().map(|k| (k.0 & ((1 << bits) - 1)) as u32),
+            Order::Heap(h, bits) => h.peek().map(|k| Order::index(k.0, *bits)),
         }
     }
 
     fn pop(&mut self) -> Option<u32> {
         match self {
             Order::Stack(v) => v.pop(),
-            Order::Heap(h, bits) => h.pop().map(|k| (k.0 & ((1 << *bits) - 1)) as u32),
+            Order::Heap(h, bits) => h.pop().map(|k| Order::index(k.0, *bits)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Order::Stack(v) => v.len(),
+            Order::Heap(h, _) => h.len(),
         }
     }
 
@@ -76,7 +88,7 @@ impl Order {
     fn each(&self, mut f: impl FnMut(u32)) {
         match self {
             Order::Stack(v) => v.iter().for_each(|&i| f(i)),
-            Order::Heap(h, bits) => h.iter().for_each(|k| f((k.0 & ((1 << bits) - 1)) as u32)),
+            Order::Heap(h, bits) => h.iter().for_each(|k| f(Order::index(k.0, *bits))),
         }
     }
 }
@@ -255,10 +267,7 @@ impl CycleQueue {
 
     /// How many items are still to come (not counting those that joined).
     pub(crate) fn still_left(&self) -> usize {
-        match &self.order {
-            Order::Stack(v) => v.len(),
-            Order::Heap(h, _) => h.len(),
-        }
+        self.order.len()
     }
 
     /// On a quiet cycle, whether every item still to come would be passed over on its
@@ -316,20 +325,10 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)], lazy: bool) -> Order {
     };
     let mask = (1u128 << index_bits) - 1;
     let order = if bits <= 64 {
-        // (the same in 64-bit arithmetic: every shift is below 64 here, as the widths
-        // and the index's bits, at least one, sum to at most 64)
-        let pack64 = |i: usize, k: &QueueItem| -> u64 {
-            let f = fields(k);
-            let mut key = 0u64;
-            for j in 0..5 {
-                key = (key << width[j]) | (f[j] - lo[j]);
-            }
-            (key << index_bits) | i as u64
-        };
         let mut keys: Vec<u64> = items
             .iter()
             .enumerate()
-            .map(|(i, x)| pack64(i, &x.0))
+            .map(|(i, x)| pack(i, &x.0) as u64)
             .collect();
         if lazy {
             let heap: BinaryHeap<Reverse<u64>> = keys.into_iter().map(Reverse).collect();
@@ -340,7 +339,7 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)], lazy: bool) -> Order {
             Order::Stack(
                 keys.iter()
                     .rev()
-                    .map(|&k| (k as u128 & mask) as u32)
+                    .map(|&k| Order::index(k, index_bits))
                     .collect(),
             )
         }
@@ -377,7 +376,7 @@ fn in_order(o: &Order) -> Vec<u32> {
         Order::Stack(v) => v.iter().rev().copied().collect(),
         Order::Heap(h, bits) => {
             let mut h = h.clone();
-            std::iter::from_fn(|| h.pop().map(|k| (k.0 & ((1 << *bits) - 1)) as u32)).collect()
+            std::iter::from_fn(|| h.pop().map(|k| Order::index(k.0, *bits))).collect()
         }
     }
 }
