@@ -204,6 +204,41 @@ fn pods_are_queued_bound_and_told_why_not() {
 }
 
 #[test]
+fn the_pods_of_the_first_lists_are_bound_at_the_first_poll_not_the_next_second() {
+    use maar_scheduler::input::Driver;
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    // As `first_lists` feeds them, before the engine starts: seen, no cycle.
+    let (mut events, mut writes) = (Vec::new(), Vec::new());
+    let seen = lists(
+        vec![node("gpu-a", 8, "a100", json!({}))],
+        vec![pod("ml", "p", 2, json!({}))],
+    );
+    for s in seen {
+        d.see(&mut core, s, &mut events, &mut writes);
+    }
+    assert!(
+        !writes.iter().any(|w| matches!(w, Write::Bind { .. })),
+        "{writes:?}"
+    );
+    assert_eq!(phase(&core, "ml/p"), Phase::Pending);
+    // The engine's first look between seconds binds it (it waited for the clock's
+    // first whole second: a bind about 1 s after the start).
+    Driver::poll(&mut d, &mut core);
+    let binds: Vec<_> = d
+        .take_unsent()
+        .into_iter()
+        .filter(|w| matches!(w, Write::Bind { job, .. } if job == "ml/p"))
+        .collect();
+    assert_eq!(binds.len(), 1, "{binds:?}");
+    // Nothing new seen after that cycle: the next looks do nothing.
+    Driver::poll(&mut d, &mut core);
+    std::thread::sleep(maar_kube::driver::POLL_EVERY);
+    Driver::poll(&mut d, &mut core);
+    assert!(d.take_unsent().is_empty());
+}
+
+#[test]
 fn a_bind_that_fails_returns_the_job_to_the_queue_and_it_is_bound_again() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();

@@ -1104,3 +1104,41 @@ fn a_cordon_is_acknowledged_only_once_the_api_server_took_it() {
     assert_eq!(patches.len(), 2, "{patches:?}");
     assert_eq!(patches[1].1["spec"]["unschedulable"], true);
 }
+
+#[tokio::test]
+async fn the_first_lists_are_read_from_the_watch_cache_as_client_gos_reflectors_read_them() {
+    // Every watcher's list asks for `resourceVersion=0` (served from the API server's
+    // cache, one answer), not a quorum read from etcd in pages of 500.
+    let (client, handle) = mock_client();
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let mut lists = Vec::new();
+        while lists.len() < 3 {
+            let Some((req, send)) = h.next_request().await else {
+                break;
+            };
+            let uri = req.uri().clone();
+            let query = uri.query().unwrap_or("").to_string();
+            if !query.contains("watch=true") {
+                lists.push((uri.path().to_string(), query));
+            }
+            send.send_response(ok(json!({"apiVersion": "v1", "kind": "List",
+                "metadata": {"resourceVersion": "7"}, "items": []})));
+        }
+        lists
+    });
+    maar_kube::world::spawn_watchers(&client, None, tx);
+    let lists = tokio::time::timeout(std::time::Duration::from_secs(5), server)
+        .await
+        .expect("the watchers list")
+        .unwrap();
+    assert_eq!(lists.len(), 3, "{lists:?}");
+    for (path, query) in &lists {
+        assert!(
+            query.split('&').any(|p| p == "resourceVersion=0"),
+            "{path}?{query}"
+        );
+    }
+    assert!(lists.iter().any(|(p, _)| p == "/api/v1/pods"), "{lists:?}");
+}

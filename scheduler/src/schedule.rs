@@ -406,6 +406,9 @@ impl Cluster {
                 return None;
             }
             let node = &self.nodes[n as usize];
+            if !crate::fit::node_admits(node, spec) {
+                return None;
+            }
             let p = fit(node, n, self.overcommit_of(node), spec, mult).ok()?;
             self.pod_rules(spec, view.as_ref(), n, &[]).ok()?;
             Some(p)

@@ -1080,7 +1080,10 @@ impl Driver for KubeDriver {
         }
         self.last_poll = Some(now);
         let seen = self.take_seen();
-        if seen.is_empty() {
+        // Nothing new seen: nothing to do, unless no cycle ran yet. The first lists
+        // queued every waiting pod before the engine started; they wait for no clock
+        // (they waited for the next whole second, a bind about 1 s after the start).
+        if seen.is_empty() && !(self.dirty && self.last_cycle.is_none()) {
             return Vec::new();
         }
         let (events, writes) = self.step_at(core, None, seen);

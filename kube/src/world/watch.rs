@@ -45,9 +45,16 @@ fn spawn_watch<K>(
     K::DynamicType: Eq + std::hash::Hash + Clone + Send,
 {
     tokio::spawn(async move {
-        let mut s = watcher(api, watcher::Config::default())
-            .backoff(watch_backoff())
-            .boxed();
+        // Lists are served from the API server's watch cache (`resourceVersion=0`),
+        // as client-go's reflectors (kube-scheduler's informers) list: one answer, not
+        // a quorum read from etcd page by page (5,000 pods were ten pages, a round trip
+        // each, before the first bind). The watch that follows goes on from the
+        // list's version, so what a lagging cache lacked arrives as its events.
+        // (kube-rs sends no `resourceVersion=0` with a page size: the cache answers
+        // such a list whole anyway.)
+        let mut config = watcher::Config::default().any_semantic();
+        config.page_size = None;
+        let mut s = watcher(api, config).backoff(watch_backoff()).boxed();
         while let Some(ev) = s.next().await {
             let msg = match ev {
                 Ok(ev) => seen(ev),
