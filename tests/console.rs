@@ -274,10 +274,10 @@ fn the_consoles_priority_keeps_the_limit_the_cli_keeps() {
         .find(|j| j.phase == "Running" || j.phase == "Pending")
         .map(|j| format!("{}/{}", j.project, j.name))
         .expect("a job");
-    keys(&mut app, &format!(":priority {job} 99999999\n"));
+    keys(&mut app, &format!(":priority {job} 1000000001\n"));
     assert_eq!(
         app.message,
-        "priority: `99999999` is not high, medium, low or a number within ±1000000"
+        "priority: `1000000001` is not high, medium, low or a number within ±1000000000"
     );
     assert!(!matches!(app.mode, Mode::Confirm(..)));
 }

@@ -31,8 +31,13 @@ pub const MAX_QUOTA_GPUS: f64 = 1_000_000.0;
 pub const MAX_PRICE: f64 = 1_000_000.0;
 /// Restarts allowed by a restart policy.
 pub const MAX_RESTARTS: u32 = 1_000;
-/// Absolute value of a numeric priority.
-pub const MAX_PRIORITY: i32 = 1_000_000;
+/// Absolute value of a numeric priority: Kubernetes' highest user-definable
+/// PriorityClass value, so that every class a cluster's users can make keeps its own
+/// value and order in maar (at ±1,000,000 the classes above it were one priority, and
+/// a 1,000,000,000 pod could not preempt a 2,000,000 one as kube-scheduler does). The
+/// system classes above it are one, just under the top that other schedulers' pods
+/// hold.
+pub const MAX_PRIORITY: i32 = 1_000_000_000;
 /// Size of one input file (scenario, manifest, trace CSV, theme).
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// Characters of a value echoed back in an error message.

@@ -937,8 +937,8 @@ mod tests {
         assert!(e.contains("from 1 to"), "{e}");
         let e = line("approve seven").unwrap_err();
         assert!(e.contains("not a request id"), "{e}");
-        let e = line("priority j 99999999").unwrap_err();
-        assert!(e.contains("within ±1000000"), "{e}");
+        let e = line("priority j 1000000001").unwrap_err();
+        assert!(e.contains("within ±1000000000"), "{e}");
         assert!(line("frobnicate x").unwrap_err().contains("not a command"));
         assert!(line("cordon a --gpu").unwrap_err().contains("--gpu needs"));
         assert!(line("cordon a --gpu 1 --gpu 2")
