@@ -35,8 +35,7 @@ pub const MAX_RESTARTS: u32 = 1_000;
 /// PriorityClass value, so that every class a cluster's users can make keeps its own
 /// value and order in maar (at ±1,000,000 the classes above it were one priority, and
 /// a 1,000,000,000 pod could not preempt a 2,000,000 one as kube-scheduler does). The
-/// system classes above it are one, just under the top that other schedulers' pods
-/// hold.
+/// system classes above it are this top, which other schedulers' pods hold too.
 pub const MAX_PRIORITY: i32 = 1_000_000_000;
 /// Size of one input file (scenario, manifest, trace CSV, theme).
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;

@@ -1139,16 +1139,16 @@ impl Pod {
             return Err(bad("metadata.name", "a pod needs a name"));
         }
         let r = self.spec.requests("spec.containers")?;
-        // A PriorityClass named: the priority the API server set from it (kept inside
-        // maar's limits; maar's foreign pods hold the top). Who may use a class is the
+        // A PriorityClass named: the priority the API server set from it (every class
+        // a user can define keeps its value; the system classes above them are the
+        // top, which other schedulers' pods hold too, so neither evicts the other). Who may use a class is the
         // cluster's to say (RBAC, ResourceQuota by class), so it wins over the
         // annotation, which anyone who makes a pod writes: that says at most `high`
         // (a pod annotated 900000 evicted pods of higher classes).
         let class = match (&self.spec.priority_class_name, self.spec.priority) {
-            (Some(c), Some(p)) if !c.is_empty() => Some(p.clamp(
-                -crate::limits::MAX_PRIORITY + 1,
-                crate::limits::MAX_PRIORITY - 1,
-            )),
+            (Some(c), Some(p)) if !c.is_empty() => {
+                Some(p.clamp(-crate::limits::MAX_PRIORITY, crate::limits::MAX_PRIORITY))
+            }
             _ => None,
         };
         let priority = match (class, m.annotations.get(ANNOTATION_PRIORITY)) {

@@ -475,7 +475,7 @@ fn host_ports_init_containers_overhead_and_priority_class() {
         serde_json::json!({}),
         serde_json::json!({"priorityClassName": "system-node-critical", "priority": 2_000_001_000}),
     );
-    assert!(huge.priority < maar_scheduler::limits::MAX_PRIORITY);
+    assert_eq!(huge.priority, maar_scheduler::limits::MAX_PRIORITY);
     // Every class a cluster's users can make keeps its value, so its order: the
     // Kubernetes docs' `high-priority` (1,000,000), one above it and the highest a user
     // may define (were all 999,999: none preempted another).
@@ -490,9 +490,10 @@ fn host_ports_init_containers_overhead_and_priority_class() {
     };
     assert_eq!(class("high-priority", 1_000_000), 1_000_000);
     assert_eq!(class("team-critical", 2_000_000), 2_000_000);
-    assert_eq!(class("top-user", 999_999_999), 999_999_999);
+    assert_eq!(class("top-user", 1_000_000_000), 1_000_000_000);
+    assert_eq!(class("just-under", 999_999_999), 999_999_999);
     assert_eq!(class("below", -5_000_000), -5_000_000);
-    // The system classes, above any user's, are one priority under other schedulers'.
+    // The system classes, above any user's, are the top, as other schedulers' pods.
     assert_eq!(
         class("system-cluster-critical", 2_000_000_000),
         huge.priority
