@@ -73,7 +73,7 @@ fn the_cli_and_the_console_read_every_line_alike() {
 fn the_cli_refuses_what_the_core_refuses_with_the_same_reason() {
     for line in [
         "approve seven",
-        "priority gpt 99999999",
+        "priority gpt 1000000001",
         "request-quota ml-prod training-gpu --gpu 0",
         "cordon a100-01 --gpu x",
         "label a100-01 notalabel",
