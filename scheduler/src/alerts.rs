@@ -29,17 +29,10 @@ pub(crate) fn label_mismatch(n: &crate::model::Node) -> Option<String> {
     let count = labels.get(LABEL_COUNT);
     // The usual case, said without building anything: the model label names every
     // card, and the count label is the number of plain whole cards.
-    // (As below: the label lowercased equals the card's model as it is.)
-    let model_agrees = labels.get(LABEL_MODEL).is_none_or(|m| {
-        m.is_ascii()
-            && n.gpus.iter().all(|g| {
-                g.model.len() == m.len()
-                    && g.model
-                        .bytes()
-                        .zip(m.bytes())
-                        .all(|(a, b)| a == b.to_ascii_lowercase())
-            })
-    });
+    // (As below: the label names the card's model, whatever the case.)
+    let model_agrees = labels
+        .get(LABEL_MODEL)
+        .is_none_or(|m| n.gpus.iter().all(|g| g.model.eq_ignore_ascii_case(m)));
     let plain = n.gpus.iter().all(|g| g.resource.is_none())
         && !labels.contains_key("nvidia.com/gpu.replicas")
         && !labels.contains_key("nvidia.com/gpu.product");
@@ -59,7 +52,9 @@ fn label_mismatch_said(n: &crate::model::Node) -> Option<String> {
     use crate::model::{LABEL_COUNT, LABEL_MODEL};
     let labels = n.labels();
     let count = labels.get(LABEL_COUNT);
-    let model = labels.get(LABEL_MODEL).map(|m| m.to_lowercase());
+    // As written (the message quotes it); compared without case, as the scheduler
+    // reads it (a node labelled `A100` whose cards are `A100` was told it lied).
+    let model = labels.get(LABEL_MODEL);
     if model.is_none() && count.is_none() {
         return None;
     }
@@ -79,7 +74,7 @@ fn label_mismatch_said(n: &crate::model::Node) -> Option<String> {
             .gpus
             .iter()
             .map(|g| &*g.model)
-            .filter(|m| m != label)
+            .filter(|m| !m.eq_ignore_ascii_case(label))
             .collect();
         if !real.is_empty() {
             let real: Vec<&str> = real.into_iter().collect();
@@ -439,5 +434,31 @@ mod tests {
             vec![Gpu::new(0, "u", "a100", 1, false)],
         );
         assert_eq!(label_mismatch(&n), None);
+    }
+
+    /// A Kubernetes node labelled `crater.ai/gpu-model: A100` has cards of the label's
+    /// own words: no alert (each of 1,000 such nodes was told its cards were A100, not
+    /// a100). A label that names another model is still told, as written.
+    #[test]
+    fn a_model_label_agrees_with_its_cards_whatever_the_case() {
+        let node = |label: &str, card: &str| {
+            let mut labels = std::collections::BTreeMap::new();
+            labels.insert(LABEL_MODEL.to_string(), label.to_string());
+            labels.insert(LABEL_COUNT.to_string(), "2".to_string());
+            let gpus = (0..2)
+                .map(|i| Gpu::new(i, format!("u{i}"), card, 80 << 30, false))
+                .collect();
+            Node::new("n", labels, 1000, 1 << 30, 0, gpus)
+        };
+        for (label, card) in [("A100", "A100"), ("A100", "a100"), ("a100", "A100")] {
+            let n = node(label, card);
+            assert_eq!(label_mismatch_said(&n), None, "{label} on {card}");
+            assert_eq!(label_mismatch(&n), None, "{label} on {card}");
+        }
+        let said = label_mismatch(&node("A100", "h100")).expect("told");
+        assert!(
+            said.contains("labelled crater.ai/gpu-model=A100 but its GPUs are h100"),
+            "{said}"
+        );
     }
 }
