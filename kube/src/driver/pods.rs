@@ -402,6 +402,28 @@ impl KubeDriver {
             };
             let c = core.cluster();
             let Ok(id) = c.job_id(&key) else { continue };
+            // The usual case, the watch's echo of maar's own bind: running where maar
+            // placed it. Its bind is confirmed (when the answer has not come yet), as
+            // the core does for `JobRunning` there, without a copy of its spec.
+            let j = &c.jobs[id as usize];
+            if let [p] = &j.placements[..] {
+                let cards = || {
+                    let mut have: Vec<u32> = p.gpus.iter().map(|s| s.gpu).collect();
+                    let mut want = gpus.clone();
+                    have.sort_unstable();
+                    want.sort_unstable();
+                    have == want
+                };
+                if j.phase == Phase::Running
+                    && c.nodes[p.node as usize].name == node
+                    && (gpus.is_empty() || cards())
+                {
+                    if !p.bound {
+                        Self::observe(core, Observation::Bound { job: key }, events);
+                    }
+                    continue;
+                }
+            }
             let spec = maar_scheduler::JobSpec::clone(&c.jobs[id as usize].spec);
             Self::observe(
                 core,
