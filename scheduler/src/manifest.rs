@@ -1141,10 +1141,10 @@ impl Pod {
         let r = self.spec.requests("spec.containers")?;
         // A PriorityClass named: the priority the API server set from it (every class
         // a user can define keeps its value; the system classes above them are the
-        // top, which other schedulers' pods hold too, so neither evicts the other). Who may use a class is the
-        // cluster's to say (RBAC, ResourceQuota by class), so it wins over the
-        // annotation, which anyone who makes a pod writes: that says at most `high`
-        // (a pod annotated 900000 evicted pods of higher classes).
+        // top, which other schedulers' pods hold too, so neither evicts the other).
+        // Who may use a class is the cluster's to say (RBAC, ResourceQuota by class),
+        // so it wins over the annotation, which anyone who makes a pod writes: that
+        // says at most `high` (a pod annotated 900000 evicted pods of higher classes).
         let class = match (&self.spec.priority_class_name, self.spec.priority) {
             (Some(c), Some(p)) if !c.is_empty() => {
                 Some(p.clamp(-crate::limits::MAX_PRIORITY, crate::limits::MAX_PRIORITY))
