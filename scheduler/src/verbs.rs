@@ -283,7 +283,7 @@ pub static VERBS: &[Verb] = &[
             Arg {
                 name: "level",
                 value: "LEVEL",
-                doc: "high, medium, low, or a number within ±1000000.",
+                doc: "high, medium, low, or a number within ±1000000000 (Kubernetes' highest user-definable PriorityClass value).",
                 how: How::Word,
             },
         ],
