@@ -621,31 +621,7 @@ impl Core {
                     Some(id) => {
                         let j = &c.jobs[id as usize];
                         if j.phase == Phase::Running {
-                            // The same nodes, and the same cards where the world says.
-                            let mut want: Vec<(NodeId, Vec<u32>)> = nodes
-                                .iter()
-                                .zip(&replicas)
-                                .map(|(n, r)| (*n, r.gpus.clone()))
-                                .collect();
-                            let mut have: Vec<(NodeId, Vec<u32>)> = j
-                                .placements
-                                .iter()
-                                .zip(&want)
-                                .map(|(p, w)| {
-                                    let cards = if w.1.is_empty() {
-                                        Vec::new()
-                                    } else {
-                                        p.gpus.iter().map(|g| g.gpu).collect()
-                                    };
-                                    (p.node, cards)
-                                })
-                                .collect();
-                            for x in want.iter_mut().chain(have.iter_mut()) {
-                                x.1.sort_unstable();
-                            }
-                            want.sort_unstable();
-                            have.sort_unstable();
-                            if j.placements.len() == want.len() && want == have {
+                            if c.placed_as(id, &replicas) {
                                 let _ = c.confirm_bind(id);
                                 return done(format!("job {name} bound"));
                             }
@@ -980,6 +956,39 @@ impl Cluster {
             self.job_ref(id),
             format!("found running on {}", on.join(", ")),
         );
+    }
+
+    /// Whether job `id` is placed where the world says it runs: on the same nodes, and
+    /// on the same cards where the world names them (a driver that sees its own bind
+    /// come back; see [`Observation::JobRunning`]).
+    pub fn placed_as(&self, id: JobId, replicas: &[Binding]) -> bool {
+        let j = &self.jobs[id as usize];
+        let Ok(mut want) = replicas
+            .iter()
+            .map(|r| Ok((self.node_id(&r.node)?, r.gpus.clone())))
+            .collect::<Result<Vec<(NodeId, Vec<u32>)>, ClusterError>>()
+        else {
+            return false;
+        };
+        let mut have: Vec<(NodeId, Vec<u32>)> = j
+            .placements
+            .iter()
+            .zip(&want)
+            .map(|(p, w)| {
+                let cards = if w.1.is_empty() {
+                    Vec::new()
+                } else {
+                    p.gpus.iter().map(|g| g.gpu).collect()
+                };
+                (p.node, cards)
+            })
+            .collect();
+        for x in want.iter_mut().chain(have.iter_mut()) {
+            x.1.sort_unstable();
+        }
+        want.sort_unstable();
+        have.sort_unstable();
+        j.placements.len() == want.len() && want == have
     }
 
     pub(crate) fn confirm_bind(&mut self, id: JobId) -> Result<(), ClusterError> {

@@ -359,7 +359,7 @@ fn order(items: &[(QueueItem, u32, Option<QueueKey>)], lazy: bool) -> Order {
     #[cfg(debug_assertions)]
     {
         let mut all: Vec<QueueItem> = items.iter().map(|x| x.0).collect();
-        all.sort_unstable_by_key(|&k| k);
+        all.sort_unstable();
         let got: Vec<QueueItem> = in_order(&order)
             .iter()
             .map(|&i| items[i as usize].0)

@@ -406,30 +406,19 @@ impl KubeDriver {
             // placed it. Its bind is confirmed (when the answer has not come yet), as
             // the core does for `JobRunning` there, without a copy of its spec.
             let j = &c.jobs[id as usize];
-            if let [p] = &j.placements[..] {
-                let cards = || {
-                    let mut have: Vec<u32> = p.gpus.iter().map(|s| s.gpu).collect();
-                    let mut want = gpus.clone();
-                    have.sort_unstable();
-                    want.sort_unstable();
-                    have == want
-                };
-                if j.phase == Phase::Running
-                    && c.nodes[p.node as usize].name == node
-                    && (gpus.is_empty() || cards())
-                {
-                    if !p.bound {
-                        Self::observe(core, Observation::Bound { job: key }, events);
-                    }
-                    continue;
+            let replicas = vec![maar_scheduler::input::Binding { node, gpus }];
+            if j.phase == Phase::Running && c.placed_as(id, &replicas) {
+                if j.placements.iter().any(|p| !p.bound) {
+                    Self::observe(core, Observation::Bound { job: key }, events);
                 }
+                continue;
             }
             let spec = maar_scheduler::JobSpec::clone(&c.jobs[id as usize].spec);
             Self::observe(
                 core,
                 Observation::JobRunning {
                     spec: Box::new(spec),
-                    replicas: vec![maar_scheduler::input::Binding { node, gpus }],
+                    replicas,
                 },
                 events,
             );
