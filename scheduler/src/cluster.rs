@@ -834,6 +834,13 @@ impl Cluster {
             .copied()
     }
 
+    /// Whether a node of the pool lets the job on by its rules (taints, selector, node
+    /// affinity), however busy or ready it is now.
+    pub fn pool_lets_on(&self, pool: PoolId, spec: &JobSpec) -> bool {
+        self.pool_nodes(pool)
+            .any(|n| crate::fit::node_constraints(&self.nodes[n as usize], spec).is_ok())
+    }
+
     /// Capacity of a pool's nodes (after overcommit), for quota admission.
     pub fn pool_capacity(&self, pool: PoolId) -> Resources {
         self.pool_cap[pool as usize]
@@ -1321,6 +1328,42 @@ impl Cluster {
             }
             self.pending_constrained.remove(&id);
         }
+    }
+
+    /// Moves a waiting job to `pool` (its world chose the pool and chooses again:
+    /// see [`crate::input::Observation::JobPool`]). A job that does not wait keeps its
+    /// pool: its placement is in force.
+    pub fn move_waiting(&mut self, name: &str, pool: &str) -> Result<String, ClusterError> {
+        let id = self.job_id(name)?;
+        let to = self
+            .pool_id(pool)
+            .ok_or_else(|| ClusterError::UnknownPool(pool.to_string()))?;
+        let j = &self.jobs[id as usize];
+        if j.pool == Some(to) {
+            return Ok(format!("job {name} is in pool {pool}"));
+        }
+        if j.phase != Phase::Pending {
+            return Err(ClusterError::Invalid(format!(
+                "job {name} is {:?}, not waiting: it stays in pool {}",
+                j.phase, j.spec.pool
+            )));
+        }
+        let from = j.spec.pool.clone();
+        if j.pool.is_some_and(|p| self.pool_lets_on(p, &j.spec)) {
+            return Err(ClusterError::Invalid(format!(
+                "job {name} stays in pool {from}: a node there lets it on"
+            )));
+        }
+        self.pending_remove(id);
+        let j = &mut self.jobs[id as usize];
+        j.pool = Some(to);
+        std::sync::Arc::make_mut(&mut j.spec).pool = pool.to_string();
+        self.pending_insert(id);
+        let m = format!(
+            "waits in pool {pool} now: no node of pool {from} lets it on since the pools changed"
+        );
+        self.emit(Severity::Normal, "PoolMoved", self.job_ref(id), m.clone());
+        Ok(format!("job {name}: {m}"))
     }
 
     /// A job's task shape for maar's placement, and how many placements it counts for

@@ -135,6 +135,10 @@ pub enum Observation {
     /// A running job's world is stopping it (Kubernetes: its pod is being deleted):
     /// it holds its room until it is gone, and is never a victim.
     JobTerminating { job: String },
+    /// A waiting job's pool, chosen again by its world (a Kubernetes pod that names no
+    /// pool is put where its rules let it on): moved there only while it waits and no
+    /// node of its pool lets it on (a Pool changed and took those nodes).
+    JobPool { job: String, pool: String },
     /// A GPU's health; jobs on a card that turns unhealthy are lost.
     GpuHealth {
         node: String,
@@ -525,6 +529,7 @@ impl Core {
                     done(format!("job {job} unchanged"))
                 }
             }
+            Observation::JobPool { job, pool } => done(c.move_waiting(&job, &pool)?),
             Observation::QuotaAsked {
                 project,
                 pool,

@@ -224,6 +224,10 @@ fn samples() -> Vec<Input> {
             job: "ml/a".into(),
             why: "its pod was deleted".into(),
         },
+        Observation::JobPool {
+            job: "ml/a".into(),
+            pool: "p".into(),
+        },
         Observation::QuotaAsked {
             project: "ml".into(),
             pool: "p".into(),
@@ -459,6 +463,84 @@ fn refused_inputs_change_nothing_and_say_why() {
         assert!(out.events.is_empty() && out.decisions.is_empty(), "{i:?}");
     }
     assert_eq!(c.checkpoint(), before);
+}
+
+#[test]
+fn a_waiting_job_moves_pool_only_when_no_node_of_its_pool_lets_it_on() {
+    let mut c = core(&[("n1", 2), ("n2", 2)]);
+    let observe = |c: &mut Core, o: Observation| c.apply(Input::Observe(o)).result;
+    observe(
+        &mut c,
+        Observation::PoolSeen {
+            pool: Box::new(Pool {
+                name: "other".into(),
+                kind: PoolKind::Training,
+                selector: [(LABEL_ROLE.to_string(), "other".to_string())].into(),
+                overcommit: Overcommit::default(),
+                lend_to: vec![],
+            }),
+        },
+    )
+    .unwrap();
+    // n2 takes the role `other` (and so leaves pool train) and the label `disk`.
+    let n2 = c.cluster().node_id("n2").unwrap();
+    let mut labels = c.cluster().nodes[n2 as usize].labels().clone();
+    labels.insert(LABEL_ROLE.into(), "other".into());
+    labels.insert("disk".into(), "nvme".into());
+    observe(
+        &mut c,
+        Observation::NodeLabels {
+            node: "n2".into(),
+            labels,
+        },
+    )
+    .unwrap();
+    let mut stuck = job("stuck", 1);
+    stuck.node_selector.insert("disk".into(), "nvme".into());
+    let stuck = submit(&mut c, stuck);
+    let free = submit(&mut c, job("free", 1));
+    let pool_of = |c: &Core, id: JobId| c.cluster().jobs[id as usize].spec.pool.clone();
+    let to_other = |job: &str| Observation::JobPool {
+        job: job.into(),
+        pool: "other".into(),
+    };
+    // A node of its pool lets `free` on: it stays.
+    let e = observe(&mut c, to_other("ml/free"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a node there lets it on"), "{e}");
+    assert_eq!(pool_of(&c, free), "train");
+    cycle(&mut c);
+    assert_eq!(c.cluster().jobs[free as usize].phase, Phase::Running);
+    assert_eq!(c.cluster().jobs[stuck as usize].phase, Phase::Pending);
+    // A running job stays where it runs.
+    let e = observe(&mut c, to_other("ml/free"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not waiting"), "{e}");
+    // No node of train lets `stuck` on: it moves, and runs on n2.
+    assert!(observe(
+        &mut c,
+        Observation::JobPool {
+            job: "ml/stuck".into(),
+            pool: "nowhere".into(),
+        },
+    )
+    .is_err());
+    let out = c.apply(Input::Observe(to_other("ml/stuck")));
+    out.result.unwrap();
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.reason == "PoolMoved" && e.message.contains("no node of pool train")),
+        "{:?}",
+        out.events
+    );
+    assert_eq!(pool_of(&c, stuck), "other");
+    cycle(&mut c);
+    let j = &c.cluster().jobs[stuck as usize];
+    assert_eq!(j.phase, Phase::Running, "{}", j.reason);
+    assert_eq!(j.placements[0].node, n2);
 }
 
 /// A cluster of one 8-card node and the service `ml/svc` (1 to 8 replicas of one card,

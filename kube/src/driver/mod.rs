@@ -112,6 +112,8 @@ struct PodFacts {
     /// listed): it holds nothing in maar and is not scheduled again; taken in as
     /// running when the node appears.
     orphan: Option<Box<maar_scheduler::JobSpec>>,
+    /// It names no pool and maar chose one (see [`KubeDriver::repool_stranded`]).
+    pool_chosen: bool,
 }
 
 /// What the driver knows of a TrainJob or an InferenceService.
@@ -141,6 +143,8 @@ struct ObjectFacts {
     waiting: Option<maar_scheduler::JobSpec>,
     /// Its spec as first read (an edit is told, not taken).
     spec: Option<maar_scheduler::JobSpec>,
+    /// It names no pool and maar chose one (see [`KubeDriver::repool_stranded`]).
+    pool_chosen: bool,
 }
 
 /// A pod maar made for one of its objects.

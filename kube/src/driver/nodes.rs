@@ -167,6 +167,11 @@ impl KubeDriver {
                         events,
                     );
                 }
+                if b.offers != facts.offers || b.labels != facts.labels {
+                    // Its pool or its taints may have changed: a waiting job may
+                    // have lost the only node of its pool that let it on.
+                    self.repool_stranded(core, events);
+                }
                 if b.ready != facts.ready {
                     Self::observe(
                         core,

@@ -93,6 +93,7 @@ impl KubeDriver {
             status: None,
             waiting: None,
             spec: t.spec.as_ref().ok().cloned(),
+            pool_chosen: false,
         };
         if t.ended {
             // Ended before this maar saw it: history is Kubernetes's.
@@ -116,7 +117,7 @@ impl KubeDriver {
             }
         };
         spec.project = ns.to_string();
-        Self::fill_pool(core, &mut spec);
+        facts.pool_chosen = Self::fill_pool(core, &mut spec);
         // Pods of it already running (maar restarted): it runs there.
         let live: Vec<(String, maar_scheduler::input::Binding)> = self
             .owned
@@ -180,7 +181,7 @@ impl KubeDriver {
             let Some(mut spec) = f.waiting.take() else {
                 continue;
             };
-            Self::fill_pool(core, &mut spec);
+            f.pool_chosen = Self::fill_pool(core, &mut spec);
             let again = spec.clone();
             let out = Self::observe(
                 core,
@@ -412,24 +413,32 @@ impl KubeDriver {
     }
 
     /// A job's pool when it names none (or one that does not exist here): the pool
-    /// its node selector's role names, else its project's default.
-    pub(super) fn fill_pool(core: &Core, spec: &mut maar_scheduler::JobSpec) {
+    /// its node selector's role names, else one its rules let it on (see
+    /// `Cluster::pool_for_unnamed`). Whether maar chose it (neither named nor by role):
+    /// such a job may move while it waits (see [`KubeDriver::repool_stranded`]).
+    pub(super) fn fill_pool(core: &Core, spec: &mut maar_scheduler::JobSpec) -> bool {
         if !spec.pool.is_empty() && core.cluster().pool_id(&spec.pool).is_some() {
-            return;
+            return false;
         }
-        let by_role = spec
+        if let Some(p) = spec
             .node_selector
             .get(LABEL_ROLE)
             .filter(|r| core.cluster().pool_id(r).is_some())
-            .cloned();
-        if let Some(p) = by_role.or_else(|| {
-            // A pool the manifest names that is not here: the default (the explanation
-            // would otherwise only say the pool is unknown).
-            (spec.pool.is_empty())
-                .then(|| core.cluster().pool_for_unnamed(spec).ok())
-                .flatten()
-        }) {
-            spec.pool = p;
+        {
+            spec.pool = p.clone();
+            return false;
+        }
+        // A pool the manifest names that is not here stays (the explanation says the
+        // pool is unknown).
+        if !spec.pool.is_empty() {
+            return false;
+        }
+        match core.cluster().pool_for_unnamed(spec) {
+            Ok(p) => {
+                spec.pool = p;
+                true
+            }
+            Err(_) => false,
         }
     }
 }

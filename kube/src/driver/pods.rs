@@ -227,6 +227,7 @@ impl KubeDriver {
             foreign: !p.ours,
             node: p.node.clone().map(|n| (n, p.gpus.clone())),
             orphan: None,
+            pool_chosen: false,
         };
         if facts.ended || (p.deleting && p.node.is_none()) {
             // History is Kubernetes's: a pod that ended before maar saw it is not a job,
@@ -293,7 +294,7 @@ impl KubeDriver {
             self.pods.insert(key, facts);
             return;
         }
-        Self::place_on_node_pool(core, &mut spec, p.node.as_deref());
+        facts.pool_chosen = Self::place_on_node_pool(core, &mut spec, p.node.as_deref());
         let out = match &p.node {
             Some(node) => Self::observe(
                 core,
@@ -337,11 +338,12 @@ impl KubeDriver {
     }
 
     /// A pod bound before this maar saw it is in its node's pool unless it names one.
+    /// Whether maar chose the pool (see [`KubeDriver::fill_pool`]).
     pub(super) fn place_on_node_pool(
         core: &Core,
         spec: &mut maar_scheduler::JobSpec,
         node: Option<&str>,
-    ) {
+    ) -> bool {
         if let Some(pool) = node
             .filter(|_| spec.pool.is_empty())
             .and_then(|n| core.cluster().node_id(n).ok())
@@ -349,7 +351,7 @@ impl KubeDriver {
         {
             spec.pool = core.cluster().pools[pool as usize].name.clone();
         }
-        Self::fill_pool(core, spec);
+        Self::fill_pool(core, spec)
     }
 
     /// Pods bound to a node that was not in the cluster, now that it is: running there.

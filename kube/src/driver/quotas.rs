@@ -92,6 +92,7 @@ impl KubeDriver {
             "PoolDeleted",
             msg,
         );
+        self.repool_stranded(core, events);
     }
 
     /// A QuotaRequest object: asked in maar once (the operator approves it there);
@@ -213,11 +214,53 @@ impl KubeDriver {
         }
     }
 
-    /// A pool appeared: what waited for it (TrainJobs, quotas) is taken now.
+    /// A pool appeared or changed: what waited for it (TrainJobs, quotas) is taken
+    /// now, and waiting jobs it stranded move.
     pub(super) fn pool_appeared(&mut self, core: &mut Core, events: &mut Vec<Event>) {
         self.retry_waiting(core, events);
         for (_, q) in std::mem::take(&mut self.quotas_waiting) {
             self.quota_applied(core, Ok(q), events);
+        }
+        self.repool_stranded(core, events);
+    }
+
+    /// Waiting jobs whose pool maar chose (they name none: a pod as users write it)
+    /// and whose pool no longer has a node their rules let them on (a Pool took those
+    /// nodes, a node's labels or taints changed): moved to the pool maar would choose
+    /// now, where one lets them on. Without it such a pod waited for good, told that
+    /// no node of its pool matched, while the node it asks for stood in another.
+    pub(super) fn repool_stranded(&mut self, core: &mut Core, events: &mut Vec<Event>) {
+        let mut keys: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, f)| f.pool_chosen && f.in_core && !f.bound && !f.ended)
+            .map(|(k, _)| k.clone())
+            .chain(
+                self.objects
+                    .iter()
+                    .filter(|(_, f)| f.pool_chosen && f.in_core && !f.ended)
+                    .map(|(k, _)| k.clone()),
+            )
+            .collect();
+        keys.sort();
+        for job in keys {
+            let c = core.cluster();
+            let Ok(id) = c.job_id(&job) else {
+                continue;
+            };
+            let j = &c.jobs[id as usize];
+            if j.phase != Phase::Pending || j.pool.is_none_or(|p| c.pool_lets_on(p, &j.spec)) {
+                continue;
+            }
+            let mut spec = (*j.spec).clone();
+            spec.pool.clear();
+            let Ok(pool) = c.pool_for_unnamed(&spec) else {
+                continue;
+            };
+            if pool == j.spec.pool || !c.pool_id(&pool).is_some_and(|p| c.pool_lets_on(p, &spec)) {
+                continue;
+            }
+            Self::observe(core, Observation::JobPool { job, pool }, events);
         }
     }
 
