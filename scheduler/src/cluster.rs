@@ -1024,6 +1024,7 @@ impl Cluster {
             peak_pct: 0,
             kept: false,
             terminating: false,
+            found: false,
             spec: spec.into(),
             asks: Default::default(),
         });
@@ -1153,6 +1154,9 @@ impl Cluster {
         let now = self.now;
         let aging = self.config.aging_s.max(1);
         let j = &mut self.jobs[id as usize];
+        if phase == Phase::Running {
+            j.found = false;
+        }
         // What waiting gave it, kept if it starts now (the rank the queue gave it).
         let mut aged = 0;
         match j.phase {

@@ -946,6 +946,7 @@ impl Cluster {
         }
         self.set_phase(id, Phase::Running);
         let j = &mut self.jobs[id as usize];
+        j.found = true;
         j.remaining_s = j.spec.est_runtime_s;
         j.reason = "".into();
         self.forget_first_ends(id);

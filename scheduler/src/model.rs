@@ -970,6 +970,11 @@ pub struct Job {
     /// nobody's victim (evicting it frees nothing sooner).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub terminating: bool,
+    /// Its world placed it (found running: another scheduler's pod, one bound before
+    /// maar saw it): it never went through maar's queue to where it runs. Cleared when
+    /// it starts anew.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub found: bool,
     /// The number its asks were interned under (derived: never stored, never
     /// compared; see `shape.rs`).
     #[serde(skip)]

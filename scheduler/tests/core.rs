@@ -972,6 +972,30 @@ fn the_first_line_is_the_cause_that_must_change() {
         reason(&c, "medium"),
         "the room on a went to job/p/old-low (priority low, +50 for its wait), ahead of it in the queue; 0/1 nodes are available: 1 insufficient free GPUs"
     );
+
+    // A job its world placed at this instant (another scheduler's pod found bound)
+    // was in no queue of maar's: not said to have gone ahead in it.
+    let mut core = input::Core::new(cluster(
+        vec![node("a", "train", 8, "a100", 80, false)],
+        &[("p", 0, None)],
+    ));
+    let waits = input::Input::Observe(input::Observation::JobSubmitted {
+        spec: Box::new(job("waits", "p", 8, PRIORITY_MEDIUM, None)),
+    });
+    core.apply(waits).result.unwrap();
+    let found = input::Observation::JobRunning {
+        spec: Box::new(job("other", "p", 8, PRIORITY_HIGH, None)),
+        replicas: vec![input::Binding {
+            node: "a".into(),
+            gpus: vec![],
+        }],
+    };
+    core.apply(input::Input::Observe(found)).result.unwrap();
+    core.apply(input::Input::Schedule);
+    assert_eq!(
+        reason(core.cluster(), "waits"),
+        "the room on a went to job/p/other (priority high), found running there (placed outside maar's queue); 0/1 nodes are available: 1 insufficient free GPUs"
+    );
 }
 
 #[test]

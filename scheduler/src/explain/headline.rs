@@ -177,7 +177,7 @@ impl Cluster {
                 }
                 let aged = a.aged;
                 return Some(format!(
-                    "the room on {} went to {} (priority {}{}), ahead of it in the queue",
+                    "the room on {} went to {} (priority {}{}), {}",
                     node.name,
                     self.job_ref(x),
                     priority_name(a.spec.priority),
@@ -185,6 +185,13 @@ impl Cluster {
                         format!(", +{aged} for its wait")
                     } else {
                         String::new()
+                    },
+                    if a.found {
+                        // Another scheduler's pod, or one bound before maar saw it:
+                        // it was in no queue of maar's.
+                        "found running there (placed outside maar's queue)"
+                    } else {
+                        "ahead of it in the queue"
                     }
                 ));
             }
