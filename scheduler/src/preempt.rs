@@ -25,10 +25,11 @@ impl Cluster {
         if v.id == j.id || v.phase != Phase::Running || v.terminating {
             return false;
         }
-        // Placed at this instant: the cycle that placed it weighed it against every
-        // job then waiting; it is not evicted in the same instant (a reclaim or a
-        // lender's job later in the queue waits for the next one).
-        if v.started == Some(self.now) {
+        // Placed at this instant (started, or a replica added: a service's lost
+        // replica replaced): the cycle that placed it weighed it against every job
+        // then waiting; it is not evicted in the same instant (a reclaim or a lender's
+        // job later in the queue waits for the next one).
+        if v.started == Some(self.now) || v.placed_at == self.now {
             return false;
         }
         let on_loan_here = || v.placements.iter().any(|p| p.node == n && p.on_loan);
