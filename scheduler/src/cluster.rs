@@ -834,11 +834,55 @@ impl Cluster {
             .copied()
     }
 
-    /// Whether a node of the pool lets the job on by its rules (taints, selector, node
-    /// affinity), however busy or ready it is now.
+    /// Whether a node of the pool, or of a pool that lends to it, lets the job on by
+    /// its lasting rules ([`crate::fit::node_rules_let_on`]), however busy, cordoned or
+    /// ready it is now.
     pub fn pool_lets_on(&self, pool: PoolId, spec: &JobSpec) -> bool {
-        self.pool_nodes(pool)
-            .any(|n| crate::fit::node_constraints(&self.nodes[n as usize], spec).is_ok())
+        self.candidate_pools(Some(pool)).iter().any(|&(p, _)| {
+            self.pool_nodes(p)
+                .any(|n| crate::fit::node_rules_let_on(&self.nodes[n as usize], spec))
+        })
+    }
+
+    /// Of the jobs `ids`, those waiting and stranded: no node of their pool (or of a
+    /// pool that lends to it) lets them on by its lasting rules (see
+    /// [`Cluster::pool_lets_on`]). `only`: just the jobs whose pool draws on that pool
+    /// (a change to one pool's nodes strands no other's jobs). Jobs alike (one asks
+    /// number) in one pool are judged once.
+    pub fn stranded(&self, ids: &[JobId], only: Option<PoolId>) -> Vec<JobId> {
+        let mut judged: HashMap<(PoolId, u32, u32), bool> = HashMap::new();
+        let mut out = Vec::new();
+        for &id in ids {
+            let Some(j) = self.jobs.get(id).filter(|j| j.phase == Phase::Pending) else {
+                continue;
+            };
+            let Some(p) = j.pool else { continue };
+            if only.is_some_and(|o| !self.candidate_pools(Some(p)).iter().any(|c| c.0 == o)) {
+                continue;
+            }
+            let lets_on = match self.asks.cached(j) {
+                Some(a) => *judged
+                    .entry((p, a.epoch, a.id))
+                    .or_insert_with(|| self.pool_lets_on(p, &j.spec)),
+                None => self.pool_lets_on(p, &j.spec),
+            };
+            if !lets_on {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// Whether the pool could ever run the job: a node of it (or of a pool that lends
+    /// to it) that its lasting rules let it on, with cards of the model and memory it
+    /// asks for.
+    pub fn pool_could_take(&self, pool: PoolId, spec: &JobSpec) -> bool {
+        self.candidate_pools(Some(pool)).iter().any(|&(p, _)| {
+            self.pool_nodes(p).any(|n| {
+                let node = &self.nodes[n as usize];
+                crate::fit::node_rules_let_on(node, spec) && crate::fit::has_cards_for(node, spec)
+            })
+        })
     }
 
     /// Capacity of a pool's nodes (after overcommit), for quota admission.
@@ -1356,6 +1400,11 @@ impl Cluster {
         if j.pool.is_some_and(|p| self.pool_lets_on(p, &j.spec)) {
             return Err(ClusterError::Invalid(format!(
                 "job {name} stays in pool {from}: a node there lets it on"
+            )));
+        }
+        if !self.pool_could_take(to, &j.spec) {
+            return Err(ClusterError::Invalid(format!(
+                "job {name} stays in pool {from}: no node of pool {pool} could run it"
             )));
         }
         self.pending_remove(id);

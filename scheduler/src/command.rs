@@ -455,7 +455,10 @@ impl Cluster {
         {
             return Ok(name(p));
         }
-        if let Some(&p) = mine.iter().find(|&&p| self.pool_lets_on(p, spec)) {
+        if let Some(&p) = mine.iter().find(|&&p| {
+            self.pool_nodes(p)
+                .any(|n| crate::fit::node_constraints(&self.nodes[n as usize], spec).is_ok())
+        }) {
             return Ok(name(p));
         }
         self.default_pool(spec)

@@ -674,9 +674,25 @@ pub fn split(p: Placement, mult: u32, per_replica_gpus: u32) -> Vec<Placement> {
 /// Whether a node could ever take the job, whatever runs on it: ready, uncordoned,
 /// GPUs labelled, an allowed model, cards large enough. Cheap: no allocation.
 pub(crate) fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
-    if !node_admits(node, spec) {
-        return false;
-    }
+    node_admits(node, spec) && has_cards_for(node, spec)
+}
+
+/// Whether the node's lasting rules let the job on: its node selector, required node
+/// affinity and the taints its owners put (not the node lifecycle's own,
+/// `node.kubernetes.io/*`: a cordon, NotReady, unreachable or pressure comes and goes).
+/// What decides whether a pool could ever run a job, whatever its nodes' state now.
+pub fn node_rules_let_on(node: &Node, spec: &JobSpec) -> bool {
+    node_selected(node, spec)
+        && !node.taints.iter().any(|t| {
+            t.effect != crate::rules::TaintEffect::PreferNoSchedule
+                && !t.key.starts_with("node.kubernetes.io/")
+                && !t.key.starts_with("node.cloudprovider.kubernetes.io/")
+                && !spec.rules.tolerations.iter().any(|x| x.tolerates(t))
+        })
+}
+
+/// Whether the node has cards of the model and memory the job asks for (any number).
+pub(crate) fn has_cards_for(node: &Node, spec: &JobSpec) -> bool {
     if spec.gpu.count == 0 {
         return true;
     }

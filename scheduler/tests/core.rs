@@ -994,7 +994,7 @@ fn the_first_line_is_the_cause_that_must_change() {
     core.apply(input::Input::Schedule);
     assert_eq!(
         reason(core.cluster(), "waits"),
-        "the room on a went to job/p/other (priority high), found running there (placed outside maar's queue); 0/1 nodes are available: 1 insufficient free GPUs"
+        "the room on a went to job/p/other (priority high), found running there when maar saw it; 0/1 nodes are available: 1 insufficient free GPUs"
     );
 }
 

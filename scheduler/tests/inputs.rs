@@ -541,6 +541,39 @@ fn a_waiting_job_moves_pool_only_when_no_node_of_its_pool_lets_it_on() {
     let j = &c.cluster().jobs[stuck as usize];
     assert_eq!(j.phase, Phase::Running, "{}", j.reason);
     assert_eq!(j.placements[0].node, n2);
+
+    // Nor to a pool where no node has the cards it asks for.
+    let mut t4 = job("t4", 1);
+    t4.node_selector.insert("disk".into(), "nvme".into());
+    t4.gpu.models = vec!["t4".into()];
+    let t4 = submit(&mut c, t4);
+    assert_eq!(c.cluster().stranded(&[t4, free], None), vec![t4]);
+    let e = observe(&mut c, to_other("ml/t4")).unwrap_err().to_string();
+    assert!(e.contains("no node of pool other could run it"), "{e}");
+    assert_eq!(pool_of(&c, t4), "train");
+
+    // A cordon or NotReady (the node lifecycle's taints) strands nobody; a taint its
+    // owners put does.
+    let big = submit(&mut c, job("big", 2));
+    assert!(c.cluster().stranded(&[big], None).is_empty());
+    let n1 = c.cluster().node_id("n1").unwrap();
+    let taint = |c: &mut Core, key: &str| {
+        let mut n = c.cluster().nodes[n1 as usize].clone();
+        n.taints = vec![maar_scheduler::rules::Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: maar_scheduler::rules::TaintEffect::NoSchedule,
+        }];
+        observe(c, Observation::NodeUpdated { node: Box::new(n) }).unwrap();
+    };
+    taint(&mut c, "node.kubernetes.io/unschedulable");
+    assert!(c.cluster().stranded(&[big], None).is_empty());
+    assert!(c.cluster().stranded(&[big], Some(0)).is_empty());
+    taint(&mut c, "dedicated");
+    assert_eq!(c.cluster().stranded(&[big], None), vec![big]);
+    // Looked at only for a change to its own pool's nodes.
+    let other = c.cluster().pool_id("other").unwrap();
+    assert!(c.cluster().stranded(&[big], Some(other)).is_empty());
 }
 
 /// A cluster of one 8-card node and the service `ml/svc` (1 to 8 replicas of one card,

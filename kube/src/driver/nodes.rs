@@ -137,6 +137,10 @@ impl KubeDriver {
             self.pool_appeared(core, events);
         }
         let before = self.nodes.get(&name).cloned();
+        let pool_before = {
+            let c = core.cluster();
+            c.node_id(&name).ok().and_then(|n| c.nodes[n as usize].pool)
+        };
         match &before {
             None => {
                 Self::observe(
@@ -167,10 +171,10 @@ impl KubeDriver {
                         events,
                     );
                 }
-                if b.offers != facts.offers || b.labels != facts.labels {
-                    // Its pool or its taints may have changed: a waiting job may
-                    // have lost the only node of its pool that let it on.
-                    self.repool_stranded(core, events);
+                if b.offers.4 != facts.offers.4 || b.labels != facts.labels {
+                    // Its pool or its taints may have changed: a waiting job of its
+                    // pool may have lost the only node there that let it on.
+                    self.repool_stranded(core, events, pool_before);
                 }
                 if b.ready != facts.ready {
                     Self::observe(

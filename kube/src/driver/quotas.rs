@@ -92,7 +92,7 @@ impl KubeDriver {
             "PoolDeleted",
             msg,
         );
-        self.repool_stranded(core, events);
+        self.repool_stranded(core, events, None);
     }
 
     /// A QuotaRequest object: asked in maar once (the operator approves it there);
@@ -221,46 +221,65 @@ impl KubeDriver {
         for (_, q) in std::mem::take(&mut self.quotas_waiting) {
             self.quota_applied(core, Ok(q), events);
         }
-        self.repool_stranded(core, events);
+        self.repool_stranded(core, events, None);
     }
 
     /// Waiting jobs whose pool maar chose (they name none: a pod as users write it)
-    /// and whose pool no longer has a node their rules let them on (a Pool took those
-    /// nodes, a node's labels or taints changed): moved to the pool maar would choose
-    /// now, where one lets them on. Without it such a pod waited for good, told that
-    /// no node of its pool matched, while the node it asks for stood in another.
-    pub(super) fn repool_stranded(&mut self, core: &mut Core, events: &mut Vec<Event>) {
-        let mut keys: Vec<String> = self
+    /// and whose pool no longer has a node their lasting rules let them on (a Pool
+    /// took those nodes, a node's labels or its owners' taints changed; a cordon or
+    /// NotReady does not count): moved to the pool maar would choose now, where a
+    /// node could run them. Without it such a pod waited for good, told that no node
+    /// of its pool matched, while the node it asks for stood in another. `only`: a
+    /// change to that pool's nodes alone (just its jobs are looked at).
+    pub(super) fn repool_stranded(
+        &mut self,
+        core: &mut Core,
+        events: &mut Vec<Event>,
+        only: Option<maar_scheduler::model::PoolId>,
+    ) {
+        let c = core.cluster();
+        let mut ids: Vec<maar_scheduler::model::JobId> = self
             .pods
             .iter()
             .filter(|(_, f)| f.pool_chosen && f.in_core && !f.bound && !f.ended)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k)
             .chain(
                 self.objects
                     .iter()
                     .filter(|(_, f)| f.pool_chosen && f.in_core && !f.ended)
-                    .map(|(k, _)| k.clone()),
+                    .map(|(k, _)| k),
             )
+            .filter_map(|k| c.job_id(k).ok())
             .collect();
-        keys.sort();
-        for job in keys {
+        if ids.is_empty() {
+            return;
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        for id in c.stranded(&ids, only) {
             let c = core.cluster();
-            let Ok(id) = c.job_id(&job) else {
-                continue;
-            };
             let j = &c.jobs[id as usize];
-            if j.phase != Phase::Pending || j.pool.is_none_or(|p| c.pool_lets_on(p, &j.spec)) {
-                continue;
-            }
             let mut spec = (*j.spec).clone();
             spec.pool.clear();
-            let Ok(pool) = c.pool_for_unnamed(&spec) else {
-                continue;
-            };
-            if pool == j.spec.pool || !c.pool_id(&pool).is_some_and(|p| c.pool_lets_on(p, &spec)) {
+            Self::fill_pool(core, &mut spec);
+            let c = core.cluster();
+            if spec.pool.is_empty()
+                || spec.pool == c.jobs[id as usize].spec.pool
+                || !c
+                    .pool_id(&spec.pool)
+                    .is_some_and(|p| c.pool_could_take(p, &spec))
+            {
                 continue;
             }
-            Self::observe(core, Observation::JobPool { job, pool }, events);
+            let job = c.jobs[id as usize].spec.full_name();
+            Self::observe(
+                core,
+                Observation::JobPool {
+                    job,
+                    pool: spec.pool,
+                },
+                events,
+            );
         }
     }
 
@@ -307,6 +326,8 @@ impl KubeDriver {
         );
         if out.is_ok() {
             self.quotas.insert(q.key, (q.project, q.pool));
+            // The pools a project's pod may be put in follow its quotas.
+            self.repool_stranded(core, events, None);
         }
     }
 
@@ -322,6 +343,7 @@ impl KubeDriver {
                 },
                 events,
             );
+            self.repool_stranded(core, events, None);
         }
     }
 }

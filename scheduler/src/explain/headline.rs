@@ -187,9 +187,9 @@ impl Cluster {
                         String::new()
                     },
                     if a.found {
-                        // Another scheduler's pod, or one bound before maar saw it:
-                        // it was in no queue of maar's.
-                        "found running there (placed outside maar's queue)"
+                        // Another scheduler's pod, or one bound before this maar saw
+                        // it (by its maker, or by a maar before a restart).
+                        "found running there when maar saw it"
                     } else {
                         "ahead of it in the queue"
                     }
