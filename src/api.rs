@@ -35,8 +35,12 @@ use crate::record::{
     AuditFilter, CheckpointRow, CommandRow, History, Holder, Meta, Record, RecordError,
 };
 
-/// The longest request or answer line, bytes.
+/// The longest request line, bytes (what any user may send the engine).
 pub const MAX_REQUEST: u64 = 8 << 20;
+/// The longest answer line, bytes: a read through the running maar carries a whole
+/// checkpoint (a cluster of 5,000 pods was 8 MiB, one of 50,000 about 50 MB), and a
+/// client reads what its own engine sends, bounded still.
+pub const MAX_REPLY: u64 = 512 << 20;
 /// How long a connection may take to send its request (a slow client holds nothing
 /// longer).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -339,15 +343,19 @@ fn set_access(path: &Path, access: &SocketAccess) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
-fn reply(mut stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
+fn reply(stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
+    reply_within(stream, r, MAX_REPLY)
+}
+
+fn reply_within(mut stream: &UnixStream, r: &Reply, max: u64) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
-    if line.len() as u64 >= MAX_REQUEST {
+    if line.len() as u64 >= max {
         // Longer than a client reads: said, with how to narrow it, rather than left
         // for the client to fail on ("no answer: longer than 8 MiB").
         line = serde_json::to_vec(&Reply::Error(format!(
             "the answer would be {} MiB, more than one answer carries ({} MiB): ask for less (an audit: --last N, --since, --actor, --action or --object)",
             line.len() >> 20,
-            MAX_REQUEST >> 20
+            max >> 20
         )))
         .map_err(std::io::Error::other)?;
     }
@@ -356,14 +364,14 @@ fn reply(mut stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
     stream.flush()
 }
 
-/// Reads one line of at most [`MAX_REQUEST`] bytes.
-fn read_line(stream: &UnixStream) -> std::io::Result<Vec<u8>> {
+/// Reads one answer line of at most `max` bytes.
+fn read_line(stream: &UnixStream, max: u64) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
-    BufReader::new(stream.take(MAX_REQUEST + 1)).read_until(b'\n', &mut buf)?;
-    if buf.len() as u64 > MAX_REQUEST {
+    BufReader::new(stream.take(max + 1)).read_until(b'\n', &mut buf)?;
+    if buf.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("longer than {} MiB", MAX_REQUEST >> 20),
+            format!("longer than {} MiB", max >> 20),
         ));
     }
     Ok(buf)
@@ -741,7 +749,7 @@ impl Remote {
         line.push(b'\n');
         if let Err(e) = s.write_all(&line) {
             // Turned away at once (too many requests): its answer says why.
-            return match read_line(&s)
+            return match read_line(&s, MAX_REPLY)
                 .ok()
                 .and_then(|l| serde_json::from_slice::<Reply>(&l).ok())
             {
@@ -749,7 +757,7 @@ impl Remote {
                 _ => Err(failed(e.to_string())),
             };
         }
-        let got = read_line(&s).map_err(|e| {
+        let got = read_line(&s, MAX_REPLY).map_err(|e| {
             failed(match req {
                 // Sent: a maar that was stopped (SIGSTOP, a paused VM) takes it when it
                 // goes on, so the caller is told so rather than to give it again.
@@ -898,19 +906,31 @@ mod tests {
     use super::*;
 
     /// An answer longer than a client reads is replaced by one that says so and how to
-    /// ask for less (the client failed with "no answer: longer than 8 MiB").
+    /// ask for less (the client failed with "no answer: longer than 8 MiB"); one
+    /// longer than a request may be goes through (a checkpoint of 5,000 pods was
+    /// refused at 8 MiB, so `maar get jobs` failed beside a running `maar kube`).
     #[test]
     fn an_answer_too_long_to_read_says_so_instead() {
         let (a, b) = UnixStream::pair().unwrap();
         let big = Reply::Error("x".repeat(MAX_REQUEST as usize + 10));
-        let writer = std::thread::spawn(move || reply(&a, &big));
-        let got = read_line(&b).unwrap();
+        let writer = std::thread::spawn(move || reply_within(&a, &big, MAX_REQUEST));
+        let got = read_line(&b, MAX_REQUEST).unwrap();
         writer.join().unwrap().unwrap();
         match serde_json::from_slice::<Reply>(&got).unwrap() {
             Reply::Error(why) => assert!(
                 why.starts_with("the answer would be 8 MiB, more than one answer carries (8 MiB): ask for less (an audit: --last N"),
                 "{why}"
             ),
+            other => panic!("{other:?}"),
+        }
+        let (a, b) = UnixStream::pair().unwrap();
+        let long = "x".repeat(3 * MAX_REQUEST as usize);
+        let answer = Reply::Error(long.clone());
+        let writer = std::thread::spawn(move || reply(&a, &answer));
+        let got = read_line(&b, MAX_REPLY).unwrap();
+        writer.join().unwrap().unwrap();
+        match serde_json::from_slice::<Reply>(&got).unwrap() {
+            Reply::Error(why) => assert_eq!(why, long),
             other => panic!("{other:?}"),
         }
     }
