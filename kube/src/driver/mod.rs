@@ -222,6 +222,11 @@ pub struct KubeDriver {
     deleted_own: Vec<(String, String)>,
     /// maar's pods Kubernetes shows bound, for the core to follow.
     reconcile: Vec<String>,
+    /// Waiting jobs to look at for a pool that no longer lets them on, once the step's
+    /// objects are seen (see [`KubeDriver::repool_stranded`]): all of them (a Pool or a
+    /// quota changed), or those of these pools (a node's labels or taints changed).
+    repool_all: bool,
+    repool_pools: BTreeSet<maar_scheduler::model::PoolId>,
     /// Writes of commands made with no cluster attached.
     unsent: Vec<Write>,
     /// maar's own events about objects (a bad Quota or Pool, an edited TrainJob,
@@ -314,6 +319,8 @@ impl KubeDriver {
             deleted_own: Vec::new(),
             withdrawing: HashMap::new(),
             reconcile: Vec::new(),
+            repool_all: false,
+            repool_pools: BTreeSet::new(),
             unsent: Vec::new(),
             notes: Vec::new(),
             decided: Vec::new(),
@@ -970,6 +977,14 @@ impl KubeDriver {
         let mut writes = Vec::new();
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
+        }
+        // Once a step (a relist's hundreds of quotas would each ask again).
+        if std::mem::take(&mut self.repool_all) {
+            self.repool_pools.clear();
+            self.repool_stranded(core, &mut events, None);
+        }
+        for p in std::mem::take(&mut self.repool_pools) {
+            self.repool_stranded(core, &mut events, Some(p));
         }
         // Nodes advertising fewer cards than they hold: looked at again each step (a
         // job that ends frees a card, or the last on a card past the count: the node

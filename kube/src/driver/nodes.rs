@@ -174,7 +174,10 @@ impl KubeDriver {
                 if b.offers.4 != facts.offers.4 || b.labels != facts.labels {
                     // Its pool or its taints may have changed: a waiting job of its
                     // pool may have lost the only node there that let it on.
-                    self.repool_stranded(core, events, pool_before);
+                    // (A node that was in no pool stranded nobody.)
+                    if let Some(p) = pool_before {
+                        self.repool_pools.insert(p);
+                    }
                 }
                 if b.ready != facts.ready {
                     Self::observe(

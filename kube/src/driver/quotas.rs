@@ -92,7 +92,7 @@ impl KubeDriver {
             "PoolDeleted",
             msg,
         );
-        self.repool_stranded(core, events, None);
+        self.repool_all = true;
     }
 
     /// A QuotaRequest object: asked in maar once (the operator approves it there);
@@ -221,7 +221,7 @@ impl KubeDriver {
         for (_, q) in std::mem::take(&mut self.quotas_waiting) {
             self.quota_applied(core, Ok(q), events);
         }
-        self.repool_stranded(core, events, None);
+        self.repool_all = true;
     }
 
     /// Waiting jobs whose pool maar chose (they name none: a pod as users write it)
@@ -327,7 +327,7 @@ impl KubeDriver {
         if out.is_ok() {
             self.quotas.insert(q.key, (q.project, q.pool));
             // The pools a project's pod may be put in follow its quotas.
-            self.repool_stranded(core, events, None);
+            self.repool_all = true;
         }
     }
 
@@ -343,7 +343,7 @@ impl KubeDriver {
                 },
                 events,
             );
-            self.repool_stranded(core, events, None);
+            self.repool_all = true;
         }
     }
 }
