@@ -10,8 +10,11 @@
 //! - **Who may connect**: the socket is the owner's alone (0600) unless the roles file
 //!   names a `socket:` group (0660) or `everyone: true` (0666); the engine's roles
 //!   decide what each may do (`roles.rs`).
-//! - **Requests** are one JSON line each way, one per connection, at most
-//!   [`MAX_REQUEST`] bytes, the whole read within [`IO_TIMEOUT`]; at most
+//! - **Requests** are one JSON line each way, one per connection: a request at most
+//!   [`MAX_REQUEST`] bytes, the whole read within [`IO_TIMEOUT`]; an answer at most
+//!   [`MAX_REPLY`], the whole written within [`IO_TIMEOUT`] and a second for every
+//!   [`MIN_REPLY_RATE`] bytes (a client that reads slowly holds no large answer in the
+//!   engine's memory for longer); at most
 //!   [`MAX_CONNECTIONS`] are served at once, [`MAX_CONNECTIONS_PER_USER`] of one uid;
 //!   a client turned away asks again for up to [`BUSY_WAIT`].
 //!   A command carries a key chosen by its sender: asked again after a
@@ -24,7 +27,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +44,8 @@ pub const MAX_REQUEST: u64 = 8 << 20;
 /// checkpoint (a cluster of 5,000 pods was 8 MiB, one of 50,000 about 50 MB), and a
 /// client reads what its own engine sends, bounded still.
 pub const MAX_REPLY: u64 = 512 << 20;
+/// Bytes a second a client reads an answer at least (see [`reply`]).
+pub const MIN_REPLY_RATE: u64 = 8 << 20;
 /// How long a connection may take to send its request (a slow client holds nothing
 /// longer).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -347,7 +352,11 @@ fn reply(stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
     reply_within(stream, r, MAX_REPLY)
 }
 
-fn reply_within(mut stream: &UnixStream, r: &Reply, max: u64) -> std::io::Result<()> {
+/// Writes one answer line (one that would be longer than `max` replaced by one that
+/// says so), the whole of it within [`IO_TIMEOUT`] and a second for every
+/// [`MIN_REPLY_RATE`] bytes: each write's own timeout would let a client reading a
+/// byte every few seconds hold the answer (up to [`MAX_REPLY`]) for as long as it liked.
+fn reply_within(stream: &UnixStream, r: &Reply, max: u64) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
     if line.len() as u64 >= max {
         // Longer than a client reads: said, with how to narrow it, rather than left
@@ -360,7 +369,30 @@ fn reply_within(mut stream: &UnixStream, r: &Reply, max: u64) -> std::io::Result
         .map_err(std::io::Error::other)?;
     }
     line.push(b'\n');
-    stream.write_all(&line)?;
+    let deadline =
+        Instant::now() + IO_TIMEOUT + Duration::from_secs(line.len() as u64 / MIN_REPLY_RATE);
+    write_by(stream, &line, deadline)
+}
+
+/// Writes all of `line` by `deadline`, or fails.
+fn write_by(mut stream: &UnixStream, line: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let mut rest = line;
+    while !rest.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the answer was not read in time",
+            ));
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     stream.flush()
 }
 
@@ -923,6 +955,23 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+        // A client that does not read is let go at the deadline (the answer's memory
+        // with it), whatever each write's own timeout.
+        let (a, _b) = UnixStream::pair().unwrap();
+        let start = Instant::now();
+        let e = write_by(&a, &vec![b'x'; 4 << 20], start + Duration::from_millis(300)).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ),
+            "{e}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
         let (a, b) = UnixStream::pair().unwrap();
         let long = "x".repeat(3 * MAX_REQUEST as usize);
         let answer = Reply::Error(long.clone());

@@ -978,14 +978,6 @@ impl KubeDriver {
         for s in seen {
             self.see(core, s, &mut events, &mut writes);
         }
-        // Once a step (a relist's hundreds of quotas would each ask again).
-        if std::mem::take(&mut self.repool_all) {
-            self.repool_pools.clear();
-            self.repool_stranded(core, &mut events, None);
-        }
-        for p in std::mem::take(&mut self.repool_pools) {
-            self.repool_stranded(core, &mut events, Some(p));
-        }
         // Nodes advertising fewer cards than they hold: looked at again each step (a
         // job that ends frees a card, or the last on a card past the count: the node
         // is then taken as advertised).
@@ -1020,6 +1012,15 @@ impl KubeDriver {
             pods.retain(|_, since| *since > stale);
         }
         self.vacating.retain(|_, pods| !pods.is_empty());
+        // Waiting jobs whose pool lost its nodes: once a step, after all it saw (a
+        // relist's hundreds of quotas would each ask again), before the cycle.
+        if std::mem::take(&mut self.repool_all) {
+            self.repool_pools.clear();
+            self.repool_stranded(core, &mut events, None);
+        }
+        for p in std::mem::take(&mut self.repool_pools) {
+            self.repool_stranded(core, &mut events, Some(p));
+        }
         if !self.leading() {
             // Another maar schedules: this one only follows the watch (and does
             // nothing of what it would decide, nor what it held back while it led).
