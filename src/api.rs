@@ -248,7 +248,7 @@ impl Server {
                             };
                             if let Some(why) = busy {
                                 let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-                                let _ = reply(&stream, &Reply::Error(why.into()));
+                                let _ = reply(&stream, Reply::Error(why.into()));
                                 continue;
                             }
                             // Counted while served: given back however the serving
@@ -348,7 +348,7 @@ fn set_access(path: &Path, access: &SocketAccess) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
-fn reply(stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
+fn reply(stream: &UnixStream, r: Reply) -> std::io::Result<()> {
     reply_within(stream, r, MAX_REPLY)
 }
 
@@ -356,8 +356,10 @@ fn reply(stream: &UnixStream, r: &Reply) -> std::io::Result<()> {
 /// says so), the whole of it within [`IO_TIMEOUT`] and a second for every
 /// [`MIN_REPLY_RATE`] bytes: each write's own timeout would let a client reading a
 /// byte every few seconds hold the answer (up to [`MAX_REPLY`]) for as long as it liked.
-fn reply_within(stream: &UnixStream, r: &Reply, max: u64) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+fn reply_within(stream: &UnixStream, r: Reply, max: u64) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
+    // Only its line is held while a client reads it.
+    drop(r);
     if line.len() as u64 >= max {
         // Longer than a client reads: said, with how to narrow it, rather than left
         // for the client to fail on ("no answer: longer than 8 MiB").
@@ -505,7 +507,7 @@ fn serve_one(stream: UnixStream, handle: &EngineHandle, state: &Path) {
             Ok(req) => answer(req, &Caller::Peer(&stream), handle, state),
         },
     };
-    let _ = reply(&stream, &answer);
+    let _ = reply(&stream, answer);
 }
 
 /// Who sent a request, and who judges their role.
@@ -945,7 +947,7 @@ mod tests {
     fn an_answer_too_long_to_read_says_so_instead() {
         let (a, b) = UnixStream::pair().unwrap();
         let big = Reply::Error("x".repeat(MAX_REQUEST as usize + 10));
-        let writer = std::thread::spawn(move || reply_within(&a, &big, MAX_REQUEST));
+        let writer = std::thread::spawn(move || reply_within(&a, big, MAX_REQUEST));
         let got = read_line(&b, MAX_REQUEST).unwrap();
         writer.join().unwrap().unwrap();
         match serde_json::from_slice::<Reply>(&got).unwrap() {
@@ -975,7 +977,7 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         let long = "x".repeat(3 * MAX_REQUEST as usize);
         let answer = Reply::Error(long.clone());
-        let writer = std::thread::spawn(move || reply(&a, &answer));
+        let writer = std::thread::spawn(move || reply(&a, answer));
         let got = read_line(&b, MAX_REPLY).unwrap();
         writer.join().unwrap().unwrap();
         match serde_json::from_slice::<Reply>(&got).unwrap() {

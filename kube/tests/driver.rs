@@ -2807,8 +2807,6 @@ fn a_pod_that_names_no_pool_goes_to_a_pool_whose_nodes_its_rules_allow() {
 
 #[test]
 fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
-    let mut core = new_core();
-    let mut d = KubeDriver::detached();
     let pool = |name: &str, key: &str, value: &str| {
         Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
             name: name.into(),
@@ -2818,11 +2816,6 @@ fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
             overcommit: Default::default(),
         })))
     };
-    // Two pools for project ml: `training-gpu` (gpu-n3) and the role pool `training`
-    // (gpu-n1, whose one card another pod holds). The pod names no pool and asks for
-    // gpu-n1: it waits in `training`, the pool of the only node it may use.
-    let mut seen = vec![pool("training-gpu", "crater.ai/node-role", "gpu")];
-    let on_n1 = json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-n1"}}});
     let holder = || {
         pod(
             "ml",
@@ -2831,24 +2824,36 @@ fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
             json!({"spec": {"nodeName": "gpu-n1"}, "status": {"phase": "Running"}}),
         )
     };
-    seen.extend(lists(
-        vec![
-            node(
-                "gpu-n3",
-                8,
-                "a100",
-                json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
-            ),
-            node("gpu-n1", 1, "a100", json!({})),
-        ],
-        vec![holder(), pod("ml", "waiter", 1, on_n1.clone())],
-    ));
-    let (_, writes) = d.step(&mut core, 1, seen);
-    assert_eq!(bound_to(&writes, "ml/waiter"), None, "{writes:?}");
+    // Two pools for project ml: `training-gpu` (gpu-n3) and the role pool `training`
+    // (gpu-n1, whose one card `holder` holds); `pod` waits beside it.
+    let started = |pod: Box<PodSeen>| {
+        let mut core = new_core();
+        let mut d = KubeDriver::detached();
+        let mut seen = vec![pool("training-gpu", "crater.ai/node-role", "gpu")];
+        seen.extend(lists(
+            vec![
+                node(
+                    "gpu-n3",
+                    8,
+                    "a100",
+                    json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+                ),
+                node("gpu-n1", 1, "a100", json!({})),
+            ],
+            vec![holder(), pod],
+        ));
+        let (_, writes) = d.step(&mut core, 1, seen);
+        (core, d, writes)
+    };
     let pool_of = |core: &maar_scheduler::input::Core, job: &str| {
         let c = core.cluster();
         c.jobs[c.job_id(job).unwrap() as usize].spec.pool.clone()
     };
+    // The pod names no pool and asks for gpu-n1: it waits in `training`, the pool of
+    // the only node it may use.
+    let on_n1 = json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-n1"}}});
+    let (mut core, mut d, writes) = started(pod("ml", "waiter", 1, on_n1.clone()));
+    assert_eq!(bound_to(&writes, "ml/waiter"), None, "{writes:?}");
     assert_eq!(pool_of(&core, "ml/waiter"), "training");
     // A Pool applied while it waits takes gpu-n1: `training` has no node left that
     // lets the pod on, so it follows the node (it named no pool).
@@ -2871,24 +2876,9 @@ fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
     let (_, writes) = d.step(&mut core, 3, vec![Seen::Pod(Watched::Delete(holder()))]);
     assert_eq!(bound_to(&writes, "ml/waiter"), Some("gpu-n1"), "{writes:?}");
     // A pod that names its pool stays in it, whatever changes.
-    let mut d = KubeDriver::detached();
-    let mut core = new_core();
-    let mut seen = vec![pool("training-gpu", "crater.ai/node-role", "gpu")];
     let named = json!({"metadata": {"annotations": {"crater.ai/pool": "training"}},
         "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpu-n1"}}});
-    seen.extend(lists(
-        vec![
-            node(
-                "gpu-n3",
-                8,
-                "a100",
-                json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
-            ),
-            node("gpu-n1", 1, "a100", json!({})),
-        ],
-        vec![holder(), pod("ml", "named", 1, named)],
-    ));
-    d.step(&mut core, 1, seen);
+    let (mut core, mut d, _) = started(pod("ml", "named", 1, named));
     assert_eq!(pool_of(&core, "ml/named"), "training");
     d.step(
         &mut core,
@@ -2897,22 +2887,7 @@ fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
     );
     assert_eq!(pool_of(&core, "ml/named"), "training");
     // A node relabelled into another pool takes the pods that wait for it along.
-    let mut d = KubeDriver::detached();
-    let mut core = new_core();
-    let mut seen = vec![pool("training-gpu", "crater.ai/node-role", "gpu")];
-    seen.extend(lists(
-        vec![
-            node(
-                "gpu-n3",
-                8,
-                "a100",
-                json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
-            ),
-            node("gpu-n1", 1, "a100", json!({})),
-        ],
-        vec![holder(), pod("ml", "waiter", 1, on_n1)],
-    ));
-    d.step(&mut core, 1, seen);
+    let (mut core, mut d, _) = started(pod("ml", "waiter", 1, on_n1));
     assert_eq!(pool_of(&core, "ml/waiter"), "training");
     d.step(
         &mut core,

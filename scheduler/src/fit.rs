@@ -683,12 +683,10 @@ pub(crate) fn statically_fits(node: &Node, spec: &JobSpec) -> bool {
 /// What decides whether a pool could ever run a job, whatever its nodes' state now.
 pub fn node_rules_let_on(node: &Node, spec: &JobSpec) -> bool {
     node_selected(node, spec)
-        && !node.taints.iter().any(|t| {
-            t.effect != crate::rules::TaintEffect::PreferNoSchedule
-                && !t.key.starts_with("node.kubernetes.io/")
-                && !t.key.starts_with("node.cloudprovider.kubernetes.io/")
-                && !spec.rules.tolerations.iter().any(|x| x.tolerates(t))
-        })
+        && !node
+            .taints
+            .iter()
+            .any(|t| !t.is_lifecycle() && crate::rules::keeps_off(t, &spec.rules.tolerations))
 }
 
 /// Whether the node has cards of the model and memory the job asks for (any number).

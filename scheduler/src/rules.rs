@@ -90,9 +90,23 @@ impl Toleration {
 /// The first taint of `taints` with an effect that keeps pods off (NoSchedule,
 /// NoExecute) that no toleration tolerates.
 pub fn untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
-    taints.iter().find(|t| {
-        t.effect != TaintEffect::PreferNoSchedule && !tolerations.iter().any(|x| x.tolerates(t))
-    })
+    taints.iter().find(|t| keeps_off(t, tolerations))
+}
+
+/// Whether the taint keeps a pod with these tolerations off (its effect is NoSchedule
+/// or NoExecute, and no toleration tolerates it).
+pub fn keeps_off(t: &Taint, tolerations: &[Toleration]) -> bool {
+    t.effect != TaintEffect::PreferNoSchedule && !tolerations.iter().any(|x| x.tolerates(t))
+}
+
+impl Taint {
+    /// One the node lifecycle puts and takes away (`node.kubernetes.io/*`: a cordon,
+    /// NotReady, unreachable, pressure; the cloud provider's `uninitialized`), not one
+    /// the node's owners put.
+    pub fn is_lifecycle(&self) -> bool {
+        self.key.starts_with("node.kubernetes.io/")
+            || self.key.starts_with("node.cloudprovider.kubernetes.io/")
+    }
 }
 
 /// One requirement of a node selector term or a label selector.

@@ -228,9 +228,10 @@ impl KubeDriver {
     /// and whose pool no longer has a node their lasting rules let them on (a Pool
     /// took those nodes, a node's labels or its owners' taints changed; a cordon or
     /// NotReady does not count): moved to the pool maar would choose now, where a
-    /// node could run them. Without it such a pod waited for good, told that no node
-    /// of its pool matched, while the node it asks for stood in another. `only`: a
-    /// change to that pool's nodes alone (just its jobs are looked at).
+    /// node could run them (`Cluster::move_waiting` judges that). Without it such a
+    /// pod waited for good, told that no node of its pool matched, while the node it
+    /// asks for stood in another. `only`: a change to that pool's nodes alone (just
+    /// its jobs are looked at).
     pub(super) fn repool_stranded(
         &mut self,
         core: &mut Core,
@@ -263,14 +264,10 @@ impl KubeDriver {
             spec.pool.clear();
             Self::fill_pool(core, &mut spec);
             let c = core.cluster();
-            if spec.pool.is_empty()
-                || spec.pool == c.jobs[id as usize].spec.pool
-                || !c
-                    .pool_id(&spec.pool)
-                    .is_some_and(|p| c.pool_could_take(p, &spec))
-            {
+            if spec.pool.is_empty() || spec.pool == c.jobs[id as usize].spec.pool {
                 continue;
             }
+            // The core moves it only where a node could run it (else it stays).
             let job = c.jobs[id as usize].spec.full_name();
             Self::observe(
                 core,
