@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use maar_scheduler::bound::{bound, Bound};
+use maar_scheduler::bound::{plan, Bound};
 use maar_scheduler::replay::{
     arrival_order, arrived_by, gpu_capacity, hindsight, replay, Policy, ReplayConfig, ReplayResult,
     ShapeWeight, Ties, TraceNode, TracePod,
@@ -365,10 +365,10 @@ pub fn bounds(
         let order = arrival_order(pods, capacity, cfg);
         let arrived = arrived_by(pods, &order, capacity, 100);
         let lp = Instant::now();
-        bound(nodes, arrived.iter().copied()).map(|bound| SeedBound {
+        plan(nodes, &arrived).map(|(bound, order)| SeedBound {
             bound,
             lp_ms: lp.elapsed().as_secs_f64() * 1000.0,
-            hindsight: hindsight(nodes, arrived.iter().copied()),
+            hindsight: hindsight(nodes, order),
         })
     })
     .into_iter()
@@ -485,6 +485,14 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                 {
                     m.insert("bound_pct_at_100".into(), b.pct().into());
                     m.insert("bound_idle_gpus_at_100".into(), b.idle_gpus().into());
+                    m.insert(
+                        "bound_left_out_slice_gpus".into(),
+                        (b.left_out_slices / 1000.0).into(),
+                    );
+                    m.insert(
+                        "bound_left_out_whole_gpus".into(),
+                        (b.left_out_whole / 1000.0).into(),
+                    );
                     m.insert("hindsight_pct_at_100".into(), pct(h, b.capacity).into());
                 }
                 w(serde_json::to_string_pretty(&v).expect("serialisable") + "\n")
@@ -506,6 +514,11 @@ pub fn run_on(a: ReplayArgs, o: &mut crate::out::Out) -> Result<i32, Failure> {
                         b.idle_gpus(),
                         pct(h, b.capacity),
                         r.unallocated_gpus_at_100 - b.idle_gpus()
+                    ));
+                    w(format!(
+                        "the bound's optimum leaves out {:.1} GPUs of shared-card slices and {:.1} of whole-card pods that fit an empty node\n",
+                        b.left_out_slices / 1000.0,
+                        b.left_out_whole / 1000.0
                     ));
                 }
                 w("ARRIVED  ALLOC   FRAG\n".into());

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use maar::trace::{read_nodes, read_pods};
-use maar_scheduler::bound::bound;
+use maar_scheduler::bound::{bound, plan};
 use maar_scheduler::replay::{
     arrival_order, arrived_by, gpu_capacity, hindsight, replay, Policy, ReplayConfig,
 };
@@ -78,8 +78,9 @@ fn no_policy_and_no_hindsight_placement_beats_the_bound_on_the_shared_trace() {
     let cfg = ReplayConfig::new(Policy::Maar, 42);
     let order = arrival_order(&pods, capacity, &cfg);
     let arrived = arrived_by(&pods, &order, capacity, 100);
-    let b = bound(&nodes, arrived.iter().copied()).unwrap();
-    let h = hindsight(&nodes, arrived.iter().copied()) as f64;
+    let (b, order) = plan(&nodes, &arrived).unwrap();
+    assert_eq!(bound(&nodes, arrived.iter().copied()).unwrap(), b);
+    let h = hindsight(&nodes, order) as f64;
     assert!(h <= b.milli, "hindsight {h} over the bound {}", b.milli);
     for policy in Policy::ALL {
         let r = replay(&nodes, &pods, &ReplayConfig::new(policy, 42));

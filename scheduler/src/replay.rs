@@ -590,15 +590,15 @@ pub fn arrived_by<'a>(
 }
 
 /// What a placement with hindsight allocates, GPU-milli: the arrived GPU pods all known
-/// at once and placed largest GPU request first (then most CPU), each by maar's policy;
-/// CPU-only pods left out. A feasible placement, so a lower bound on the best one: with
-/// [`crate::bound::bound`] it brackets what any placement of these pods could reach.
-pub fn hindsight<'a>(nodes: &[TraceNode], arrived: impl IntoIterator<Item = &'a TracePod>) -> u64 {
-    let mut gpu: Vec<&TracePod> = arrived
+/// at once and placed in the order given (best: [`crate::bound::plan`]'s), each by
+/// maar's policy; CPU-only pods left out. A feasible placement, so a lower bound on the
+/// best one: with [`crate::bound::bound`] it brackets what any placement of these pods
+/// could reach.
+pub fn hindsight<'a>(nodes: &[TraceNode], ordered: impl IntoIterator<Item = &'a TracePod>) -> u64 {
+    let gpu: Vec<&TracePod> = ordered
         .into_iter()
         .filter(|p| p.gpu_request() > 0)
         .collect();
-    gpu.sort_by_key(|p| std::cmp::Reverse((p.num_gpu, p.gpu_milli, p.cpu_milli, p.memory_mib)));
     let shapes = typical_shapes(
         &gpu.iter().map(|&p| p.clone()).collect::<Vec<_>>(),
         ShapeWeight::Pods,
