@@ -357,23 +357,30 @@ fn reply(stream: &UnixStream, r: Reply) -> std::io::Result<()> {
 /// [`MIN_REPLY_RATE`] bytes: each write's own timeout would let a client reading a
 /// byte every few seconds hold the answer (up to [`MAX_REPLY`]) for as long as it liked.
 fn reply_within(stream: &UnixStream, r: Reply, max: u64) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
-    // Only its line is held while a client reads it.
-    drop(r);
-    if line.len() as u64 >= max {
-        // Longer than a client reads: said, with how to narrow it, rather than left
-        // for the client to fail on ("no answer: longer than 8 MiB").
-        line = serde_json::to_vec(&Reply::Error(format!(
-            "the answer would be {} MiB, more than one answer carries ({} MiB): ask for less (an audit: --last N, --since, --actor, --action or --object)",
-            line.len() >> 20,
-            max >> 20
-        )))
-        .map_err(std::io::Error::other)?;
-    }
+    let mut line = encode_answer(r, max)?;
     line.push(b'\n');
     let deadline =
         Instant::now() + IO_TIMEOUT + Duration::from_secs(line.len() as u64 / MIN_REPLY_RATE);
     write_by(stream, &line, deadline)
+}
+
+/// An answer as JSON, or, where that would be `max` bytes or more, an error that says
+/// so: the socket's line and the HTTPS door's body alike. Only the encoding is held
+/// once it is made (the answer's value is dropped).
+pub fn encode_answer(r: Reply, max: u64) -> std::io::Result<Vec<u8>> {
+    let line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
+    drop(r);
+    if (line.len() as u64) < max {
+        return Ok(line);
+    }
+    // Longer than a client reads: said, with how to narrow it, rather than left for
+    // the client to fail on ("no answer: longer than 8 MiB").
+    serde_json::to_vec(&Reply::Error(format!(
+        "the answer would be {} MiB, more than one answer carries ({} MiB): ask for less (an audit: --last N, --since, --actor, --action or --object)",
+        line.len() >> 20,
+        max >> 20
+    )))
+    .map_err(std::io::Error::other)
 }
 
 /// Writes all of `line` by `deadline`, or fails.

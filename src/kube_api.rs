@@ -443,7 +443,22 @@ async fn respond(
         tokio::task::spawn_blocking(move || crate::api::answer(request, &caller, &handle, &state))
             .await
             .unwrap_or_else(|e| Reply::Error(format!("the request failed: {e}")));
-    json(StatusCode::OK, &reply)
+    answer_body(reply, crate::api::MAX_REPLY)
+}
+
+/// The answer as the socket would carry it: past `max` bytes, an error saying so.
+fn answer_body(reply: Reply, max: u64) -> Response {
+    match crate::api::encode_answer(reply, max) {
+        Ok(body) => hyper::Response::builder()
+            .status(StatusCode::OK)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new()))),
+        Err(e) => failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the answer could not be encoded: {e}"),
+        ),
+    }
 }
 
 /// One DER element: its tag, its content, what follows it.
@@ -569,6 +584,28 @@ mod tests {
         let der = cert.der().to_vec();
         for cut in 0..der.len() {
             let _ = common_name(&der[..cut]);
+        }
+    }
+
+    /// The HTTPS door caps an answer as the socket does (it was serialized whole, of any
+    /// size, for any viewer).
+    #[tokio::test]
+    async fn an_answer_over_the_cap_is_refused_with_the_sockets_message() {
+        let body = |r: Response| async move {
+            let bytes = r.into_body().collect().await.unwrap().to_bytes();
+            serde_json::from_slice::<Reply>(&bytes).unwrap()
+        };
+        let big = Reply::Error("x".repeat(3 << 20));
+        match body(answer_body(big.clone(), 2 << 20)).await {
+            Reply::Error(why) => assert!(
+                why.starts_with("the answer would be 3 MiB, more than one answer carries (2 MiB)"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        match body(answer_body(big, 4 << 20)).await {
+            Reply::Error(why) => assert_eq!(why.len(), 3 << 20),
+            other => panic!("{other:?}"),
         }
     }
 }
