@@ -262,6 +262,11 @@ type Response = hyper::Response<Full<Bytes>>;
 
 fn json(code: StatusCode, v: &impl serde::Serialize) -> Response {
     let body = serde_json::to_vec(v).unwrap_or_else(|e| e.to_string().into_bytes());
+    with_body(code, body)
+}
+
+/// A JSON body already encoded.
+fn with_body(code: StatusCode, body: Vec<u8>) -> Response {
     hyper::Response::builder()
         .status(code)
         .header(hyper::header::CONTENT_TYPE, "application/json")
@@ -439,21 +444,24 @@ async fn respond(
         judged,
     };
     let (handle, state) = (handle.clone(), state.to_path_buf());
-    let reply =
-        tokio::task::spawn_blocking(move || crate::api::answer(request, &caller, &handle, &state))
-            .await
-            .unwrap_or_else(|e| Reply::Error(format!("the request failed: {e}")));
-    answer_body(reply, crate::api::MAX_REPLY)
+    // Answered and encoded off the runtime's threads (an answer may be large).
+    tokio::task::spawn_blocking(move || {
+        let reply = crate::api::answer(request, &caller, &handle, &state);
+        answer_body(reply, crate::api::MAX_REPLY)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the request failed: {e}"),
+        )
+    })
 }
 
 /// The answer as the socket would carry it: past `max` bytes, an error saying so.
 fn answer_body(reply: Reply, max: u64) -> Response {
     match crate::api::encode_answer(reply, max) {
-        Ok(body) => hyper::Response::builder()
-            .status(StatusCode::OK)
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new()))),
+        Ok(body) => with_body(StatusCode::OK, body),
         Err(e) => failure(
             StatusCode::INTERNAL_SERVER_ERROR,
             &format!("the answer could not be encoded: {e}"),
