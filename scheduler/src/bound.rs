@@ -789,6 +789,59 @@ mod tests {
         assert_eq!(few.models_without_fills, 0);
     }
 
+    /// Constraint 6 where it bites: many slices on few cards, some bound to a model,
+    /// CPU that runs out, against exhaustive search.
+    #[test]
+    fn no_placement_beats_the_bound_where_slices_share_cards() {
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: u64| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % m
+        };
+        let sizes = [50, 110, 160, 190, 230, 320, 470, 550, 650, 810, 1000];
+        let (mut tight, mut total) = (0, 0);
+        for _ in 0..300 {
+            let nodes: Vec<TraceNode> = (0..1 + next(2))
+                .map(|i| {
+                    node(
+                        &format!("n{i}"),
+                        1 + next(2) as u32,
+                        [3000, 8000][next(2) as usize],
+                        1000,
+                        ["T4", "G2"][next(2) as usize],
+                    )
+                })
+                .collect();
+            let pods: Vec<TracePod> = (0..3 + next(5))
+                .map(|_| {
+                    let spec: &[&str] = if next(4) == 0 { &["t4"] } else { &[] };
+                    pod(
+                        1,
+                        sizes[next(sizes.len() as u64) as usize],
+                        [500, 1000, 2000][next(3) as usize],
+                        10,
+                        spec,
+                    )
+                })
+                .collect();
+            let best = exact(&nodes, &pods) as f64;
+            let b = bound(&nodes, &pods).unwrap();
+            assert!(
+                b.milli + 1e-6 >= best,
+                "bound {} under a placement's {best}: {nodes:?} {pods:?}",
+                b.milli
+            );
+            total += 1;
+            if (b.milli - best).abs() < 1e-6 {
+                tight += 1;
+            }
+        }
+        // 268 of 300 (without constraint 6: 232, and the assertion fails).
+        assert!(tight * 100 >= total * 85, "tight on {tight} of {total}");
+    }
+
     #[test]
     fn fills_stop_at_the_limit_and_list_every_maximal_one() {
         let mut all = fills(&[300, 400, 700], &[3, 2, 1], 1000, 100, 100).unwrap();
