@@ -51,6 +51,11 @@
 //!    [`MAX_FILLS`] (many small sizes), keeps only constraint 4 for its cards (a
 //!    looser bound, still one; [`Bound::models_without_fills`] counts its models).
 //!
+//! Where the slices have more than [`MAX_SIZES`] sizes, constraints 4 and 6 see each
+//! slice rounded down to a grid of that many steps (one under a step: in neither): the
+//! constraints of an instance whose slices are smaller, which every placement of the
+//! real slices satisfies too. The objective still counts the real milli.
+//!
 //! Each constraint holds node by node (or card by card) for every placement, and
 //! summing over a type's nodes keeps it, so every placement is a feasible point of the
 //! relaxation: the LP's optimum is an upper bound. It is not the best possible bound
@@ -77,7 +82,10 @@ const CUTS: u64 = 4;
 const MAX_FILLS: usize = 12_000;
 
 /// The most leaves the search for one model's fills visits.
-const MAX_LEAVES: usize = 200_000;
+const MAX_LEAVES: usize = 100_000;
+
+/// The most slice sizes the card constraints (4 and 6) tell apart.
+const MAX_SIZES: usize = 48;
 
 /// An upper bound on the GPU-milli any placement allocates.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -212,6 +220,9 @@ struct PodClass {
     cards: u64,
     /// Milli of one shared card (0 for whole cards).
     slice: u64,
+    /// The slice's size in the card constraints (4 and 6): the slice itself, or it
+    /// rounded down where the slices have too many sizes ([`MAX_SIZES`]); 0: none.
+    packed: u64,
     cpu: u64,
     mem: u64,
     /// Accepted models, lowercase; empty: any.
@@ -249,6 +260,11 @@ fn class_of(p: &TracePod) -> Option<PodClass> {
         cards: if sharing { 0 } else { p.num_gpu as u64 },
         // The core gives a slice of no milli one milli of its card.
         slice: if sharing {
+            p.gpu_milli.max(1) as u64
+        } else {
+            0
+        },
+        packed: if sharing {
             p.gpu_milli.max(1) as u64
         } else {
             0
@@ -322,7 +338,24 @@ fn solve<'a>(
         *classes.entry(c).or_default() += 1;
     }
     let types: Vec<(NodeType, u64)> = types.into_iter().collect();
-    let classes: Vec<(PodClass, u64)> = classes.into_iter().collect();
+    let mut classes: Vec<(PodClass, u64)> = classes.into_iter().collect();
+    // Too many slice sizes (a card's fills and the gaps' pairs grow with them): the
+    // card constraints see each slice rounded down to a grid of MAX_SIZES steps, as if
+    // it were smaller. A placement of the real slices places the smaller ones too, so
+    // the constraints stay valid; the objective counts the real milli.
+    let mut sizes: Vec<u64> = classes
+        .iter()
+        .map(|c| c.0.slice)
+        .filter(|&s| s > 0)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() > MAX_SIZES {
+        let step = (GPU_MILLI as u64).div_ceil(MAX_SIZES as u64);
+        for (c, _) in &mut classes {
+            c.packed = c.slice / step * step;
+        }
+    }
 
     let mut vars = ProblemVariables::new();
     // y[(p, t)]: pods of class p on nodes of type t, where one fits.
@@ -354,8 +387,8 @@ fn solve<'a>(
     for ti in 0..types.len() {
         let mut sizes: Vec<u64> = y
             .iter()
-            .filter(|e| e.1 == ti && classes[e.0].0.slice > 0)
-            .map(|e| classes[e.0].0.slice)
+            .filter(|e| e.1 == ti && classes[e.0].0.packed > 0)
+            .map(|e| classes[e.0].0.packed)
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -393,8 +426,8 @@ fn solve<'a>(
         // Per size, the arrived slices that may go on one of the model's types.
         let mut caps: BTreeMap<u64, u64> = BTreeMap::new();
         for (pi, (p, count)) in classes.iter().enumerate() {
-            if p.slice > 0 && y.iter().any(|e| e.0 == pi && tis.contains(&e.1)) {
-                *caps.entry(p.slice).or_default() += count;
+            if p.packed > 0 && y.iter().any(|e| e.0 == pi && tis.contains(&e.1)) {
+                *caps.entry(p.packed).or_default() += count;
             }
         }
         if caps.is_empty() {
@@ -470,7 +503,7 @@ fn solve<'a>(
         let sc = &cards_of[ti];
         let slices = |size: u64| -> Expression {
             on.iter()
-                .filter(|(p, _)| p.cards == 0 && p.slice == size)
+                .filter(|(p, _)| p.cards == 0 && p.packed == size)
                 .map(|&(_, v)| v)
                 .sum()
         };
@@ -506,7 +539,7 @@ fn solve<'a>(
         let whole_and_large = sum(&|p| {
             if p.cards > 0 {
                 p.cards as f64
-            } else if 2 * p.slice > full {
+            } else if 2 * p.packed > full {
                 1.0
             } else {
                 0.0
@@ -552,7 +585,7 @@ fn solve<'a>(
             let placed: Expression = y
                 .iter()
                 .filter(on_model)
-                .filter(|e| classes[e.0].0.cards == 0 && classes[e.0].0.slice == size)
+                .filter(|e| classes[e.0].0.cards == 0 && classes[e.0].0.packed == size)
                 .map(|e| e.2)
                 .sum();
             let room: Expression = mf
@@ -594,7 +627,12 @@ fn solve<'a>(
                 left_out_whole += out;
             }
         }
-        placed.insert(p.clone(), n);
+        // Keyed as `class_of` makes it (its real size in the card constraints).
+        let key = PodClass {
+            packed: p.slice,
+            ..p.clone()
+        };
+        *placed.entry(key).or_default() += n;
     }
     let b = Bound {
         milli,
@@ -840,6 +878,35 @@ mod tests {
         }
         // 268 of 300 (without constraint 6: 232, and the assertion fails).
         assert!(tight * 100 >= total * 85, "tight on {tight} of {total}");
+    }
+
+    #[test]
+    fn slices_of_many_sizes_are_bounded_on_a_grid_and_quickly() {
+        // 60 sizes (11..=70 milli) on four cards: all fit, and the bound says so.
+        let nodes = [node("a", 4, 1_000_000, 100_000, "T4")];
+        let pods: Vec<TracePod> = (11..=70).map(|m| pod(1, m, 10, 10, &[])).collect();
+        let b = bound(&nodes, &pods).unwrap();
+        assert_eq!(b.milli, (11..=70).sum::<u32>() as f64);
+        // 999 sizes, four of each, on one card: the grid keeps it to seconds, and a
+        // full card is still the bound (1 + 999 fill it).
+        let one = [node("a", 1, 1_000_000, 100_000, "T4")];
+        let many: Vec<TracePod> = (1..1000)
+            .flat_map(|m| (0..4).map(move |_| pod(1, m, 10, 10, &[])))
+            .collect();
+        let start = std::time::Instant::now();
+        let b = bound(&one, &many).unwrap();
+        assert_eq!(b.milli, 1000.0);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
+        // Two 600s still cannot share a card on the grid (600 stays above half).
+        let mut two: Vec<TracePod> = (1..=60).map(|m| pod(1, m, 10, 10, &[])).collect();
+        two.extend([pod(1, 600, 10, 10, &[]), pod(1, 600, 10, 10, &[])]);
+        let small: u32 = (1..=60).sum();
+        let b = bound(&one, &two).unwrap();
+        assert!(b.milli <= (600 + small) as f64 + 1e-6, "{b:?}");
     }
 
     #[test]
