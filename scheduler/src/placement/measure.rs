@@ -27,20 +27,28 @@ impl Shape {
     }
 }
 
-/// The most frequent shapes (by the weights counted) until they cover 95% of the total,
-/// with their frequencies renormalised to sum to 1.
+/// The most shapes placement measures against, typical ones (and as many scarce ones
+/// more, under maar's policy). Each is a term of every node's measure, so a workload of
+/// thousands of distinct requests (a hostile user's, or a trace of every size) would
+/// make every placement cost thousands of terms; the published openb traces have at
+/// most 127 typical shapes (gpuspec33), so none of their results depends on it.
+pub const MAX_SHAPES: usize = 256;
+
+/// The most frequent shapes (by the weights counted) until they cover 95% of the total
+/// (at most [`MAX_SHAPES`]), with their frequencies renormalised to sum to 1.
 pub fn cover_95(counts: BTreeMap<Shape, u64>) -> Vec<(Shape, f64)> {
     normalised(covering_95(counts.into_iter()))
 }
 
-/// The most frequent shapes with their counts, until they cover 95% of the total.
+/// The most frequent shapes with their counts, until they cover 95% of the total, at
+/// most [`MAX_SHAPES`].
 fn covering_95(counts: impl Iterator<Item = (Shape, u64)>) -> Vec<(Shape, u64)> {
     let mut v: Vec<(Shape, u64)> = counts.filter(|x| x.1 > 0).collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let total: u64 = v.iter().map(|x| x.1).sum();
     let mut acc = 0u64;
     let mut kept = 0;
-    while kept < v.len() && (acc as f64) < 0.95 * total as f64 {
+    while kept < v.len().min(MAX_SHAPES) && (acc as f64) < 0.95 * total as f64 {
         acc += v[kept].1;
         kept += 1;
     }
@@ -84,7 +92,11 @@ pub fn with_scarce(
     let typical: std::collections::BTreeSet<Shape> = kept.iter().map(|x| x.0.clone()).collect();
     let mut gpu_nodes = Some(gpu_nodes);
     let mut limit = 0;
+    let most = kept.len() + MAX_SHAPES;
     for (s, c) in counts {
+        if kept.len() >= most {
+            break;
+        }
         if c == 0 || s.milli == 0 || !s.models.is_empty() || typical.contains(&s) {
             continue;
         }
@@ -328,6 +340,33 @@ mod tests {
         let wide: BTreeMap<Shape, u64> = [(small.clone(), 96), (s(4000, 1000, 2, &[]), 1)].into();
         let got = with_scarce(wide, 1000, || panic!("counted"), |_, limit| limit == 50);
         assert_eq!(got, vec![(small, 1.0)]);
+    }
+
+    /// Thousands of distinct requests (every CPU size from 1 to 5,000 cores' milli):
+    /// the measure keeps the most frequent [`MAX_SHAPES`], and as many scarce ones more.
+    #[test]
+    fn a_workload_of_thousands_of_shapes_is_measured_against_a_bounded_few() {
+        let shape = |cpu: u64, count: u32| Shape {
+            cpu,
+            milli: 1000,
+            count,
+            models: Vec::new(),
+        };
+        let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
+        for cpu in 1..=5000u64 {
+            counts.insert(shape(cpu, 1), 1 + cpu % 3);
+            counts.insert(shape(100_000 + cpu, 8), 1);
+        }
+        let typical = cover_95(counts.clone());
+        assert_eq!(typical.len(), MAX_SHAPES);
+        let sum: f64 = typical.iter().map(|x| x.1).sum();
+        assert!((sum - 1.0).abs() < 1e-9);
+        // The most frequent kept (counts of 3 before those of 2 or 1).
+        assert!(typical.iter().all(|(s, _)| s.count == 1 && s.cpu % 3 == 2));
+        // Every 8-card shape is rare and held by no node: scarce, but at most
+        // MAX_SHAPES of them are added.
+        let got = with_scarce(counts, 1000, || 1000, |_, _| false);
+        assert_eq!(got.len(), 2 * MAX_SHAPES);
     }
 
     #[test]
