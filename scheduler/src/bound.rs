@@ -669,6 +669,16 @@ mod tests {
         }
     }
 
+    /// A seeded draw below `m`, for the random instances.
+    fn xorshift(mut s: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s % m
+        }
+    }
+
     /// The most GPU-milli any placement allocates, by trying every placement: each pod
     /// left out, or on a node (a whole-card pod on cards no slice touches, a slice on a
     /// card of its choice).
@@ -831,13 +841,7 @@ mod tests {
     /// CPU that runs out, against exhaustive search.
     #[test]
     fn no_placement_beats_the_bound_where_slices_share_cards() {
-        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = |m: u64| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s % m
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let sizes = [50, 110, 160, 190, 230, 320, 470, 550, 650, 810, 1000];
         let (mut tight, mut total) = (0, 0);
         for _ in 0..300 {
@@ -955,13 +959,7 @@ mod tests {
 
     #[test]
     fn no_placement_beats_the_bound_on_small_random_instances() {
-        let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = |m: u64| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s % m
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let models = ["T4", "G2"];
         let (mut tight, mut total) = (0, 0);
         for _ in 0..600 {
