@@ -838,10 +838,14 @@ impl Cluster {
     /// its lasting rules ([`crate::fit::node_rules_let_on`]), however busy, cordoned or
     /// ready it is now.
     pub fn pool_lets_on(&self, pool: PoolId, spec: &JobSpec) -> bool {
-        self.candidate_pools(Some(pool)).iter().any(|&(p, _)| {
-            self.pool_nodes(p)
-                .any(|n| crate::fit::node_rules_let_on(&self.nodes[n as usize], spec))
-        })
+        self.any_node_it_draws_on(pool, |node| crate::fit::node_rules_let_on(node, spec))
+    }
+
+    /// Whether some node of the pool, or of a pool that lends to it, is `such`.
+    fn any_node_it_draws_on(&self, pool: PoolId, such: impl Fn(&Node) -> bool) -> bool {
+        self.candidate_pools(Some(pool))
+            .iter()
+            .any(|&(p, _)| self.pool_nodes(p).any(|n| such(&self.nodes[n as usize])))
     }
 
     /// Of the jobs `ids`, those waiting and stranded: no node of their pool (or of a
@@ -877,11 +881,8 @@ impl Cluster {
     /// to it) that its lasting rules let it on, with cards of the model and memory it
     /// asks for.
     pub fn pool_could_take(&self, pool: PoolId, spec: &JobSpec) -> bool {
-        self.candidate_pools(Some(pool)).iter().any(|&(p, _)| {
-            self.pool_nodes(p).any(|n| {
-                let node = &self.nodes[n as usize];
-                crate::fit::node_rules_let_on(node, spec) && crate::fit::has_cards_for(node, spec)
-            })
+        self.any_node_it_draws_on(pool, |node| {
+            crate::fit::node_rules_let_on(node, spec) && crate::fit::has_cards_for(node, spec)
         })
     }
 
