@@ -103,6 +103,32 @@ fn created(writes: &[Write]) -> Vec<&Value> {
         .collect()
 }
 
+/// A training Pool object whose selector is one label.
+fn training_pool(name: &str, key: &str, value: &str) -> maar_kube::map::PoolObject {
+    maar_kube::map::PoolObject {
+        name: name.into(),
+        kind: maar_scheduler::model::PoolKind::Training,
+        selector: [(key.to_string(), value.to_string())].into(),
+        lend_to: vec![],
+        overcommit: Default::default(),
+    }
+}
+
+/// gpu-n3, 8 a100 cards of role `gpu`, and gpu-n1 of `cards` a100 cards and no role
+/// (the role pool `training`).
+#[allow(clippy::vec_box)] // what `lists` takes
+fn role_gpu_n3_and_plain_n1(cards: u32) -> Vec<Box<KNode>> {
+    vec![
+        node(
+            "gpu-n3",
+            8,
+            "a100",
+            json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
+        ),
+        node("gpu-n1", cards, "a100", json!({})),
+    ]
+}
+
 fn new_core() -> Core {
     Core::new(Cluster::new(SchedConfig::default()))
 }
@@ -416,13 +442,11 @@ fn the_users_trainjob_runs_as_pods_made_on_its_nodes_and_ends_with_them() {
     let v: Value = serde_saphyr::from_str(&text).unwrap();
     let mut seen = vec![
         // The pool it names, as a Pool object over the users' node labels.
-        Seen::Pool(Watched::InitApply(Ok(maar_kube::map::PoolObject {
-            name: "training-gpu".into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [("crater.ai/node-role".to_string(), "gpu".to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        }))),
+        Seen::Pool(Watched::InitApply(Ok(training_pool(
+            "training-gpu",
+            "crater.ai/node-role",
+            "gpu",
+        )))),
         Seen::Pool(Watched::InitDone),
     ];
     seen.extend(lists(
@@ -568,13 +592,11 @@ fn a_trainjob_in_a_pool_not_here_waits_and_starts_when_the_pool_appears() {
     let (_, writes) = d.step(
         &mut core,
         2,
-        vec![Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
-            name: "training-gpu".into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        })))],
+        vec![Seen::Pool(Watched::Apply(Ok(training_pool(
+            "training-gpu",
+            "crater.ai/gpu-model",
+            "a100",
+        ))))],
     );
     // The Pool, defined for itself, takes gpu-a from its role pool `training`; the
     // TrainJob that waited for it gets it at the next cycle and starts there (its pods
@@ -596,13 +618,7 @@ fn a_trainjob_in_a_pool_not_here_waits_and_starts_when_the_pool_appears() {
 fn a_pool_deleted_gives_its_nodes_back_to_their_role_and_keeps_its_jobs() {
     let mut core = new_core();
     let mut d = KubeDriver::detached();
-    let pool = maar_kube::map::PoolObject {
-        name: "training-gpu".into(),
-        kind: maar_scheduler::model::PoolKind::Training,
-        selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
-        lend_to: vec![],
-        overcommit: Default::default(),
-    };
+    let pool = training_pool("training-gpu", "crater.ai/gpu-model", "a100");
     let spec = json!({"image": "i", "resources": {"pool": "training-gpu", "gpu": {"count": 1}}});
     let mut seen = lists(vec![node("gpu-a", 8, "a100", json!({}))], vec![]);
     seen.push(Seen::Pool(Watched::Apply(Ok(pool.clone()))));
@@ -642,13 +658,11 @@ fn a_pool_deleted_gives_its_nodes_back_to_their_role_and_keeps_its_jobs() {
     let (_, _) = d.step(
         &mut core,
         3,
-        vec![Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
-            name: "zone-a".into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [("crater.ai/gpu-model".to_string(), "a100".to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        })))],
+        vec![Seen::Pool(Watched::Apply(Ok(training_pool(
+            "zone-a",
+            "crater.ai/gpu-model",
+            "a100",
+        ))))],
     );
     assert_eq!(pool_of(&core, "gpu-a").as_deref(), Some("zone-a"));
     d.step(
@@ -2566,13 +2580,11 @@ fn a_pool_object_applied_while_maar_runs_takes_the_nodes_of_its_role() {
     assert_eq!(c.pool_name(c.nodes[0].pool), "gpu");
     // The README's order: nodes labelled first, the Pool applied after.
     let pool = |sel: &str| {
-        Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
-            name: "training-gpu".into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [("crater.ai/node-role".to_string(), sel.to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        })))
+        Seen::Pool(Watched::Apply(Ok(training_pool(
+            "training-gpu",
+            "crater.ai/node-role",
+            sel,
+        ))))
     };
     d.step(&mut core, 2, vec![pool("gpu")]);
     let c = core.cluster();
@@ -2770,25 +2782,13 @@ fn a_pod_that_names_no_pool_goes_to_a_pool_whose_nodes_its_rules_allow() {
     let mut d = KubeDriver::detached();
     // A Pool object for the `gpu` role first (it is the project's first pool), and a
     // node of role `training` the pod's selector names.
-    let mut seen = vec![Seen::Pool(Watched::InitApply(Ok(
-        maar_kube::map::PoolObject {
-            name: "training-gpu".into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [("crater.ai/node-role".to_string(), "gpu".to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        },
-    )))];
+    let mut seen = vec![Seen::Pool(Watched::InitApply(Ok(training_pool(
+        "training-gpu",
+        "crater.ai/node-role",
+        "gpu",
+    ))))];
     seen.extend(lists(
-        vec![
-            node(
-                "gpu-n3",
-                8,
-                "a100",
-                json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
-            ),
-            node("gpu-n1", 8, "a100", json!({})),
-        ],
+        role_gpu_n3_and_plain_n1(8),
         vec![pod(
             "ml",
             "on-n1",
@@ -2808,13 +2808,7 @@ fn a_pod_that_names_no_pool_goes_to_a_pool_whose_nodes_its_rules_allow() {
 #[test]
 fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
     let pool = |name: &str, key: &str, value: &str| {
-        Seen::Pool(Watched::Apply(Ok(maar_kube::map::PoolObject {
-            name: name.into(),
-            kind: maar_scheduler::model::PoolKind::Training,
-            selector: [(key.to_string(), value.to_string())].into(),
-            lend_to: vec![],
-            overcommit: Default::default(),
-        })))
+        Seen::Pool(Watched::Apply(Ok(training_pool(name, key, value))))
     };
     let holder = || {
         pod(
@@ -2830,18 +2824,7 @@ fn a_waiting_pod_whose_pool_lost_its_node_to_a_new_pool_follows_the_node() {
         let mut core = new_core();
         let mut d = KubeDriver::detached();
         let mut seen = vec![pool("training-gpu", "crater.ai/node-role", "gpu")];
-        seen.extend(lists(
-            vec![
-                node(
-                    "gpu-n3",
-                    8,
-                    "a100",
-                    json!({"metadata": {"labels": {"crater.ai/node-role": "gpu"}}}),
-                ),
-                node("gpu-n1", 1, "a100", json!({})),
-            ],
-            vec![holder(), pod],
-        ));
+        seen.extend(lists(role_gpu_n3_and_plain_n1(1), vec![holder(), pod]));
         let (_, writes) = d.step(&mut core, 1, seen);
         (core, d, writes)
     };
