@@ -431,12 +431,10 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
     opened.events.iter().for_each(crate::logging::event);
     if opened.fresh {
         // The cluster as the world shows it: a moment of its history.
-        rec.checkpoint(
-            after_seq,
-            opened.core.now(),
-            &opened.core.checkpoint_json(false),
-            "null",
-        )?;
+        let core = &opened.core;
+        let packed = crate::record::pack_written(|w| core.write_checkpoint(false, w))
+            .expect("state serialises into memory");
+        rec.checkpoint_packed(after_seq, opened.core.now(), packed, "null")?;
     }
     Ok((
         Loaded {

@@ -334,6 +334,28 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 
 /// Compresses a checkpoint's text (deflate): a large cluster's core is mostly repeated
 /// keys.
+/// What `write` writes (a checkpoint's JSON), packed as it comes: the whole text is
+/// never held (7.7 MB for a cluster of 5,000 jobs, about 50 MB for 50,000, grown by
+/// doubling and copied each time; packed, 0.3 and 3 MB). JSON is written a few bytes at
+/// a time, so it reaches the packer through a 64 KiB buffer.
+pub fn pack_written(
+    write: impl FnOnce(&mut Packer) -> Result<(), serde_json::Error>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    use std::io::Write;
+    let e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = std::io::BufWriter::with_capacity(1 << 16, e);
+    write(&mut b)?;
+    let mut e = b
+        .into_inner()
+        .map_err(|e| serde_json::Error::io(e.into_error()))?;
+    e.flush().map_err(serde_json::Error::io)?;
+    e.finish().map_err(serde_json::Error::io)
+}
+
+/// What [`pack_written`] writes into (a concrete type: JSON's many small writes are
+/// not each a call through a trait object).
+pub type Packer = std::io::BufWriter<flate2::write::DeflateEncoder<Vec<u8>>>;
+
 fn pack(text: &str) -> Vec<u8> {
     use std::io::Write;
     let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -1025,6 +1047,17 @@ impl Record {
         core: &str,
         driver: &str,
     ) -> Result<(), RecordError> {
+        self.checkpoint_packed(after_seq, at_s, pack(core), driver)
+    }
+
+    /// As [`Record::checkpoint`], the core given packed already ([`pack_written`]).
+    pub fn checkpoint_packed(
+        &mut self,
+        after_seq: i64,
+        at_s: u64,
+        core: Vec<u8>,
+        driver: &str,
+    ) -> Result<(), RecordError> {
         let path = self.path.clone();
         let e = |x| classify(&path, "write checkpoint", x);
         let tx = self
@@ -1034,7 +1067,7 @@ impl Record {
         fenced(&tx, &self.path, self.token)?;
         tx.execute(
             "INSERT INTO checkpoints(after_seq, at_s, wall, core, driver) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![after_seq, at_s as i64, now_rfc3339(), pack(core), pack(driver)],
+            params![after_seq, at_s as i64, now_rfc3339(), core, pack(driver)],
         )
         .map_err(e)?;
         tx.execute(

@@ -289,3 +289,33 @@ fn a_reader_is_told_of_damage_not_shown_a_shorter_history() {
         text(&o.stderr)
     );
 }
+
+/// A checkpoint packed as the core writes it (the engine's way: the whole text never
+/// held) reads back as the very text the core makes, and restores the same cluster.
+#[test]
+fn a_checkpoint_packed_as_it_is_written_reads_back_as_the_cores_text() {
+    let d = dir("packed");
+    let p = d.join("x.db");
+    let mut r = Record::create(&p, &meta()).unwrap();
+    r.acquire().unwrap();
+    let lab = maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap();
+    let mut demo = maar_demo::Demo::new(lab, None).unwrap();
+    demo.run_until(3 * 3600);
+    assert!(demo.core.cluster().jobs.len() > 10, "a cluster with jobs");
+    let core = &demo.core;
+    let packed = maar::record::pack_written(|w| core.write_checkpoint(false, w)).unwrap();
+    let text = core.checkpoint_json(false);
+    // Packed: far smaller than the text.
+    assert!(
+        packed.len() * 4 < text.len(),
+        "{} of {}",
+        packed.len(),
+        text.len()
+    );
+    r.checkpoint_packed(0, core.now(), packed, "null").unwrap();
+    let row = r.checkpoint_before(None).unwrap().expect("a checkpoint");
+    assert_eq!(row.core, text);
+    let back =
+        maar_scheduler::input::Core::restore(serde_json::from_str(&row.core).unwrap()).unwrap();
+    assert_eq!(back.checkpoint_json(false), text);
+}

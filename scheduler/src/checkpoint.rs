@@ -105,6 +105,20 @@ impl Cluster {
     /// unless `with_events`), written from the cluster itself without a copy of it: a
     /// cluster of 50,000 jobs would otherwise be held twice while it is written.
     pub fn checkpoint_json(&self, with_events: bool) -> String {
+        let mut out = Vec::new();
+        self.write_checkpoint(with_events, &mut out)
+            .expect("state serialises");
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    /// As [`Cluster::checkpoint_json`], written to `w` as it is made: the state file
+    /// packs it on the way, so the whole text is never held (a cluster of 5,000 jobs is
+    /// 7.7 MB of JSON, 50,000 jobs about 50 MB, for about 0.3 and 3 MB packed).
+    pub fn write_checkpoint(
+        &self,
+        with_events: bool,
+        w: impl std::io::Write,
+    ) -> Result<(), serde_json::Error> {
         #[derive(Serialize)]
         struct Ref<'a, J, E, G> {
             version: u32,
@@ -157,7 +171,7 @@ impl Cluster {
             runtimes: &self.runtimes,
             federation: &self.federation,
         };
-        serde_json::to_string(&r).expect("state serialises")
+        serde_json::to_writer(w, &r)
     }
 }
 

@@ -717,6 +717,15 @@ impl Core {
         self.cluster.checkpoint_json(with_events)
     }
 
+    /// The checkpoint written to `w` as it is made ([`Cluster::write_checkpoint`]).
+    pub fn write_checkpoint(
+        &self,
+        with_events: bool,
+        w: impl std::io::Write,
+    ) -> Result<(), serde_json::Error> {
+        self.cluster.write_checkpoint(with_events, w)
+    }
+
     /// A core from a checkpoint.
     pub fn restore(state: ClusterState) -> Result<Core, ClusterError> {
         Ok(Core {
