@@ -775,7 +775,7 @@ impl Remote {
             let body = serde_json::to_vec(req).map_err(|e| failed(e.to_string()))?;
             // A kube error names the context already.
             let got = k
-                .ask(body, ANSWER_TIMEOUT)
+                .ask(body, ANSWER_TIMEOUT, MAX_REPLY)
                 .map_err(|e| ClientError::Answer(e.to_string()))?;
             return match serde_json::from_slice::<Reply>(&got) {
                 Ok(Reply::Error(e)) => Err(ClientError::Answer(e)),

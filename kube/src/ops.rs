@@ -438,14 +438,24 @@ impl OpsClient {
         Ok(c)
     }
 
-    /// A client on a client already made (tests: a mock).
-    pub fn with_client(client: Client, context: &str, timeout: Duration) -> OpsClient {
+    /// A client on a client `client` makes (tests: a mock), made within the runtime
+    /// that drives it (kube-rs's client starts a task of its own).
+    pub fn with_client(
+        client: impl FnOnce() -> Client,
+        context: &str,
+        timeout: Duration,
+    ) -> OpsClient {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let client = {
+            let _in = rt.enter();
+            client()
+        };
         OpsClient {
             client,
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime"),
+            rt,
             context: context.into(),
             url: "(mock)".into(),
             timeout,
@@ -492,21 +502,50 @@ impl OpsClient {
         }
     }
 
-    /// Posts one request body; the answer's body.
-    pub fn ask(&self, body: Vec<u8>, wait: Duration) -> Result<Vec<u8>, KubeError> {
+    /// Posts one request body; the answer's body, read up to `cap` bytes: an answer
+    /// past it is refused, not held (the socket's client reads its own maar's
+    /// answers within the same bound).
+    pub fn ask(&self, body: Vec<u8>, wait: Duration, cap: u64) -> Result<Vec<u8>, KubeError> {
         let req = http::Request::post(requests_path(NAMESPACE))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body)
             .map_err(|e| KubeError::Config(e.to_string()))?;
+        let read = async {
+            use futures::AsyncReadExt;
+            let answer = self.client.request_stream(req).await?;
+            let mut out = Vec::new();
+            answer
+                .take(cap.saturating_add(1))
+                .read_to_end(&mut out)
+                .await
+                .map_err(kube::Error::ReadEvents)?;
+            Ok::<_, kube::Error>(out)
+        };
         let got = self
             .rt
-            .block_on(async { tokio::time::timeout(wait, self.client.request_text(req)).await })
+            .block_on(async { tokio::time::timeout(wait, read).await })
             .map_err(|_| KubeError::Timeout {
                 context: self.context.clone(),
                 url: self.url.clone(),
                 secs: wait.as_secs(),
             })?;
-        got.map(String::into_bytes).map_err(|e| match e {
+        if let Ok(out) = &got {
+            if out.len() as u64 > cap {
+                return Err(KubeError::Api {
+                    context: self.context.clone(),
+                    what: "read maar's answer".into(),
+                    message: format!(
+                        "the answer is longer than {}, more than any maar sends; not read",
+                        if cap >= 1 << 20 {
+                            format!("{} MiB", cap >> 20)
+                        } else {
+                            format!("{cap} bytes")
+                        }
+                    ),
+                });
+            }
+        }
+        got.map_err(|e| match e {
             kube::Error::Api(s) if s.code == 403 => KubeError::Api {
                 context: self.context.clone(),
                 what: "not let through to maar".into(),
@@ -524,6 +563,48 @@ impl OpsClient {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// An operator's client of maar behind the API server reads an answer up to the
+    /// cap it is given: a longer one (a hostile or broken server) is refused with a
+    /// message, not read whole; one within it comes back as sent.
+    #[test]
+    fn an_answer_past_the_cap_is_refused_not_held() {
+        type Req = http::Request<kube::client::Body>;
+        type Resp = http::Response<kube::client::Body>;
+        for (len, cap) in [(4096usize, 1024u64), (1024, 1024)] {
+            let (svc, mut handle) = tower_test::mock::pair::<Req, Resp>();
+            let server = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let (req, send) = handle.next_request().await.expect("a request");
+                    assert_eq!(req.uri().path(), requests_path(NAMESPACE));
+                    send.send_response(http::Response::new(kube::client::Body::from(vec![
+                        b'x';
+                        len
+                    ])));
+                });
+            });
+            let ops = OpsClient::with_client(
+                move || Client::new(svc, "default"),
+                "test",
+                Duration::from_secs(5),
+            );
+            let got = ops.ask(b"{}".to_vec(), Duration::from_secs(5), cap);
+            server.join().unwrap();
+            if len as u64 > cap {
+                let e = got.expect_err("refused").to_string();
+                assert!(
+                    e.contains("longer than 1024 bytes") && e.contains("not read"),
+                    "{e}"
+                );
+            } else {
+                assert_eq!(got.expect("read").len(), len);
+            }
+        }
+    }
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
