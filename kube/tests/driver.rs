@@ -754,6 +754,46 @@ fn another_schedulers_bound_pod_holds_its_cards_and_is_never_maars_to_stop() {
     assert_ne!(phase(&core, "web/kube-scheduled"), Phase::Running);
 }
 
+/// Another scheduler's running pod deleted leaves maar's books said as what it is (not
+/// "its pod was deleted", which tells of maar's own job cancelled), and its cards are
+/// free for maar's waiting pod at once.
+#[test]
+fn another_schedulers_pod_deleted_is_told_as_theirs_and_frees_its_cards() {
+    let mut core = new_core();
+    let mut d = KubeDriver::detached();
+    let theirs = || {
+        pod(
+            "web",
+            "kube-scheduled",
+            6,
+            json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "gpu-a"},
+                   "status": {"phase": "Running"}}),
+        )
+    };
+    d.step(
+        &mut core,
+        1,
+        lists(
+            vec![node("gpu-a", 8, "a100", json!({}))],
+            vec![theirs(), pod("ml", "mine", 4, json!({}))],
+        ),
+    );
+    assert_eq!(phase(&core, "ml/mine"), Phase::Pending);
+    let (_, writes) = d.step(&mut core, 2, vec![Seen::Pod(Watched::Delete(theirs()))]);
+    let c = core.cluster();
+    let reason = &*c.jobs[c.job_id("web/kube-scheduled").unwrap() as usize].reason;
+    assert!(
+        reason.contains("another scheduler's pod") && reason.contains("frees what it held"),
+        "{reason}"
+    );
+    assert!(
+        writes
+            .iter()
+            .any(|w| matches!(w, Write::Bind { job, .. } if job == "ml/mine")),
+        "{writes:?}"
+    );
+}
+
 #[test]
 fn a_quota_object_limits_its_namespace_and_deleting_it_opens_it_again() {
     let mut core = new_core();

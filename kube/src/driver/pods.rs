@@ -392,7 +392,15 @@ impl KubeDriver {
         // live in maar's books leaves it now.)
         if f.in_core {
             let live = [Phase::Pending, Phase::Running];
-            Self::gone_if(core, key, &live, "its pod was deleted".into(), events);
+            // Another scheduler's pod deleted is its owners' doing, the usual end of
+            // such a pod as maar sees it: said so, not as if a job of maar's was
+            // cancelled.
+            let why = if f.foreign {
+                "another scheduler's pod, deleted: it leaves maar's books and frees what it held"
+            } else {
+                "its pod was deleted"
+            };
+            Self::gone_if(core, key, &live, why.into(), events);
         }
     }
 
