@@ -211,3 +211,55 @@ fn a_recorded_tainted_node_and_a_pod_with_rules_are_read_as_kube_scheduler_reads
         Err(maar_scheduler::fit::NodeReason::Taint { .. })
     ));
 }
+
+/// A node read as the watch reads it (`SlimNode`: no managedFields, and of its status
+/// only the allocatable resources and conditions) is the node maar sees from the whole
+/// object: the recorded ones, and one carrying what a kubelet adds (images, addresses,
+/// node info, daemon endpoints), which a slim read skips.
+#[test]
+fn a_node_read_slim_is_seen_as_the_whole_node_is() {
+    use maar_kube::world::SlimNode;
+    let mut kubelets: serde_json::Value = read("node-gpu-node-1.json");
+    let status = kubelets["status"].as_object_mut().expect("a status");
+    status.insert(
+        "images".into(),
+        serde_json::json!([{"names": ["nvcr.io/nvidia/pytorch:24.01"], "sizeBytes": 9_000_000_000u64}]),
+    );
+    status.insert(
+        "addresses".into(),
+        serde_json::json!([{"type": "InternalIP", "address": "10.0.0.7"}]),
+    );
+    status.insert(
+        "nodeInfo".into(),
+        serde_json::json!({"kubeletVersion": "v1.26.2", "machineID": "m", "systemUUID": "s",
+            "bootID": "b", "kernelVersion": "6.1", "osImage": "Debian", "containerRuntimeVersion": "containerd://1.7",
+            "kubeProxyVersion": "v1.26.2", "operatingSystem": "linux", "architecture": "amd64"}),
+    );
+    status.insert(
+        "daemonEndpoints".into(),
+        serde_json::json!({"kubeletEndpoint": {"Port": 10250}}),
+    );
+    let texts = [
+        serde_json::to_string(&read::<serde_json::Value>("node-gpu-node-1.json")).unwrap(),
+        serde_json::to_string(&read::<serde_json::Value>("node-tainted.json")).unwrap(),
+        kubelets.to_string(),
+    ];
+    for text in texts {
+        let whole: KNode = serde_json::from_str(&text).unwrap();
+        let slim: SlimNode = serde_json::from_str(&text).unwrap();
+        let slim = slim.into_node();
+        assert!(slim.metadata.managed_fields.is_none());
+        assert!(slim.status.as_ref().unwrap().images.is_none());
+        assert_eq!(
+            serde_json::to_value(map::node_of(&slim)).unwrap(),
+            serde_json::to_value(map::node_of(&whole)).unwrap()
+        );
+        assert_eq!(map::node_ready(&slim), map::node_ready(&whole));
+        assert_eq!(map::labels_of(&slim), map::labels_of(&whole));
+        assert_eq!(slim.spec, whole.spec);
+        assert_eq!(
+            slim.status.as_ref().unwrap().allocatable,
+            whole.status.as_ref().unwrap().allocatable
+        );
+    }
+}

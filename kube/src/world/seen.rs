@@ -309,6 +309,79 @@ impl kube::Resource for SlimPod {
     }
 }
 
+/// A node as the watch reads it: its metadata without `managedFields`, its spec, and of
+/// its status only the allocatable resources and the conditions (what
+/// [`map::node_of`] and [`map::node_ready`] read). A kubelet's node carries its
+/// images (tens of entries), addresses, daemon endpoints and volumes too, decoded and
+/// dropped on every status update before. A test checks that a node read so is seen
+/// as the whole node is.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct SlimNode {
+    #[serde(deserialize_with = "slim_meta", default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<k8s_openapi::api::core::v1::NodeSpec>,
+    #[serde(deserialize_with = "slim_node_status", default)]
+    pub status: Option<k8s_openapi::api::core::v1::NodeStatus>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct NodeStatusRead {
+    allocatable: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    capacity: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    conditions: Option<Vec<k8s_openapi::api::core::v1::NodeCondition>>,
+}
+
+fn slim_node_status<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<k8s_openapi::api::core::v1::NodeStatus>, D::Error> {
+    let Some(s) = <Option<NodeStatusRead> as serde::Deserialize>::deserialize(d)? else {
+        return Ok(None);
+    };
+    Ok(Some(k8s_openapi::api::core::v1::NodeStatus {
+        allocatable: s.allocatable,
+        capacity: s.capacity,
+        conditions: s.conditions,
+        ..Default::default()
+    }))
+}
+
+impl SlimNode {
+    /// The node, cut to what maar reads.
+    pub fn into_node(self) -> KNode {
+        KNode {
+            metadata: self.metadata,
+            spec: self.spec,
+            status: self.status,
+        }
+    }
+}
+
+impl kube::Resource for SlimNode {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Node".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "nodes".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// A TrainJob or an InferenceService, as far as maar cares.
 #[derive(Clone, Debug)]
 pub struct ObjectSeen {

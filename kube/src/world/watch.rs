@@ -1,11 +1,11 @@
 //! The watchers: nodes, pods (one namespace or all), namespaces and maar's objects,
 //! each a kube-rs `watcher` relisted with back-off, forwarded to the driver.
 
-use super::seen::{ObjectSeen, PodSeen, Seen, SlimPod, Watched};
+use super::seen::{ObjectSeen, PodSeen, Seen, SlimNode, SlimPod, Watched};
 use std::sync::mpsc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node as KNode};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
@@ -134,11 +134,11 @@ pub fn spawn_watchers(client: &Client, namespace: Option<String>, tx: mpsc::Send
     let pods: Api<SlimPod> = Api::all(client.clone());
     let scope = namespace.clone();
     spawn_watch(
-        Api::<KNode>::all(client.clone()),
+        Api::<SlimNode>::all(client.clone()),
         "nodes",
         None,
         tx.clone(),
-        |ev| Seen::Node(forward(ev, Box::new)),
+        |ev| Seen::Node(forward(ev, |n| Box::new(n.into_node()))),
     );
     let mut read = std::collections::HashSet::new();
     spawn_watch(pods, "pods", None, tx.clone(), move |ev| match ev {
