@@ -332,8 +332,6 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Compresses a checkpoint's text (deflate): a large cluster's core is mostly repeated
-/// keys.
 /// What `write` writes (a checkpoint's JSON), packed as it comes: the whole text is
 /// never held (7.7 MB for a cluster of 5,000 jobs, about 50 MB for 50,000, grown by
 /// doubling and copied each time; packed, 0.3 and 3 MB). JSON is written a few bytes at
@@ -341,14 +339,12 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 pub fn pack_written(
     write: impl FnOnce(&mut Packer) -> Result<(), serde_json::Error>,
 ) -> Result<Vec<u8>, serde_json::Error> {
-    use std::io::Write;
     let e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut b = std::io::BufWriter::with_capacity(1 << 16, e);
     write(&mut b)?;
-    let mut e = b
+    let e = b
         .into_inner()
         .map_err(|e| serde_json::Error::io(e.into_error()))?;
-    e.flush().map_err(serde_json::Error::io)?;
     e.finish().map_err(serde_json::Error::io)
 }
 
@@ -356,6 +352,8 @@ pub fn pack_written(
 /// not each a call through a trait object).
 pub type Packer = std::io::BufWriter<flate2::write::DeflateEncoder<Vec<u8>>>;
 
+/// Compresses a checkpoint's text (deflate): a large cluster's core is mostly repeated
+/// keys.
 fn pack(text: &str) -> Vec<u8> {
     use std::io::Write;
     let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
