@@ -256,19 +256,16 @@ fn class_of(p: &TracePod) -> Option<PodClass> {
     let mut models: Vec<String> = p.gpu_spec.iter().map(|m| m.to_lowercase()).collect();
     models.sort();
     models.dedup();
+    // The core gives a slice of no milli one milli of its card.
+    let slice = if sharing {
+        p.gpu_milli.max(1) as u64
+    } else {
+        0
+    };
     Some(PodClass {
         cards: if sharing { 0 } else { p.num_gpu as u64 },
-        // The core gives a slice of no milli one milli of its card.
-        slice: if sharing {
-            p.gpu_milli.max(1) as u64
-        } else {
-            0
-        },
-        packed: if sharing {
-            p.gpu_milli.max(1) as u64
-        } else {
-            0
-        },
+        slice,
+        packed: slice,
         cpu: p.cpu_milli,
         mem: p.memory_mib,
         models,

@@ -591,9 +591,9 @@ pub fn arrived_by<'a>(
 
 /// What a placement with hindsight allocates, GPU-milli: the arrived GPU pods all known
 /// at once and placed in the order given ([`crate::bound::plan`]'s or
-/// [`crate::bound::largest_first`]), each by maar's policy; CPU-only pods left out. A feasible placement, so a lower bound on the
-/// best one: with [`crate::bound::bound`] it brackets what any placement of these pods
-/// could reach.
+/// [`crate::bound::largest_first`]), each by maar's policy; CPU-only pods left out. A
+/// feasible placement, so a lower bound on the best one: with [`crate::bound::bound`]
+/// it brackets what any placement of these pods could reach.
 pub fn hindsight<'a>(nodes: &[TraceNode], ordered: impl IntoIterator<Item = &'a TracePod>) -> u64 {
     let gpu: Vec<&TracePod> = ordered
         .into_iter()

@@ -8,6 +8,38 @@ use kube::api::DynamicObject;
 
 use crate::map::{self, Owner, PodState, ANNOTATION_GPUS};
 
+/// `kube::Resource` for an object of the core group (`v1`) read slim: its kind, plural,
+/// scope and metadata, as k8s-openapi's own types have it.
+macro_rules! slim_resource {
+    ($t:ty, $kind:literal, $plural:literal, $scope:ty) => {
+        impl kube::Resource for $t {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                "".into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 /// A change the watch saw, in the order it saw them (per kind).
 #[derive(Clone, Debug)]
 pub enum Watched<K> {
@@ -285,29 +317,7 @@ fn slim_meta<'de, D: serde::Deserializer<'de>>(
     })
 }
 
-impl kube::Resource for SlimPod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &mut self.metadata
-    }
-}
+slim_resource!(SlimPod, "Pod", "pods", k8s_openapi::NamespaceResourceScope);
 
 /// A node as the watch reads it: its metadata without `managedFields`, its spec, and of
 /// its status only the allocatable resources and the conditions (what
@@ -329,7 +339,6 @@ pub struct SlimNode {
 #[serde(default)]
 struct NodeStatusRead {
     allocatable: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-    capacity: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     conditions: Option<Vec<k8s_openapi::api::core::v1::NodeCondition>>,
 }
 
@@ -341,7 +350,6 @@ fn slim_node_status<'de, D: serde::Deserializer<'de>>(
     };
     Ok(Some(k8s_openapi::api::core::v1::NodeStatus {
         allocatable: s.allocatable,
-        capacity: s.capacity,
         conditions: s.conditions,
         ..Default::default()
     }))
@@ -358,29 +366,7 @@ impl SlimNode {
     }
 }
 
-impl kube::Resource for SlimNode {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        &mut self.metadata
-    }
-}
+slim_resource!(SlimNode, "Node", "nodes", k8s_openapi::ClusterResourceScope);
 
 /// A TrainJob or an InferenceService, as far as maar cares.
 #[derive(Clone, Debug)]
