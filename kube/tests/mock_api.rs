@@ -10,7 +10,7 @@ use http::{Method, Response, StatusCode};
 use kube::client::Body;
 use kube::Client;
 use maar_kube::map::Owner;
-use maar_kube::world::{carry_out, writer, Events, NewPod, Seen, Write, WriterLimits};
+use maar_kube::world::{carry_out, writer, Events, NewPod, Seen, Watched, Write, WriterLimits};
 use serde_json::{json, Value};
 
 fn recorder(c: &Client) -> Events {
@@ -1141,4 +1141,76 @@ async fn the_first_lists_are_read_from_the_watch_cache_as_client_gos_reflectors_
         );
     }
     assert!(lists.iter().any(|(p, _)| p == "/api/v1/pods"), "{lists:?}");
+}
+
+#[tokio::test]
+async fn a_list_reaches_the_driver_as_one_message_in_its_order() {
+    // A first list of thousands of pods is one send (and one wake of the driver),
+    // not one a pod; its order is kept: the start, each pod, the end.
+    let (client, handle) = mock_client();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = tokio::spawn(async move {
+        let mut h = pin!(handle);
+        let mut answered = 0;
+        while answered < 20 {
+            let Some((req, send)) = h.next_request().await else {
+                break;
+            };
+            let uri = req.uri().clone();
+            let watch = uri.query().unwrap_or("").contains("watch=true");
+            let items = if uri.path() == "/api/v1/pods" && !watch {
+                (0..300).map(|i| pod(&format!("p-{i:03}"))).collect()
+            } else {
+                Vec::new()
+            };
+            if watch {
+                // No watch events: the lists are what is seen.
+                std::mem::forget(send);
+                continue;
+            }
+            send.send_response(ok(json!({"apiVersion": "v1", "kind": "List",
+                "metadata": {"resourceVersion": "7"}, "items": items})));
+            answered += 1;
+        }
+    });
+    maar_kube::world::spawn_watchers(&client, None, tx);
+    // The start of a list goes before the list is asked for; the list, to its end,
+    // in one message.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut messages = Vec::new();
+    while !messages
+        .iter()
+        .any(|m: &Vec<String>| m.last().is_some_and(|l| l == "done"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pod list seen: {messages:?}"
+        );
+        let name = |s: &Seen| match s {
+            Seen::Pod(Watched::Init) => Some("init".to_string()),
+            Seen::Pod(Watched::InitApply(p)) => Some(p.key.clone()),
+            Seen::Pod(Watched::InitDone) => Some("done".to_string()),
+            Seen::Pod(other) => panic!("{other:?}"),
+            _ => None,
+        };
+        match rx.try_recv() {
+            Ok(Seen::Many(all)) => {
+                let pods: Vec<String> = all.iter().filter_map(name).collect();
+                if !pods.is_empty() {
+                    assert_eq!(pods.len(), all.len(), "one watch's events only");
+                    messages.push(pods);
+                }
+            }
+            Ok(s) => messages.extend(name(&s).map(|n| vec![n])),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    }
+    server.abort();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0], ["init"]);
+    let list = &messages[1];
+    assert_eq!(list.len(), 301);
+    assert_eq!(list[0], "ml/p-000");
+    assert_eq!(list[299], "ml/p-299");
+    assert_eq!(list[300], "done");
 }

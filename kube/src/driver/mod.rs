@@ -177,7 +177,7 @@ pub struct KubeDriver {
     /// The pods of a (re)list, applied when it is done, oldest first (as
     /// kube-scheduler's queue takes pods of one priority), not in the list's name
     /// order.
-    pod_batch: Vec<PodSeen>,
+    pod_batch: Vec<Box<PodSeen>>,
     relist_objects: HashMap<Owner, HashSet<String>>,
     /// The first lists done: pools, nodes (they join pools), pods (they name nodes and
     /// are admitted by quotas), TrainJobs (their pods say where they run), quotas
@@ -540,6 +540,13 @@ impl KubeDriver {
         events: &mut Vec<Event>,
         writes: &mut Vec<Write>,
     ) {
+        if let Seen::Many(all) = s {
+            // (The world hands a batch out one by one; a batch given whole is seen so.)
+            for s in all {
+                self.see(core, s, events, writes);
+            }
+            return;
+        }
         self.dirty = true;
         match &s {
             Seen::Unanswered(msg) => {
@@ -812,6 +819,8 @@ impl KubeDriver {
                     events,
                 );
             }
+            // Seen one by one above.
+            Seen::Many(_) => {}
             Seen::Trouble(msg) | Seen::Unanswered(msg) => {
                 let now = core.now();
                 let last = self.troubles.get(&msg).copied();

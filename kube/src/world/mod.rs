@@ -35,7 +35,7 @@ pub struct World {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     writes: tokio::sync::mpsc::UnboundedSender<Write>,
-    seen: mpsc::Receiver<Seen>,
+    seen: Inbox,
     /// This maar holds the scheduling lease.
     leader: Arc<crate::lease::Leadership>,
     /// The runtime and the client, for a write whose answer is waited for.
@@ -129,7 +129,7 @@ impl World {
                 stop: Some(stop),
                 thread: Some(thread),
                 writes,
-                seen,
+                seen: Inbox::new(seen),
                 leader,
                 handle,
                 client: conn.client.clone(),
@@ -174,7 +174,7 @@ impl World {
             stop: Some(stop),
             thread: Some(thread),
             writes,
-            seen,
+            seen: Inbox::new(seen),
             leader: Arc::new(crate::lease::Leadership::always()),
             handle,
             client,
@@ -229,7 +229,7 @@ impl World {
 
     /// The next thing seen, if any (never waits).
     pub fn try_next(&self) -> Option<Seen> {
-        self.seen.try_recv().ok()
+        self.seen.try_next()
     }
 
     /// Queues a write.
@@ -239,7 +239,7 @@ impl World {
 
     /// Waits up to `d` for the first thing seen (start-up: the first lists).
     pub fn next_within(&self, d: std::time::Duration) -> Option<Seen> {
-        self.seen.recv_timeout(d).ok()
+        self.seen.next_within(d)
     }
 
     /// Stops the watchers and drops writes not yet made.
@@ -257,8 +257,80 @@ impl World {
     }
 }
 
+/// What the watches and the writer send, handed out one thing at a time: a batch
+/// ([`Seen::Many`]) in its order, before anything received after it.
+struct Inbox {
+    rx: mpsc::Receiver<Seen>,
+    held: std::cell::RefCell<std::collections::VecDeque<Seen>>,
+}
+
+impl Inbox {
+    fn new(rx: mpsc::Receiver<Seen>) -> Inbox {
+        Inbox {
+            rx,
+            held: Default::default(),
+        }
+    }
+
+    fn try_next(&self) -> Option<Seen> {
+        let held = self.held.borrow_mut().pop_front();
+        held.or_else(|| self.rx.try_recv().ok().map(|s| self.one(s)))
+    }
+
+    fn next_within(&self, d: std::time::Duration) -> Option<Seen> {
+        let held = self.held.borrow_mut().pop_front();
+        held.or_else(|| self.rx.recv_timeout(d).ok().map(|s| self.one(s)))
+    }
+
+    /// The first of what was received; the rest of a batch is held.
+    fn one(&self, s: Seen) -> Seen {
+        match s {
+            Seen::Many(all) => {
+                let mut held = self.held.borrow_mut();
+                held.extend(all);
+                held.pop_front().unwrap_or(Seen::Many(Vec::new()))
+            }
+            s => s,
+        }
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         self.stop_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_handed_out_in_its_order_before_what_came_after_it() {
+        let (tx, rx) = mpsc::channel();
+        let inbox = Inbox::new(rx);
+        let t = |m: &str| Seen::Trouble(m.to_string());
+        tx.send(t("a")).unwrap();
+        tx.send(Seen::Many(vec![t("b"), t("c"), t("d")])).unwrap();
+        tx.send(t("e")).unwrap();
+        let mut got = Vec::new();
+        while let Some(s) = inbox.try_next() {
+            match s {
+                Seen::Trouble(m) => got.push(m),
+                other => panic!("{other:?}"),
+            }
+            if got.len() == 2 {
+                // Waiting takes what is held first.
+                tx.send(t("f")).unwrap();
+                match inbox.next_within(std::time::Duration::from_millis(10)) {
+                    Some(Seen::Trouble(m)) => got.push(m),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(got, ["a", "b", "c", "d", "e", "f"]);
+        assert!(inbox
+            .next_within(std::time::Duration::from_millis(1))
+            .is_none());
     }
 }

@@ -464,4 +464,7 @@ pub enum Seen {
     /// This many bound pods' `Scheduled` events were not written: more than
     /// [`MAX_QUEUED_EVENTS`] waited behind binds (told once the queue is empty).
     EventsDropped(u64),
+    /// Several of the above from one watch, in order (see [`super::SEEN_BATCH`]);
+    /// [`super::World`] hands them out one by one.
+    Many(Vec<Seen>),
 }

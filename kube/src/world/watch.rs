@@ -4,7 +4,7 @@
 use super::seen::{ObjectSeen, PodSeen, Seen, SlimNode, SlimPod, Watched};
 use std::sync::mpsc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -55,34 +55,61 @@ fn spawn_watch<K>(
         let mut config = watcher::Config::default().any_semantic();
         config.page_size = None;
         let mut s = watcher(api, config).backoff(watch_backoff()).boxed();
-        while let Some(ev) = s.next().await {
-            let msg = match ev {
-                Ok(ev) => seen(ev),
-                // A watch too far behind (410 Gone, "too old resource version") lists
-                // again by itself: the normal way back after an outage, not trouble.
-                Err(e) if expired(&e.to_string()) => {
-                    tracing::debug!(target: "maar::kube", "watching {what}: {e}; listing again");
-                    continue;
-                }
-                Err(e) => match (own.is_some(), unavailable(&e)) {
-                    (true, Some(why)) => {
-                        let o = own.take().expect("checked");
-                        if o.say_missing || why == UNAVAILABLE_FORBIDDEN {
-                            let _ = tx
-                                .send(Seen::Trouble(format!("{} are not watched: {why}", o.kind)));
-                        }
-                        let _ = tx.send(o.done);
-                        break;
+        let mut next = s.next().await;
+        'watch: while next.is_some() {
+            // What is seen now goes on in one message: the events the stream has
+            // ready (a list's thousands of objects, a burst of binds' updates), at
+            // most SEEN_BATCH. One send and one wake of the driver each, not one a pod.
+            let mut batch = Vec::new();
+            let mut end = false;
+            while let Some(ev) = next.take() {
+                match ev {
+                    Ok(ev) => batch.push(seen(ev)),
+                    // A watch too far behind (410 Gone, "too old resource version")
+                    // lists again by itself: the normal way back after an outage.
+                    Err(e) if expired(&e.to_string()) => {
+                        tracing::debug!(target: "maar::kube", "watching {what}: {e}; listing again");
                     }
-                    _ => Seen::Unanswered(format!("watching {what}: {e}")),
-                },
-            };
-            if tx.send(msg).is_err() {
-                break;
+                    Err(e) => match (own.is_some(), unavailable(&e)) {
+                        (true, Some(why)) => {
+                            let o = own.take().expect("checked");
+                            if o.say_missing || why == UNAVAILABLE_FORBIDDEN {
+                                batch.push(Seen::Trouble(format!(
+                                    "{} are not watched: {why}",
+                                    o.kind
+                                )));
+                            }
+                            batch.push(o.done);
+                            end = true;
+                            break;
+                        }
+                        _ => batch.push(Seen::Unanswered(format!("watching {what}: {e}"))),
+                    },
+                }
+                if batch.len() >= SEEN_BATCH {
+                    break;
+                }
+                match s.next().now_or_never() {
+                    Some(Some(ev)) => next = Some(ev),
+                    Some(None) => end = true,
+                    None => {}
+                }
             }
+            let msg = match batch.len() {
+                0 => None,
+                1 => batch.pop(),
+                _ => Some(Seen::Many(batch)),
+            };
+            if msg.is_some_and(|m| tx.send(m).is_err()) || end {
+                break 'watch;
+            }
+            next = s.next().await;
         }
     });
 }
+
+/// The most events one message carries from a watch to the driver.
+pub const SEEN_BATCH: usize = 1024;
 
 /// How a failed watch is retried: from 0.5 s, doubling up to 3 s, with jitter (so at
 /// most about 6 s apart), reset after two minutes without an error. kube-rs's default
