@@ -438,6 +438,8 @@ fn live_engine(
             } else {
                 EngineOptions::default().tick_publish_every
             },
+            // Headless, the cluster's views are built only for what reads them.
+            snapshots: !headless || observe.is_some() || federation.is_some(),
             observe,
             federation,
         },

@@ -138,6 +138,80 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
     assert!(told.iter().all(|&(id, _)| id == 1), "{told:?}");
 }
 
+/// A headless maar that nothing reads views from publishes its status alone (no
+/// snapshot built every few seconds for nobody), while its forecast still reaches its
+/// world; a face that asks gets the whole view.
+#[test]
+fn an_engine_publishing_status_alone_still_forecasts_and_answers_a_face_whole() {
+    let mut c = Cluster::new(SchedConfig::default());
+    c.add_pool(Pool {
+        name: "train".into(),
+        kind: PoolKind::Training,
+        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
+        overcommit: Overcommit::default(),
+        lend_to: vec![],
+    });
+    let labels = [
+        (LABEL_ROLE, "train"),
+        (LABEL_MODEL, "a100"),
+        (LABEL_COUNT, "2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    c.add_node(Node::new(
+        "n1",
+        labels,
+        8000,
+        64 << 30,
+        1 << 40,
+        (0..2)
+            .map(|i| Gpu::new(i, format!("n1/{i}"), "a100", 80 << 30, false))
+            .collect(),
+    ));
+    let mut core = Core::new(c);
+    core.apply(Input::Observe(Observation::ProjectSeen {
+        project: "ml".into(),
+    }));
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let driver = Live {
+        polls: Arc::new(AtomicUsize::new(0)),
+        said: Arc::new(AtomicBool::new(false)),
+        told: told.clone(),
+    };
+    let meta = Meta::of(driver.kind(), "test");
+    let handle = engine::start(
+        Loaded::new(core, Box::new(driver), meta),
+        None,
+        EngineOptions {
+            speed: 1.0,
+            snapshots: false,
+            ..Default::default()
+        },
+    );
+    let first = handle.view().version;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while handle.view().version < first + 2 {
+        assert!(std::time::Instant::now() < deadline, "views published");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let published = handle.view();
+    assert_eq!(published.status.kind, "live");
+    assert!(published.snapshot.jobs.is_empty() && published.snapshot.nodes.is_empty());
+    let whole = handle.sync().unwrap();
+    handle.shutdown();
+    assert_eq!(whole.snapshot.nodes.len(), 1);
+    let job = whole.snapshot.jobs.iter().find(|j| j.name == "new");
+    assert_eq!(
+        job.map(|j| j.phase.as_str()),
+        Some("Running"),
+        "{:?}",
+        whole.snapshot.jobs
+    );
+    let told = told.lock().unwrap();
+    assert!(told.contains(&(1, "never")), "{told:?}");
+}
+
 /// The bare driver of a maar standing by on another's Lease (or leading).
 struct Standby(bool);
 
