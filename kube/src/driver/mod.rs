@@ -176,7 +176,9 @@ pub struct KubeDriver {
     relist_pods: Option<HashSet<String>>,
     /// The pods of a (re)list, applied when it is done, oldest first (as
     /// kube-scheduler's queue takes pods of one priority), not in the list's name
-    /// order.
+    /// order. Boxed as they arrive: each carries its job, and sorting thousands by
+    /// value moved megabytes.
+    #[allow(clippy::vec_box)]
     pod_batch: Vec<Box<PodSeen>>,
     relist_objects: HashMap<Owner, HashSet<String>>,
     /// The first lists done: pools, nodes (they join pools), pods (they name nodes and

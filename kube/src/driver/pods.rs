@@ -77,8 +77,6 @@ impl KubeDriver {
             },
             Watched::InitDone => {
                 let mut batch = std::mem::take(&mut self.pod_batch);
-                // Boxed: a pod seen carries its job, and sorting 5,000 of them by
-                // value moved megabytes.
                 batch.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
                 for p in batch {
                     self.pod_applied(core, *p, events, writes);
