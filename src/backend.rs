@@ -254,7 +254,7 @@ fn restore_until(
 fn core_at(record: &dyn History, cp: &crate::record::CheckpointRow) -> Result<Core, LoadError> {
     let path = record.path();
     let bad = |e: String| content(path, format!("checkpoint {}: {e}", cp.id));
-    let mut st: ClusterState = serde_json::from_str(&cp.core).map_err(|e| bad(e.to_string()))?;
+    let mut st = ClusterState::from_json(&cp.core).map_err(bad)?;
     if st.events.is_empty() {
         st.events = record.events_before(st.next_event, st.config.event_window)?;
     }

@@ -103,6 +103,27 @@ fn seq<I: Iterator>(it: I) -> Seq<I> {
     Seq(std::cell::RefCell::new(Some(it)))
 }
 
+impl ClusterState {
+    /// Reads a checkpoint's JSON text. One that does not read is told by its format
+    /// version first when this build does not read that version (a newer maar wrote
+    /// it: its fields are not this build's), else by what is wrong in it.
+    pub fn from_json(text: &str) -> Result<ClusterState, String> {
+        serde_json::from_str(text).map_err(|e| {
+            #[derive(Deserialize)]
+            struct Head {
+                version: u32,
+            }
+            match serde_json::from_str::<Head>(text) {
+                Ok(h) if !(1..=CHECKPOINT_VERSION).contains(&h.version) => format!(
+                    "format version {} (this maar reads 1 to {CHECKPOINT_VERSION}): written by another maar",
+                    h.version
+                ),
+                _ => e.to_string(),
+            }
+        })
+    }
+}
+
 impl Cluster {
     /// The state as JSON, as [`Cluster::checkpoint`] serialises (the events left out
     /// unless `with_events`), written from the cluster itself without a copy of it: a
@@ -217,7 +238,7 @@ impl Cluster {
         let bad = |m: String| Err(ClusterError::Invalid(format!("checkpoint: {m}")));
         if !(1..=CHECKPOINT_VERSION).contains(&s.version) {
             return bad(format!(
-                "format version {} (this maar reads {CHECKPOINT_VERSION})",
+                "format version {} (this maar reads 1 to {CHECKPOINT_VERSION})",
                 s.version
             ));
         }

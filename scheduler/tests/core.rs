@@ -1221,11 +1221,21 @@ fn a_checkpoint_leaves_out_default_fields_and_reads_version_1_which_wrote_them_a
     let (mut a, mut b) = (again.checkpoint(), c.checkpoint());
     (a.version, b.version) = (0, 0);
     assert_eq!(a, b, "version 1 reads as the same cluster");
-    // A newer format than this build reads is refused by its number.
+    // A newer format than this build reads is refused by its number, also where its
+    // fields are not this build's.
     let mut newer = v;
     newer["version"] = 3.into();
-    let e = Cluster::restore(serde_json::from_value(newer).unwrap()).unwrap_err();
+    let e = Cluster::restore(ClusterState::from_json(&newer.to_string()).unwrap()).unwrap_err();
     assert!(e.to_string().contains("format version 3"), "{e}");
+    newer["jobs"][0]["phase"] = "Sleeping".into();
+    let e = ClusterState::from_json(&newer.to_string()).unwrap_err();
+    assert!(
+        e.starts_with("format version 3 (this maar reads 1 to 2)"),
+        "{e}"
+    );
+    newer["version"] = 2.into();
+    let e = ClusterState::from_json(&newer.to_string()).unwrap_err();
+    assert!(e.contains("Sleeping"), "{e}");
 }
 
 #[test]
