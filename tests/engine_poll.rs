@@ -79,8 +79,8 @@ impl Driver for Live {
     }
 }
 
-#[test]
-fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_once() {
+/// A core of one training pool, one node of two A100s and project `ml`.
+fn one_node_core() -> Core {
     let mut c = Cluster::new(SchedConfig::default());
     c.add_pool(Pool {
         name: "train".into(),
@@ -111,6 +111,12 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
     core.apply(Input::Observe(Observation::ProjectSeen {
         project: "ml".into(),
     }));
+    core
+}
+
+#[test]
+fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_once() {
+    let core = one_node_core();
     let polls = Arc::new(AtomicUsize::new(0));
     let told = Arc::new(std::sync::Mutex::new(Vec::new()));
     let driver = Live {
@@ -143,36 +149,7 @@ fn a_live_driver_is_polled_between_whole_seconds_and_what_it_sees_is_placed_at_o
 /// world; a face that asks gets the whole view.
 #[test]
 fn an_engine_publishing_status_alone_still_forecasts_and_answers_a_face_whole() {
-    let mut c = Cluster::new(SchedConfig::default());
-    c.add_pool(Pool {
-        name: "train".into(),
-        kind: PoolKind::Training,
-        selector: [(LABEL_ROLE.to_string(), "train".to_string())].into(),
-        overcommit: Overcommit::default(),
-        lend_to: vec![],
-    });
-    let labels = [
-        (LABEL_ROLE, "train"),
-        (LABEL_MODEL, "a100"),
-        (LABEL_COUNT, "2"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    c.add_node(Node::new(
-        "n1",
-        labels,
-        8000,
-        64 << 30,
-        1 << 40,
-        (0..2)
-            .map(|i| Gpu::new(i, format!("n1/{i}"), "a100", 80 << 30, false))
-            .collect(),
-    ));
-    let mut core = Core::new(c);
-    core.apply(Input::Observe(Observation::ProjectSeen {
-        project: "ml".into(),
-    }));
+    let core = one_node_core();
     let told = Arc::new(std::sync::Mutex::new(Vec::new()));
     let driver = Live {
         polls: Arc::new(AtomicUsize::new(0)),

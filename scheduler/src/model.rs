@@ -1054,8 +1054,8 @@ fn is_true(x: &bool) -> bool {
     *x
 }
 
-/// Whether a field holds its type's default: such fields are left out of what is
-/// stored (checkpoints, the record's events) and read back as the default. Most of a
+/// Whether a field holds its type's default: such fields are left out of the JSON
+/// written (checkpoints above all) and read back as the default. Most of a
 /// running job's and a card's fields are (nothing finished, no restart, no reading
 /// yet): leaving them out made a checkpoint of 1,000 nodes and 5,000 pods a third
 /// smaller, and as much quicker to write.
