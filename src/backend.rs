@@ -431,10 +431,7 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
     opened.events.iter().for_each(crate::logging::event);
     if opened.fresh {
         // The cluster as the world shows it: a moment of its history.
-        let core = &opened.core;
-        let packed = crate::record::pack_written(|w| core.write_checkpoint(false, w))
-            .expect("state serialises into memory");
-        rec.checkpoint_packed(after_seq, opened.core.now(), packed, "null")?;
+        rec.checkpoint_core(after_seq, &opened.core, "null")?;
     }
     Ok((
         Loaded {

@@ -1435,11 +1435,8 @@ impl Engine {
         self.checkpointed = (self.core.cluster().next_event_seq(), self.seq);
         let Some(r) = &mut self.record else { return };
         // Written from the core itself: a large cluster is not held twice meanwhile.
-        let core = &self.core;
-        let packed = crate::record::pack_written(|w| core.write_checkpoint(false, w))
-            .expect("state serialises into memory");
         let driver = self.driver.save().to_string();
-        if let Err(e) = r.checkpoint_packed(self.seq, self.core.now(), packed, &driver) {
+        if let Err(e) = r.checkpoint_core(self.seq, &self.core, &driver) {
             self.record_failed(e);
         }
         self.checkpoint_cost = started.elapsed();

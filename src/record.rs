@@ -1048,6 +1048,19 @@ impl Record {
         self.checkpoint_packed(after_seq, at_s, pack(core), driver)
     }
 
+    /// As [`Record::checkpoint`], of `core` at its time: its state packed as the core
+    /// writes it ([`pack_written`]), so the whole text is never held.
+    pub fn checkpoint_core(
+        &mut self,
+        after_seq: i64,
+        core: &maar_scheduler::Core,
+        driver: &str,
+    ) -> Result<(), RecordError> {
+        let packed = pack_written(|w| core.write_checkpoint(false, w))
+            .expect("state serialises into memory");
+        self.checkpoint_packed(after_seq, core.now(), packed, driver)
+    }
+
     /// As [`Record::checkpoint`], the core given packed already ([`pack_written`]).
     pub fn checkpoint_packed(
         &mut self,

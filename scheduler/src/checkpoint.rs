@@ -18,8 +18,9 @@ use crate::placement::Shape;
 
 /// Version of the checkpoint format. 2 leaves out the fields that hold their default
 /// (a running job's `finished`, a card's readings before any); version 1, which wrote
-/// them all, is read as well. A maar that reads only version 1 refuses a version 2
-/// checkpoint by its number rather than by a field it misses.
+/// them all, is read as well. (A maar that reads only version 1 fails on a version 2
+/// checkpoint by the first field it misses; from this build on, a newer version is
+/// told by its number: [`ClusterState::from_json`].)
 pub const CHECKPOINT_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -268,10 +268,10 @@ pub struct Node {
     #[serde(default, skip_serializing_if = "is_default")]
     pub alloc_disk: u64,
     /// Pods the node takes at most (Kubernetes: allocatable `pods`); 0: no limit.
-    #[serde(default, skip_serializing_if = "is_zero_u")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub max_pods: u32,
     /// Replicas placed here (counted again from the jobs' placements on restore).
-    #[serde(default, skip_serializing_if = "is_zero_u")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub alloc_pods: u32,
     /// Disk used by things other than jobs (images, logs): the "disk filling" fault.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -994,11 +994,11 @@ pub struct Job {
     /// The priority a running job gained by waiting (aging), kept while it runs: the
     /// queue ranked it by its priority plus this, and preemption ranks it the same
     /// way, so a job placed ahead of another is never that job's victim.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub aged: i32,
     /// The most GPU memory per card seen in use during this run, percent of the
     /// request (telemetry): what right-sizing reads when the run ends well.
-    #[serde(default, skip_serializing_if = "is_zero_u")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub peak_pct: u32,
     /// Its file asks for a cluster (`crater.ai/cluster`) and the federation that runs
     /// this cluster among others left it here (`auto`, and no other cluster starts it
@@ -1037,14 +1037,6 @@ impl PartialEq for AsksCache {
 }
 
 impl Eq for AsksCache {}
-
-fn is_zero_u(x: &u32) -> bool {
-    *x == 0
-}
-
-fn is_zero(x: &i32) -> bool {
-    *x == 0
-}
 
 fn yes() -> bool {
     true

@@ -542,13 +542,6 @@ impl KubeDriver {
         events: &mut Vec<Event>,
         writes: &mut Vec<Write>,
     ) {
-        if let Seen::Many(all) = s {
-            // (The world hands a batch out one by one; a batch given whole is seen so.)
-            for s in all {
-                self.see(core, s, events, writes);
-            }
-            return;
-        }
         self.dirty = true;
         match &s {
             Seen::Unanswered(msg) => {
@@ -821,8 +814,12 @@ impl KubeDriver {
                     events,
                 );
             }
-            // Seen one by one above.
-            Seen::Many(_) => {}
+            // (The world hands a batch out one by one; one given whole is seen so.)
+            Seen::Many(all) => {
+                for s in all {
+                    self.see(core, s, events, writes);
+                }
+            }
             Seen::Trouble(msg) | Seen::Unanswered(msg) => {
                 let now = core.now();
                 let last = self.troubles.get(&msg).copied();
