@@ -247,6 +247,9 @@ pub struct Cluster {
     pub(crate) by_label: crate::rules::LabelIndex,
     /// Nodes' topology domains, as the spread constraints ask for them (a cache).
     pub(crate) topology: std::cell::RefCell<crate::topology::Topology>,
+    /// The pods spread constraints count, per domain (a cache, kept up to date from
+    /// the placements made and released).
+    pub(crate) spread: std::cell::RefCell<crate::spread::SpreadCounts>,
     /// Durations of jobs that ended well, by kind: predicts running jobs' ends.
     pub runtimes: crate::runtimes::Runtimes,
     /// When a job last started (derived: not kept in checkpoints; a restored cluster
@@ -435,6 +438,7 @@ impl Cluster {
             anti: BTreeSet::new(),
             by_label: Default::default(),
             topology: Default::default(),
+            spread: Default::default(),
             attempts: Attempts::default(),
             runtimes: Default::default(),
             last_start: None,
@@ -1127,6 +1131,7 @@ impl Cluster {
         let mut p = p;
         p.bound = false;
         j.placements.push(p);
+        self.spread.get_mut().note(&j.spec, node, true);
         self.reindex(node);
     }
 
@@ -1136,6 +1141,9 @@ impl Cluster {
         self.touch(id);
         self.usage_gen += 1;
         let p = self.jobs[id as usize].placements.remove(idx);
+        self.spread
+            .get_mut()
+            .note(&self.jobs[id as usize].spec, p.node, false);
         let still_here = self.jobs[id as usize]
             .placements
             .iter()

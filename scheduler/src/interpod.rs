@@ -8,7 +8,7 @@
 //! Jobs without such rules, in a cluster where no placed job has anti-affinity, get
 //! no view and pay nothing.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::cluster::Cluster;
 use crate::fit::NodeReason;
@@ -43,14 +43,11 @@ pub struct PodRulesView {
     spread: Vec<(HashMap<String, u64>, u64, bool)>,
 }
 
-/// A node's domains for each of a job's anti-affinity terms, affinity terms and
-/// spread constraints (`None` for a spread constraint on a node the job could not
-/// go to).
+/// A node's domains for each of a job's anti-affinity terms and affinity terms.
 #[derive(Default)]
 struct Doms<'a> {
     anti: Vec<Option<&'a str>>,
     aff: Vec<Option<&'a str>>,
-    spread: Vec<Option<&'a str>>,
 }
 
 /// Fills `d` with the node's domains for the job's rules.
@@ -65,13 +62,6 @@ fn node_doms<'a>(node: &'a Node, spec: &JobSpec, d: &mut Doms<'a>) {
     d.aff.clear();
     d.aff
         .extend(r.pod_affinity.iter().map(|t| domain(node, &t.topology_key)));
-    d.spread.clear();
-    let eligible = !r.spread.is_empty() && crate::fit::node_selected(node, spec);
-    d.spread.extend(
-        r.spread
-            .iter()
-            .map(|c| eligible.then(|| domain(node, &c.topology_key)).flatten()),
-    );
 }
 
 fn push_once(v: &mut Vec<JobId>, id: JobId) {
@@ -143,30 +133,28 @@ impl Cluster {
             !r.pod_affinity.is_empty() && r.pod_affinity.iter().all(|t| t.selects(ns, pns, labels))
         };
         v.affinity_self = matches_all(ns, &r.labels);
-        let mut spread: Vec<(HashMap<String, u64>, u64, bool)> = r
-            .spread
-            .iter()
-            .map(|c| {
-                let own = c
-                    .label_selector
-                    .as_ref()
-                    .is_some_and(|s| s.matches(&r.labels));
-                (HashMap::new(), 0, own)
-            })
-            .collect();
-        // The domains of every node the job could go to by its selector and node
-        // affinity (kube-scheduler's nodeAffinityPolicy: Honor): each counts for the
-        // spread, with no pod in it too.
-        if !r.spread.is_empty() {
+        // Per spread constraint: the nodes the job could go to by its selector and node
+        // affinity (kube-scheduler's nodeAffinityPolicy: Honor), by domain; pods count
+        // there only, and each of their domains counts, with no pod in it too. The
+        // pods are counted by domain index (thousands of spread pods alike each
+        // counted the others by the domain's name).
+        let picked: Vec<crate::topology::Picked> = if r.spread.is_empty() {
+            Vec::new()
+        } else {
             let mut topo = self.topology.borrow_mut();
-            for (i, c) in r.spread.iter().enumerate() {
-                topo.picked_domains(&self.nodes, &c.topology_key, spec, |val| {
-                    spread[i].0.insert(val.to_string(), 0);
-                });
-            }
-        }
-        // One placed job's pods (`count` of them) on a node of domains `d`.
-        let mut visit = |id: JobId, d: &Doms<'_>, count: u64| {
+            r.spread
+                .iter()
+                .map(|c| topo.picked(&self.nodes, &c.topology_key, spec))
+                .collect()
+        };
+        // Counting by label, the spread's pods come counted from the cluster's kept
+        // counts (`spread`), and the walk below leaves them out; debug builds count
+        // them in the walk too, to check the kept counts against.
+        let kept = by_label;
+        let walk_spread = !kept || cfg!(debug_assertions);
+        let mut by_dom: Vec<Vec<u64>> = picked.iter().map(|p| vec![0; p.names.len()]).collect();
+        // One placed job's pods (`count` of them) on node `n` of domains `d`.
+        let mut visit = |id: JobId, n: usize, d: &Doms<'_>, count: u64| {
             let j = &self.jobs[id as usize];
             let (pns, labels) = (j.spec.project.as_str(), &j.spec.rules.labels);
             // The job's own pods count for none of its rules: asked only of a pod
@@ -188,25 +176,26 @@ impl Cluster {
                     }
                 }
             }
-            for (i, c) in r.spread.iter().enumerate() {
-                if let Some(val) = d.spread[i] {
+            for (i, c) in r.spread.iter().enumerate().filter(|_| walk_spread) {
+                if let Some(dom) = picked[i].of[n] {
                     if spread_counts(spec, c, j) && !is_me() {
-                        if let Some(n) = spread[i].0.get_mut(val) {
-                            *n += count;
-                        }
+                        by_dom[i][dom as usize] += count;
                     }
                 }
             }
         };
         let mut d = Doms::default();
-        match by_label.then(|| self.rule_candidates(spec)).flatten() {
+        match by_label
+            .then(|| self.rule_candidates(spec, walk_spread))
+            .flatten()
+        {
             // Only the jobs the label index finds for the rules' selectors, pod by pod.
             Some(ids) => {
                 for id in ids {
                     let Some(j) = self.jobs.get(id) else { continue };
                     for p in &j.placements {
                         node_doms(&self.nodes[p.node as usize], spec, &mut d);
-                        visit(id, &d, 1);
+                        visit(id, p.node as usize, &d, 1);
                     }
                 }
             }
@@ -224,34 +213,98 @@ impl Cluster {
                             .iter()
                             .filter(|p| p.node as usize == ni)
                             .count() as u64;
-                        visit(id, &d, here);
+                        visit(id, ni, &d, here);
                     }
                 }
             }
         }
-        for s in &mut spread {
-            s.1 = s.0.values().copied().min().unwrap_or(0);
+        if kept {
+            let counted = self.kept_spread_counts(spec, &picked);
+            debug_assert_eq!(counted, by_dom, "kept spread counts of {}", spec.name);
+            by_dom = counted;
         }
-        v.spread = spread;
+        v.spread = r
+            .spread
+            .iter()
+            .zip(picked.iter().zip(&by_dom))
+            .map(|(c, (p, counts))| {
+                let own = c
+                    .label_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&r.labels));
+                let at: HashMap<String, u64> = p
+                    .doms
+                    .iter()
+                    .map(|&d| (p.names[d as usize].clone(), counts[d as usize]))
+                    .collect();
+                let min = at.values().copied().min().unwrap_or(0);
+                (at, min, own)
+            })
+            .collect();
         Some(v)
     }
 
+    /// The placed pods each spread constraint of the job counts, per domain of the
+    /// nodes `picked` for it, from the cluster's kept counts: those count the job's
+    /// own pods too, which are taken off here (a job's own pods count for none of its
+    /// rules).
+    fn kept_spread_counts(
+        &self,
+        spec: &JobSpec,
+        picked: &[crate::topology::Picked],
+    ) -> Vec<Vec<u64>> {
+        let me = self
+            .job_by_name
+            .get(spec.full_name().as_str())
+            .and_then(|&id| self.jobs.get(id))
+            .filter(|j| !j.placements.is_empty());
+        let mut kept = self.spread.borrow_mut();
+        spec.rules
+            .spread
+            .iter()
+            .zip(picked)
+            .map(|(c, p)| {
+                // A constraint without a selector counts no pod.
+                let Some(sel) = &c.label_selector else {
+                    return vec![0; p.names.len()];
+                };
+                let mut counts =
+                    kept.count(&self.jobs, &self.by_label, spec, &c.topology_key, sel, p);
+                if let Some(j) = me.filter(|j| spread_counts(spec, c, j)) {
+                    for q in &j.placements {
+                        if let Some(d) = p.of[q.node as usize] {
+                            counts[d as usize] = counts[d as usize].saturating_sub(1);
+                        }
+                    }
+                }
+                counts
+            })
+            .collect()
+    }
+
     /// The held jobs that the job's pod affinity, anti-affinity and spread selectors
-    /// could match, found by label; `None` when some selector cannot be narrowed by
-    /// label (every placed job is then looked at).
-    fn rule_candidates(&self, spec: &JobSpec) -> Option<BTreeSet<JobId>> {
+    /// could match (the spread's only when `spread`), found by label, in order of id
+    /// and each once; `None` when some selector cannot be narrowed by label (every
+    /// placed job is then looked at).
+    /// (A sorted list: a set built a view, for thousands of pods alike, cost more than
+    /// the counting.)
+    fn rule_candidates(&self, spec: &JobSpec, spread: bool) -> Option<Vec<JobId>> {
         let r = &spec.rules;
+        let spread = r.spread.iter().filter(|_| spread);
         let selectors = r
             .pod_anti_affinity
             .iter()
             .chain(&r.pod_affinity)
             .map(|t| t.label_selector.as_ref())
-            .chain(r.spread.iter().map(|c| c.label_selector.as_ref()));
-        let mut all = BTreeSet::new();
+            .chain(spread.map(|c| c.label_selector.as_ref()));
+        let mut all = Vec::new();
         // A term without a selector selects no pod.
         for s in selectors.flatten() {
-            all.extend(self.by_label.candidates(s)?);
+            self.by_label.candidates(s, &mut all)?;
         }
+        // (Nearly always one selector's one set, in order already: sorting it is a pass.)
+        all.sort_unstable();
+        all.dedup();
         Some(all)
     }
 
@@ -541,5 +594,116 @@ mod tests {
             }
         }
         assert!(compared > 1000, "{compared}");
+    }
+
+    /// The spread counts the cluster keeps between questions, brought up to date from
+    /// the placements made and released since, are what a walk over every placed pod
+    /// counts: through placements (spread pods among them, asking as they go),
+    /// releases, relabelled nodes and a restore.
+    #[test]
+    fn kept_spread_counts_follow_placements_releases_and_relabelled_nodes() {
+        let mut rnd = crate::testkit::xorshift(0x2545_f491_4f6c_dd1du64);
+        let mut c = crate::testkit::train_pool_cluster();
+        for p in ["ml", "ops"] {
+            c.add_project(Project {
+                name: p.into(),
+                department: "d".into(),
+                quotas: [(0, Quota::default())].into(),
+            });
+        }
+        let labels_of = |i: u32, zone: Option<String>| {
+            let name = format!("n{i}");
+            let mut labels: BTreeMap<String, String> = [
+                (LABEL_ROLE, "train".to_string()),
+                (LABEL_MODEL, "a100".to_string()),
+                (LABEL_COUNT, "4".to_string()),
+                ("kubernetes.io/hostname", name.clone()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if let Some(z) = zone {
+                labels.insert("zone".into(), z);
+            }
+            (name, labels)
+        };
+        for i in 0..8 {
+            // The last node has no zone.
+            let (name, labels) = labels_of(i, (i < 7).then(|| format!("z{}", i % 3)));
+            let cards = (0..4)
+                .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
+                .collect();
+            c.add_node(Node::new(&name, labels, 64_000, 512 << 30, 1 << 40, cards));
+        }
+        let spread = |key: &str, app: &[&str]| crate::rules::SpreadConstraint {
+            max_skew: 1,
+            topology_key: key.into(),
+            label_selector: Some(crate::rules::LabelSelector {
+                match_expressions: vec![crate::rules::Requirement {
+                    key: "app".into(),
+                    operator: "In".into(),
+                    values: app.iter().map(|a| a.to_string()).collect(),
+                }],
+                ..Default::default()
+            }),
+        };
+        let probes: Vec<JobSpec> = {
+            let mut a = JobSpec::train("probe-a", "ml", "train", 1);
+            a.rules.labels.insert("app".into(), "a".into());
+            a.rules.spread.push(spread("zone", &["a"]));
+            let mut b = JobSpec::train("probe-b", "ops", "train", 1);
+            b.rules
+                .spread
+                .push(spread("kubernetes.io/hostname", &["a", "b", "a"]));
+            b.rules.spread.push(spread("zone", &["b"]));
+            let mut z = a.clone();
+            z.name = "probe-z".into();
+            z.node_selector = [("zone".to_string(), "z1".to_string())].into();
+            vec![a, b, z]
+        };
+        let mut asked = 0;
+        for step in 0..400 {
+            match rnd(12) {
+                0..=6 => {
+                    let project = ["ml", "ml", "ops"][rnd(3) as usize];
+                    let mut spec = JobSpec::train(&format!("j{step}"), project, "train", 1);
+                    spec.replicas = 1 + rnd(2) as u32;
+                    let app = ["a", "b", "c"][rnd(3) as usize];
+                    spec.rules.labels.insert("app".into(), app.into());
+                    if rnd(2) == 0 {
+                        spec.rules.spread.push(spread("zone", &[app]));
+                    }
+                    let _ = c.submit(spec);
+                    c.schedule();
+                }
+                7..=9 => {
+                    let running: Vec<String> = c
+                        .jobs
+                        .iter()
+                        .filter(|j| !j.placements.is_empty())
+                        .map(|j| j.spec.full_name())
+                        .collect();
+                    if !running.is_empty() {
+                        let name = &running[rnd(running.len() as u64) as usize];
+                        c.stop_job(name, "test").unwrap();
+                    }
+                }
+                10 => {
+                    let i = rnd(8) as u32;
+                    let (_, labels) = labels_of(i, Some(format!("z{}", rnd(4))));
+                    c.relabel_node(i, labels);
+                }
+                _ => c = Cluster::restore(c.checkpoint()).unwrap(),
+            }
+            for p in &probes {
+                let kept = c.pod_rules_view_by(p, true).map(|v| v.spread);
+                let walked = c.pod_rules_view_by(p, false).map(|v| v.spread);
+                assert_eq!(kept, walked, "step {step}, {}", p.name);
+                asked += 1;
+            }
+        }
+        let placed = c.jobs.iter().filter(|j| !j.placements.is_empty()).count();
+        assert!(placed > 4, "{placed} jobs placed at the end");
+        assert_eq!(asked, 1200);
     }
 }

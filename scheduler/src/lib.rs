@@ -58,6 +58,7 @@ pub mod rules;
 pub mod runtimes;
 pub mod schedule;
 pub(crate) mod shape;
+pub(crate) mod spread;
 #[cfg(test)]
 mod testkit;
 pub(crate) mod topology;

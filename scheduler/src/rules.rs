@@ -278,7 +278,9 @@ impl LabelIndex {
     /// The jobs a selector could match: every job it does match is among them (a
     /// superset: the caller still asks the selector). `None` when no requirement of
     /// the selector narrows the jobs (an empty selector; only NotIn or DoesNotExist).
-    pub fn candidates(&self, s: &LabelSelector) -> Option<BTreeSet<u32>> {
+    /// Added to `out`, unsorted, a job more than once where the selector names a value
+    /// twice.
+    pub fn candidates(&self, s: &LabelSelector, out: &mut Vec<u32>) -> Option<()> {
         // Each narrowing requirement as the value sets whose union it allows.
         let none = HashMap::new();
         let mut options: Vec<Vec<&BTreeSet<u32>>> = Vec::new();
@@ -297,7 +299,9 @@ impl LabelIndex {
         let best = options
             .into_iter()
             .min_by_key(|sets| sets.iter().map(|s| s.len()).sum::<usize>());
-        best.map(|sets| sets.into_iter().flatten().copied().collect())
+        let sets = best?;
+        out.extend(sets.into_iter().flatten().copied());
+        Some(())
     }
 }
 

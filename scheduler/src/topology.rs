@@ -3,6 +3,7 @@
 //! cluster keeps, below the rules that read it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::model::{JobSpec, Node};
 
@@ -28,9 +29,21 @@ pub(crate) struct Topology {
 struct TopoKey {
     /// Per node: its domain, as an index into `names`.
     of: Vec<Option<u32>>,
-    names: Vec<String>,
-    /// By (node selector, node affinity): the domains of the nodes they pick.
-    picked: Vec<(Selection, Vec<u32>)>,
+    names: Arc<[String]>,
+    /// By (node selector, node affinity): what they pick.
+    picked: Vec<(Selection, Picked)>,
+}
+
+/// The nodes a job's node selector and node affinity pick, by their domains of one
+/// topology key: what a spread constraint of the job counts by.
+#[derive(Clone, Debug)]
+pub(crate) struct Picked {
+    /// The key's domains (the values of the label), by index.
+    pub names: Arc<[String]>,
+    /// Per node: its domain when the job could go to it.
+    pub of: Arc<[Option<u32>]>,
+    /// The domains of the nodes picked, each once, in order of index.
+    pub doms: Arc<[u32]>,
 }
 
 type Selection = (
@@ -59,22 +72,21 @@ impl TopoKey {
             .collect();
         TopoKey {
             of,
-            names,
+            names: names.into(),
             picked: Vec::new(),
         }
     }
 }
 
 impl Topology {
-    /// The domains of `key` among the nodes the job could go to by its node selector
-    /// and node affinity, for `each` in turn.
-    pub(crate) fn picked_domains(
+    /// The nodes the job could go to by its node selector and node affinity, by their
+    /// domains of `key`.
+    pub(crate) fn picked(
         &mut self,
         nodes: &crate::nodes::Nodes,
         key: &str,
         spec: &JobSpec,
-        mut each: impl FnMut(&str),
-    ) {
+    ) -> Picked {
         let stamp = (Node::labels_generation(), nodes.len());
         if self.stamp != stamp {
             self.keys.clear();
@@ -84,50 +96,62 @@ impl Topology {
         if !self.keys.contains_key(key) {
             self.keys.insert(key.to_string(), TopoKey::read(nodes, key));
         }
-        let Some(k) = self.keys.get_mut(key) else {
-            return;
-        };
+        let k = self.keys.get_mut(key).expect("just read");
         let r = &spec.rules;
         let found = k
             .picked
             .iter()
-            .position(|((sel, aff), _)| *sel == spec.node_selector && *aff == r.node_affinity);
-        let at = match found {
-            Some(at) => at,
+            .find(|((sel, aff), _)| *sel == spec.node_selector && *aff == r.node_affinity);
+        let picked = match found {
+            Some((_, p)) => p.clone(),
             None => {
                 let mut seen = vec![false; k.names.len()];
-                for (node, d) in nodes.iter().zip(&k.of) {
-                    if let Some(d) = d {
-                        if !seen[*d as usize] && crate::fit::node_selected(node, spec) {
-                            seen[*d as usize] = true;
-                        }
-                    }
-                }
+                let of: Arc<[Option<u32>]> = nodes
+                    .iter()
+                    .zip(&k.of)
+                    .map(|(node, d)| {
+                        let d = (*d).filter(|_| crate::fit::node_selected(node, spec))?;
+                        seen[d as usize] = true;
+                        Some(d)
+                    })
+                    .collect();
                 let doms = (0..seen.len() as u32)
                     .filter(|&d| seen[d as usize])
                     .collect();
+                let p = Picked {
+                    names: k.names.clone(),
+                    of,
+                    doms,
+                };
                 if k.picked.len() >= PICKED_KEPT {
                     k.picked.clear();
                 }
-                k.picked
-                    .push(((spec.node_selector.clone(), r.node_affinity.clone()), doms));
-                k.picked.len() - 1
+                k.picked.push((
+                    (spec.node_selector.clone(), r.node_affinity.clone()),
+                    p.clone(),
+                ));
+                p
             }
         };
-        let names = &k.names;
-        let doms = &k.picked[at].1;
         #[cfg(debug_assertions)]
         {
             use std::collections::BTreeSet;
-            let mine: BTreeSet<&str> = doms.iter().map(|&d| names[d as usize].as_str()).collect();
-            let fresh: BTreeSet<&str> = nodes
+            let name = |d: &u32| picked.names[*d as usize].as_str();
+            let fresh: Vec<Option<&str>> = nodes
                 .iter()
-                .filter(|n| crate::fit::node_selected(n, spec))
-                .filter_map(|n| domain(n, key))
+                .map(|n| {
+                    crate::fit::node_selected(n, spec)
+                        .then(|| domain(n, key))
+                        .flatten()
+                })
                 .collect();
-            debug_assert_eq!(mine, fresh, "cached topology domains of {key}");
+            let mine: Vec<Option<&str>> = picked.of.iter().map(|d| d.as_ref().map(name)).collect();
+            debug_assert_eq!(mine, fresh, "cached topology domains of {key}, per node");
+            let doms: BTreeSet<&str> = picked.doms.iter().map(name).collect();
+            let fresh: BTreeSet<&str> = fresh.into_iter().flatten().collect();
+            debug_assert_eq!(doms, fresh, "cached topology domains of {key}");
         }
-        doms.iter().for_each(|&d| each(&names[d as usize]));
+        picked
     }
 }
 
@@ -142,11 +166,11 @@ mod tests {
     }
 
     fn domains(t: &mut Topology, nodes: &crate::nodes::Nodes, spec: &JobSpec) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        t.picked_domains(nodes, "zone", spec, |d| {
-            out.insert(d.to_string());
-        });
-        out
+        let p = t.picked(nodes, "zone", spec);
+        p.doms
+            .iter()
+            .map(|&d| p.names[d as usize].clone())
+            .collect()
     }
 
     #[test]
