@@ -43,7 +43,9 @@ fn pod(i: usize) -> JobSpec {
                         "resources": {"requests": res, "limits": res}}],
     });
     let mut labels = serde_json::json!({"bench": "B"});
-    let rule = i.is_multiple_of(3).then(|| ["toleration", "affinity", "spread"][(i / 3) % 3]);
+    let rule = i
+        .is_multiple_of(3)
+        .then(|| ["toleration", "affinity", "spread"][(i / 3) % 3]);
     match rule {
         Some("toleration") => {
             spec["tolerations"] = serde_json::json!([{"key": "dedicated", "operator": "Equal",

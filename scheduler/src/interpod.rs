@@ -706,4 +706,45 @@ mod tests {
         assert!(placed > 4, "{placed} jobs placed at the end");
         assert_eq!(asked, 1200);
     }
+
+    /// The log of placements behind the kept spread counts stays bounded while a count
+    /// nobody asks again lags behind (every entry keeps its job's spec alive), and the
+    /// count is right when asked again.
+    #[test]
+    fn the_spread_log_stays_bounded_behind_a_count_not_asked_again() {
+        let mut c = crate::testkit::train_cluster();
+        crate::testkit::add_train_node(&mut c, "n0", "a100", 4);
+        let mut probe = JobSpec::train("probe", "p", "train", 1);
+        probe.rules.labels.insert("app".into(), "a".into());
+        probe.rules.spread.push(crate::rules::SpreadConstraint {
+            max_skew: 1,
+            topology_key: "kubernetes.io/hostname".into(),
+            label_selector: Some(crate::rules::LabelSelector {
+                match_labels: [("app".to_string(), "a".to_string())].into(),
+                ..Default::default()
+            }),
+        });
+        let asked = |c: &Cluster| c.pod_rules_view_by(&probe, true).map(|v| v.spread);
+        assert!(asked(&c).is_some());
+        let mut most = 0;
+        for i in 0..crate::spread::LOG_KEPT {
+            let mut spec = JobSpec::train(&format!("j{i}"), "p", "train", 1);
+            spec.rules.labels.insert("app".into(), "a".into());
+            c.submit(spec).unwrap();
+            c.schedule();
+            c.stop_job(&format!("p/j{i}"), "test").unwrap();
+            most = most.max(c.spread.borrow().logged());
+        }
+        assert!(most <= crate::spread::LOG_KEPT, "{most} placements logged");
+        assert!(most > 100, "the placements were logged ({most})");
+        c.submit(JobSpec::train("last", "p", "train", 1)).unwrap();
+        let mut last = JobSpec::train("a-last", "p", "train", 1);
+        last.rules.labels.insert("app".into(), "a".into());
+        c.submit(last).unwrap();
+        c.schedule();
+        assert_eq!(
+            asked(&c),
+            c.pod_rules_view_by(&probe, false).map(|v| v.spread)
+        );
+    }
 }

@@ -14,8 +14,9 @@ use crate::rules::{LabelIndex, LabelSelector, NodeSelectorTerm};
 use crate::topology::Picked;
 
 /// Placements kept in the log at most; then the log and every count are dropped (the
-/// next question counts afresh).
-const LOG_KEPT: usize = 16_384;
+/// next question counts afresh). What every count has taken in is dropped from the
+/// log as they are asked, so it seldom holds many (each entry holds its job's spec).
+pub(crate) const LOG_KEPT: usize = 4096;
 /// Counts kept at most (the oldest is dropped for a new one).
 const KEPT: usize = 16;
 
@@ -60,6 +61,12 @@ fn counts_pod(project: &str, selector: &LabelSelector, of: &JobSpec) -> bool {
 }
 
 impl SpreadCounts {
+    /// Placements in the log now.
+    #[cfg(test)]
+    pub(crate) fn logged(&self) -> usize {
+        self.log.len()
+    }
+
     /// A replica of a job placed (`added`) or released on node `n`.
     pub(crate) fn note(&mut self, spec: &Arc<JobSpec>, n: NodeId, added: bool) {
         self.noted += 1;
@@ -111,7 +118,12 @@ impl SpreadCounts {
                     }
                 }
                 c.at = self.noted;
-                c.counts.clone()
+                let counts = c.counts.clone();
+                // What every kept count has taken in is not needed again.
+                let done = self.kept.iter().map(|c| c.at).min().unwrap_or(self.noted);
+                let taken = (done.saturating_sub(from) as usize).min(self.log.len());
+                self.log.drain(..taken);
+                counts
             }
             found => {
                 if let Some(i) = found {
