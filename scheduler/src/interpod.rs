@@ -450,6 +450,52 @@ fn spread_counts(spec: &JobSpec, c: &crate::rules::SpreadConstraint, j: &Job) ->
 mod tests {
     use super::*;
 
+    /// A training-pool cluster with projects `ml` and `ops`, open.
+    fn two_project_cluster() -> Cluster {
+        let mut c = crate::testkit::train_pool_cluster();
+        for p in ["ml", "ops"] {
+            c.add_project(Project {
+                name: p.into(),
+                department: "d".into(),
+                quotas: [(0, Quota::default())].into(),
+            });
+        }
+        c
+    }
+
+    /// Node `n{i}`'s labels: the training pool's 4 A100s, its hostname, its `zone`.
+    fn zoned_labels(i: u32, zone: Option<String>) -> BTreeMap<String, String> {
+        let mut labels: BTreeMap<String, String> = [
+            (LABEL_ROLE, "train".to_string()),
+            (LABEL_MODEL, "a100".to_string()),
+            (LABEL_COUNT, "4".to_string()),
+            ("kubernetes.io/hostname", format!("n{i}")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if let Some(z) = zone {
+            labels.insert("zone".into(), z);
+        }
+        labels
+    }
+
+    /// Node `n{i}` of 4 A100s in `zone` (none: no zone label).
+    fn zoned_node(i: u32, zone: Option<String>) -> Node {
+        let name = format!("n{i}");
+        let cards = (0..4)
+            .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
+            .collect();
+        Node::new(
+            &name,
+            zoned_labels(i, zone),
+            64_000,
+            512 << 30,
+            1 << 40,
+            cards,
+        )
+    }
+
     /// The label index finds every pod the rules count: on random clusters of
     /// labelled pods (some with anti-affinity of their own), for random selectors of
     /// every kind, each node's verdict is the one a walk over every placed pod gives,
@@ -461,33 +507,10 @@ mod tests {
         let pick = |r: u64, of: &[&str]| of[r as usize % of.len()].to_string();
         let mut compared = 0;
         for case in 0..40 {
-            let mut c = crate::testkit::train_pool_cluster();
-            for p in ["ml", "ops"] {
-                c.add_project(Project {
-                    name: p.into(),
-                    department: "d".into(),
-                    quotas: [(0, Quota::default())].into(),
-                });
-            }
-            for i in 0..(3 + rnd(8)) {
-                let name = format!("n{i}");
-                let mut labels: BTreeMap<String, String> = [
-                    (LABEL_ROLE, "train".to_string()),
-                    (LABEL_MODEL, "a100".to_string()),
-                    (LABEL_COUNT, "4".to_string()),
-                    ("kubernetes.io/hostname", name.clone()),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
-                if rnd(5) > 0 {
-                    let zone = pick(rnd(3), &["z1", "z2", "z3"]);
-                    labels.insert("zone".into(), zone);
-                }
-                let cards = (0..4)
-                    .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
-                    .collect();
-                c.add_node(Node::new(&name, labels, 64_000, 512 << 30, 1 << 40, cards));
+            let mut c = two_project_cluster();
+            for i in 0..(3 + rnd(8)) as u32 {
+                let zone = (rnd(5) > 0).then(|| pick(rnd(3), &["z1", "z2", "z3"]));
+                c.add_node(zoned_node(i, zone));
             }
             let selector = |rnd: &mut dyn FnMut(u64) -> u64| {
                 let mut s = crate::rules::LabelSelector::default();
@@ -603,37 +626,10 @@ mod tests {
     #[test]
     fn kept_spread_counts_follow_placements_releases_and_relabelled_nodes() {
         let mut rnd = crate::testkit::xorshift(0x2545_f491_4f6c_dd1du64);
-        let mut c = crate::testkit::train_pool_cluster();
-        for p in ["ml", "ops"] {
-            c.add_project(Project {
-                name: p.into(),
-                department: "d".into(),
-                quotas: [(0, Quota::default())].into(),
-            });
-        }
-        let labels_of = |i: u32, zone: Option<String>| {
-            let name = format!("n{i}");
-            let mut labels: BTreeMap<String, String> = [
-                (LABEL_ROLE, "train".to_string()),
-                (LABEL_MODEL, "a100".to_string()),
-                (LABEL_COUNT, "4".to_string()),
-                ("kubernetes.io/hostname", name.clone()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            if let Some(z) = zone {
-                labels.insert("zone".into(), z);
-            }
-            (name, labels)
-        };
+        let mut c = two_project_cluster();
         for i in 0..8 {
             // The last node has no zone.
-            let (name, labels) = labels_of(i, (i < 7).then(|| format!("z{}", i % 3)));
-            let cards = (0..4)
-                .map(|g| Gpu::new(g, format!("{name}/{g}"), "a100", 80 << 30, false))
-                .collect();
-            c.add_node(Node::new(&name, labels, 64_000, 512 << 30, 1 << 40, cards));
+            c.add_node(zoned_node(i, (i < 7).then(|| format!("z{}", i % 3))));
         }
         let spread = |key: &str, app: &[&str]| crate::rules::SpreadConstraint {
             max_skew: 1,
@@ -690,8 +686,7 @@ mod tests {
                 }
                 10 => {
                     let i = rnd(8) as u32;
-                    let (_, labels) = labels_of(i, Some(format!("z{}", rnd(4))));
-                    c.relabel_node(i, labels);
+                    c.relabel_node(i, zoned_labels(i, Some(format!("z{}", rnd(4)))));
                 }
                 _ => c = Cluster::restore(c.checkpoint()).unwrap(),
             }
