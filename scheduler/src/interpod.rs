@@ -480,6 +480,15 @@ mod tests {
         labels
     }
 
+    /// The names of the jobs with a replica placed.
+    fn running_names(c: &Cluster) -> Vec<String> {
+        c.jobs
+            .iter()
+            .filter(|j| !j.placements.is_empty())
+            .map(|j| j.spec.full_name())
+            .collect()
+    }
+
     /// Node `n{i}` of 4 A100s in `zone` (none: no zone label).
     fn zoned_node(i: u32, zone: Option<String>) -> Node {
         let name = format!("n{i}");
@@ -579,12 +588,7 @@ mod tests {
             for round in 0..2 {
                 if round == 1 {
                     // Some pods end; the cluster comes back from a checkpoint.
-                    let running: Vec<String> = c
-                        .jobs
-                        .iter()
-                        .filter(|j| !j.placements.is_empty())
-                        .map(|j| j.spec.full_name())
-                        .collect();
+                    let running = running_names(&c);
                     for name in running.iter().filter(|_| rnd(3) == 0) {
                         c.stop_job(name, "test").unwrap();
                     }
@@ -673,12 +677,7 @@ mod tests {
                     c.schedule();
                 }
                 7..=9 => {
-                    let running: Vec<String> = c
-                        .jobs
-                        .iter()
-                        .filter(|j| !j.placements.is_empty())
-                        .map(|j| j.spec.full_name())
-                        .collect();
+                    let running = running_names(&c);
                     if !running.is_empty() {
                         let name = &running[rnd(running.len() as u64) as usize];
                         c.stop_job(name, "test").unwrap();
