@@ -268,8 +268,7 @@ impl Cluster {
                 let Some(sel) = &c.label_selector else {
                     return vec![0; p.names.len()];
                 };
-                let mut counts =
-                    kept.count(&self.jobs, &self.by_label, spec, &c.topology_key, sel, p);
+                let mut counts = kept.count(&self.jobs, &self.by_label, &spec.project, sel, p);
                 if let Some(j) = me.filter(|j| spread_counts(spec, c, j)) {
                     for q in &j.placements {
                         if let Some(d) = p.of[q.node as usize] {

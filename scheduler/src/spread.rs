@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::jobs::Jobs;
 use crate::model::{JobId, JobSpec, NodeId};
-use crate::rules::{LabelIndex, LabelSelector, NodeSelectorTerm};
+use crate::rules::{LabelIndex, LabelSelector};
 use crate::topology::Picked;
 
 /// Placements kept in the log at most; then the log and every count are dropped (the
@@ -37,17 +37,16 @@ impl Clone for SpreadCounts {
     }
 }
 
-/// One constraint's counts: the pods of `project` that `selector` matches, on the
-/// nodes a job's node selector and node affinity pick, per domain of `key`.
+/// One constraint's counts: the pods of `project` that `selector` matches, per domain
+/// of the nodes `picked` (one topology key's domains of the nodes a job's node
+/// selector and node affinity pick, as the topology cache gave them: the same
+/// answer, not an equal one, so that nodes relabelled or joined since, which make
+/// the cache answer afresh, count afresh here too).
 #[derive(Debug)]
 struct Counted {
     project: String,
-    key: String,
     selector: LabelSelector,
-    node_selector: std::collections::BTreeMap<String, String>,
-    node_affinity: Option<Vec<NodeSelectorTerm>>,
-    /// The nodes' labels generation and count the domains are of.
-    stamp: (u64, usize),
+    picked: Arc<[Option<u32>]>,
     /// Placements noted when last brought up to date.
     at: u64,
     /// By domain index.
@@ -82,27 +81,20 @@ impl SpreadCounts {
         self.log.push((spec.clone(), n, added));
     }
 
-    /// The placed pods a spread constraint with `key` and `selector`, of job `spec`,
+    /// The placed pods a spread constraint of a job in `project` with `selector`
     /// counts per domain of `picked` (the nodes the job's node selector and node
-    /// affinity pick), the job's own pods among them.
+    /// affinity pick, by their domains of the constraint's key), the job's own pods
+    /// among them.
     pub(crate) fn count(
         &mut self,
         jobs: &Jobs,
         by_label: &LabelIndex,
-        spec: &JobSpec,
-        key: &str,
+        project: &str,
         selector: &LabelSelector,
         picked: &Picked,
     ) -> Vec<u64> {
-        let stamp = (crate::model::Node::labels_generation(), picked.of.len());
-        let project = spec.project.as_str();
         let found = self.kept.iter().position(|c| {
-            c.stamp == stamp
-                && c.key == key
-                && c.project == project
-                && c.selector == *selector
-                && c.node_selector == spec.node_selector
-                && c.node_affinity == spec.rules.node_affinity
+            Arc::ptr_eq(&c.picked, &picked.of) && c.project == project && c.selector == *selector
         });
         let from = self.noted - self.log.len() as u64;
         match found {
@@ -139,11 +131,8 @@ impl SpreadCounts {
                 }
                 self.kept.push(Counted {
                     project: project.to_string(),
-                    key: key.to_string(),
                     selector: selector.clone(),
-                    node_selector: spec.node_selector.clone(),
-                    node_affinity: spec.rules.node_affinity.clone(),
-                    stamp,
+                    picked: picked.of.clone(),
                     at: self.noted,
                     counts: counts.clone(),
                 });

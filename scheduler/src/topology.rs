@@ -35,7 +35,9 @@ struct TopoKey {
 }
 
 /// The nodes a job's node selector and node affinity pick, by their domains of one
-/// topology key: what a spread constraint of the job counts by.
+/// topology key: what a spread constraint of the job counts by. The same answer (the
+/// same allocations) is given while no node's labels change, no node joins and the
+/// selection stays kept: the spread counts kept between questions go by it.
 #[derive(Clone, Debug)]
 pub(crate) struct Picked {
     /// The key's domains (the values of the label), by index.
