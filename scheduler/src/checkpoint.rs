@@ -115,14 +115,23 @@ impl ClusterState {
                 version: u32,
             }
             match serde_json::from_str::<Head>(text) {
-                Ok(h) if !(1..=CHECKPOINT_VERSION).contains(&h.version) => format!(
-                    "format version {} (this maar reads 1 to {CHECKPOINT_VERSION}): written by another maar",
-                    h.version
-                ),
+                Ok(h) if !(1..=CHECKPOINT_VERSION).contains(&h.version) => {
+                    version_not_read(h.version)
+                }
                 _ => e.to_string(),
             }
         })
     }
+}
+
+/// Why a checkpoint of format `version` is not read by this build, and what to do.
+fn version_not_read(version: u32) -> String {
+    let what = if version > CHECKPOINT_VERSION {
+        "written by a newer maar: read it with that maar or a later one"
+    } else {
+        "not a format any maar wrote: the file may be damaged"
+    };
+    format!("format version {version} (this maar reads 1 to {CHECKPOINT_VERSION}): {what}")
 }
 
 impl Cluster {
@@ -238,10 +247,7 @@ impl Cluster {
     pub fn restore(s: ClusterState) -> Result<Cluster, ClusterError> {
         let bad = |m: String| Err(ClusterError::Invalid(format!("checkpoint: {m}")));
         if !(1..=CHECKPOINT_VERSION).contains(&s.version) {
-            return bad(format!(
-                "format version {} (this maar reads 1 to {CHECKPOINT_VERSION})",
-                s.version
-            ));
+            return bad(version_not_read(s.version));
         }
         let mut c = Cluster::new(s.config);
         // Held jobs are held again as they were, keeping the reason they were told (the
