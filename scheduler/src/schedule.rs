@@ -409,9 +409,11 @@ impl Cluster {
             if !crate::fit::node_admits(node, spec) {
                 return None;
             }
-            let p = fit(node, n, self.overcommit_of(node), spec, mult).ok()?;
+            // The pod-level rules first: a spread pod is refused by most nodes of a
+            // zone that holds its share (in workload B, 117 nodes a spread pod), and
+            // the rules' answer (a count by domain) costs less than a fit.
             self.pod_rules(spec, view.as_ref(), n, &[]).ok()?;
-            Some(p)
+            fit(node, n, self.overcommit_of(node), spec, mult).ok()
         };
         // maar's candidates: the first few fitting nodes of each model with at least
         // `need` free cards (fewest free cards first), as (free cards, node, placement).
