@@ -125,11 +125,23 @@ pub fn job_of(p: &KPod) -> Result<JobSpec, SpecError> {
 /// The job of a pod of `meta` whose spec is the JSON `spec` (as the API server sent
 /// it): the spec is read straight into the manifests' `PodSpec`.
 pub fn job_of_text(meta: &ObjectMeta, spec: Option<&str>) -> Result<JobSpec, SpecError> {
-    let spec: maar_scheduler::manifest::PodSpec = serde_json::from_str(spec.unwrap_or("null"))
-        .map_err(|e| SpecError {
-            field: "spec".into(),
-            message: e.to_string(),
-        })?;
+    job_of_spec(meta, spec_of_text(spec)?)
+}
+
+/// A pod's spec, the JSON the API server sent (none: the pod has no spec), read into
+/// the manifests' `PodSpec`.
+pub fn spec_of_text(spec: Option<&str>) -> Result<maar_scheduler::manifest::PodSpec, SpecError> {
+    serde_json::from_str(spec.unwrap_or("null")).map_err(|e| SpecError {
+        field: "spec".into(),
+        message: e.to_string(),
+    })
+}
+
+/// The job of a pod of `meta` whose spec is read already ([`spec_of_text`]).
+pub fn job_of_spec(
+    meta: &ObjectMeta,
+    spec: maar_scheduler::manifest::PodSpec,
+) -> Result<JobSpec, SpecError> {
     maar_scheduler::manifest::Pod {
         metadata: maar_scheduler::manifest::K8sMeta {
             name: meta.name.clone().unwrap_or_default(),

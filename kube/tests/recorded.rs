@@ -114,6 +114,41 @@ fn a_pod_read_slim_is_seen_as_the_whole_pod_is() {
 }
 
 #[test]
+fn a_watched_pod_is_read_whole_once_then_only_its_scheduler_and_node() {
+    use maar_kube::world::SlimPod;
+    let mut read = std::collections::HashSet::new();
+    let v: serde_json::Value = self::read("pod-pending.json");
+    let slim = |v: &serde_json::Value| -> SlimPod { serde_json::from_str(&v.to_string()).unwrap() };
+    let first = PodSeen::of_slim(slim(&v), &mut read, None);
+    assert!(first.ours && first.node.is_none());
+    assert_eq!(first.spec.unwrap().unwrap().gpu.count, 2);
+    // Bound: its node is seen; its job is not read again.
+    let mut bound = v.clone();
+    bound["spec"]["nodeName"] = "gpu-node-1".into();
+    let later = PodSeen::of_slim(slim(&bound), &mut read, None);
+    assert_eq!(later.node.as_deref(), Some("gpu-node-1"));
+    assert!(later.ours && later.spec.is_none());
+    // A spec that is not a job (no containers) still tells its scheduler and node,
+    // and why it is no job, as its text read on its own does.
+    let mut broken = bound.clone();
+    broken["metadata"]["uid"] = "another".into();
+    broken["spec"].as_object_mut().unwrap().remove("containers");
+    let seen = PodSeen::of_slim(slim(&broken), &mut read, None);
+    assert!(seen.ours);
+    assert_eq!(seen.node.as_deref(), Some("gpu-node-1"));
+    let why = seen.spec.unwrap().unwrap_err();
+    assert_eq!(why.field, "spec");
+    assert!(
+        why.message.contains("missing field `containers`"),
+        "{}",
+        why.message
+    );
+    let meta = serde_json::from_value(broken["metadata"].clone()).unwrap();
+    let alone = map::job_of_text(&meta, Some(&broken["spec"].to_string())).unwrap_err();
+    assert_eq!(alone.message, why.message);
+}
+
+#[test]
 fn a_recorded_oomkilled_pod_is_failed_by_oom_with_its_whole_request() {
     use maar_kube::world::{PodSeen, SlimPod};
     let text = std::fs::read_to_string(format!(

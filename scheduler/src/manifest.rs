@@ -729,6 +729,13 @@ pub struct PodSpec {
     /// PriorityClass.
     #[serde(default)]
     pub preemption_policy: Option<String>,
+    /// The scheduler it asks for (`maar` for maar's pods). Read with the rest when a
+    /// watched pod's spec is read for its job, so the spec is read once.
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
+    /// The node it is bound to, as the API server has it (a user's file has none).
+    #[serde(default)]
+    pub node_name: Option<String>,
 }
 
 /// A pod's `affinity`: node affinity (required terms; preferred as a score), pod

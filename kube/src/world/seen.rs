@@ -99,18 +99,49 @@ impl PodSeen {
         Self::seen(p, read, scope, || map::job_of(p))
     }
 
-    /// As [`PodSeen::of_unless`], for a pod as the watch reads it (its job read from
-    /// the spec's text).
+    /// As [`PodSeen::of_unless`], for a pod as the watch reads it: its spec's text is
+    /// read once here. For a pod whose job is read already (every change after the
+    /// first), only its scheduler and node; for one not read yet, the whole spec, which
+    /// gives its scheduler, its node and its job in one reading.
     pub fn of_slim(
-        mut p: SlimPod,
+        p: SlimPod,
         read: &mut std::collections::HashSet<String>,
         scope: Option<&str>,
     ) -> PodSeen {
-        // Taken, not copied: every watch event passes here.
-        let text = p.spec_text.take();
-        let pod = p.into_pod();
-        Self::seen(&pod, read, scope, || {
-            map::job_of_text(&pod.metadata, text.as_deref().map(|t| t.get()))
+        let SlimPod {
+            metadata,
+            status,
+            spec_text,
+        } = p;
+        let known = metadata.uid.as_ref().is_some_and(|u| read.contains(u));
+        let mut job = None;
+        let head = spec_text.as_deref().map(|t| {
+            if known {
+                return SpecHead::of(t.get());
+            }
+            match map::spec_of_text(Some(t.get())) {
+                Ok(s) => {
+                    let head = SpecHead {
+                        scheduler_name: s.scheduler_name.clone(),
+                        node_name: s.node_name.clone(),
+                    };
+                    job = Some(Ok(s));
+                    head
+                }
+                Err(e) => {
+                    job = Some(Err(e));
+                    SpecHead::of(t.get())
+                }
+            }
+        });
+        let pod = KPod {
+            metadata,
+            spec: head.map(SpecHead::into_spec),
+            status: status.map(|s| *s),
+        };
+        Self::seen(&pod, read, scope, || match job {
+            Some(spec) => map::job_of_spec(&pod.metadata, spec?),
+            None => map::job_of_text(&pod.metadata, None),
         })
     }
 
@@ -161,18 +192,18 @@ impl PodSeen {
 /// A pod as the watch reads it: only the fields maar reads (the `map` functions and,
 /// once per pod, its job). The rest (`managedFields` above all, volumes, env, probes)
 /// is skipped unread: decoding whole pods was a good part of the CPU a watched pod
-/// cost. The spec is kept as the API server's text and read in full only for the
-/// pod's job ([`SlimPod::job`]; a pod changes several times on its way, and only its
-/// node changes in the spec); otherwise only who schedules it and its node are read.
-/// A test checks that a pod read so is seen as the whole pod is.
+/// cost. The spec is kept as the API server's text and read by
+/// [`PodSeen::of_slim`]: in full once per pod, for its job (a pod changes several
+/// times on its way, and only its node changes in the spec); otherwise only who
+/// schedules it and its node. A test checks that a pod read so is seen as the whole
+/// pod is.
 #[derive(Clone, Debug, serde::Deserialize)]
-#[serde(try_from = "SlimRead")]
+#[serde(from = "SlimRead")]
 pub struct SlimPod {
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    /// Its scheduler name and node only. The spec and status are boxed: a watch event
-    /// passes by value through every layer of kube-rs's watcher, and a list holds
-    /// thousands (a whole `PodSpec` made each pod 2.2 kB to copy; now about 0.4 kB).
-    pub spec: Option<Box<k8s_openapi::api::core::v1::PodSpec>>,
+    /// The status is boxed, the spec kept as text: a watch event passes by value
+    /// through every layer of kube-rs's watcher, and a list holds thousands (a whole
+    /// `PodSpec` made each pod 2.2 kB to copy; now about 0.4 kB).
     pub status: Option<Box<k8s_openapi::api::core::v1::PodStatus>>,
     spec_text: Option<Box<serde_json::value::RawValue>>,
 }
@@ -187,8 +218,18 @@ struct SlimRead {
     status: Option<k8s_openapi::api::core::v1::PodStatus>,
 }
 
+impl From<SlimRead> for SlimPod {
+    fn from(r: SlimRead) -> SlimPod {
+        SlimPod {
+            metadata: r.metadata,
+            status: r.status.map(Box::new),
+            spec_text: r.spec,
+        }
+    }
+}
+
 /// The spec fields read on every change: who schedules the pod and its node.
-#[derive(serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct SpecHead {
     #[serde(default)]
@@ -197,26 +238,21 @@ struct SpecHead {
     node_name: Option<String>,
 }
 
-impl TryFrom<SlimRead> for SlimPod {
-    type Error = serde_json::Error;
+impl SpecHead {
+    /// Of a spec's text. The text is JSON already (the watch read it whole); a spec
+    /// whose scheduler or node is not a string, which no API server sends, has
+    /// neither: the pod is taken as another scheduler's, on no node.
+    fn of(text: &str) -> SpecHead {
+        serde_json::from_str(text).unwrap_or_default()
+    }
 
-    fn try_from(r: SlimRead) -> Result<SlimPod, serde_json::Error> {
-        let head = match &r.spec {
-            Some(text) => Some(serde_json::from_str::<SpecHead>(text.get())?),
-            None => None,
-        };
-        Ok(SlimPod {
-            metadata: r.metadata,
-            spec: head.map(|h| {
-                Box::new(k8s_openapi::api::core::v1::PodSpec {
-                    scheduler_name: h.scheduler_name,
-                    node_name: h.node_name,
-                    ..Default::default()
-                })
-            }),
-            status: r.status.map(Box::new),
-            spec_text: r.spec,
-        })
+    /// As a spec with only these two fields.
+    fn into_spec(self) -> k8s_openapi::api::core::v1::PodSpec {
+        k8s_openapi::api::core::v1::PodSpec {
+            scheduler_name: self.scheduler_name,
+            node_name: self.node_name,
+            ..Default::default()
+        }
     }
 }
 
@@ -267,7 +303,7 @@ impl SlimPod {
     pub fn into_pod(self) -> KPod {
         KPod {
             metadata: self.metadata,
-            spec: self.spec.map(|s| *s),
+            spec: self.spec_text.map(|t| SpecHead::of(t.get()).into_spec()),
             status: self.status.map(|s| *s),
         }
     }
