@@ -205,7 +205,10 @@ impl Cluster {
             runtimes: &self.runtimes,
             federation: &self.federation,
         };
-        serde_json::to_writer(w, &r)
+        // The jobs' specs the last checkpoint wrote are written as they were
+        // (`model::Job::spec`); those written now are kept for the next.
+        self.spec_texts
+            .writing(self.jobs.len(), || serde_json::to_writer(w, &r))
     }
 }
 

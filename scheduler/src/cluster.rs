@@ -290,6 +290,8 @@ pub struct Cluster {
     pub(crate) bound_demand: Vec<f64>,
     /// Operators' acknowledgements of alerts, and the acknowledged ones that resolved.
     pub alert_book: crate::alertbook::AlertBook,
+    /// The jobs' specs as the last checkpoint wrote them (`written`).
+    pub(crate) spec_texts: crate::written::Texts,
 }
 
 /// A pending job's queue-order fields.
@@ -457,6 +459,7 @@ impl Cluster {
             typical_gpu: Vec::new(),
             bound_demand: Vec::new(),
             alert_book: Default::default(),
+            spec_texts: Default::default(),
         }
     }
 

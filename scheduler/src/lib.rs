@@ -65,6 +65,7 @@ pub(crate) mod topology;
 pub mod verbs;
 pub mod verdict;
 pub mod whatif;
+pub(crate) mod written;
 
 pub use checkpoint::ClusterState;
 pub use cluster::{Cluster, ClusterError, SchedConfig};

@@ -940,6 +940,8 @@ pub struct Placement {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
+    /// Written in a checkpoint as the last one wrote it (`written::as_written`).
+    #[serde(serialize_with = "crate::written::as_written")]
     pub spec: std::sync::Arc<JobSpec>,
     pub project: Option<ProjectId>,
     pub pool: Option<PoolId>,

@@ -1122,6 +1122,52 @@ fn runtimes_are_kept_in_checkpoints_and_an_unreadable_form_is_dropped_not_fatal(
 }
 
 #[test]
+fn a_checkpoint_writes_each_spec_as_the_last_one_did_and_a_changed_spec_anew() {
+    let mut c = cluster(
+        vec![node("a", "train", 2, "a100", 80, false)],
+        &[("p", 0, None)],
+    );
+    for n in ["r1", "r2", "r3"] {
+        c.submit(job(n, "p", 1, PRIORITY_MEDIUM, None)).unwrap();
+    }
+    c.schedule();
+    // The state as plain data, serialised whole: what every checkpoint must say.
+    let plain = |c: &Cluster| serde_json::to_value(c.checkpoint()).unwrap();
+    let first = c.checkpoint_json(true);
+    let again = c.checkpoint_json(true);
+    assert_eq!(first, again, "the kept texts are the specs' own");
+    assert!(
+        format!("{c:?}").contains("spec_texts: Texts(3)"),
+        "each job's spec is kept as written"
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&again).unwrap(),
+        plain(&c)
+    );
+    // A spec changed after a checkpoint is a new spec: written anew, not as kept.
+    c.apply(Command::SetPriority {
+        job: "p/r3".into(),
+        priority: PRIORITY_HIGH,
+    })
+    .unwrap();
+    let after: serde_json::Value = serde_json::from_str(&c.checkpoint_json(true)).unwrap();
+    assert_eq!(after, plain(&c));
+    let r3 = after["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["spec"]["name"] == "r3")
+        .unwrap();
+    assert_eq!(r3["spec"]["priority"], PRIORITY_HIGH);
+    // A copy (a what-if's) keeps none and writes the same.
+    let copy = c.clone();
+    assert_eq!(copy.checkpoint_json(true), c.checkpoint_json(true));
+    // Restored, it reads back as it was.
+    let back = Cluster::restore(serde_json::from_str(&c.checkpoint_json(true)).unwrap()).unwrap();
+    assert_eq!(plain(&back)["jobs"], plain(&c)["jobs"]);
+}
+
+#[test]
 fn a_checkpoint_leaves_out_default_fields_and_reads_version_1_which_wrote_them_all() {
     let mut c = cluster(
         vec![node("a", "train", 2, "a100", 80, false)],
