@@ -178,7 +178,7 @@ impl Ask {
 /// none), free CPU (milli), free GPU-milli per card (largest first) and, for
 /// GpuClustering, the affinity classes ([`affinity_tag`]) of the GPU pods on it (sorted,
 /// distinct).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NodeView<'a> {
     pub model: u16,
     pub free_cpu: u64,

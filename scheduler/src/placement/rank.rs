@@ -19,7 +19,7 @@ pub fn best<T>(
     pressure: impl Fn(u16) -> f64,
 ) -> Vec<(T, Verdict)> {
     let plugin = policy.plugin();
-    let mut verdicts: Vec<Verdict> = cands.iter().map(|c| plugin.score(&c.1, pod, m)).collect();
+    let mut verdicts = score_all(plugin, pod, cands.iter().map(|c| &c.1), m);
     plugin.normalise(&mut verdicts);
     let mut scored: Vec<(T, NodeView, Verdict)> = cands
         .into_iter()
@@ -41,9 +41,106 @@ pub fn best<T>(
     scored.into_iter().map(|(t, _, v)| (t, v)).collect()
 }
 
+/// Each candidate's score by `plugin`, in order. A node in the very state of the one
+/// before it scores as that one did (a score is the plugin's of the state alone, the
+/// measures a memo): the candidates are often nodes alike, the first few of a model
+/// with as many cards free, and scoring a state takes its measures.
+fn score_all<'v, 'a: 'v>(
+    plugin: &dyn super::Plugin,
+    pod: &Ask,
+    views: impl Iterator<Item = &'v NodeView<'a>>,
+    m: &mut Measures,
+) -> Vec<Verdict> {
+    let mut out: Vec<Verdict> = Vec::with_capacity(views.size_hint().0);
+    let mut last: Option<&NodeView> = None;
+    for view in views {
+        let v = match (last, out.last()) {
+            (Some(prev), Some(&v)) if prev == view => v,
+            _ => plugin.score(view, pod, m),
+        };
+        out.push(v);
+        last = Some(view);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_in_the_state_of_the_one_before_scores_as_scored_alone() {
+        // Every policy, on candidates alike in runs and apart: the same verdicts as
+        // each scored on its own, and nodes that differ in any part of their state
+        // (model, CPU, cards, affinity, the chosen card) scored anew.
+        let shapes = vec![(
+            crate::placement::Shape {
+                cpu: 1000,
+                milli: 500,
+                count: 1,
+                models: vec![],
+            },
+            1.0,
+        )];
+        let models = vec![String::new(), "a100".to_string(), "t4".to_string()];
+        let (a, b, c) = ([1000, 500, 0], [1000, 1000, 0], [500, 500, 500]);
+        let (t1, t2) = ([1u32], [2u32]);
+        fn v<'a>(
+            model: u16,
+            cpu: u64,
+            free: &'a [u16],
+            aff: &'a [u32],
+            card: Option<u16>,
+        ) -> NodeView<'a> {
+            NodeView {
+                model,
+                free_cpu: cpu,
+                free,
+                affinity: aff,
+                card,
+            }
+        }
+        let (a, b, c, t1, t2) = (&a[..], &b[..], &c[..], &t1[..], &t2[..]);
+        let views = [
+            v(1, 4000, a, t1, None),
+            v(1, 4000, a, t1, None),
+            v(1, 4000, a, t2, None),
+            v(1, 4000, b, t2, None),
+            v(1, 4000, b, t2, None),
+            v(2, 4000, b, t2, None),
+            v(2, 3000, b, t2, None),
+            v(2, 3000, b, t2, Some(500)),
+            v(2, 3000, c, t2, Some(500)),
+            v(1, 4000, a, t1, None),
+        ];
+        for pod in [
+            Ask {
+                cpu: 1000,
+                count: 1,
+                gpu_milli: 500,
+            },
+            Ask {
+                cpu: 1000,
+                count: 1,
+                gpu_milli: 1000,
+            },
+        ] {
+            for p in Policy::ALL {
+                let plugin = p.plugin();
+                let alone: Vec<Verdict> = views
+                    .iter()
+                    .map(|x| plugin.score(x, &pod, &mut Measures::of(&shapes, &shapes, &models)))
+                    .collect();
+                let mut m = Measures::of(&shapes, &shapes, &models);
+                assert_eq!(
+                    score_all(plugin, &pod, views.iter(), &mut m),
+                    alone,
+                    "{}",
+                    p.name()
+                );
+            }
+        }
+    }
 
     fn view<'a>(model: u16, free_cpu: u64, free: &'a [u16]) -> NodeView<'a> {
         NodeView {
