@@ -85,19 +85,18 @@ mod tests {
         let models = vec![String::new(), "a100".to_string(), "t4".to_string()];
         let (a, b, c) = ([1000, 500, 0], [1000, 1000, 0], [500, 500, 500]);
         let (t1, t2) = ([1u32], [2u32]);
+        // The tests' view, with GPU-clustering tags and a chosen card.
         fn v<'a>(
-            model: u16,
+            m: u16,
             cpu: u64,
             free: &'a [u16],
             aff: &'a [u32],
             card: Option<u16>,
         ) -> NodeView<'a> {
             NodeView {
-                model,
-                free_cpu: cpu,
-                free,
                 affinity: aff,
                 card,
+                ..view(m, cpu, free)
             }
         }
         let (a, b, c, t1, t2) = (&a[..], &b[..], &c[..], &t1[..], &t2[..]);
