@@ -44,7 +44,6 @@ impl Texts {
         }
         out
     }
-
 }
 
 impl Clone for Texts {
