@@ -52,14 +52,14 @@ fn score_all<'v, 'a: 'v>(
     m: &mut Measures,
 ) -> Vec<Verdict> {
     let mut out: Vec<Verdict> = Vec::with_capacity(views.size_hint().0);
-    let mut last: Option<&NodeView> = None;
+    let mut prev: Option<(&NodeView, Verdict)> = None;
     for view in views {
-        let v = match (last, out.last()) {
-            (Some(prev), Some(&v)) if prev == view => v,
+        let v = match prev {
+            Some((p, v)) if p == view => v,
             _ => plugin.score(view, pod, m),
         };
         out.push(v);
-        last = Some(view);
+        prev = Some((view, v));
     }
     out
 }
