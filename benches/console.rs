@@ -15,14 +15,11 @@ fn frame(c: &mut Criterion) {
     let mut cl = synthetic::cluster(10_000, 8);
     synthetic::submit_single_gpu_jobs(&mut cl, 100_000, 1);
     cl.schedule();
-    let loaded = maar::backend::Loaded {
-        core: Core::new(cl),
-        driver: Box::new(Bare),
-        meta: maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
-        after_seq: 0,
-        replayed: 0,
-        note: None,
-    };
+    let loaded = maar::backend::Loaded::new(
+        Core::new(cl),
+        Box::new(Bare),
+        maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
+    );
     let handle = engine::start(
         loaded,
         None,
@@ -67,14 +64,11 @@ fn three_clusters(c: &mut Criterion) {
             let mut cl = synthetic::cluster(5_000, 8);
             synthetic::submit_single_gpu_jobs(&mut cl, 50_000, i + 1);
             cl.schedule();
-            let loaded = maar::backend::Loaded {
-                core: Core::new(cl),
-                driver: Box::new(Bare),
-                meta: maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
-                after_seq: 0,
-                replayed: 0,
-                note: None,
-            };
+            let loaded = maar::backend::Loaded::new(
+                Core::new(cl),
+                Box::new(Bare),
+                maar::backend::demo_meta("", &load_scenario(None).unwrap(), 0),
+            );
             maar::console::app::Site {
                 name: format!("site-{i}"),
                 engine: engine::start(

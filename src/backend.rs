@@ -22,6 +22,9 @@ pub struct Loaded {
     pub replayed: usize,
     /// Something the operator should be told when it opens (an earlier demo set aside).
     pub note: Option<String>,
+    /// Read from the world just now (`kit::Opened::fresh`): no checkpoint holds it yet,
+    /// even one that names the same command and time.
+    pub fresh: bool,
 }
 
 impl Loaded {
@@ -34,6 +37,7 @@ impl Loaded {
             after_seq: 0,
             replayed: 0,
             note: None,
+            fresh: false,
         }
     }
 }
@@ -163,6 +167,7 @@ pub fn fresh_demo(
             after_seq: 0,
             replayed: 0,
             note,
+            fresh: false,
         },
         record,
     ))
@@ -246,6 +251,7 @@ fn restore_until(
         after_seq: last,
         replayed,
         note: None,
+        fresh: false,
     })
 }
 
@@ -347,14 +353,15 @@ fn restore_offline<D: Driver + Clone + 'static>(
         after_seq: last,
         replayed,
         note,
+        fresh: false,
     })
 }
 
 /// Opens a live backend's cluster (`maar local`, `maar kube`) recorded at `path`: the
 /// state file is continued when it holds one of this backend's clusters (the backend
 /// restores it, or takes its world as the truth and keeps the history), else created;
-/// what opening caused is recorded, and a cluster built from the world is checkpointed
-/// at once. Returns the cluster, its record (held) and the world's name for the
+/// what opening caused is recorded; a cluster built from the world is checkpointed by
+/// the engine (`Loaded::fresh`). Returns the cluster, its record (held) and the world's name for the
 /// operator.
 pub fn open_live<B: maar_scheduler::kit::Backend>(
     path: &Path,
@@ -366,6 +373,8 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
     // where the restored cluster stands in the commands.
     let trouble: RefCell<Option<LoadError>> = RefCell::new(None);
     let restored: Cell<Option<(i64, usize)>> = Cell::new(None);
+    // The sequence number after the record's newest event, when it held any.
+    let mut recorded_events = None;
     let (mut rec, meta, opened) = if path.exists() {
         let mut rec = Record::open(path)?;
         let meta = rec.meta()?;
@@ -380,10 +389,13 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
         }
         rec.acquire()?;
         let latest = rec.latest_time()?;
+        let next_event = rec.next_event_seq()?;
+        recorded_events = Some(next_event);
         let held = &mut rec;
         let prior = Prior {
             cluster: meta.cluster.clone(),
             latest,
+            next_event,
             restore: Box::new(|| {
                 let keep = |e: LoadError| {
                     let m = e.to_string();
@@ -427,12 +439,31 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
         Some(r) => r,
         None => (rec.last_seq()?, 0),
     };
+    // A world read anew adds to the record's history: events numbered over those of
+    // the run before would replace them (a restarted `maar kube` did so, its first
+    // 11,000 events over the last run's).
+    if let Some(next) = recorded_events.filter(|_| opened.fresh) {
+        let from = opened
+            .events
+            .first()
+            .map_or(opened.core.cluster().next_event_seq(), |e| e.seq);
+        if from < next {
+            let _ = rec.release();
+            return Err(crate::failure::Failure::No(format!(
+                "{}: the {} backend numbered its events from {} though the record holds events up to {}; nothing was written",
+                path.display(),
+                B::NAME,
+                from,
+                next - 1
+            )));
+        }
+    }
     rec.append_events(&opened.events)?;
     opened.events.iter().for_each(crate::logging::event);
-    if opened.fresh {
-        // The cluster as the world shows it: a moment of its history.
-        rec.checkpoint_core(after_seq, &opened.core, "null")?;
-    }
+    // A cluster read from the world is not checkpointed here: the engine writes its
+    // first checkpoint by its own rule (`engine::CHECKPOINT_EVERY` after it starts, on a
+    // reader's asking, or as it stops), not on the way to the first bind (1,000 nodes
+    // and 5,000 pods: 40 ms, a twentieth of the CPU of binding them all).
     Ok((
         Loaded {
             core: opened.core,
@@ -441,6 +472,7 @@ pub fn open_live<B: maar_scheduler::kit::Backend>(
             after_seq,
             replayed,
             note: opened.note,
+            fresh: opened.fresh,
         },
         rec,
         opened.what,

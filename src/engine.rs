@@ -595,10 +595,13 @@ pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) ->
         .unwrap_or(0);
     let start_at = loaded.core.now();
     let loaded_cluster = loaded.meta.cluster.clone();
-    // A cluster that is its record's newest checkpoint (just opened from the world, or
-    // restored with no command after it) holds nothing to checkpoint yet.
+    // A cluster that is its record's newest checkpoint (restored with no command after
+    // it) holds nothing to checkpoint yet; one just read from the world is in none, and
+    // gets its first by the rule of every checkpoint (`run`), not before the first cycle.
     let checkpointed = match record.as_ref().map(Record::newest_checkpoint_mark) {
-        Some(Ok(Some(mark))) if loaded.replayed == 0 && mark == (loaded.after_seq, start_at) => {
+        Some(Ok(Some(mark)))
+            if loaded.replayed == 0 && !loaded.fresh && mark == (loaded.after_seq, start_at) =>
+        {
             (loaded.core.cluster().next_event_seq(), loaded.after_seq)
         }
         _ => (u64::MAX, -1),
@@ -965,7 +968,12 @@ impl Engine {
                 // waits and runs otherwise read as they were when something last
                 // happened (`get jobs` showed WAIT 23s for over a minute).
                 let ticked = self.core.now() >= self.checkpoint_at + READER_CLOCK_S;
-                if (moved || ticked) && self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP {
+                // A cluster in no checkpoint yet (read from the world a moment ago) is
+                // written at once: the record's newest would be another run's, or none.
+                let in_none = self.checkpointed == (u64::MAX, -1);
+                if (moved || ticked)
+                    && (in_none || self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP)
+                {
                     self.checkpoint();
                 } else {
                     self.flush();

@@ -1189,6 +1189,16 @@ impl Record {
             .map_err(self.sql("read the newest time"))
     }
 
+    /// The sequence number after the newest event recorded (0 when none).
+    pub fn next_event_seq(&self) -> Result<u64, RecordError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(seq) + 1, 0) FROM events", [], |x| {
+                x.get::<_, i64>(0)
+            })
+            .map(|s| s.max(0) as u64)
+            .map_err(self.sql("read events"))
+    }
+
     /// Sequence number of the newest command (0 when none).
     pub fn last_seq(&self) -> Result<i64, RecordError> {
         self.conn

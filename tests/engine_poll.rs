@@ -286,7 +286,7 @@ fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
         vec![],
     ));
     let core = Core::new(c);
-    // As a live backend opens: the cluster as the world shows it, checkpointed at once.
+    // A cluster restored from its record's newest checkpoint, no command after it.
     record
         .checkpoint(0, core.now(), &core.checkpoint_json(false), "null")
         .unwrap();
@@ -328,5 +328,161 @@ fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
     }
     handle.shutdown();
     assert!(seen > first, "the cordon was not checkpointed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cluster read from the world as maar starts (`Loaded::fresh`, as `maar kube` opens)
+/// is in no checkpoint: the record's newest is another run's, even when it names the
+/// same command and time. It is not written on the way to the first cycle; a reader
+/// asking gets it written at once (not the other run's), and the stop writes it too.
+#[test]
+fn a_cluster_read_from_the_world_is_checkpointed_by_the_engine_when_a_reader_asks() {
+    let dir = std::env::temp_dir().join(format!("maar-fresh-cp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("fresh.db");
+    let meta = Meta {
+        backend: "kube".into(),
+        cluster: "test".into(),
+        scenario: None,
+        seed: None,
+        created: String::new(),
+    };
+    let node = |name: &str| Node::new(name, Default::default(), 8000, 64 << 30, 1 << 40, vec![]);
+    let mut record = maar::record::Record::create(&path, &meta).unwrap();
+    record.acquire().unwrap();
+    // The run before: one node, checkpointed at time 0 after command 0.
+    let mut before = Cluster::new(SchedConfig::default());
+    before.add_node(node("n1"));
+    let before = Core::new(before);
+    record
+        .checkpoint(0, 0, &before.checkpoint_json(false), "null")
+        .unwrap();
+    // This run reads two nodes from the world, at the same command and time.
+    let mut now = Cluster::new(SchedConfig::default());
+    now.add_node(node("n1"));
+    now.add_node(node("n2"));
+    let mut loaded = Loaded::new(Core::new(now), Box::new(Standby(true)), meta);
+    loaded.fresh = true;
+    let handle = engine::start(
+        loaded,
+        Some(record),
+        EngineOptions {
+            speed: 1.0,
+            ..Default::default()
+        },
+    );
+    let newest = || {
+        let r = maar::record::Record::open_read_only(&path).unwrap();
+        let cp = r.latest_checkpoint().unwrap().expect("a checkpoint");
+        let st: serde_json::Value = serde_json::from_str(&cp.core).unwrap();
+        (cp.id, st["nodes"].as_array().map_or(0, Vec::len))
+    };
+    assert_eq!(newest(), (1, 1), "written before the first cycle");
+    handle.checkpoint_now().unwrap();
+    let asked = newest();
+    assert_eq!(
+        asked.1, 2,
+        "the reader got the run before's cluster: {asked:?}"
+    );
+    // Asked again at once, with nothing changed: no copy of the same.
+    handle.checkpoint_now().unwrap();
+    assert_eq!(newest(), asked);
+    handle
+        .apply(
+            Actor::system("operator"),
+            Command::CordonNode { node: "n2".into() },
+        )
+        .unwrap();
+    handle.shutdown();
+    assert!(newest().0 > asked.0, "the stop wrote no checkpoint");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A live world read anew at every start, as `maar kube` reads its cluster: one node
+/// joins as it opens. Its options: whether it numbers its events on from the record's
+/// (`Prior::next_event`), as `maar kube` does.
+struct Anew;
+
+impl maar_scheduler::kit::Backend for Anew {
+    const NAME: &'static str = "kube";
+    type Args = bool;
+    fn state_name(_: &bool) -> Result<String, maar_scheduler::kit::OpenError> {
+        Ok("anew".into())
+    }
+    fn offline() -> maar_scheduler::kit::Offline {
+        maar_scheduler::kit::Offline::new("kube", None)
+    }
+    fn open(
+        continues: &bool,
+        _: &std::path::Path,
+        prior: Option<maar_scheduler::kit::Prior<'_>>,
+    ) -> Result<maar_scheduler::kit::Opened, maar_scheduler::kit::OpenError> {
+        let mut c = Cluster::new(SchedConfig::default());
+        if let Some(p) = prior.as_ref().filter(|_| *continues) {
+            c.continue_events(p.next_event);
+        }
+        let mut core = Core::new(c);
+        let node = Node::new("n1", Default::default(), 8000, 64 << 30, 1 << 40, vec![]);
+        let events = core
+            .apply(Input::Observe(Observation::NodeJoined {
+                node: Box::new(node),
+            }))
+            .events;
+        Ok(maar_scheduler::kit::Opened {
+            core,
+            driver: Box::new(Standby(true)),
+            cluster: "anew".into(),
+            events,
+            fresh: true,
+            what: "a test world".into(),
+            note: None,
+        })
+    }
+}
+
+/// A world read anew on a record that holds another run's history adds to it: the
+/// second start's events number on from the first's, and both are in the record
+/// (a restarted `maar kube` wrote its first events over the last run's). A backend
+/// that numbers from 0 again is refused before anything is written.
+#[test]
+fn a_world_read_anew_adds_its_events_to_the_records_history_not_over_it() {
+    let dir = std::env::temp_dir().join(format!("maar-anew-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("anew.db");
+    let joined = |path: &std::path::Path| -> Vec<(u64, u64)> {
+        let r = maar::record::Record::open_read_only(path).unwrap();
+        r.events_before(1 << 62, 1000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.reason.as_ref() == "NodeJoined")
+            .map(|e| (e.seq, e.time))
+            .collect()
+    };
+    let run = |continues: bool| {
+        let (loaded, rec, _) = maar::backend::open_live::<Anew>(&path, &continues)?;
+        let handle = engine::start(loaded, Some(rec), EngineOptions::default());
+        handle.shutdown();
+        Ok::<_, maar::failure::Failure>(())
+    };
+    run(true).unwrap();
+    let first = joined(&path);
+    assert_eq!(first.len(), 1, "{first:?}");
+    run(true).unwrap();
+    let both = joined(&path);
+    assert_eq!(
+        both.len(),
+        2,
+        "the second start's events replaced the first's: {both:?}"
+    );
+    assert_eq!(both[0], first[0]);
+    assert!(both[1].0 > first[0].0, "{both:?}");
+    // A backend numbering from 0 again: refused, the record as it was.
+    let why = run(false)
+        .expect_err("events written over the record's")
+        .to_string();
+    assert!(why.contains("numbered its events from 0"), "{why}");
+    assert_eq!(joined(&path), both);
     let _ = std::fs::remove_dir_all(&dir);
 }

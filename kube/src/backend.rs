@@ -135,9 +135,13 @@ impl Backend for Kube {
             bind_timeout_s: 300,
             ..Default::default()
         };
-        let mut core = Core::new(maar_scheduler::Cluster::new(config));
+        let mut cluster = maar_scheduler::Cluster::new(config);
+        // The record's events and clock go on where they stopped.
+        if let Some(p) = &prior {
+            cluster.continue_events(p.next_event);
+        }
+        let mut core = Core::new(cluster);
         let mut first = Vec::new();
-        // The record's clock goes on where it stopped.
         let from = prior.map_or(0, |p| p.latest);
         if from > 0 {
             first = core.apply(Input::Advance { to: from }).events;

@@ -956,6 +956,13 @@ impl Cluster {
         self.next_event
     }
 
+    /// Numbers this cluster's events on from `next` (no lower than it numbers them
+    /// already): a cluster read anew from its world for a record that holds events up
+    /// to `next - 1` (`kit::Prior::next_event`) adds to that history, not over it.
+    pub fn continue_events(&mut self, next: u64) {
+        self.next_event = self.next_event.max(next);
+    }
+
     /// Notes that a job's placements are about to change (first change only).
     pub(crate) fn touch(&mut self, id: JobId) {
         if !self.quiet && self.touched_ids.insert(id) {

@@ -176,6 +176,9 @@ pub struct Prior<'a> {
     pub cluster: String,
     /// The newest moment it recorded (cluster time, seconds).
     pub latest: u64,
+    /// The sequence number after the newest event it recorded: a cluster built anew
+    /// from the world numbers its events on from here (`Cluster::continue_events`).
+    pub next_event: u64,
     /// The recorded cluster, restored when the backend asks for it.
     pub restore: Restore<'a>,
 }
@@ -189,8 +192,9 @@ pub struct Opened {
     pub cluster: String,
     /// What opening caused (nodes joined, jobs found or adopted): history to record.
     pub events: Vec<Event>,
-    /// The core was built from the world, not from [`Prior::restore`]: it is recorded
-    /// at once as a checkpoint (the commands recorded before it are history).
+    /// The core was built from the world, not from [`Prior::restore`]: its first
+    /// checkpoint, written by the engine, holds it (the commands recorded before it are
+    /// history), whatever the record's newest checkpoint says.
     pub fresh: bool,
     /// The world named for the operator: "Kubernetes context a (https://..., v1.26.2)".
     pub what: String,
