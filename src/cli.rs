@@ -1192,14 +1192,21 @@ fn deliver(path: &Path, context: Option<&str>, command: Command) -> Result<Answe
             }
             Err(e) => return Err(e.into()),
         }
-        let loaded = match backend::restore(&rec, false) {
+        let mut loaded = match backend::restore(&rec, false) {
             Ok(l) => l,
             Err(e) => {
                 let _ = rec.release();
                 return Err(e.into());
             }
         };
-        rec.drop_events_from(loaded.core.cluster().next_event_seq())?;
+        if loaded.meta.backend == "demo" {
+            // A demo is rerun: what happened after its checkpoint happens again.
+            rec.drop_events_from(loaded.core.cluster().next_event_seq())?;
+        } else {
+            // A live world's events after the checkpoint (a maar killed since wrote
+            // them) are history that nothing tells again: numbered on from, kept.
+            loaded.core.continue_events(rec.next_event_seq()?);
+        }
         let handle = engine::start(
             loaded,
             Some(rec),

@@ -411,6 +411,84 @@ fn a_dry_run_on_a_recorded_kubernetes_cluster_runs_its_next_cycle() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A command on a recorded live cluster with no maar running keeps the events a maar
+/// killed since wrote after its last checkpoint: the world's, which nothing tells
+/// again (they were dropped and their numbers taken by the command's events; a demo
+/// is rerun, so there they are dropped as before).
+#[test]
+fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-kube-ev-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("kube-y.db");
+    let mut rec = maar::record::Record::create(
+        &p,
+        &maar::record::Meta {
+            backend: "kube".into(),
+            cluster: "y".into(),
+            scenario: None,
+            seed: None,
+            created: "2026-12-06T00:00:00Z".into(),
+        },
+    )
+    .unwrap();
+    let lab = maar::load::parse_scenario("lab", maar::load::BUILTIN_LAB).unwrap();
+    let demo = maar_demo::Demo::new(lab, None).unwrap();
+    let next = demo.core.cluster().next_event_seq();
+    rec.checkpoint(
+        0,
+        demo.core.now(),
+        &demo.core.checkpoint_json(false),
+        "null",
+    )
+    .unwrap();
+    // What the killed maar saw after its checkpoint.
+    let after: Vec<maar_scheduler::Event> = (0..3)
+        .map(|i| maar_scheduler::Event {
+            seq: next + i,
+            time: demo.core.now(),
+            severity: maar_scheduler::Severity::Normal,
+            reason: "Scheduled".into(),
+            object: format!("job/team/seen-{i}"),
+            message: format!("seen-{i} bound"),
+            cluster: String::new(),
+        })
+        .collect();
+    rec.append_events(&after).unwrap();
+    drop(rec);
+    let node = demo
+        .core
+        .cluster()
+        .nodes
+        .iter()
+        .next()
+        .unwrap()
+        .name
+        .clone();
+    let o = maar(&["cordon", &node, "--state", &p.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = maar::record::Record::open_read_only(&p).unwrap();
+    let events = r.events_before(1 << 62, 100_000).unwrap();
+    for e in &after {
+        assert!(
+            events
+                .iter()
+                .any(|x| x.seq == e.seq && x.message == e.message),
+            "event {} lost: {:?}",
+            e.seq,
+            events.iter().filter(|x| x.seq >= next).collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        events
+            .iter()
+            .any(|x| x.seq > next + 2 && x.object == format!("node/{node}")),
+        "the cordon's event, numbered after them: {:?}",
+        events.iter().filter(|x| x.seq >= next).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `maar submit --cluster auto` with the config file's `clusters:` (two demo sites,
 /// each its state file, no maar running): the job goes to the one where it starts
 /// first, the why printed and recorded with the job there; `--cluster NAME` submits

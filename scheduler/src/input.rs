@@ -318,6 +318,12 @@ impl Core {
         self.cluster.set_federation(me);
     }
 
+    /// Numbers the cluster's events on from `next` (`Cluster::continue_events`): a
+    /// restored live cluster whose record holds events after its checkpoint.
+    pub fn continue_events(&mut self, next: u64) {
+        self.cluster.continue_events(next);
+    }
+
     /// The cluster, to read.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
