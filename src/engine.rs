@@ -44,6 +44,11 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 /// How often a checkpoint is written while running (and at every stop).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+/// How often while running for a world read anew at every start (`maar kube`,
+/// `Driver::world_read_anew`): no start continues from it, readers asking a running
+/// maar get one written at once, and the hour's checkpoint is written all the same.
+/// What it bounds is how much of a killed maar's last moments the record shows.
+const CHECKPOINT_EVERY_READ_ANEW: Duration = Duration::from_secs(60);
 /// Fewest real time between two checkpoints taken for history (a new simulated hour).
 const HISTORY_MIN_GAP: Duration = Duration::from_millis(250);
 /// Fewest real time between two published snapshots while running.
@@ -880,7 +885,8 @@ impl Engine {
                     last_flush = Instant::now();
                     self.flush();
                 }
-                // A checkpoint every CHECKPOINT_EVERY, and one as the cluster enters each
+                // A checkpoint every CHECKPOINT_EVERY (CHECKPOINT_EVERY_READ_ANEW for a
+                // world read anew), and one as the cluster enters each
                 // hour of its history (so a look back restores near any moment), at
                 // most every HISTORY_MIN_GAP at high speeds.
                 let new_hour = self.core.now() / HISTORY_EVERY_S
@@ -892,7 +898,12 @@ impl Engine {
                 // or small: it would write what the last one holds (an idle Kubernetes
                 // cluster of 1,000 nodes and 5,000 pods spent 3 ms of CPU a second on
                 // such copies).
-                let every = CHECKPOINT_EVERY.max(self.checkpoint_cost * 20);
+                let period = if self.driver.world_read_anew() {
+                    CHECKPOINT_EVERY_READ_ANEW
+                } else {
+                    CHECKPOINT_EVERY
+                };
+                let every = period.max(self.checkpoint_cost * 20);
                 let moved = (self.core.cluster().next_event_seq(), self.seq) != self.checkpointed;
                 if self.checkpoint_needed
                     || (!self.paused

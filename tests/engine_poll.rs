@@ -189,6 +189,46 @@ fn an_engine_publishing_status_alone_still_forecasts_and_answers_a_face_whole() 
     assert!(told.contains(&(1, "never")), "{told:?}");
 }
 
+/// The leading driver of a world read anew at every start, as `maar kube`'s: a node
+/// `n3` joins at its second second.
+#[derive(Default)]
+struct ReadAnew {
+    joined: bool,
+}
+
+impl Driver for ReadAnew {
+    fn kind(&self) -> &'static str {
+        "kube"
+    }
+    fn advance(&mut self, core: &mut Core, to: u64) -> Vec<Event> {
+        let mut events = maar_scheduler::kit::Bare.advance(core, to);
+        if to >= 2 && !std::mem::replace(&mut self.joined, true) {
+            let node = Node::new("n3", Default::default(), 8000, 64 << 30, 1 << 40, vec![]);
+            events.extend(
+                core.apply(Input::Observe(Observation::NodeJoined {
+                    node: Box::new(node),
+                }))
+                .events,
+            );
+        }
+        events
+    }
+    fn command(&mut self, core: &mut Core, actor: Actor, command: Command) -> Output {
+        maar_scheduler::kit::Bare.command(core, actor, command)
+    }
+    fn save(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    fn fork(&self) -> Box<dyn Driver> {
+        Box::new(ReadAnew {
+            joined: self.joined,
+        })
+    }
+    fn world_read_anew(&self) -> bool {
+        true
+    }
+}
+
 /// The bare driver of a maar standing by on another's Lease (or leading).
 struct Standby(bool);
 
@@ -335,6 +375,7 @@ fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
 /// is in no checkpoint: the record's newest is another run's, even when it names the
 /// same command and time. It is not written on the way to the first cycle; a reader
 /// asking gets it written at once (not the other run's), and the stop writes it too.
+/// While it runs, a world read anew is checkpointed every minute, not every 5 s.
 #[test]
 fn a_cluster_read_from_the_world_is_checkpointed_by_the_engine_when_a_reader_asks() {
     let dir = std::env::temp_dir().join(format!("maar-fresh-cp-{}", std::process::id()));
@@ -362,7 +403,7 @@ fn a_cluster_read_from_the_world_is_checkpointed_by_the_engine_when_a_reader_ask
     let mut now = Cluster::new(SchedConfig::default());
     now.add_node(node("n1"));
     now.add_node(node("n2"));
-    let mut loaded = Loaded::new(Core::new(now), Box::new(Standby(true)), meta);
+    let mut loaded = Loaded::new(Core::new(now), Box::new(ReadAnew::default()), meta);
     loaded.fresh = true;
     let handle = engine::start(
         loaded,
@@ -388,14 +429,21 @@ fn a_cluster_read_from_the_world_is_checkpointed_by_the_engine_when_a_reader_ask
     // Asked again at once, with nothing changed: no copy of the same.
     handle.checkpoint_now().unwrap();
     assert_eq!(newest(), asked);
-    handle
-        .apply(
-            Actor::system("operator"),
-            Command::CordonNode { node: "n2".into() },
-        )
-        .unwrap();
+    // A node joins at the second second; 5 s after the reader's checkpoint a cluster
+    // that starts from its record would be checkpointed again: a world read anew is
+    // every minute (a reader asking gets one at once, as above).
+    std::thread::sleep(std::time::Duration::from_millis(5_800));
+    assert_eq!(
+        newest(),
+        asked,
+        "checkpointed as a cluster restored from its record"
+    );
     handle.shutdown();
-    assert!(newest().0 > asked.0, "the stop wrote no checkpoint");
+    let stopped = newest();
+    assert_eq!(
+        stopped.1, 3,
+        "the stop wrote no checkpoint of n3: {stopped:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -431,7 +479,7 @@ impl maar_scheduler::kit::Backend for Anew {
             .events;
         Ok(maar_scheduler::kit::Opened {
             core,
-            driver: Box::new(Standby(true)),
+            driver: Box::new(ReadAnew::default()),
             cluster: "anew".into(),
             events,
             fresh: true,

@@ -773,6 +773,13 @@ pub trait Driver: Send {
     fn localize(&self, _core: &Core, command: Command) -> Result<Command, Output> {
         Ok(command)
     }
+    /// Whether its world is read anew at every start (Kubernetes: the API server holds
+    /// the cluster): then the record's checkpoints are history and what a reader sees
+    /// while no maar runs, never what a start continues from, and the engine writes
+    /// them seldom. No, by default: a start continues from the newest checkpoint.
+    fn world_read_anew(&self) -> bool {
+        false
+    }
     /// Whether this maar schedules (a Kubernetes maar standing by on another's lease
     /// watches only). Always, by default.
     fn leading(&self) -> bool {

@@ -1080,6 +1080,10 @@ impl Driver for KubeDriver {
     fn kind(&self) -> &'static str {
         "kube"
     }
+    /// The API server holds the cluster: `Kube::open` reads it at every start.
+    fn world_read_anew(&self) -> bool {
+        true
+    }
     fn leading(&self) -> bool {
         KubeDriver::leading(self)
     }
