@@ -411,20 +411,14 @@ fn a_dry_run_on_a_recorded_kubernetes_cluster_runs_its_next_cycle() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A command on a recorded live cluster with no maar running keeps the events a maar
-/// killed since wrote after its last checkpoint: the world's, which nothing tells
-/// again (they were dropped and their numbers taken by the command's events; a demo
-/// is rerun, so there they are dropped as before).
-#[test]
-fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpoint() {
-    let dir = std::env::temp_dir().join(format!("maar-cli-kube-ev-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("kube-y.db");
+/// A recorded live cluster with no maar running (the lab's nodes, with events a maar
+/// killed since wrote after its last checkpoint).
+fn recorded_live(dir: &std::path::Path, backend: &str) -> (std::path::PathBuf, u64, String) {
+    let p = dir.join(format!("{backend}-y.db"));
     let mut rec = maar::record::Record::create(
         &p,
         &maar::record::Meta {
-            backend: "kube".into(),
+            backend: backend.into(),
             cluster: "y".into(),
             scenario: None,
             seed: None,
@@ -442,7 +436,6 @@ fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpo
         "null",
     )
     .unwrap();
-    // What the killed maar saw after its checkpoint.
     let after: Vec<maar_scheduler::Event> = (0..3)
         .map(|i| maar_scheduler::Event {
             seq: next + i,
@@ -455,7 +448,6 @@ fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpo
         })
         .collect();
     rec.append_events(&after).unwrap();
-    drop(rec);
     let node = demo
         .core
         .cluster()
@@ -465,18 +457,32 @@ fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpo
         .unwrap()
         .name
         .clone();
+    (p, next, node)
+}
+
+/// A command on a recorded local-mode cluster with no maar running keeps the events a
+/// maar killed since wrote after its last checkpoint: the world's, which nothing tells
+/// again (they were dropped and their numbers taken by the command's events; a demo
+/// is rerun, so there they are dropped as before).
+#[test]
+fn a_command_on_a_recorded_live_cluster_keeps_the_events_after_its_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-live-ev-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (p, next, node) = recorded_live(&dir, "local");
     let o = maar(&["cordon", &node, "--state", &p.display().to_string()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let r = maar::record::Record::open_read_only(&p).unwrap();
     let events = r.events_before(1 << 62, 100_000).unwrap();
-    for e in &after {
+    let late = || events.iter().filter(|x| x.seq >= next).collect::<Vec<_>>();
+    for i in 0..3 {
         assert!(
             events
                 .iter()
-                .any(|x| x.seq == e.seq && x.message == e.message),
+                .any(|x| x.seq == next + i && x.message == format!("seen-{i} bound")),
             "event {} lost: {:?}",
-            e.seq,
-            events.iter().filter(|x| x.seq >= next).collect::<Vec<_>>()
+            next + i,
+            late()
         );
     }
     assert!(
@@ -484,8 +490,40 @@ fn a_command_on_a_recorded_kubernetes_cluster_keeps_the_events_after_its_checkpo
             .iter()
             .any(|x| x.seq > next + 2 && x.object == format!("node/{node}")),
         "the cordon's event, numbered after them: {:?}",
-        events.iter().filter(|x| x.seq >= next).collect::<Vec<_>>()
+        late()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A command on a recorded Kubernetes cluster with no maar running is refused, saying
+/// how to act: a start reads the cluster anew from the API server, so a command
+/// recorded now would be acknowledged ("node cordoned") and never done in the cluster
+/// (it was, and the node stayed as it was). Nothing is recorded.
+#[test]
+fn a_command_on_a_recorded_kubernetes_cluster_with_no_maar_running_is_refused() {
+    let dir = std::env::temp_dir().join(format!("maar-cli-kube-off-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (p, next, node) = recorded_live(&dir, "kube");
+    let state = p.display().to_string();
+    let o = maar(&["cordon", &node, "--state", &state]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}{}", text(&o.stdout));
+    assert!(
+        err.contains("no maar is running on the kube cluster y"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("maar kube --context y --state {state}")),
+        "{err}"
+    );
+    let r = maar::record::Record::open_read_only(&p).unwrap();
+    assert_eq!(r.command_count().unwrap(), 0);
+    assert_eq!(r.next_event_seq().unwrap(), next + 3);
+    // A dry run still reads it (the next cycle of the recorded cluster).
+    let f = tmp("kube-off.yaml", JOB);
+    let o = maar(&["submit", "-f", &f, "--state", &state, "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -40,13 +40,27 @@ pub type Localize = fn(&Core, Command) -> Result<Command, Output>;
 pub struct Offline {
     kind: &'static str,
     localize: Option<Localize>,
+    read_anew: bool,
 }
 
 impl Offline {
     /// The offline driver of a kind (`local`, `kube`), with the world's own reading of
     /// commands (local mode refuses what one machine cannot do), if any.
     pub fn new(kind: &'static str, localize: Option<Localize>) -> Offline {
-        Offline { kind, localize }
+        Offline {
+            kind,
+            localize,
+            read_anew: false,
+        }
+    }
+
+    /// Of a world read anew at every start (`Driver::world_read_anew`): a command
+    /// recorded while no maar runs would never be carried out.
+    pub fn read_anew(self) -> Offline {
+        Offline {
+            read_anew: true,
+            ..self
+        }
     }
 }
 
@@ -79,6 +93,10 @@ impl Driver for Offline {
 
     fn fork(&self) -> Box<dyn Driver> {
         Box::new(self.clone())
+    }
+
+    fn world_read_anew(&self) -> bool {
+        self.read_anew
     }
 }
 

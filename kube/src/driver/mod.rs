@@ -1321,6 +1321,9 @@ const NODE_WRITE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5)
 /// How long a submit waits for the API server to make its object.
 const CREATE_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The recorded cluster with no API server attached: a look at its past, a dry run.
+/// A command is refused (`world_read_anew`): nothing would carry it out, and the next
+/// start reads the cluster anew.
 pub fn offline() -> maar_scheduler::kit::Offline {
-    maar_scheduler::kit::Offline::new("kube", Some(localize))
+    maar_scheduler::kit::Offline::new("kube", Some(localize)).read_anew()
 }
