@@ -297,23 +297,34 @@ fn a_maar_standing_by_refuses_commands_and_the_leader_does_them() {
     assert!(!cordoned);
 }
 
+/// The meta of a recorded Kubernetes cluster `test`.
+fn kube_meta() -> Meta {
+    Meta {
+        backend: "kube".into(),
+        cluster: "test".into(),
+        scenario: None,
+        seed: None,
+        created: String::new(),
+    }
+}
+
+/// An empty folder of this test process's own.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("maar-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A live cluster in which nothing happened since its last checkpoint gets no new one: it would write what the
 /// last one holds (an idle Kubernetes cluster of 1,000 nodes spent 3 ms of CPU a second
 /// on such copies). The first thing that happens is checkpointed as before (the
 /// interval has passed).
 #[test]
 fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
-    let dir = std::env::temp_dir().join(format!("maar-idle-cp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("idle-cp");
     let path = dir.join("idle.db");
-    let meta = Meta {
-        backend: "kube".into(),
-        cluster: "test".into(),
-        scenario: None,
-        seed: None,
-        created: String::new(),
-    };
+    let meta = kube_meta();
     let mut record = maar::record::Record::create(&path, &meta).unwrap();
     record.acquire().unwrap();
     let mut c = Cluster::new(SchedConfig::default());
@@ -378,17 +389,9 @@ fn an_idle_live_cluster_writes_no_checkpoint_until_something_happens() {
 /// While it runs, a world read anew is checkpointed every minute, not every 5 s.
 #[test]
 fn a_cluster_read_from_the_world_is_checkpointed_by_the_engine_when_a_reader_asks() {
-    let dir = std::env::temp_dir().join(format!("maar-fresh-cp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("fresh-cp");
     let path = dir.join("fresh.db");
-    let meta = Meta {
-        backend: "kube".into(),
-        cluster: "test".into(),
-        scenario: None,
-        seed: None,
-        created: String::new(),
-    };
+    let meta = kube_meta();
     let node = |name: &str| Node::new(name, Default::default(), 8000, 64 << 30, 1 << 40, vec![]);
     let mut record = maar::record::Record::create(&path, &meta).unwrap();
     record.acquire().unwrap();
@@ -495,9 +498,7 @@ impl maar_scheduler::kit::Backend for Anew {
 /// that numbers from 0 again is refused before anything is written.
 #[test]
 fn a_world_read_anew_adds_its_events_to_the_records_history_not_over_it() {
-    let dir = std::env::temp_dir().join(format!("maar-anew-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("anew");
     let path = dir.join("anew.db");
     let joined = |path: &std::path::Path| -> Vec<(u64, u64)> {
         let r = maar::record::Record::open_read_only(path).unwrap();
