@@ -1192,6 +1192,30 @@ fn deliver(path: &Path, context: Option<&str>, command: Command) -> Result<Answe
             }
             Err(e) => return Err(e.into()),
         }
+        // No maar holds the file now (one starting holds its lease: waited for above).
+        let meta = match rec.meta() {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = rec.release();
+                return Err(e.into());
+            }
+        };
+        if crate::backends::offline(&meta.backend)
+            .is_some_and(|o| maar_scheduler::Driver::world_read_anew(&o))
+        {
+            // Recorded now, it would be acknowledged and never done: only a running
+            // maar carries a command out in such a world, and a start reads it anew.
+            let _ = rec.release();
+            return Err(Failure::No(format!(
+                "{}: no maar is running on the {} cluster {}, and a command needs one: the running maar carries it out in the cluster, and a start reads the cluster anew, so one recorded now would never be done; start `maar {} --context {} --state {}` and act through it, or act in the cluster itself (`kubectl cordon`, `kubectl delete pod`)",
+                path.display(),
+                meta.backend,
+                meta.cluster,
+                meta.backend,
+                meta.cluster,
+                path.display()
+            )));
+        }
         let mut loaded = match backend::restore(&rec, false) {
             Ok(l) => l,
             Err(e) => {
@@ -1199,20 +1223,6 @@ fn deliver(path: &Path, context: Option<&str>, command: Command) -> Result<Answe
                 return Err(e.into());
             }
         };
-        if loaded.driver.world_read_anew() {
-            // Recorded now, it would be acknowledged and never done: only a running
-            // maar carries a command out in such a world, and a start reads it anew.
-            let _ = rec.release();
-            return Err(Failure::No(format!(
-                "{}: no maar is running on the {} cluster {}, and a command needs one: the running maar carries it out in the cluster, and a start reads the cluster anew, so one recorded now would never be done; start `maar {} --context {} --state {}` and act through it, or act in the cluster itself (`kubectl cordon`, `kubectl delete pod`)",
-                path.display(),
-                loaded.meta.backend,
-                loaded.meta.cluster,
-                loaded.meta.backend,
-                loaded.meta.cluster,
-                path.display()
-            )));
-        }
         if loaded.meta.backend == "demo" {
             // A demo is rerun: what happened after its checkpoint happens again.
             rec.drop_events_from(loaded.core.cluster().next_event_seq())?;

@@ -49,6 +49,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 /// maar get one written at once, and the hour's checkpoint is written all the same.
 /// What it bounds is how much of a killed maar's last moments the record shows.
 const CHECKPOINT_EVERY_READ_ANEW: Duration = Duration::from_secs(60);
+/// `Engine::checkpointed` of a cluster the record holds in no checkpoint yet (no event
+/// count or command matches it).
+const IN_NO_CHECKPOINT: (u64, i64) = (u64::MAX, -1);
 /// Fewest real time between two checkpoints taken for history (a new simulated hour).
 const HISTORY_MIN_GAP: Duration = Duration::from_millis(250);
 /// Fewest real time between two published snapshots while running.
@@ -609,7 +612,7 @@ pub fn start(mut loaded: Loaded, record: Option<Record>, opts: EngineOptions) ->
         {
             (loaded.core.cluster().next_event_seq(), loaded.after_seq)
         }
-        _ => (u64::MAX, -1),
+        _ => IN_NO_CHECKPOINT,
     };
     let mut e = Engine {
         core: loaded.core,
@@ -981,7 +984,7 @@ impl Engine {
                 let ticked = self.core.now() >= self.checkpoint_at + READER_CLOCK_S;
                 // A cluster in no checkpoint yet (read from the world a moment ago) is
                 // written at once: the record's newest would be another run's, or none.
-                let in_none = self.checkpointed == (u64::MAX, -1);
+                let in_none = self.checkpointed == IN_NO_CHECKPOINT;
                 if (moved || ticked)
                     && (in_none || self.last_checkpoint.elapsed() >= HISTORY_MIN_GAP)
                 {
